@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/limiterd/limiterd/node"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// Config is limiterd's configuration file (YAML).
+type Config struct {
+	// NodeName names this node for people; defaults to the host name.
+	NodeName string `yaml:"node_name"`
+	// GRPCAddr is where the gRPC API listens (default 127.0.0.1:7070).
+	GRPCAddr string `yaml:"grpc_addr"`
+	// HTTPAddr serves /metrics, /healthz and /readyz (default 127.0.0.1:7071).
+	HTTPAddr string `yaml:"http_addr"`
+	// LogLevel is debug, info, warn or error (default info).
+	LogLevel string `yaml:"log_level"`
+	// ShutdownTimeout bounds the final push of every namespace on SIGTERM
+	// (default 5s).
+	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// Sync tunes the sync loops of every namespace.
+	Sync SyncConfig `yaml:"sync"`
+	// Stores are declared once by name; namespaces refer to them.
+	Stores map[string]StoreConfig `yaml:"stores"`
+	// Namespaces; with none, a "default" namespace (1s and 60s, local only).
+	Namespaces []NamespaceConfig `yaml:"namespaces"`
+}
+
+// SyncConfig tunes the sync loops.
+type SyncConfig struct {
+	// TickTimeout bounds one tick; default max(10 × sync_rate, 1s).
+	TickTimeout Duration `yaml:"tick_timeout"`
+	// CallTimeout bounds a synchronous namespace's store call (default 250ms).
+	CallTimeout Duration `yaml:"call_timeout"`
+	// RetryPeriod is a synchronous namespace's background push period (default 1s).
+	RetryPeriod Duration `yaml:"retry_period"`
+	// BatchSize is the most rows per store call (default 5000).
+	BatchSize int `yaml:"batch_size"`
+}
+
+// NamespaceConfig is one namespace.
+type NamespaceConfig struct {
+	Name        string     `yaml:"name"`
+	WindowSizes []Duration `yaml:"window_sizes"`
+	// SyncRate in seconds: > 0 periodic, 0 synchronous, < 0 local only.
+	SyncRate *float64 `yaml:"sync_rate"`
+	Store    string   `yaml:"store"`
+	MaxKeys  int      `yaml:"max_keys"`
+}
+
+// StoreConfig is one store; Type selects which other fields apply.
+type StoreConfig struct {
+	Type string `yaml:"type"`
+	// Options holds the type's own fields, decoded by the store's package.
+	Options yaml.Node `yaml:"-"`
+}
+
+// UnmarshalYAML keeps the whole mapping so the store's package decodes it.
+func (s *StoreConfig) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: a store must be a mapping", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "type" {
+			s.Type = n.Content[i+1].Value
+		}
+	}
+	s.Options = *n
+	return nil
+}
+
+// Duration is a Go duration string ("1s", "100ms") or a bare number of
+// seconds.
+type Duration time.Duration
+
+// UnmarshalYAML parses "1s" or 1.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if f, err := strconv.ParseFloat(s, 64); err == nil {
+		if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e9 {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		return time.Duration(math.Round(f * float64(time.Second))), nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q: want a Go duration like \"1s\" or \"100ms\", or a number of seconds", s)
+	}
+	return d, nil
+}
+
+// ConfigError names the file, the field and the reason.
+type ConfigError struct {
+	File, Field, Reason string
+}
+
+func (e *ConfigError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("config %s: %s", e.File, e.Reason)
+	}
+	return fmt.Sprintf("config %s: %s: %s", e.File, e.Field, e.Reason)
+}
+
+// DefaultConfig is what limiterd runs with given no file.
+func DefaultConfig() Config {
+	return Config{GRPCAddr: "127.0.0.1:7070", HTTPAddr: "127.0.0.1:7071", LogLevel: "info"}
+}
+
+// LoadConfig reads and validates a config file.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, &ConfigError{File: path, Reason: err.Error()}
+	}
+	return ParseConfig(path, data)
+}
+
+// ParseConfig parses and validates config data; name is used in errors.
+func ParseConfig(name string, data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, &ConfigError{File: name, Reason: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if err := cfg.Validate(); err != nil {
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			ce.File = name
+		}
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// storeTypes are the store types users may configure.
+var storeTypes = []string{"redis", "postgres", "cassandra"}
+
+// Validate checks everything that can be checked without connecting.
+func (c *Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	}
+	if c.GRPCAddr == "" {
+		return bad("grpc_addr", "must not be empty")
+	}
+	switch c.LogLevel {
+	case "", "debug", "info", "warn", "error":
+	default:
+		return bad("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	if c.ShutdownTimeout < 0 {
+		return bad("shutdown_timeout", "must not be negative")
+	}
+	for f, d := range map[string]Duration{"sync.tick_timeout": c.Sync.TickTimeout, "sync.call_timeout": c.Sync.CallTimeout, "sync.retry_period": c.Sync.RetryPeriod} {
+		if d < 0 {
+			return bad(f, "must not be negative, got %s", time.Duration(d))
+		}
+	}
+	if c.Sync.BatchSize < 0 {
+		return bad("sync.batch_size", "must not be negative, got %d", c.Sync.BatchSize)
+	}
+	for name, s := range c.Stores {
+		if !contains(storeTypes, s.Type) {
+			return bad("stores."+name+".type", "must be one of %s, got %q", strings.Join(storeTypes, ", "), s.Type)
+		}
+		if _, err := decodeStoreOptions(s); err != nil {
+			return bad("stores."+name, "%v", err)
+		}
+	}
+	used := make(map[string]bool)
+	for i, nc := range c.NodeConfigs() {
+		field := fmt.Sprintf("namespaces[%d]", i)
+		if used[nc.Name] {
+			return bad(field+".name", "namespace %q is defined twice", nc.Name)
+		}
+		used[nc.Name] = true
+		if len(c.Namespaces) > 0 && c.Namespaces[i].SyncRate == nil {
+			return bad(field+".sync_rate", "is required (> 0 periodic, 0 synchronous, < 0 local only)")
+		}
+		if err := nc.Validate(); err != nil {
+			var fe *node.FieldError
+			if errors.As(err, &fe) {
+				return bad(field+"."+fe.Field, "%s", fe.Reason)
+			}
+			return bad(field, "%v", err)
+		}
+		if nc.Store != "" {
+			if _, ok := c.Stores[nc.Store]; !ok {
+				return bad(field+".store", "store %q is not declared under stores", nc.Store)
+			}
+		}
+	}
+	return nil
+}
+
+// NodeConfigs returns the namespaces as node configs; the default namespace
+// when none is configured.
+func (c *Config) NodeConfigs() []node.Config {
+	if len(c.Namespaces) == 0 {
+		return []node.Config{node.DefaultConfig()}
+	}
+	out := make([]node.Config, len(c.Namespaces))
+	for i, n := range c.Namespaces {
+		nc := node.Config{Name: n.Name, Store: n.Store, MaxKeys: n.MaxKeys, SyncRate: -1}
+		if n.SyncRate != nil {
+			nc.SyncRate = *n.SyncRate
+		}
+		for _, d := range n.WindowSizes {
+			nc.WindowSizes = append(nc.WindowSizes, time.Duration(d))
+		}
+		out[i] = nc
+	}
+	return out
+}
+
+// SyncerConfig returns the sync loops' tuning.
+func (c *Config) SyncerConfig() clustersync.Config {
+	return clustersync.Config{
+		TickTimeout:     time.Duration(c.Sync.TickTimeout),
+		CallTimeout:     time.Duration(c.Sync.CallTimeout),
+		RetryPeriod:     time.Duration(c.Sync.RetryPeriod),
+		ShutdownTimeout: time.Duration(c.ShutdownTimeout),
+		BatchSize:       c.Sync.BatchSize,
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,226 @@
+// Command limiterd serves clustered sliding-window rate limiting over gRPC.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	gosync "sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/node"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "limiterd:", err)
+		os.Exit(1)
+	}
+}
+
+// Environment variables, each overridden by its flag.
+const (
+	envConfig   = "LIMITERD_CONFIG"
+	envGRPCAddr = "LIMITERD_GRPC_ADDR"
+	envHTTPAddr = "LIMITERD_HTTP_ADDR"
+	envNodeName = "LIMITERD_NODE_NAME"
+	envLogLevel = "LIMITERD_LOG_LEVEL"
+)
+
+// run is limiterd: it returns when ctx is done (after a graceful shutdown)
+// or on a start-up error.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "schema" {
+		return printSchema(args[1:], stdout)
+	}
+	fs := flag.NewFlagSet("limiterd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", getenv(envConfig), "YAML config file (env "+envConfig+"); none: a local-only \"default\" namespace with 1s and 60s windows")
+	grpcAddr := fs.String("grpc-addr", getenv(envGRPCAddr), "gRPC listen address (env "+envGRPCAddr+", default 127.0.0.1:7070)")
+	httpAddr := fs.String("http-addr", getenv(envHTTPAddr), "HTTP address for /metrics, /healthz, /readyz (env "+envHTTPAddr+", default 127.0.0.1:7071; \"off\" disables)")
+	nodeName := fs.String("node-name", getenv(envNodeName), "node name for people (env "+envNodeName+", default the host name)")
+	logLevel := fs.String("log-level", getenv(envLogLevel), "debug, info, warn or error (env "+envLogLevel+")")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg := DefaultConfig()
+	if *configPath != "" {
+		var err error
+		if cfg, err = LoadConfig(*configPath); err != nil {
+			return err
+		}
+	}
+	for dst, v := range map[*string]string{&cfg.GRPCAddr: *grpcAddr, &cfg.HTTPAddr: *httpAddr, &cfg.NodeName: *nodeName, &cfg.LogLevel: *logLevel} {
+		if v != "" {
+			*dst = v
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName, _ = os.Hostname()
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+	return serve(ctx, cfg, log)
+}
+
+func parseLevel(s string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// daemon is one running limiterd: everything wired in one place.
+type daemon struct {
+	cfg     Config
+	log     *slog.Logger
+	node    *node.Node
+	stores  map[string]clustersync.Store
+	syncers map[string]*clustersync.Syncer
+	reg     *prometheus.Registry
+	health  *health.Server
+	inc     string
+}
+
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	d, err := newDaemon(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer d.closeStores()
+
+	lis, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("grpc listen: %w", err)
+	}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
+	limiterv1.RegisterRateLimiterServer(gs, newServer(d))
+	healthpb.RegisterHealthServer(gs, d.health)
+	reflection.Register(gs)
+
+	var httpSrv *http.Server
+	if cfg.HTTPAddr != "" && cfg.HTTPAddr != "off" {
+		hl, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			lis.Close()
+			return fmt.Errorf("http listen: %w", err)
+		}
+		httpSrv = &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := httpSrv.Serve(hl); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server stopped", "err", err)
+			}
+		}()
+		log.Info("http listening", "addr", hl.Addr().String())
+	}
+
+	// Background work: reclaim and one sync loop per syncing namespace.
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg gosync.WaitGroup
+	wg.Go(func() { d.node.Run(bg) })
+	for name, s := range d.syncers {
+		wg.Go(func() {
+			if err := s.Run(bg); err != nil {
+				log.Error("final push failed", "namespace", name, "err", err)
+			}
+		})
+	}
+
+	errc := make(chan error, 1)
+	go func() { errc <- gs.Serve(lis) }()
+	log.Info("limiterd serving", "grpc", lis.Addr().String(), "node", cfg.NodeName, "incarnation", d.inc,
+		"namespaces", len(d.node.Namespaces()))
+
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	log.Info("shutting down")
+	d.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() { gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(5 * time.Second):
+		gs.Stop()
+	}
+	// Every call has returned: the final pushes see every hit.
+	stopBG()
+	wg.Wait()
+	if httpSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_ = httpSrv.Shutdown(sctx)
+		cancel()
+	}
+	return err
+}
+
+func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, error) {
+	n, err := node.New(cfg.NodeConfigs(), node.SystemClock{})
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{
+		cfg: cfg, log: log, node: n, reg: prometheus.NewRegistry(), health: health.NewServer(),
+		stores: map[string]clustersync.Store{}, syncers: map[string]*clustersync.Syncer{},
+		inc: clustersync.NewIncarnation(cfg.NodeName),
+	}
+	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d.registerNodeMetrics()
+	metrics := clustersync.NewMetrics(d.reg)
+	versions := clustersync.NewVersions(time.Now)
+	for _, ns := range n.Namespaces() {
+		nc := ns.Config()
+		if nc.Mode() == node.LocalOnly {
+			continue
+		}
+		st, ok := d.stores[nc.Store]
+		if !ok {
+			if st, err = openStore(ctx, nc.Store, cfg.Stores[nc.Store], log); err != nil {
+				d.closeStores()
+				return nil, fmt.Errorf("store %q: %w", nc.Store, err)
+			}
+			d.stores[nc.Store] = st
+		}
+		s, err := clustersync.NewSyncer(ns, st, d.inc, versions, cfg.SyncerConfig(), log, metrics)
+		if err != nil {
+			d.closeStores()
+			return nil, err
+		}
+		d.syncers[nc.Name] = s
+	}
+	d.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	d.health.SetServingStatus(limiterv1.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	return d, nil
+}
+
+func (d *daemon) closeStores() {
+	for name, s := range d.stores {
+		if err := s.Close(); err != nil {
+			d.log.Warn("closing store", "store", name, "err", err)
+		}
+	}
+}

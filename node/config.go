@@ -1,0 +1,142 @@
+package node
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"time"
+)
+
+// Mode is how a namespace syncs, chosen by the sign of its SyncRate.
+type Mode int
+
+const (
+	// LocalOnly (sync_rate < 0): nothing leaves the node.
+	LocalOnly Mode = iota
+	// Periodic (sync_rate > 0): a ticker pushes and fetches.
+	Periodic
+	// Synchronous (sync_rate = 0): every call writes through to the store.
+	Synchronous
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Periodic:
+		return "periodic"
+	case Synchronous:
+		return "synchronous"
+	default:
+		return "local"
+	}
+}
+
+// Limits on a namespace's configuration.
+const (
+	MinWindowSize  = time.Millisecond
+	MaxWindowSize  = 366 * 24 * time.Hour
+	MaxWindowSizes = 16
+	MinSyncRate    = 0.001 // seconds
+	// DefaultMaxKeys is the default cap on active keys per namespace: about
+	// 250 MB of counters with two window sizes and short keys.
+	DefaultMaxKeys = 1_000_000
+)
+
+// DefaultNamespace is the namespace a request that names none uses.
+const DefaultNamespace = "default"
+
+var namespaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+
+// Config configures one namespace.
+type Config struct {
+	// Name is 1–64 characters of [A-Za-z0-9_.-].
+	Name string
+	// WindowSizes are the window sizes counted, each a whole number of
+	// milliseconds between 1 ms and 366 days, without duplicates.
+	WindowSizes []time.Duration
+	// SyncRate in seconds: > 0 periodic (at least 0.001), 0 synchronous,
+	// < 0 local only.
+	SyncRate float64
+	// Store names the store a syncing namespace uses; empty when local only.
+	Store string
+	// MaxKeys caps the active keys; 0 means DefaultMaxKeys.
+	MaxKeys int
+}
+
+// DefaultConfig is the namespace limiterd runs with when given no config:
+// "default", windows of 1 s and 60 s, local only.
+func DefaultConfig() Config {
+	return Config{
+		Name:        DefaultNamespace,
+		WindowSizes: []time.Duration{time.Second, time.Minute},
+		SyncRate:    -1,
+		MaxKeys:     DefaultMaxKeys,
+	}
+}
+
+// Mode returns the sync mode selected by SyncRate.
+func (c Config) Mode() Mode {
+	switch {
+	case c.SyncRate > 0:
+		return Periodic
+	case c.SyncRate == 0:
+		return Synchronous
+	default:
+		return LocalOnly
+	}
+}
+
+// SyncPeriod returns SyncRate as a duration (0 unless periodic).
+func (c Config) SyncPeriod() time.Duration {
+	if c.SyncRate <= 0 {
+		return 0
+	}
+	return time.Duration(c.SyncRate * float64(time.Second))
+}
+
+// Validate reports the first problem with c as a *FieldError.
+func (c Config) Validate() error {
+	if !namespaceName.MatchString(c.Name) {
+		return fieldErr("name", ErrInvalidConfig, "namespace name %q must be 1-64 characters of [A-Za-z0-9_.-]", c.Name)
+	}
+	if len(c.WindowSizes) == 0 {
+		return fieldErr("window_sizes", ErrInvalidConfig, "at least one window size is required")
+	}
+	if len(c.WindowSizes) > MaxWindowSizes {
+		return fieldErr("window_sizes", ErrInvalidConfig, "at most %d window sizes, got %d", MaxWindowSizes, len(c.WindowSizes))
+	}
+	for i, s := range c.WindowSizes {
+		if err := ValidateWindowSize(s); err != nil {
+			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "%s", err.(*FieldError).Reason)
+		}
+		if slices.Contains(c.WindowSizes[:i], s) {
+			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "duplicate window size %s", s)
+		}
+	}
+	switch {
+	case math.IsNaN(c.SyncRate) || math.IsInf(c.SyncRate, 0):
+		return fieldErr("sync_rate", ErrInvalidConfig, "must be a finite number of seconds")
+	case c.SyncRate > 0 && c.SyncRate < MinSyncRate:
+		return fieldErr("sync_rate", ErrInvalidConfig, "must be at least %g s when positive, got %g", MinSyncRate, c.SyncRate)
+	case c.SyncRate > 86400:
+		return fieldErr("sync_rate", ErrInvalidConfig, "must be at most 86400 s, got %g", c.SyncRate)
+	}
+	if c.Mode() != LocalOnly && c.Store == "" {
+		return fieldErr("store", ErrInvalidConfig, "a namespace with sync_rate >= 0 needs a store")
+	}
+	if c.MaxKeys < 0 {
+		return fieldErr("max_keys", ErrInvalidConfig, "must not be negative, got %d", c.MaxKeys)
+	}
+	return nil
+}
+
+// ValidateWindowSize checks one window size.
+func ValidateWindowSize(s time.Duration) error {
+	switch {
+	case s < MinWindowSize || s > MaxWindowSize:
+		return fieldErr("window_size", ErrInvalidWindow, "must be between %s and %s, got %s", MinWindowSize, MaxWindowSize, s)
+	case s%time.Millisecond != 0:
+		return fieldErr("window_size", ErrInvalidWindow, "must be a whole number of milliseconds, got %s", s)
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package node
+
+import (
+	"time"
+)
+
+// KeyLock holds one key's lock for a read-modify-write that spans a store
+// call (synchronous namespaces). Counting by others on the same key
+// continues lock-free; Allow and other KeyLocks on the key wait.
+type KeyLock struct {
+	ns *Namespace
+	e  *entry
+	t  int64
+}
+
+// LockKey validates key, creates its entry if needed (subject to the key
+// cap) and locks it. The caller must call Unlock.
+func (ns *Namespace) LockKey(t time.Time, key string) (*KeyLock, error) {
+	if err := ValidateKey(key); err != nil {
+		return nil, err
+	}
+	e, sh, err := ns.acquire(key)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	tn := t.UnixNano()
+	// Give every size a current bucket so a reclaim cannot remove the entry
+	// once the shard lock is released below.
+	for i, size := range ns.sizes {
+		e.slots[i].bucketFor(WindowStart(tn, time.Duration(size)), size)
+	}
+	sh.mu.RUnlock()
+	return &KeyLock{ns: ns, e: e, t: tn}, nil
+}
+
+// Unlock releases the key.
+func (k *KeyLock) Unlock() { k.e.mu.Unlock() }
+
+// Add counts m micro-hits in slot i's current window.
+func (k *KeyLock) Add(i int, m int64) {
+	size := k.ns.sizes[i]
+	if b := k.e.slots[i].bucketFor(WindowStart(k.t, time.Duration(size)), size); b != nil {
+		b.own.Add(m)
+	}
+}
+
+// Own returns slot i's current and previous windows as Pending rows holding
+// this node's own totals.
+func (k *KeyLock) Own(key string, i int) (cur, prev Pending) {
+	size := k.ns.sizes[i]
+	ws := WindowStart(k.t, time.Duration(size))
+	s := &k.e.slots[i]
+	cb := s.bucketFor(ws, size)
+	pb := s.bucketFor(ws-size, size)
+	cur = Pending{Key: key, Size: time.Duration(size), Start: ws, Total: cb.own.Load(), e: k.e, b: cb}
+	prev = Pending{Key: key, Size: time.Duration(size), Start: ws - size, Total: pb.own.Load(), e: k.e, b: pb}
+	return cur, prev
+}
+
+// SetOthers stores the other nodes' totals for slot i's current and
+// previous windows.
+func (k *KeyLock) SetOthers(i int, cur, prev int64) {
+	size := k.ns.sizes[i]
+	ws := WindowStart(k.t, time.Duration(size))
+	s := &k.e.slots[i]
+	s.bucketFor(ws, size).others.Store(cur)
+	s.bucketFor(ws-size, size).others.Store(prev)
+}
+
+// MarkPushed is Namespace.MarkPushed for a lock holder (which already holds
+// the entry's lock).
+func (k *KeyLock) MarkPushed(p Pending, version int64) {
+	if version > p.b.pushedVer {
+		p.b.pushedVer = version
+		p.b.pushed.Store(p.Total)
+	}
+}
+
+// Totals returns slot i's current and previous totals (own + others).
+func (k *KeyLock) Totals(i int) (cur, prev int64) {
+	size := k.ns.sizes[i]
+	c, p := k.e.slots[i].buckets(WindowStart(k.t, time.Duration(size)), size)
+	return total(c), total(p)
+}
+
+// Rates appends the rates of slots [lo, hi) plus extra in the current window.
+func (k *KeyLock) Rates(lo, hi int, extra int64, dst []Rate) []Rate {
+	for i := lo; i < hi; i++ {
+		size := k.ns.sizes[i]
+		ws := WindowStart(k.t, time.Duration(size))
+		dst = append(dst, Rate{Size: time.Duration(size), Rate: k.ns.rate(&k.e.slots[i], k.t, ws, size, extra) / Micro})
+	}
+	return dst
+}
+
+// SizeRange returns the slot indexes [lo, hi) a call with size addresses;
+// size 0 means every size.
+func (ns *Namespace) SizeRange(size time.Duration) (lo, hi int, err error) {
+	return ns.sizeRange(size)
+}
+
+// Sizes returns the namespace's window sizes, ascending.
+func (ns *Namespace) Sizes() []time.Duration { return ns.cfg.WindowSizes }
+
+// CheckAllow validates an Allow request, returning its cost in micro-hits
+// and, per limit, the slot index and limit in micro-hits.
+func (ns *Namespace) CheckAllow(req AllowRequest) (cost int64, idx []int, limits []int64, err error) {
+	lims := make([]microLimit, len(req.Limits))
+	if cost, err = ns.checkAllow(&req, lims); err != nil {
+		return 0, nil, nil, err
+	}
+	for _, l := range lims {
+		idx = append(idx, l.idx)
+		limits = append(limits, l.limit)
+	}
+	return cost, idx, limits, nil
+}
+
+// Decide completes an Allow under the key lock. When storeAllowed is not
+// nil the store decided atomically and its verdict stands; otherwise the
+// decision is taken here from the key's totals. It counts cost in every size
+// when allowed or countRejected, and returns the decision computed from the
+// key's totals (own + others) as they then are.
+func (k *KeyLock) Decide(req AllowRequest, cost int64, idx []int, limits []int64, storeAllowed *bool, dst []LimitStatus) Decision {
+	lims := make([]microLimit, len(idx))
+	cur := make([]int64, len(idx))
+	prev := make([]int64, len(idx))
+	for i := range idx {
+		lims[i] = microLimit{idx: idx[i], size: k.ns.sizes[idx[i]], limit: limits[i]}
+		cur[i], prev[i] = k.Totals(idx[i])
+	}
+	d := decide(k.t, cost, lims, cur, prev, req.CountRejected)
+	if storeAllowed == nil {
+		k.count(d.counted, cost)
+		return d.finish(dst, lims, req.Limits)
+	}
+	allowed := *storeAllowed
+	d.allowed = allowed
+	d.counted = allowed || req.CountRejected
+	if d.counted {
+		for i := range d.cur[:len(lims)] {
+			d.cur[i] = cur[i] + cost
+		}
+		k.count(true, cost)
+	} else {
+		copy(d.cur[:], cur)
+	}
+	if !allowed && d.never < 0 && d.retry == 0 {
+		d.retry = retryAfter(k.t, cost, lims, d.cur[:len(lims)], d.prev[:len(lims)])
+	}
+	if allowed {
+		d.retry = 0
+	}
+	return d.finish(dst, lims, req.Limits)
+}
+
+func (k *KeyLock) count(counted bool, cost int64) {
+	if counted {
+		for i := range k.ns.sizes {
+			k.Add(i, cost)
+		}
+	}
+}

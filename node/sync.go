@@ -1,0 +1,170 @@
+package node
+
+import (
+	"time"
+)
+
+// The methods in this file are for the package that syncs a namespace with
+// a store. They are safe for concurrent use with counting.
+
+// Pending is a window whose own total changed since its last successful
+// push.
+type Pending struct {
+	Key   string
+	Size  time.Duration
+	Start int64 // Unix ns
+	Total int64 // own total, micro-hits, as read when collected
+	e     *entry
+	b     *bucket
+}
+
+// Window names one window of a key in the interest set.
+type Window struct {
+	Key   string
+	Size  time.Duration
+	Start int64 // Unix ns
+	e     *entry
+	slot  *slot
+}
+
+// CollectDirty appends to dst every window that still counts at now (the
+// current or the previous one) whose own total differs from its last
+// pushed total.
+func (ns *Namespace) CollectDirty(now time.Time, dst []Pending) []Pending {
+	tn := now.UnixNano()
+	ns.each(func(key string, e *entry) {
+		for i := range e.slots {
+			size := ns.sizes[i]
+			ws := WindowStart(tn, time.Duration(size))
+			p := e.slots[i].p.Load()
+			if p == nil || p.start < ws-size {
+				continue
+			}
+			if b := p.cur; b.own.Load() != b.pushed.Load() {
+				dst = append(dst, Pending{Key: key, Size: time.Duration(size), Start: p.start, Total: b.own.Load(), e: e, b: b})
+			}
+			if b := p.prev; b != nil && p.start == ws && b.own.Load() != b.pushed.Load() {
+				dst = append(dst, Pending{Key: key, Size: time.Duration(size), Start: p.start - size, Total: b.own.Load(), e: e, b: b})
+			}
+		}
+	})
+	return dst
+}
+
+// MarkPushed records that p.Total was stored with version. A push that
+// completes after a newer one does not move the mark back.
+func (ns *Namespace) MarkPushed(p Pending, version int64) {
+	p.e.mu.Lock()
+	if version > p.b.pushedVer {
+		p.b.pushedVer = version
+		p.b.pushed.Store(p.Total)
+	}
+	p.e.mu.Unlock()
+}
+
+// CollectInterest appends to dst the current and previous windows at now
+// of every key touched in either of them: the windows whose other-node
+// totals the node needs.
+func (ns *Namespace) CollectInterest(now time.Time, dst []Window) []Window {
+	tn := now.UnixNano()
+	ns.each(func(key string, e *entry) {
+		for i := range e.slots {
+			size := ns.sizes[i]
+			ws := WindowStart(tn, time.Duration(size))
+			s := &e.slots[i]
+			if p := s.p.Load(); p == nil || p.start < ws-size {
+				continue
+			}
+			dst = append(dst,
+				Window{Key: key, Size: time.Duration(size), Start: ws, e: e, slot: s},
+				Window{Key: key, Size: time.Duration(size), Start: ws - size, e: e, slot: s})
+		}
+	})
+	return dst
+}
+
+// SetOthers stores the other nodes' total for w, as just fetched.
+func (ns *Namespace) SetOthers(w Window, others int64) {
+	if b, _ := w.slot.buckets(w.Start, int64(w.Size)); b != nil {
+		b.others.Store(others)
+		return
+	}
+	if others == 0 {
+		return // nothing to remember; an absent bucket reads 0
+	}
+	w.e.mu.Lock()
+	if b := w.slot.bucketFor(w.Start, int64(w.Size)); b != nil {
+		b.others.Store(others)
+	}
+	w.e.mu.Unlock()
+}
+
+// each calls fn for every entry, holding each shard's read lock in turn.
+// fn must not call back into the namespace's locking methods.
+func (ns *Namespace) each(fn func(key string, e *entry)) {
+	for i := range ns.shards.s {
+		sh := &ns.shards.s[i]
+		sh.mu.RLock()
+		for k, e := range sh.m {
+			fn(k, e)
+		}
+		sh.mu.RUnlock()
+	}
+}
+
+// Reclaim frees the windows that no longer count at now, and the keys left
+// with none. Memory thus follows the keys active in the last two windows.
+// It returns the number of keys removed.
+func (ns *Namespace) Reclaim(now time.Time) int {
+	tn := now.UnixNano()
+	removed := 0
+	for i := range ns.shards.s {
+		sh := &ns.shards.s[i]
+		sh.mu.Lock()
+		for k, e := range sh.m {
+			if !e.mu.TryLock() {
+				continue // in use by a key lock or an Allow: alive
+			}
+			if ns.reclaimEntry(e, tn) {
+				delete(sh.m, k)
+				removed++
+			}
+			e.mu.Unlock()
+		}
+		sh.mu.Unlock()
+	}
+	ns.keys.Add(-int64(removed))
+	return removed
+}
+
+// reclaimEntry drops e's dead windows and reports whether none is left.
+// The shard is write-locked and e locked, so nothing else touches e.
+func (ns *Namespace) reclaimEntry(e *entry, tn int64) bool {
+	live := false
+	for i := range e.slots {
+		size := ns.sizes[i]
+		ws := WindowStart(tn, time.Duration(size))
+		s := &e.slots[i]
+		p := s.p.Load()
+		switch {
+		case p == nil:
+		case p.start < ws-size: // both windows dead
+			ns.countDropped(p.cur)
+			ns.countDropped(p.prev)
+			s.p.Store(nil)
+		case p.start == ws-size && p.prev != nil: // prev is two windows old
+			ns.countDropped(p.prev)
+			s.p.Store(&pair{start: p.start, cur: p.cur})
+			live = true
+		default:
+			live = true
+		}
+	}
+	return !live
+}
+
+func (ns *Namespace) countDropped(b *bucket) {
+	if ns.track && b != nil && b.own.Load() != b.pushed.Load() {
+		ns.dropped.Add(1)
+	}
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Regenerates the Go code of limiterd's gRPC API from api/proto (run by
+# `make generate`). The generated files are kept in the repository.
+#
+#   scripts/generate.sh          regenerate (files that did not change are
+#                                left untouched)
+#   scripts/generate.sh --check  regenerate into a temporary directory and
+#                                fail if the files in the tree differ
+#
+# Needs protoc (Debian: apt-get install protobuf-compiler, which also brings
+# the google/protobuf/*.proto well-known types). It is installed with apt-get
+# when missing and running as root. The Go plugins are installed at the
+# pinned versions below into GOBIN (default: $(go env GOPATH)/bin) when
+# missing or at another version, and are called by path, so PATH does not
+# matter. The same versions give byte-identical output: the generated headers
+# name them.
+set -euo pipefail
+
+PROTOC_VERSION="${PROTOC_VERSION:-3.21.12}" # Debian 12's protobuf-compiler
+PROTOC_GEN_GO_VERSION="${PROTOC_GEN_GO_VERSION:-v1.36.12}"         # = google.golang.org/protobuf in go.mod
+PROTOC_GEN_GO_GRPC_VERSION="${PROTOC_GEN_GO_GRPC_VERSION:-v1.6.2}" # needs google.golang.org/grpc >= v1.64
+
+cd "$(dirname "$0")/.."
+
+check=false
+case "${1:-}" in
+"") ;;
+--check) check=true ;;
+*)
+	echo "usage: $0 [--check]" >&2
+	exit 2
+	;;
+esac
+
+log() { echo "generate: $*" >&2; }
+
+# --- protoc ---
+if ! command -v protoc >/dev/null 2>&1; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		log "installing protobuf-compiler"
+		apt-get install -y -qq protobuf-compiler >/dev/null ||
+			{ apt-get update -qq && apt-get install -y -qq protobuf-compiler >/dev/null; }
+	else
+		log "protoc not found: install protobuf-compiler (protoc $PROTOC_VERSION)"
+		exit 1
+	fi
+fi
+have_protoc="$(protoc --version | awk '{print $2}')"
+if [ "$have_protoc" != "$PROTOC_VERSION" ]; then
+	log "warning: protoc $have_protoc, expected $PROTOC_VERSION: the generated headers will differ"
+fi
+
+# --- Go plugins ---
+gobin="$(go env GOBIN)"
+[ -n "$gobin" ] || gobin="$(go env GOPATH)/bin"
+
+# ensure_plugin NAME PACKAGE VERSION: install NAME at VERSION into gobin
+# unless it is already there at that version.
+ensure_plugin() {
+	local name="$1" pkg="$2" want="$3" have=""
+	if [ -x "$gobin/$name" ]; then
+		# "protoc-gen-go v1.36.12" or "protoc-gen-go-grpc 1.6.2"
+		have="$("$gobin/$name" --version 2>/dev/null | awk '{print $2}')" || true
+		have="v${have#v}"
+	fi
+	if [ "$have" != "$want" ]; then
+		log "installing $name $want into $gobin"
+		# Outside the module, so that go.mod and go.sum are not touched.
+		(cd / && GOBIN="$gobin" GOFLAGS=-buildvcs=false go install "$pkg@$want")
+	fi
+}
+ensure_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
+ensure_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
+
+# --- generate ---
+# Sources are named relative to api/proto; api/proto/third_party holds the
+# imported .proto files that protoc does not ship (google/rpc/status.proto),
+# which are only imported: their Go packages exist already.
+protos=(limiter/v1/limiter.proto)
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+protoc \
+	--plugin=protoc-gen-go="$gobin/protoc-gen-go" \
+	--plugin=protoc-gen-go-grpc="$gobin/protoc-gen-go-grpc" \
+	-I api/proto \
+	-I api/proto/third_party \
+	--go_out="$tmp" --go_opt=paths=source_relative \
+	--go-grpc_out="$tmp" --go-grpc_opt=paths=source_relative \
+	"${protos[@]}"
+
+status=0
+while IFS= read -r -d '' f; do
+	rel="${f#"$tmp"/}"
+	dst="api/proto/$rel"
+	if cmp -s "$f" "$dst"; then
+		continue
+	fi
+	if $check; then
+		log "$dst is out of date: run scripts/generate.sh"
+		status=1
+	else
+		mkdir -p "$(dirname "$dst")"
+		cp "$f" "$dst"
+		log "wrote $dst"
+	fi
+done < <(find "$tmp" -type f -name '*.go' -print0 | sort -z)
+exit "$status"

@@ -1,0 +1,159 @@
+package sync
+
+import (
+	"context"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// The write-through calls of a synchronous namespace (sync_rate = 0). Each
+// holds the key's lock across one store call bounded by CallTimeout, so this
+// node's totals and versions reach the store in order. When the store fails
+// or times out the call answers from local counts (this node's exact total
+// plus the others' last known totals) and the key stays dirty for the
+// background tick: never an unlimited answer because the store failed.
+
+// IncrementAt counts value for key at t like node.Namespace.IncrementAt,
+// writes this node's new totals through and answers with the store's merged
+// rates.
+func (s *Syncer) IncrementAt(ctx context.Context, t time.Time, key string, size time.Duration, value float64, dst []node.Rate) ([]node.Rate, error) {
+	m, err := node.ToMicro(value)
+	if err != nil {
+		return dst, err
+	}
+	lo, hi, err := s.ns.SizeRange(size)
+	if err != nil {
+		return dst, err
+	}
+	k, err := s.ns.LockKey(t, key)
+	if err != nil {
+		return dst, err
+	}
+	defer k.Unlock()
+	for i := lo; i < hi; i++ {
+		k.Add(i, m)
+	}
+	s.exchange(ctx, k, key, lo, hi)
+	return k.Rates(lo, hi, 0, dst), nil
+}
+
+// RateAt answers like node.Namespace.RateAt with the store's current
+// totals for key (falling back to local counts), counting nothing.
+func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []node.Rate) ([]node.Rate, error) {
+	m, err := node.ToMicro(curDiff)
+	if err != nil {
+		err.(*node.FieldError).Field = "cur_diff"
+		return dst, err
+	}
+	lo, hi, err := s.ns.SizeRange(size)
+	if err != nil {
+		return dst, err
+	}
+	k, err := s.ns.LockKey(t, key)
+	if err != nil {
+		return dst, err
+	}
+	defer k.Unlock()
+	s.exchange(ctx, k, key, lo, hi)
+	return k.Rates(lo, hi, m, dst), nil
+}
+
+// exchange pushes this node's current and previous totals of sizes [lo, hi)
+// and stores the others' totals it reads back, all in one round trip when
+// the store is a PushFetcher.
+func (s *Syncer) exchange(ctx context.Context, k *node.KeyLock, key string, lo, hi int) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	version := s.versions.Next()
+	n := hi - lo
+	pend := make([]node.Pending, 0, 2*n)
+	rows := make([]Row, 0, 2*n)
+	for i := lo; i < hi; i++ {
+		cur, prev := k.Own(key, i)
+		pend = append(pend, cur, prev)
+		rows = append(rows, s.row(cur, version), s.row(prev, version))
+	}
+	others := make([]int64, len(rows))
+	var err error
+	if pf, ok := s.store.(PushFetcher); ok {
+		err = pf.PushFetch(ctx, s.inc, rows, others)
+	} else if err = s.store.Push(ctx, s.inc, rows); err == nil {
+		keys := make([]WindowKey, len(rows))
+		for i := range rows {
+			keys[i] = rows[i].WindowKey
+		}
+		err = s.store.Fetch(ctx, s.inc, keys, others)
+	}
+	if err != nil {
+		s.fallback(err)
+		return
+	}
+	for j := range pend {
+		k.MarkPushed(pend[j], version)
+	}
+	for i := lo; i < hi; i++ {
+		j := 2 * (i - lo)
+		k.SetOthers(i, others[j], others[j+1])
+	}
+}
+
+func (s *Syncer) fallback(err error) {
+	s.m.SyncFallback.WithLabelValues(s.name).Inc()
+	s.log.Debug("synchronous store call failed; answered from local counts", "err", err)
+}
+
+// AllowAt decides like node.Namespace.AllowAt. When the store is an
+// AtomicAllower the store decides across the cluster in one atomic step
+// (exact); otherwise the decision uses the totals read back by one
+// push-and-fetch, which other nodes may race.
+func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+	cost, idx, limits, err := s.ns.CheckAllow(req)
+	if err != nil {
+		return node.Decision{Limits: dst}, err
+	}
+	k, err := s.ns.LockKey(t, req.Key)
+	if err != nil {
+		return node.Decision{Limits: dst}, err
+	}
+	defer k.Unlock()
+	aa, ok := s.store.(AtomicAllower)
+	if !ok {
+		// Bring the others' totals up to date, then decide here.
+		lo, hi := 0, len(s.ns.Sizes())
+		s.exchange(ctx, k, req.Key, lo, hi)
+		return k.Decide(req, cost, idx, limits, nil, dst), nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	version := s.versions.Next()
+	areq := AllowRequest{Inc: s.inc, At: t.UnixNano(), Cost: cost, CountRejected: req.CountRejected}
+	pend := make([]node.Pending, 0, 2*len(idx))
+	for j, i := range idx {
+		cur, prev := k.Own(req.Key, i)
+		pend = append(pend, cur, prev)
+		areq.Limits = append(areq.Limits, AllowLimit{
+			Size: req.Limits[j].Size, Limit: limits[j],
+			Cur: s.row(cur, version), Prev: s.row(prev, version),
+		})
+	}
+	res, err := aa.Allow(cctx, areq)
+	if err != nil || len(res.Others) != len(idx) {
+		s.fallback(err)
+		return k.Decide(req, cost, idx, limits, nil, dst), nil
+	}
+	for j, i := range idx {
+		k.SetOthers(i, res.Others[j][0], res.Others[j][1])
+	}
+	d := k.Decide(req, cost, idx, limits, &res.Allowed, dst)
+	// The store wrote prev as sent and cur with the cost when it was counted,
+	// which is exactly this node's total now.
+	for j := range pend {
+		if j%2 == 0 {
+			cur, _ := k.Own(req.Key, idx[j/2])
+			pend[j] = cur
+		}
+		k.MarkPushed(pend[j], version)
+	}
+	return d, nil
+}

@@ -1,0 +1,258 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	gosync "sync"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// Config tunes a Syncer. The zero value of each field means its default.
+type Config struct {
+	// TickTimeout bounds one tick (push and fetch). Default:
+	// max(10 × sync_rate, 1 s).
+	TickTimeout time.Duration
+	// CallTimeout bounds the store call of a synchronous (sync_rate = 0)
+	// Increment or Allow; past it the call answers from local counts and
+	// the key is pushed later by the background tick. Default 250 ms.
+	CallTimeout time.Duration
+	// RetryPeriod is the background tick period of a synchronous
+	// namespace, which pushes what timed-out calls left dirty. Default 1 s.
+	RetryPeriod time.Duration
+	// ShutdownTimeout bounds the last push when Run's context ends.
+	// Default 5 s.
+	ShutdownTimeout time.Duration
+	// BatchSize is the most rows per store call. Default 5000.
+	BatchSize int
+	// NoJitter starts the first tick at once instead of after a random
+	// part of the period (spreading the ticks of many nodes).
+	NoJitter bool
+}
+
+// DefaultConfig returns the defaults for a namespace with the given
+// sync_rate in seconds.
+func DefaultConfig(syncRate float64) Config {
+	var c Config
+	return c.withDefaults(syncRate)
+}
+
+func (c Config) withDefaults(syncRate float64) Config {
+	if c.TickTimeout <= 0 {
+		c.TickTimeout = max(time.Duration(10*syncRate*float64(time.Second)), time.Second)
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 250 * time.Millisecond
+	}
+	if c.RetryPeriod <= 0 {
+		c.RetryPeriod = time.Second
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 5 * time.Second
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 5000
+	}
+	return c
+}
+
+// Syncer converges one namespace with a store. For a periodic namespace
+// Run ticks at its sync_rate; for a synchronous one it ticks at
+// RetryPeriod and IncrementAt/RateAt/AllowAt write through.
+//
+// A tick pushes every window changed since its last successful push (as an
+// absolute, versioned total of this incarnation) and fetches the other
+// incarnations' totals for the interest set. Ticks never overlap; a failed
+// push leaves the rows dirty and the next tick pushes them again.
+type Syncer struct {
+	ns       *node.Namespace
+	store    Store
+	inc      string
+	versions *Versions
+	cfg      Config
+	period   time.Duration
+	ttlPad   time.Duration // 2 × sync_rate
+	log      *slog.Logger
+	m        *Metrics
+	name     string
+
+	statusMu    gosync.Mutex
+	lastSuccess time.Time
+	lastErr     error
+
+	tickMu  gosync.Mutex // one tick at a time
+	pending []node.Pending
+	windows []node.Window
+	rows    []Row
+	keys    []WindowKey
+	others  []int64
+}
+
+// NewSyncer returns a Syncer for ns (which must not be local only) writing
+// as incarnation inc with versions from v. log and m may be nil.
+func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Config, log *slog.Logger, m *Metrics) (*Syncer, error) {
+	nc := ns.Config()
+	if nc.Mode() == node.LocalOnly {
+		return nil, fmt.Errorf("sync: namespace %q is local only", nc.Name)
+	}
+	if store == nil {
+		return nil, fmt.Errorf("sync: namespace %q has no store", nc.Name)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	cfg = cfg.withDefaults(max(nc.SyncRate, 0))
+	period := nc.SyncPeriod()
+	if nc.Mode() == node.Synchronous {
+		period = cfg.RetryPeriod
+	}
+	return &Syncer{
+		ns: ns, store: store, inc: inc, versions: v, cfg: cfg, period: period,
+		ttlPad: 2 * nc.SyncPeriod(), log: log.With("namespace", nc.Name), m: m, name: nc.Name,
+	}, nil
+}
+
+// Namespace returns the synced namespace.
+func (s *Syncer) Namespace() *node.Namespace { return s.ns }
+
+// Run ticks until ctx is done, then pushes one last time, bounded by
+// ShutdownTimeout. It returns the last push's error, if any.
+func (s *Syncer) Run(ctx context.Context) error {
+	first := time.Duration(0)
+	if !s.cfg.NoJitter {
+		first = rand.N(s.period + 1)
+	}
+	timer := time.NewTimer(first)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownTimeout)
+			defer cancel()
+			err := s.Flush(fctx)
+			if err != nil {
+				s.log.Error("final push failed: counts not yet stored are lost", "err", err)
+			}
+			return err
+		case <-timer.C:
+		}
+		start := time.Now()
+		if err := s.SyncOnce(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("sync tick failed; will retry", "err", err)
+		}
+		// An overrun delays the next tick rather than stacking ticks.
+		timer.Reset(max(s.period-time.Since(start), 0))
+	}
+}
+
+// SyncOnce runs one tick: push, then fetch, within TickTimeout.
+func (s *Syncer) SyncOnce(ctx context.Context) error {
+	s.tickMu.Lock()
+	defer s.tickMu.Unlock()
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
+	defer cancel()
+	now := s.ns.Now()
+	perr := s.push(ctx, now)
+	if perr != nil {
+		s.m.PushErrors.WithLabelValues(s.name).Inc()
+	}
+	var ferr error
+	if ctx.Err() == nil {
+		if ferr = s.fetch(ctx, now); ferr != nil {
+			s.m.FetchErrors.WithLabelValues(s.name).Inc()
+		}
+	}
+	s.m.Duration.WithLabelValues(s.name).Observe(time.Since(start).Seconds())
+	err := errors.Join(perr, ferr)
+	s.statusMu.Lock()
+	s.lastErr = err
+	if err == nil {
+		s.lastSuccess = time.Now()
+		s.m.LastSuccess.WithLabelValues(s.name).Set(float64(s.lastSuccess.UnixNano()) / 1e9)
+	}
+	s.statusMu.Unlock()
+	return err
+}
+
+// Flush pushes every dirty window once, without fetching.
+func (s *Syncer) Flush(ctx context.Context) error {
+	s.tickMu.Lock()
+	defer s.tickMu.Unlock()
+	return s.push(ctx, s.ns.Now())
+}
+
+func (s *Syncer) row(p node.Pending, version int64) Row {
+	return Row{
+		WindowKey: WindowKey{Namespace: s.name, Size: p.Size, Start: p.Start, Key: p.Key},
+		Total:     p.Total,
+		Version:   version,
+		ExpireAt:  time.Unix(0, p.Start).Add(2*p.Size + s.ttlPad),
+	}
+}
+
+// push stores the dirty windows in batches; each batch that succeeds is
+// marked pushed, the others stay dirty for the next tick.
+func (s *Syncer) push(ctx context.Context, now time.Time) error {
+	s.pending = s.ns.CollectDirty(now, s.pending[:0])
+	s.m.Pending.WithLabelValues(s.name).Set(float64(len(s.pending)))
+	if len(s.pending) == 0 {
+		return nil
+	}
+	version := s.versions.Next()
+	for lo := 0; lo < len(s.pending); lo += s.cfg.BatchSize {
+		batch := s.pending[lo:min(lo+s.cfg.BatchSize, len(s.pending))]
+		s.rows = s.rows[:0]
+		for _, p := range batch {
+			s.rows = append(s.rows, s.row(p, version))
+		}
+		if err := s.store.Push(ctx, s.inc, s.rows); err != nil {
+			return fmt.Errorf("sync: push %d rows of namespace %q: %w", len(s.pending)-lo, s.name, err)
+		}
+		for _, p := range batch {
+			s.ns.MarkPushed(p, version)
+		}
+		s.m.RowsPushed.WithLabelValues(s.name).Add(float64(len(batch)))
+	}
+	clear(s.pending) // drop references to entries
+	return nil
+}
+
+// fetch reads the other incarnations' totals of the interest set.
+func (s *Syncer) fetch(ctx context.Context, now time.Time) error {
+	s.windows = s.ns.CollectInterest(now, s.windows[:0])
+	for lo := 0; lo < len(s.windows); lo += s.cfg.BatchSize {
+		batch := s.windows[lo:min(lo+s.cfg.BatchSize, len(s.windows))]
+		s.keys = s.keys[:0]
+		for _, w := range batch {
+			s.keys = append(s.keys, WindowKey{Namespace: s.name, Size: w.Size, Start: w.Start, Key: w.Key})
+		}
+		s.others = slices.Grow(s.others[:0], len(batch))[:len(batch)]
+		clear(s.others)
+		if err := s.store.Fetch(ctx, s.inc, s.keys, s.others); err != nil {
+			return fmt.Errorf("sync: fetch %d windows of namespace %q: %w", len(batch), s.name, err)
+		}
+		for i, w := range batch {
+			s.ns.SetOthers(w, s.others[i])
+		}
+		s.m.RowsFetched.WithLabelValues(s.name).Add(float64(len(batch)))
+	}
+	clear(s.windows)
+	return nil
+}
+
+// Status reports when the last fully successful tick ended (zero if none
+// yet) and the last tick's error.
+func (s *Syncer) Status() (lastSuccess time.Time, lastErr error) {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	return s.lastSuccess, s.lastErr
+}

@@ -211,6 +211,17 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 			return nil, err
 		}
 		d.syncers[nc.Name] = s
+		started := time.Now()
+		d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "limiterd_sync_seconds_since_success", Help: "Seconds since the namespace's last fully successful sync (since start if none yet).",
+			ConstLabels: prometheus.Labels{"namespace": nc.Name},
+		}, func() float64 {
+			last, _ := s.Status()
+			if last.IsZero() {
+				last = started
+			}
+			return time.Since(last).Seconds()
+		}))
 	}
 	d.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	d.health.SetServingStatus(limiterv1.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

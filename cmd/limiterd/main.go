@@ -50,8 +50,13 @@ const (
 // run is limiterd: it returns when ctx is done (after a graceful shutdown)
 // or on a start-up error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "schema" {
-		return printSchema(args[1:], stdout)
+	if len(args) > 0 {
+		switch args[0] {
+		case "schema":
+			return printSchema(args[1:], stdout)
+		case "probe":
+			return probe(ctx, args[1:])
+		}
 	}
 	fs := flag.NewFlagSet("limiterd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -234,4 +239,27 @@ func (d *daemon) closeStores() {
 			d.log.Warn("closing store", "store", name, "err", err)
 		}
 	}
+}
+
+// probe is the container health check (the image has no curl): GET a URL,
+// succeed on 200.
+func probe(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: limiterd probe URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", args[0], resp.Status)
+	}
+	return nil
 }

@@ -106,9 +106,9 @@ func (ns *Namespace) checkAllow(req *AllowRequest, lims []microLimit) (cost int6
 // time are not serialised with it and may be counted just before or after.
 func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (Decision, error) {
 	var buf [MaxLimits]microLimit
-	lims := buf[:len(req.Limits):len(req.Limits)]
-	if len(req.Limits) > MaxLimits {
-		lims = nil
+	var lims []microLimit // nil when too many: checkAllow rejects them
+	if len(req.Limits) <= MaxLimits {
+		lims = buf[:len(req.Limits):len(req.Limits)]
 	}
 	cost, err := ns.checkAllow(&req, lims)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	gosync "sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // bucket holds one window's counts for one (key, window size).
@@ -91,7 +92,9 @@ func (s *slot) bucketFor(ws, size int64) *bucket {
 type shard struct {
 	mu gosync.RWMutex
 	m  map[string]*entry
-	_  [24]byte // keep neighbouring shards' locks on separate cache lines
+	// Pad to a whole 64-byte cache line, so neighbouring shards' locks do
+	// not share one.
+	_ [64 - (unsafe.Sizeof(gosync.RWMutex{})+unsafe.Sizeof(map[string]*entry(nil)))%64]byte
 }
 
 const shardCount = 256

@@ -25,6 +25,15 @@ func (ns *Namespace) LockKey(t time.Time, key string) (*KeyLock, error) {
 	}
 	e.mu.Lock()
 	tn := t.UnixNano()
+	// A call whose time was read before another call rolled this key into a
+	// later window (it waited for the lock) acts at the start of that
+	// window: the key's older windows are gone, and Own and SetOthers need
+	// buckets for the lock's current and previous windows.
+	for i := range e.slots {
+		if p := e.slots[i].p.Load(); p != nil && p.start > tn {
+			tn = p.start
+		}
+	}
 	// Give every size a current bucket so a reclaim cannot remove the entry
 	// once the shard lock is released below.
 	for i, size := range ns.sizes {

@@ -5,11 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"net"
 	"os"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -116,10 +122,115 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
-	if e.Field == "" {
-		return fmt.Sprintf("config %s: %s", e.File, e.Reason)
+	where := "config"
+	if e.File != "" {
+		where += " " + e.File
 	}
-	return fmt.Sprintf("config %s: %s: %s", e.File, e.Field, e.Reason)
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %s", where, e.Reason)
+	}
+	return fmt.Sprintf("%s: %s: %s", where, e.Field, e.Reason)
+}
+
+var errorLine = regexp.MustCompile(`^line (\d+): `)
+
+// decodeError turns a YAML decoding error into a ConfigError naming the
+// field: the decoder's messages give only a line ("line 7: cannot unmarshal
+// !!str `x` into int"), so the field is found in the document by that line.
+func decodeError(file string, data []byte, err error) *ConfigError {
+	msgs := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
+	var te *yaml.TypeError
+	if errors.As(err, &te) && len(te.Errors) > 0 {
+		msgs = te.Errors
+	}
+	ce := &ConfigError{File: file, Reason: strings.Join(msgs, "; ")}
+	m := errorLine.FindStringSubmatch(msgs[0])
+	if m == nil {
+		return ce
+	}
+	line, _ := strconv.Atoi(m[1])
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) == nil {
+		ce.Field = fieldAt(&root, line, msgs[0])
+	}
+	return ce
+}
+
+// fieldAt returns the path ("namespaces[1].window_sizes[0]") of the entry
+// at line that msg is about: the one whose key or value msg quotes first,
+// else the entries' common parent.
+func fieldAt(root *yaml.Node, line int, msg string) string {
+	// at is where msg first quotes v, or -1.
+	at := func(v string) int {
+		best := -1
+		for _, q := range []string{strconv.Quote(v), "`" + v + "`", "field " + v + " "} {
+			if i := strings.Index(msg, q); i >= 0 && (best < 0 || i < best) {
+				best = i
+			}
+		}
+		return best
+	}
+	var cands []string
+	match, matchAt := "", -1
+	quoted := func(p string, vs ...string) {
+		for _, v := range vs {
+			if i := at(v); i >= 0 && (matchAt < 0 || i < matchAt) {
+				match, matchAt = p, i
+			}
+		}
+	}
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
+				if path != "" {
+					p = path + "." + k.Value
+				}
+				if k.Line == line || (v.Kind == yaml.ScalarNode && v.Line == line) {
+					cands = append(cands, p)
+					if v.Kind == yaml.ScalarNode {
+						quoted(p, k.Value, v.Value)
+					} else {
+						quoted(p, k.Value)
+					}
+				}
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				if c.Kind == yaml.ScalarNode && c.Line == line {
+					cands = append(cands, p)
+					quoted(p, c.Value)
+				}
+				walk(c, p)
+			}
+		}
+	}
+	walk(root, "")
+	if match != "" || len(cands) == 0 {
+		return match
+	}
+	// Several entries on one line (flow style) and none quoted: name
+	// their common parent.
+	common := cands[0]
+	for _, c := range cands[1:] {
+		for !strings.HasPrefix(c, common) || (len(c) > len(common) && c[len(common)] != '.' && c[len(common)] != '[') {
+			i := strings.LastIndexAny(common, ".[")
+			if i < 0 {
+				return ""
+			}
+			common = common[:i]
+		}
+	}
+	return common
 }
 
 // DefaultConfig is what limiterd runs with given no file.
@@ -138,11 +249,9 @@ func LoadConfig(path string) (Config, error) {
 
 // ParseConfig parses and validates config data; name is used in errors.
 func ParseConfig(name string, data []byte) (Config, error) {
-	cfg := DefaultConfig()
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, &ConfigError{File: name, Reason: strings.TrimPrefix(err.Error(), "yaml: ")}
+	cfg, err := decodeConfig(name, data)
+	if err != nil {
+		return Config{}, err
 	}
 	if err := cfg.Validate(); err != nil {
 		var ce *ConfigError
@@ -154,6 +263,66 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	return cfg, nil
 }
 
+// decodeConfig parses config data over DefaultConfig without validating it.
+func decodeConfig(name string, data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, decodeError(name, data, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Config{}, &ConfigError{File: name, Reason: "a config file holds one YAML document, found a second one"}
+	}
+	if err := checkWholeNumbers(name, data); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// checkWholeNumbers rejects a fractional count ("max_keys: 1.5"), which the
+// YAML decoder would silently truncate.
+func checkWholeNumbers(file string, data []byte) error {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	check := func(field string, v *yaml.Node) error {
+		if v.Kind == yaml.ScalarNode && v.ShortTag() != "!!int" && v.ShortTag() != "!!null" {
+			return &ConfigError{File: file, Field: field, Reason: fmt.Sprintf("line %d: must be a whole number, got %q", v.Line, v.Value)}
+		}
+		return nil
+	}
+	top := root.Content[0].Content
+	for i := 0; i+1 < len(top); i += 2 {
+		switch k, v := top[i].Value, top[i+1]; {
+		case k == "sync" && v.Kind == yaml.MappingNode:
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				if v.Content[j].Value == "batch_size" {
+					if err := check("sync.batch_size", v.Content[j+1]); err != nil {
+						return err
+					}
+				}
+			}
+		case k == "namespaces" && v.Kind == yaml.SequenceNode:
+			for n, item := range v.Content {
+				if item.Kind != yaml.MappingNode {
+					continue
+				}
+				for j := 0; j+1 < len(item.Content); j += 2 {
+					if item.Content[j].Value == "max_keys" {
+						if err := check(fmt.Sprintf("namespaces[%d].max_keys", n), item.Content[j+1]); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // storeTypes are the store types users may configure.
 var storeTypes = []string{"redis", "postgres", "cassandra"}
 
@@ -162,8 +331,19 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, args ...any) error {
 		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
 	}
+	if len(c.NodeName) > 253 || !utf8.ValidString(c.NodeName) || strings.ContainsFunc(c.NodeName, unicode.IsControl) {
+		return bad("node_name", "must be valid UTF-8 of at most 253 bytes without control characters, got %q", c.NodeName)
+	}
 	if c.GRPCAddr == "" {
 		return bad("grpc_addr", "must not be empty")
+	}
+	if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
+		return bad("grpc_addr", "must be host:port, got %q", c.GRPCAddr)
+	}
+	if c.HTTPAddr != "" && c.HTTPAddr != "off" {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			return bad("http_addr", "must be host:port or \"off\", got %q", c.HTTPAddr)
+		}
 	}
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":
@@ -173,15 +353,19 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout < 0 {
 		return bad("shutdown_timeout", "must not be negative")
 	}
-	for f, d := range map[string]Duration{"sync.tick_timeout": c.Sync.TickTimeout, "sync.call_timeout": c.Sync.CallTimeout, "sync.retry_period": c.Sync.RetryPeriod} {
-		if d < 0 {
-			return bad(f, "must not be negative, got %s", time.Duration(d))
+	for _, f := range []struct {
+		name string
+		d    Duration
+	}{{"sync.tick_timeout", c.Sync.TickTimeout}, {"sync.call_timeout", c.Sync.CallTimeout}, {"sync.retry_period", c.Sync.RetryPeriod}} {
+		if f.d < 0 {
+			return bad(f.name, "must not be negative, got %s", time.Duration(f.d))
 		}
 	}
 	if c.Sync.BatchSize < 0 {
 		return bad("sync.batch_size", "must not be negative, got %d", c.Sync.BatchSize)
 	}
-	for name, s := range c.Stores {
+	for _, name := range slices.Sorted(maps.Keys(c.Stores)) {
+		s := c.Stores[name]
 		if !contains(storeTypes, s.Type) {
 			return bad("stores."+name+".type", "must be one of %s, got %q", strings.Join(storeTypes, ", "), s.Type)
 		}

@@ -77,10 +77,24 @@ func windowSize(d *durationpb.Duration) (time.Duration, error) {
 	return size, nil
 }
 
+// Responses are built from slabs (one allocation per message type rather
+// than one per message): a response's parts live and die together.
+
+// setDuration sets d to v, as durationpb.New does.
+func setDuration(d *durationpb.Duration, v time.Duration) *durationpb.Duration {
+	d.Seconds = int64(v / time.Second)
+	d.Nanos = int32(v % time.Second)
+	return d
+}
+
 func rates(rs []node.Rate) []*limiterv1.WindowRate {
 	out := make([]*limiterv1.WindowRate, len(rs))
+	wrs := make([]limiterv1.WindowRate, len(rs))
+	durs := make([]durationpb.Duration, len(rs))
 	for i, r := range rs {
-		out[i] = &limiterv1.WindowRate{WindowSize: durationpb.New(r.Size), Rate: r.Rate}
+		wrs[i].WindowSize = setDuration(&durs[i], r.Size)
+		wrs[i].Rate = r.Rate
+		out[i] = &wrs[i]
 	}
 	return out
 }
@@ -152,8 +166,9 @@ func (s *server) allow(ctx context.Context, req *limiterv1.AllowRequest) (*limit
 		return nil, &node.FieldError{Field: "limits", Err: node.ErrInvalidLimit,
 			Reason: fmt.Sprintf("at most %d limits, got %d", node.MaxLimits, len(req.GetLimits()))}
 	}
-	var lbuf [node.MaxLimits]node.Limit
-	ar := node.AllowRequest{Key: req.GetKey(), Cost: 1, Limits: lbuf[:0], CountRejected: req.GetCountRejected()}
+	// Exact-size buffers: these escape to the heap (go build -gcflags=-m),
+	// where MaxLimits-sized arrays cost 900 bytes per call.
+	ar := node.AllowRequest{Key: req.GetKey(), Cost: 1, Limits: make([]node.Limit, 0, len(req.GetLimits())), CountRejected: req.GetCountRejected()}
 	if req.Cost != nil {
 		ar.Cost = req.GetCost()
 	}
@@ -168,24 +183,30 @@ func (s *server) allow(ctx context.Context, req *limiterv1.AllowRequest) (*limit
 		}
 		ar.Limits = append(ar.Limits, node.Limit{Size: size, Limit: l.GetLimit()})
 	}
-	var sbuf [node.MaxLimits]node.LimitStatus
+	sbuf := make([]node.LimitStatus, 0, len(ar.Limits))
 	var d node.Decision
 	if sy != nil {
-		d, err = sy.AllowAt(ctx, t, ar, sbuf[:0])
+		d, err = sy.AllowAt(ctx, t, ar, sbuf)
 	} else {
-		d, err = ns.AllowAt(t, ar, sbuf[:0])
+		d, err = ns.AllowAt(t, ar, sbuf)
 	}
 	if err != nil {
 		return nil, err
 	}
+	n := len(d.Limits)
 	resp := &limiterv1.AllowResponse{Allowed: d.Allowed, Never: d.Never, Reason: d.Reason,
-		Limits: make([]*limiterv1.LimitStatus, len(d.Limits))}
+		Limits: make([]*limiterv1.LimitStatus, n)}
+	statuses := make([]limiterv1.LimitStatus, n)
+	durs := make([]durationpb.Duration, 2*n+1)
 	for i, l := range d.Limits {
-		resp.Limits[i] = &limiterv1.LimitStatus{WindowSize: durationpb.New(l.Size), Limit: l.Limit, Rate: l.Rate,
-			Remaining: l.Remaining, ResetAfter: durationpb.New(l.ResetAfter)}
+		st := &statuses[i]
+		st.WindowSize = setDuration(&durs[2*i], l.Size)
+		st.Limit, st.Rate, st.Remaining = l.Limit, l.Rate, l.Remaining
+		st.ResetAfter = setDuration(&durs[2*i+1], l.ResetAfter)
+		resp.Limits[i] = st
 	}
 	if !d.Allowed && !d.Never {
-		resp.RetryAfter = durationpb.New(d.RetryAfter)
+		resp.RetryAfter = setDuration(&durs[2*n], d.RetryAfter)
 	}
 	return resp, nil
 }
@@ -195,9 +216,11 @@ func (s *server) IncrementBatch(ctx context.Context, req *limiterv1.IncrementBat
 		return nil, toStatus(&node.FieldError{Field: "items", Err: node.ErrInvalidValue, Reason: fmt.Sprintf("at most %d items per batch, got %d", MaxBatchItems, n)})
 	}
 	out := &limiterv1.IncrementBatchResponse{Results: make([]*limiterv1.IncrementResult, len(req.GetItems()))}
+	results := make([]limiterv1.IncrementResult, len(req.GetItems()))
 	for i, it := range req.GetItems() {
 		resp, err := s.increment(ctx, it)
-		out.Results[i] = &limiterv1.IncrementResult{Response: resp}
+		out.Results[i] = &results[i]
+		out.Results[i].Response = resp
 		if err != nil {
 			out.Results[i].Error = status.Convert(toStatus(err)).Proto()
 		}
@@ -210,9 +233,11 @@ func (s *server) AllowBatch(ctx context.Context, req *limiterv1.AllowBatchReques
 		return nil, toStatus(&node.FieldError{Field: "items", Err: node.ErrInvalidValue, Reason: fmt.Sprintf("at most %d items per batch, got %d", MaxBatchItems, n)})
 	}
 	out := &limiterv1.AllowBatchResponse{Results: make([]*limiterv1.AllowResult, len(req.GetItems()))}
+	results := make([]limiterv1.AllowResult, len(req.GetItems()))
 	for i, it := range req.GetItems() {
 		resp, err := s.allow(ctx, it)
-		out.Results[i] = &limiterv1.AllowResult{Response: resp}
+		out.Results[i] = &results[i]
+		out.Results[i].Response = resp
 		if err != nil {
 			out.Results[i].Error = status.Convert(toStatus(err)).Proto()
 		}

@@ -1,0 +1,434 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// storesWired reports whether stores.go decodes the options of every
+// store type yet (it is being wired separately); until then any config
+// declaring a store fails validation with "not available".
+func storesWired() bool {
+	for _, typ := range storeTypes {
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte("type: "+typ), &n); err != nil {
+			panic(err)
+		}
+		if _, err := decodeStoreOptions(StoreConfig{Type: typ, Options: *n.Content[0]}); err != nil &&
+			strings.Contains(err.Error(), "not available") {
+			return false
+		}
+	}
+	return true
+}
+
+// yamlPaths lists the YAML fields of t: "sync.batch_size",
+// "namespaces[].name", "stores.*.type".
+func yamlPaths(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		p := prefix + tag
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case ft.Kind() == reflect.Struct && ft != reflect.TypeFor[yaml.Node]():
+			out = append(out, yamlPaths(ft, p+".")...)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			out = append(out, yamlPaths(ft.Elem(), p+"[].")...)
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
+			out = append(out, yamlPaths(ft.Elem(), p+".*.")...)
+		default:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+var configPaths = yamlPaths(reflect.TypeFor[Config](), "")
+
+// TestConfigFullExample parses a file setting every field and checks each
+// one; a field added to Config without a check here fails the test.
+func TestConfigFullExample(t *testing.T) {
+	data, err := os.ReadFile("testdata/config/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := decodeConfig("full.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := func(i int) NamespaceConfig {
+		if i >= len(cfg.Namespaces) {
+			return NamespaceConfig{}
+		}
+		return cfg.Namespaces[i]
+	}
+	sizes := func(i int) []time.Duration {
+		var out []time.Duration
+		for _, d := range ns(i).WindowSizes {
+			out = append(out, time.Duration(d))
+		}
+		return out
+	}
+	rate := func(i int) any {
+		if r := ns(i).SyncRate; r != nil {
+			return *r
+		}
+		return nil
+	}
+	storeOpt := func(name, key string) any {
+		var m map[string]any
+		n := cfg.Stores[name].Options
+		if err := n.Decode(&m); err != nil {
+			return err
+		}
+		return m[key]
+	}
+	checks := map[string][]struct{ got, want any }{
+		"node_name":         {{cfg.NodeName, "edge-1"}},
+		"grpc_addr":         {{cfg.GRPCAddr, "0.0.0.0:9090"}},
+		"http_addr":         {{cfg.HTTPAddr, "0.0.0.0:9091"}},
+		"log_level":         {{cfg.LogLevel, "debug"}},
+		"shutdown_timeout":  {{time.Duration(cfg.ShutdownTimeout), 7 * time.Second}},
+		"sync.tick_timeout": {{time.Duration(cfg.Sync.TickTimeout), 2 * time.Second}},
+		"sync.call_timeout": {{time.Duration(cfg.Sync.CallTimeout), 100 * time.Millisecond}}, // bare 0.1
+		"sync.retry_period": {{time.Duration(cfg.Sync.RetryPeriod), time.Second}},            // bare 1
+		"sync.batch_size":   {{cfg.Sync.BatchSize, 1000}},
+		"stores.*.type": {
+			{len(cfg.Stores), 2}, {cfg.Stores["main"].Type, "redis"}, {cfg.Stores["pg"].Type, "postgres"},
+			// The store's own options are kept for its package.
+			{storeOpt("main", "addrs"), []any{"127.0.0.1:6379"}},
+			{storeOpt("pg", "dsn"), "postgres://limiterd@127.0.0.1:5432/limiter?sslmode=disable"},
+			{storeOpt("pg", "type"), "postgres"},
+		},
+		"namespaces[].name": {{len(cfg.Namespaces), 3}, {ns(0).Name, "default"}, {ns(1).Name, "api"}, {ns(2).Name, "billing"}},
+		"namespaces[].window_sizes": {
+			{sizes(0), []time.Duration{time.Second, time.Minute}},
+			{sizes(1), []time.Duration{100 * time.Millisecond, time.Second, time.Hour}}, // [0.1, 1, "1h"]
+			{sizes(2), []time.Duration{time.Minute}},
+		},
+		"namespaces[].sync_rate": {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}},
+		"namespaces[].store":     {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}},
+		"namespaces[].max_keys":  {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}},
+	}
+	for _, p := range configPaths {
+		cs, ok := checks[p]
+		if !ok {
+			t.Errorf("field %s is not checked: add it to full.yaml and to this test", p)
+		}
+		for _, c := range cs {
+			if !reflect.DeepEqual(c.got, c.want) {
+				t.Errorf("%s: got %#v, want %#v", p, c.got, c.want)
+			}
+		}
+	}
+	for p := range checks {
+		if !slices.Contains(configPaths, p) {
+			t.Errorf("check for %s, which is not a config field", p)
+		}
+	}
+
+	// What the daemon takes from it.
+	ncs := cfg.NodeConfigs()
+	want := []node.Config{
+		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1, MaxKeys: 500},
+		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: 0.1, Store: "main"},
+		{Name: "billing", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "pg", MaxKeys: 2_000_000},
+	}
+	if !reflect.DeepEqual(ncs, want) {
+		t.Errorf("NodeConfigs = %+v\nwant %+v", ncs, want)
+	}
+	sc := cfg.SyncerConfig()
+	if sc.TickTimeout != 2*time.Second || sc.CallTimeout != 100*time.Millisecond || sc.RetryPeriod != time.Second ||
+		sc.ShutdownTimeout != 7*time.Second || sc.BatchSize != 1000 {
+		t.Errorf("SyncerConfig = %+v", sc)
+	}
+
+	t.Run("validates", func(t *testing.T) {
+		_, err := ParseConfig("full.yaml", data)
+		if !storesWired() {
+			// stores.go is being wired by another engineer.
+			if err == nil || !strings.Contains(err.Error(), "not available") {
+				t.Fatalf("ParseConfig = %v, want the stores-not-wired error", err)
+			}
+			t.Skipf("stores.go does not decode store options yet (%v); re-run once it does", err)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestConfigDefaults(t *testing.T) {
+	for _, data := range []string{"", "# nothing\n", "namespaces: []\n", "namespaces:\n"} {
+		cfg, err := ParseConfig("c.yaml", []byte(data))
+		if err != nil {
+			t.Fatalf("%q: %v", data, err)
+		}
+		if cfg.GRPCAddr != "127.0.0.1:7070" || cfg.HTTPAddr != "127.0.0.1:7071" || cfg.LogLevel != "info" {
+			t.Errorf("%q: %+v, want the defaults", data, cfg)
+		}
+		if got := cfg.NodeConfigs(); !reflect.DeepEqual(got, []node.Config{node.DefaultConfig()}) {
+			t.Errorf("%q: namespaces %+v, want the default namespace", data, got)
+		}
+	}
+	cfg, err := ParseConfig("c.yaml", []byte("http_addr: \"off\"\n"))
+	if err != nil || cfg.HTTPAddr != "off" {
+		t.Errorf("http_addr off: %+v, %v", cfg, err)
+	}
+}
+
+// normalize turns "namespaces[2].window_sizes[0]" into the path
+// "namespaces[].window_sizes" that yamlPaths lists.
+var (
+	itemIndex = regexp.MustCompile(`\[\d+\]`)
+	storeName = regexp.MustCompile(`^stores\.[^.]+`)
+)
+
+func normalize(field string) string {
+	p := itemIndex.ReplaceAllString(field, "[]")
+	p = strings.TrimSuffix(p, "[]")
+	return storeName.ReplaceAllString(p, "stores.*")
+}
+
+// TestConfigValidation: one bad value per field, each rejected with an
+// error naming the file, the field and the reason; every field has a case.
+func TestConfigValidation(t *testing.T) {
+	const ns = "namespaces:\n  - name: default\n    window_sizes: [1s, 60s]\n    sync_rate: -1\n"
+	nsWith := func(lines string) string { return "namespaces:\n  - name: default\n" + lines }
+	seventeen := "[1ms, 2ms, 3ms, 4ms, 5ms, 6ms, 7ms, 8ms, 9ms, 10ms, 11ms, 12ms, 13ms, 14ms, 15ms, 16ms, 17ms]"
+	cases := []struct {
+		name, yaml, field string
+		reason            []string
+	}{
+		{"node name with a newline", "node_name: \"a\\nb\"\n" + ns, "node_name", []string{"control characters"}},
+		{"node name too long", "node_name: " + strings.Repeat("n", 254) + "\n" + ns, "node_name", []string{"at most 253 bytes"}},
+		{"node name invalid UTF-8", "node_name: !!binary /w==\n" + ns, "node_name", nil},
+		{"empty grpc_addr", "grpc_addr: \"\"\n" + ns, "grpc_addr", []string{"must not be empty"}},
+		{"grpc_addr without port", "grpc_addr: localhost\n" + ns, "grpc_addr", []string{"host:port", `"localhost"`}},
+		{"grpc_addr not a string", "grpc_addr: [a]\n" + ns, "grpc_addr", []string{"cannot unmarshal"}},
+		{"http_addr without port", "http_addr: nowhere\n" + ns, "http_addr", []string{"host:port or \"off\""}},
+		{"log level", "log_level: loud\n" + ns, "log_level", []string{"debug, info, warn or error", `"loud"`}},
+		{"log level case", "log_level: INFO\n" + ns, "log_level", []string{`"INFO"`}},
+		{"negative shutdown_timeout", "shutdown_timeout: -1s\n" + ns, "shutdown_timeout", []string{"must not be negative"}},
+		{"unparsable shutdown_timeout", "shutdown_timeout: soon\n" + ns, "shutdown_timeout", []string{`invalid duration "soon"`}},
+		{"NaN shutdown_timeout", "shutdown_timeout: .nan\n" + ns, "shutdown_timeout", []string{"invalid duration"}},
+		{"huge shutdown_timeout", "shutdown_timeout: 1e12\n" + ns, "shutdown_timeout", []string{"invalid duration"}},
+		{"negative tick_timeout", "sync:\n  tick_timeout: -1\n" + ns, "sync.tick_timeout", []string{"must not be negative"}},
+		{"negative call_timeout", "sync:\n  call_timeout: -0.1\n" + ns, "sync.call_timeout", []string{"must not be negative, got -100ms"}},
+		{"negative retry_period", "sync:\n  retry_period: -1ms\n" + ns, "sync.retry_period", []string{"must not be negative"}},
+		{"unparsable retry_period", "sync: {retry_period: often}\n" + ns, "sync.retry_period", []string{`"often"`}},
+		{"negative batch_size", "sync:\n  batch_size: -1\n" + ns, "sync.batch_size", []string{"must not be negative"}},
+		{"fractional batch_size", "sync:\n  batch_size: 1.5\n" + ns, "sync.batch_size", []string{"whole number", `"1.5"`}},
+		{"batch_size overflow", "sync:\n  batch_size: 99999999999999999999\n" + ns, "sync.batch_size", []string{"cannot unmarshal"}},
+		{"unknown sync field", "sync:\n  tick: 1s\n" + ns, "sync.tick", []string{"field tick not found"}},
+		{"unknown store type", "stores:\n  cache:\n    type: memcached\n" + ns, "stores.cache.type", []string{"must be one of redis, postgres, cassandra", `"memcached"`}},
+		{"store without type", "stores:\n  s: {addrs: [a]}\n" + ns, "stores.s.type", []string{`got ""`}},
+		{"store type in another case", "stores:\n  s: {type: Redis}\n" + ns, "stores.s.type", []string{`"Redis"`}},
+		{"store not a mapping", "stores:\n  s: redis\n" + ns, "stores.s", []string{"must be a mapping"}},
+		{"namespace name", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n") + "  - name: \"a b\"\n    window_sizes: [1s]\n    sync_rate: -1\n",
+			"namespaces[1].name", []string{`"a b"`, "1-64 characters"}},
+		{"namespace name missing", "namespaces:\n  - {window_sizes: [1s], sync_rate: -1}\n", "namespaces[0].name", []string{`""`}},
+		{"duplicate namespace", ns + "  - name: default\n    window_sizes: [1s]\n    sync_rate: -1\n", "namespaces[1].name", []string{"defined twice"}},
+		{"no window sizes", nsWith("    sync_rate: -1\n"), "namespaces[0].window_sizes", []string{"at least one"}},
+		{"zero window size", nsWith("    window_sizes: [1s, 0]\n    sync_rate: -1\n"), "namespaces[0].window_sizes[1]", []string{"between 1ms and"}},
+		{"sub-millisecond window size", nsWith("    window_sizes: [1.5ms]\n    sync_rate: -1\n"), "namespaces[0].window_sizes[0]", []string{"whole number of milliseconds"}},
+		{"bare 0.0005 s", nsWith("    window_sizes: [0.0005]\n    sync_rate: -1\n"), "namespaces[0].window_sizes[0]", []string{"between 1ms and"}},
+		{"window size above 366 days", nsWith("    window_sizes: [8785h]\n    sync_rate: -1\n"), "namespaces[0].window_sizes[0]", []string{"between 1ms and"}},
+		{"duplicate window size", nsWith("    window_sizes: [1s, 1m, 1000ms]\n    sync_rate: -1\n"), "namespaces[0].window_sizes[2]", []string{"duplicate window size 1s"}},
+		{"17 window sizes", nsWith("    window_sizes: " + seventeen + "\n    sync_rate: -1\n"), "namespaces[0].window_sizes", []string{"at most 16"}},
+		{"unparsable window size", nsWith("    window_sizes:\n      - 1s\n      - soon\n    sync_rate: -1\n"), "namespaces[0].window_sizes[1]", []string{`invalid duration "soon"`}},
+		{"sync_rate missing", nsWith("    window_sizes: [1s]\n"), "namespaces[0].sync_rate", []string{"is required"}},
+		{"sync_rate null", nsWith("    window_sizes: [1s]\n    sync_rate: ~\n"), "namespaces[0].sync_rate", []string{"is required"}},
+		{"sync_rate below 1ms", nsWith("    window_sizes: [1s]\n    sync_rate: 0.0001\n    store: s\n"), "namespaces[0].sync_rate", []string{"at least 0.001"}},
+		{"sync_rate above a day", nsWith("    window_sizes: [1s]\n    sync_rate: 86401\n    store: s\n"), "namespaces[0].sync_rate", []string{"at most 86400"}},
+		{"sync_rate NaN", nsWith("    window_sizes: [1s]\n    sync_rate: .nan\n"), "namespaces[0].sync_rate", []string{"finite"}},
+		{"sync_rate -Inf", nsWith("    window_sizes: [1s]\n    sync_rate: -.inf\n"), "namespaces[0].sync_rate", []string{"finite"}},
+		{"sync_rate a duration", nsWith("    window_sizes: [1s]\n    sync_rate: 100ms\n"), "namespaces[0].sync_rate", []string{"cannot unmarshal", "`100ms`"}},
+		{"syncing without a store", nsWith("    window_sizes: [1s]\n    sync_rate: 0\n"), "namespaces[0].store", []string{"needs a store"}},
+		{"undeclared store", nsWith("    window_sizes: [1s]\n    sync_rate: 1\n    store: main\n"), "namespaces[0].store", []string{`store "main" is not declared`}},
+		{"negative max_keys", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_keys: -1\n"), "namespaces[0].max_keys", []string{"must not be negative"}},
+		{"fractional max_keys", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_keys: 2.5\n"), "namespaces[0].max_keys", []string{"whole number", `"2.5"`}},
+		{"max_keys not a number", "namespaces:\n  - {name: a, window_sizes: [1s], sync_rate: -1, max_keys: lots}\n", "namespaces[0].max_keys", []string{"`lots`"}},
+		{"unknown namespace field", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    sync: 1\n"), "namespaces[0].sync", []string{"field sync not found"}},
+		{"unknown top-level field", "grpc_adr: x\n" + ns, "grpc_adr", []string{"field grpc_adr not found"}},
+		{"duplicate key", "log_level: info\nlog_level: warn\n" + ns, "log_level", []string{"already defined"}},
+		{"second document", ns + "---\n" + ns, "", []string{"second one"}},
+		{"not YAML", "namespaces: [\n", "", []string{"line"}},
+	}
+	covered := map[string]bool{}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseConfig("conf.yaml", []byte(c.yaml))
+			if err == nil {
+				t.Fatalf("ParseConfig(%q) = nil error, want one on %s", c.yaml, c.field)
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("error %v is a %T, want *ConfigError", err, err)
+			}
+			if ce.File != "conf.yaml" || ce.Field != c.field {
+				t.Errorf("error %q: file %q field %q, want conf.yaml and %q", err, ce.File, ce.Field, c.field)
+			}
+			prefix := "config conf.yaml: "
+			if c.field != "" {
+				prefix += c.field + ": "
+			}
+			if !strings.HasPrefix(err.Error(), prefix) {
+				t.Errorf("error %q does not start with %q", err, prefix)
+			}
+			for _, r := range c.reason {
+				if !strings.Contains(ce.Reason, r) {
+					t.Errorf("reason %q lacks %q", ce.Reason, r)
+				}
+			}
+		})
+		covered[normalize(c.field)] = true
+	}
+	for _, p := range configPaths {
+		if !covered[p] {
+			t.Errorf("no bad-value case for the field %s", p)
+		}
+	}
+}
+
+// TestConfigStoreTypes: exactly redis, postgres and cassandra pass the type
+// check (their options are their packages' business).
+func TestConfigStoreTypes(t *testing.T) {
+	for _, typ := range []string{"redis", "postgres", "cassandra", "memory", "memcached", "etcd", ""} {
+		cfg := DefaultConfig()
+		var n yaml.Node
+		if err := yaml.Unmarshal([]byte("type: "+typ), &n); err != nil {
+			t.Fatal(err)
+		}
+		var sc StoreConfig
+		if err := n.Content[0].Decode(&sc); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Stores = map[string]StoreConfig{"s": sc}
+		err := cfg.Validate()
+		typeRejected := err != nil && strings.Contains(err.Error(), "stores.s.type: must be one of")
+		if want := typ == "redis" || typ == "postgres" || typ == "cassandra"; typeRejected == want {
+			t.Errorf("type %q: Validate = %v; want accepted as a type: %v", typ, err, want)
+		}
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"1", time.Second}, {"0.1", 100 * time.Millisecond}, {"1.5", 1500 * time.Millisecond}, {"0", 0},
+		{"60", time.Minute}, {"-1", -time.Second}, {"1e-3", time.Millisecond}, {" 2 ", 2 * time.Second},
+		{"1s", time.Second}, {"100ms", 100 * time.Millisecond}, {"1m", time.Minute}, {"1h30m", 90 * time.Minute},
+		{"1e9", 1e9 * time.Second}, {"0.0000000004", 0}, {"0.0000000006", time.Nanosecond}, {"1_000", 1000 * time.Second},
+	} {
+		got, err := parseDuration(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("parseDuration(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	for _, in := range []string{"", "soon", "NaN", "inf", "-Inf", "1e10", "1 s", "0x10", "10d", "9999999999h"} {
+		if got, err := parseDuration(in); err == nil {
+			t.Errorf("parseDuration(%q) = %v, want an error", in, got)
+		}
+	}
+	// Through YAML, quoted or not.
+	cfg, err := ParseConfig("c.yaml", []byte("namespaces:\n  - {name: a, window_sizes: [1, \"2\", 0.1, \"0.25\", 3m], sync_rate: -1}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Duration{Duration(time.Second), Duration(2 * time.Second), Duration(100 * time.Millisecond), Duration(250 * time.Millisecond), Duration(3 * time.Minute)}
+	if got := cfg.Namespaces[0].WindowSizes; !reflect.DeepEqual(got, want) {
+		t.Errorf("window_sizes = %v, want %v", got, want)
+	}
+}
+
+// TestConfigTestdata: the corpus files parse or fail as their names say.
+func TestConfigTestdata(t *testing.T) {
+	valid := map[string]bool{"full.yaml": storesWired(), "readme.yaml": storesWired(), "local.yaml": true, "empty.yaml": true, "anchors.yaml": false}
+	files, _ := filepath.Glob("testdata/config/*.yaml")
+	if len(files) < 5 {
+		t.Fatalf("testdata/config holds %d files", len(files))
+	}
+	for _, f := range files {
+		cfg, err := LoadConfig(f)
+		if want := valid[filepath.Base(f)]; (err == nil) != want {
+			t.Errorf("%s: %v; want valid: %v", f, err, want)
+		} else if err != nil && !strings.HasPrefix(err.Error(), "config "+f+": ") {
+			t.Errorf("%s: error %q does not name the file", f, err)
+		} else if err == nil {
+			if _, err := node.New(cfg.NodeConfigs(), nil); err != nil {
+				t.Errorf("%s: node.New: %v", f, err)
+			}
+		}
+	}
+}
+
+// FuzzParseConfig: ParseConfig never panics; a config it accepts validates
+// again and builds a node; a config it refuses gets a *ConfigError naming
+// the file.
+func FuzzParseConfig(f *testing.F) {
+	files, _ := filepath.Glob("testdata/config/*.yaml")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	for _, s := range []string{
+		"", "---\n", "~\n", "[]\n", "namespaces: {}\n", "stores: []\n", "stores: {a: ~}\n",
+		"namespaces:\n  - ~\n", "namespaces: [{name: x, window_sizes: [.nan], sync_rate: 1}]\n",
+		"shutdown_timeout: {a: 1}\n", "sync: {batch_size: 99999999999999999999}\n",
+		"a: &a [*a]\n", "namespaces: &n [{name: x, window_sizes: [1], sync_rate: -1}]\nstores: *n\n",
+		"node_name: \"\\u0000\"\n", "grpc_addr: \"[::1]:0\"\nhttp_addr: \":0\"\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := ParseConfig("fuzz.yaml", data)
+		if err != nil {
+			var ce *ConfigError
+			if !errors.As(err, &ce) || ce.File != "fuzz.yaml" {
+				t.Fatalf("error %v (%T) is not a *ConfigError naming the file", err, err)
+			}
+			if !strings.HasPrefix(err.Error(), "config fuzz.yaml: ") {
+				t.Fatalf("error %q does not start with the file", err)
+			}
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("parsed but does not validate: %v", err)
+		}
+		if _, err := node.New(cfg.NodeConfigs(), nil); err != nil {
+			t.Fatalf("parsed and validated but node.New fails: %v", err)
+		}
+		for _, nc := range cfg.NodeConfigs() {
+			if nc.Store != "" {
+				if _, ok := cfg.Stores[nc.Store]; !ok {
+					t.Fatalf("namespace %q uses undeclared store %q", nc.Name, nc.Store)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,213 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+)
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// LimiterdBinary builds cmd/limiterd once per test process and returns its
+// path.
+func LimiterdBinary(tb testing.TB) string {
+	tb.Helper()
+	build.once.Do(func() {
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		dir, err := os.MkdirTemp("", "limiterd-bin-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "limiterd")
+		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/limiterd")
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build ./cmd/limiterd: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		tb.Fatal(build.err)
+	}
+	return build.path
+}
+
+// Limiterd is one limiterd process on loopback ports.
+type Limiterd struct {
+	Name     string
+	GRPCAddr string
+	HTTPAddr string
+	Client   limiterv1.RateLimiterClient
+
+	tb      testing.TB
+	bin     string
+	cfgPath string
+	logPath string
+	conn    *grpc.ClientConn
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// StartLimiterd writes config (the stores and namespaces part of a limiterd
+// config file) and starts a limiterd named name with it on free ports,
+// waiting until /readyz answers. The process is stopped at cleanup.
+func StartLimiterd(tb testing.TB, name, config string) *Limiterd {
+	tb.Helper()
+	dir := tb.TempDir()
+	l := &Limiterd{
+		Name: name, tb: tb, bin: LimiterdBinary(tb),
+		GRPCAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(tb)),
+		HTTPAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(tb)),
+		cfgPath:  filepath.Join(dir, "limiterd.yaml"),
+		logPath:  filepath.Join(dir, "limiterd.log"),
+	}
+	if err := os.WriteFile(l.cfgPath, []byte(config), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	conn, err := grpc.NewClient(l.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l.conn = conn
+	l.Client = limiterv1.NewRateLimiterClient(conn)
+	l.Start()
+	tb.Cleanup(func() {
+		l.Stop()
+		conn.Close()
+		if tb.Failed() {
+			tb.Logf("log of %s:\n%s", name, l.LogTail(60))
+		}
+	})
+	return l
+}
+
+// Start starts the process (again), a new incarnation, on the same ports.
+func (l *Limiterd) Start() {
+	l.tb.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cmd != nil {
+		l.tb.Fatalf("%s already running", l.Name)
+	}
+	logf, err := os.OpenFile(l.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		l.tb.Fatal(err)
+	}
+	cmd := exec.Command(l.bin, "--config", l.cfgPath, "--grpc-addr", l.GRPCAddr, "--http-addr", l.HTTPAddr,
+		"--node-name", l.Name, "--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		l.tb.Fatal(err)
+	}
+	l.cmd = cmd
+	l.exited = make(chan struct{})
+	go func(exited chan struct{}) { cmd.Wait(); logf.Close(); close(exited) }(l.exited)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-l.exited:
+			l.cmd = nil
+			l.tb.Fatalf("%s exited during start-up:\n%s", l.Name, l.LogTail(40))
+		default:
+		}
+		if resp, err := http.Get("http://" + l.HTTPAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	l.tb.Fatalf("%s not ready after 30s:\n%s", l.Name, l.LogTail(40))
+}
+
+// Stop sends SIGTERM (a graceful shutdown that pushes every namespace) and
+// waits for the exit.
+func (l *Limiterd) Stop() { l.signal(syscall.SIGTERM) }
+
+// Kill sends SIGKILL: counts not yet pushed are lost.
+func (l *Limiterd) Kill() { l.signal(syscall.SIGKILL) }
+
+func (l *Limiterd) signal(sig syscall.Signal) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cmd == nil {
+		return
+	}
+	l.cmd.Process.Signal(sig)
+	select {
+	case <-l.exited:
+	case <-time.After(30 * time.Second):
+		l.cmd.Process.Kill()
+		<-l.exited
+	}
+	l.cmd = nil
+}
+
+// Running reports whether the process is alive.
+func (l *Limiterd) Running() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cmd == nil {
+		return false
+	}
+	select {
+	case <-l.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// Metrics returns the /metrics text.
+func (l *Limiterd) Metrics(ctx context.Context) (string, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.HTTPAddr+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(resp.Body)
+	return b.String(), err
+}
+
+// LogTail returns the last n lines of the process's log.
+func (l *Limiterd) LogTail(n int) string {
+	data, _ := os.ReadFile(l.logPath)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// Cluster starts n limiterd processes named node-0… with the same config.
+func Cluster(tb testing.TB, n int, config string) []*Limiterd {
+	tb.Helper()
+	nodes := make([]*Limiterd, n)
+	for i := range nodes {
+		nodes[i] = StartLimiterd(tb, fmt.Sprintf("node-%d", i), config)
+	}
+	return nodes
+}

@@ -1,0 +1,86 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/integration/harness"
+)
+
+func redisStore(addr, prefix string) string {
+	return fmt.Sprintf(`{type: redis, addrs: ["%s"], key_prefix: "%s"}`, addr, prefix)
+}
+
+func TestRedisClusterConverges(t *testing.T) {
+	r := harness.StartRedis(t)
+	nodes := harness.Cluster(t, 3, clusterConfig(redisStore(r.Addr(), "conv"), 0.1))
+	checkConverges(t, nodes, 100*time.Millisecond)
+}
+
+// checkConverges sends hits round-robin over nodes and expects every node
+// to report the exact total within two sync periods plus one tick deadline
+// (1 s) of the last hit.
+func checkConverges(t *testing.T, nodes []*harness.Limiterd, syncRate time.Duration) {
+	t.Helper()
+	at := time.Now()
+	exact := map[string]float64{}
+	for i := range 300 {
+		key := fmt.Sprintf("k%d", i%10)
+		if err := increment(context.Background(), nodes[i%len(nodes)], key, at); err != nil {
+			t.Fatal(err)
+		}
+		exact[key]++
+	}
+	deadline := time.Now().Add(2*syncRate + time.Second)
+	for key, want := range exact {
+		waitConverged(t, nodes, key, at, want, deadline)
+	}
+}
+
+func TestRedisOutage(t *testing.T) {
+	r := harness.StartRedis(t)
+	nodes := harness.Cluster(t, 3, clusterConfig(redisStore(r.Addr(), "outage"), 0.1))
+	checkOutage(t, nodes, r.Stop, r.Start)
+}
+
+// checkOutage drives Increments while the store is stopped and restarted:
+// every call must succeed (answered from local counts), every process must
+// survive, and afterwards every node converges on the exact count of hits.
+func checkOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func()) {
+	t.Helper()
+	at := time.Now()
+	keys := []string{"a", "b", "c", "d"}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := runLoad(ctx, nodes, keys, at, 6)
+	time.Sleep(time.Second)
+	stop()
+	time.Sleep(2 * time.Second)
+	start()
+	time.Sleep(time.Second)
+	cancel()
+	l.wait()
+	if n := l.errors.Load(); n > 0 {
+		t.Errorf("%d Increments failed during the outage; want every call answered locally", n)
+	}
+	for _, n := range nodes {
+		if !n.Running() {
+			t.Fatalf("%s died", n.Name)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i, key := range keys {
+		waitConverged(t, nodes, key, at, float64(l.ok[i].Load()), deadline)
+	}
+}
+
+func TestRedisSynchronousAllowExact(t *testing.T) {
+	r := harness.StartRedis(t)
+	nodes := harness.Cluster(t, 3, clusterConfig(redisStore(r.Addr(), "allow"), 0))
+	if got := allowLoad(t, nodes, "hot", time.Now(), 100, 30, 10); got != 100 {
+		t.Fatalf("admitted %d across 3 nodes, want exactly 100", got)
+	}
+}

@@ -1,0 +1,80 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// TestKeyLockBasics: the write-through path of synchronous namespaces counts,
+// reports own totals and takes the others' totals.
+func TestKeyLockBasics(t *testing.T) {
+	const size = time.Second
+	cfg := syncedConfig(size, time.Minute)
+	cfg.SyncRate = 0
+	ns := newNS(t, cfg, nil)
+	at := epoch.Add(size + size/2)
+	incr(t, ns, epoch, "k", size, 4) // previous 1s window
+
+	k, err := ns.LockKey(at, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Add(0, 2*node.Micro)
+	cur, prev := k.Own("k", 0)
+	if cur.Start != epoch.Add(size).UnixNano() || cur.Total != 2*node.Micro || prev.Start != epoch.UnixNano() || prev.Total != 4*node.Micro {
+		t.Errorf("Own = %+v, %+v; want cur 2e6 at +1s, prev 4e6 at +0s", cur, prev)
+	}
+	k.SetOthers(0, 1*node.Micro, 2*node.Micro)
+	if c, p := k.Totals(0); c != 3*node.Micro || p != 6*node.Micro {
+		t.Errorf("Totals = %d, %d; want 3e6, 6e6", c, p)
+	}
+	if got := k.Rates(0, 1, 0, nil); got[0].Rate != 3+6*0.5 {
+		t.Errorf("Rates = %v, want 6", got)
+	}
+	k.MarkPushed(cur, 5)
+	k.MarkPushed(prev, 5)
+	k.Unlock()
+	for _, p := range ns.CollectDirty(at, nil) {
+		if p.Size == size {
+			t.Errorf("CollectDirty lists %+v after MarkPushed", p)
+		}
+	}
+}
+
+// TestKeyLockLateTime: a write-through call whose time was read before
+// another call on the same key rolled its window forward (it waited for the
+// key lock) must not crash.
+func TestKeyLockLateTime(t *testing.T) {
+	const size = 100 * time.Millisecond
+	for _, late := range []time.Duration{time.Millisecond, size + time.Millisecond, 5 * size} {
+		t.Run(late.String(), func(t *testing.T) {
+			cfg := syncedConfig(size, time.Second)
+			cfg.SyncRate = 0
+			ns := newNS(t, cfg, nil)
+			newer := epoch.Add(10 * size)
+			incr(t, ns, newer, "k", 0, 1) // rolls the key to newer's windows
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("KeyLock with a time %v behind the key's window panicked: %v", late, r)
+				}
+			}()
+			k, err := ns.LockKey(newer.Add(-late), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Unlock()
+			for i := range 2 {
+				k.Add(i, node.Micro)
+				cur, prev := k.Own("k", i)
+				k.SetOthers(i, 0, 0)
+				k.MarkPushed(cur, 1)
+				k.MarkPushed(prev, 1)
+			}
+			if got := k.Rates(0, 2, 0, nil); len(got) != 2 {
+				t.Errorf("Rates = %v, want 2 rates", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,130 @@
+package postgres
+
+import "fmt"
+
+// The statements, built once per Store from the quoted table name: the only
+// text spliced into SQL is that identifier (from config, validated and
+// quoted); every value is a bound parameter.
+//
+// Rows travel as parallel arrays expanded by unnest ... WITH ORDINALITY, so
+// a batch of any size is one statement with a fixed number of parameters
+// (one prepared plan). Sums are numeric in PostgreSQL; sat clamps them to
+// the int64 range so one absurd window cannot make a whole batch fail.
+type queries struct {
+	exists string // $1 schema, $2 table (quoted): schema exists, table exists
+	push   string
+	fetch  string
+	pfetch string // push and fetch in one statement
+	window string
+	lock   string // the per-key advisory lock of Allow
+	allow  string
+	purge  string
+}
+
+// sat clamps a numeric expression to bigint (NULL stays NULL).
+func sat(expr string) string {
+	return "(CASE WHEN " + expr + " > 9223372036854775807 THEN 9223372036854775807" +
+		" WHEN " + expr + " < -9223372036854775808 THEN -9223372036854775808" +
+		" ELSE " + expr + " END)::int8"
+}
+
+// schemaLockKey is the transaction-scoped advisory lock that serialises
+// schema creation by concurrently starting nodes ("limiterd" in ASCII).
+const schemaLockKey = 0x6c696d6974657264
+
+// pushRows is the unnest of a row batch: $2 … $8.
+const pushRows = `unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[], $6::int8[], $7::int8[], $8::timestamptz[])
+		WITH ORDINALITY AS r(namespace, size_ns, start_ns, key, total, version, expire_at, ord)`
+
+func buildQueries(table string) queries {
+	// upsert writes the rows of relation r, in ord order (which the caller
+	// sorted by primary key) so that concurrent statements lock rows in
+	// one global order and cannot deadlock.
+	upsert := fmt.Sprintf(`INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at)
+	SELECT r.namespace, r.size_ns, r.start_ns, r.key, $1, r.total, r.version, r.expire_at
+	FROM %%s
+	ORDER BY r.ord
+	ON CONFLICT (namespace, size_ns, start_ns, key, incarnation) DO UPDATE
+	SET total = excluded.total, version = excluded.version,
+		expire_at = greatest(t.expire_at, excluded.expire_at)
+	WHERE t.version < excluded.version`, table)
+
+	// others sums, for each window of relation r, the totals of every
+	// incarnation but $1: one primary-key index range per window.
+	others := fmt.Sprintf(`SELECT r.ord, s.sum
+	FROM %%s
+	CROSS JOIN LATERAL (
+		SELECT %[2]s AS sum FROM %[1]s o
+		WHERE o.namespace = r.namespace AND o.size_ns = r.size_ns AND o.start_ns = r.start_ns
+			AND o.key = r.key AND o.incarnation <> $1
+	) s
+	WHERE s.sum IS NOT NULL`, table, sat("sum(o.total)"))
+
+	return queries{
+		exists: `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL`,
+		push:   fmt.Sprintf(upsert, pushRows),
+		fetch: fmt.Sprintf(others, `unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[])
+		WITH ORDINALITY AS r(namespace, size_ns, start_ns, key, ord)`),
+		// The read does not see the write (one snapshot), and need not: it
+		// sums the other incarnations' rows, which the write never touches.
+		pfetch: fmt.Sprintf("WITH r AS MATERIALIZED (SELECT * FROM %s),\nw AS (%s)\n%s",
+			pushRows, fmt.Sprintf(upsert, "r"), fmt.Sprintf(others, "r")),
+		window: fmt.Sprintf(`SELECT coalesce(%[2]s, 0) FROM %[1]s
+	WHERE namespace = $1 AND size_ns = $2 AND start_ns = $3 AND key = $4`, table, sat("sum(total)")),
+		lock:  `SELECT pg_advisory_xact_lock($1::int8)`,
+		allow: fmt.Sprintf(allowSQL, table, sat("o.oc"), sat("o.op")),
+		purge: fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM %[1]s WHERE expire_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED))`, table),
+	}
+}
+
+// allowSQL decides an AllowRequest after the key's advisory lock is held
+// (a separate, earlier statement of the same transaction, so this
+// statement's snapshot sees every decision committed before it).
+//
+// $1 inc, $2 namespace, $3 key, $4 cost, $5 count_rejected; per limit:
+// $6 size, $7 limit, $8 pos (At − Cur.Start), $9 cur size, $10 cur start,
+// $11 cur total, $12 cur version, $13 cur expire_at, $14 prev size,
+// $15 prev start, $16 prev total, $17 prev version, $18 prev expire_at.
+//
+// The rate is computed in float8 exactly as node.SlidingRate does in Go:
+// float(cur) + float(prev) × float(size − pos) / float(size), each count
+// being the exact (numeric) sum of own and others' totals.
+const allowSQL = `WITH q AS MATERIALIZED (
+	SELECT * FROM unnest($6::int8[], $7::int8[], $8::int8[],
+		$9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::timestamptz[],
+		$14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::timestamptz[])
+		WITH ORDINALITY AS q(size, lim, pos,
+			cur_size, cur_start, cur_total, cur_version, cur_exp,
+			prev_size, prev_start, prev_total, prev_version, prev_exp, ord)
+), o AS MATERIALIZED (
+	SELECT q.*,
+		coalesce((SELECT sum(t.total) FROM %[1]s t
+			WHERE t.namespace = $2::text AND t.size_ns = q.cur_size AND t.start_ns = q.cur_start
+				AND t.key = $3::bytea AND t.incarnation <> $1::text), 0) AS oc,
+		coalesce((SELECT sum(t.total) FROM %[1]s t
+			WHERE t.namespace = $2::text AND t.size_ns = q.prev_size AND t.start_ns = q.prev_start
+				AND t.key = $3::bytea AND t.incarnation <> $1::text), 0) AS op
+	FROM q
+), d AS MATERIALIZED (
+	SELECT coalesce(bool_and(
+		(o.cur_total + o.oc)::float8
+			+ (o.prev_total + o.op)::float8 * (o.size - o.pos)::float8 / o.size::float8
+			+ $4::int8::float8 <= o.lim::float8), true) AS allowed
+	FROM o
+), w AS (
+	INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at)
+	SELECT $2::text, v.size_ns, v.start_ns, $3::bytea, $1::text, v.total, v.version, v.expire_at
+	FROM o CROSS JOIN d CROSS JOIN LATERAL (VALUES
+		(o.prev_size, o.prev_start, o.prev_total, o.prev_version, o.prev_exp),
+		(o.cur_size, o.cur_start,
+			o.cur_total + CASE WHEN d.allowed OR $5::bool THEN $4::int8 ELSE 0 END,
+			o.cur_version, o.cur_exp)
+	) AS v(size_ns, start_ns, total, version, expire_at)
+	ORDER BY v.size_ns, v.start_ns
+	ON CONFLICT (namespace, size_ns, start_ns, key, incarnation) DO UPDATE
+	SET total = excluded.total, version = excluded.version,
+		expire_at = greatest(t.expire_at, excluded.expire_at)
+	WHERE t.version < excluded.version
+)
+SELECT d.allowed, o.ord, %[2]s, %[3]s FROM o CROSS JOIN d ORDER BY o.ord`

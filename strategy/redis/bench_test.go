@@ -1,0 +1,185 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limiterd/limiterd/node"
+	redisstore "github.com/limiterd/limiterd/strategy/redis"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// BenchmarkTick measures one periodic tick as the Syncer runs it: push n
+// dirty rows, then fetch n windows, each in batches of 5000 (the Syncer's
+// BatchSize). Two other incarnations hold rows for every window.
+// "single" is a *redis.Client (one server: up to 100 windows per script
+// call); "per-key" hides that, so calls are grouped per (namespace, key)
+// as on a cluster or ring.
+func BenchmarkTick(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		for _, mode := range []string{"single", "per-key"} {
+			b.Run(fmt.Sprintf("keys=%d/%s", n, mode), func(b *testing.B) {
+				c := redis.NewClient(&redis.Options{Addr: redisAddr(b), ContextTimeoutEnabled: true})
+				b.Cleanup(func() { _ = c.Close() })
+				var s *redisstore.Store
+				if mode == "single" {
+					s = redisstore.New(c, newPrefix())
+				} else {
+					s = redisstore.New(notSingle{c}, newPrefix())
+				}
+				rows := make([]clustersync.Row, n)
+				keys := make([]clustersync.WindowKey, n)
+				others := make([]int64, n)
+				start := node.WindowStart(time.Now().UnixNano(), time.Second)
+				for i := range rows {
+					keys[i] = wk("bench", fmt.Sprint("user-", i), time.Second, start)
+					rows[i] = syncerRow(keys[i], int64(i), 1, 100*time.Millisecond)
+				}
+				ctx := context.Background()
+				const batch = 5000
+				tick := func(inc string, version int64) {
+					for lo := 0; lo < n; lo += batch {
+						hi := min(lo+batch, n)
+						for i := lo; i < hi; i++ {
+							rows[i].Version = version
+							rows[i].Total++
+						}
+						if err := s.Push(ctx, inc, rows[lo:hi]); err != nil {
+							b.Fatal(err)
+						}
+					}
+					for lo := 0; lo < n; lo += batch {
+						hi := min(lo+batch, n)
+						if err := s.Fetch(ctx, inc, keys[lo:hi], others[lo:hi]); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				tick("other-1", 1)
+				tick("other-2", 1)
+				tick("me", 1) // warm: scripts loaded, pool filled
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := range b.N {
+					tick("me", int64(i)+2)
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
+				b.ReportMetric(0, "ns/op") // ms/tick below reads better
+				b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/tick")
+			})
+		}
+	}
+}
+
+// BenchmarkSyncCall measures the store call of a synchronous namespace
+// from one goroutine, with the Syncer's 250 ms timeout: PushFetch of one
+// key's 2 window sizes × (current, previous), and Allow over the same 2
+// sizes. It reports p50/p99 latency and, next to them, the p50 of
+// redis-benchmark -c 1 -t incr on the same server.
+func BenchmarkSyncCall(b *testing.B) {
+	addr := redisAddr(b)
+	sizes := []time.Duration{time.Second, time.Minute}
+	for _, op := range []string{"go-redis-incr", "pushfetch", "allow"} {
+		b.Run(op, func(b *testing.B) {
+			s, _ := newStoreAt(b, addr)
+			raw := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+			b.Cleanup(func() { _ = raw.Close() })
+			ctx := context.Background()
+			lat := make([]time.Duration, 0, b.N)
+			others := make([]int64, 2*len(sizes))
+			call := func(i int) {
+				now := time.Now().UnixNano()
+				key := fmt.Sprint("user-", i%1000)
+				version := int64(i) + 1
+				cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+				defer cancel()
+				var err error
+				switch op {
+				case "go-redis-incr": // the client's own floor, for reference
+					err = raw.Incr(cctx, "limiterd-bench-incr").Err()
+				case "pushfetch":
+					var rows [4]clustersync.Row
+					for j, size := range sizes {
+						cs := node.WindowStart(now, size)
+						rows[2*j] = syncerRow(wk("sync", key, size, cs), int64(i), version, 0)
+						rows[2*j+1] = syncerRow(wk("sync", key, size, cs-int64(size)), int64(i), version, 0)
+					}
+					err = s.PushFetch(cctx, "me", rows[:], others)
+				case "allow":
+					req := clustersync.AllowRequest{Inc: "me", At: now, Cost: node.Micro}
+					for _, size := range sizes {
+						cs := node.WindowStart(now, size)
+						req.Limits = append(req.Limits, clustersync.AllowLimit{
+							Size: size, Limit: 1e12,
+							Cur:  syncerRow(wk("sync", key, size, cs), int64(i), version, 0),
+							Prev: syncerRow(wk("sync", key, size, cs-int64(size)), int64(i), version, 0),
+						})
+					}
+					_, err = s.Allow(cctx, req)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range 1000 {
+				call(i) // warm up
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				t0 := time.Now()
+				call(i)
+				lat = append(lat, time.Since(t0))
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
+			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+			if p50, ok := redisBenchmarkP50(b, addr); ok {
+				b.ReportMetric(p50, "incr-p50-µs")
+			}
+		})
+	}
+}
+
+var p50RE = regexp.MustCompile(`p50=([0-9.]+) msec`)
+
+// redisBenchmarkP50 runs redis-benchmark -c 1 -n 100000 -t incr against
+// addr and returns its p50 in µs (false when the tool is missing).
+func redisBenchmarkP50(b *testing.B, addr string) (float64, bool) {
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		return 0, false
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := exec.Command(bin, "-h", host, "-p", port, "-c", "1", "-n", "100000", "-t", "incr", "-q").CombinedOutput()
+	if err != nil {
+		b.Fatalf("redis-benchmark: %v\n%s", err, out)
+	}
+	m := p50RE.FindSubmatch(out)
+	if m == nil {
+		b.Fatalf("no p50 in redis-benchmark output %q", out)
+	}
+	ms, _ := strconv.ParseFloat(string(m[1]), 64)
+	return ms * 1e3, true
+}
+
+// syncerRow is a row as the Syncer builds it: it expires at window end +
+// size + 2 × sync_rate.
+func syncerRow(k clustersync.WindowKey, total, version int64, syncRate time.Duration) clustersync.Row {
+	return clustersync.Row{WindowKey: k, Total: total, Version: version,
+		ExpireAt: time.Unix(0, k.Start).Add(2*k.Size + 2*syncRate)}
+}

@@ -1,0 +1,140 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limiterd/limiterd/integration/harness"
+	"github.com/limiterd/limiterd/node"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// clusterPort returns a free port whose cluster bus port (+10000) is free too.
+func clusterPort(tb testing.TB) int {
+	tb.Helper()
+	for range 100 {
+		p := harness.FreePort(tb)
+		if p+10000 > 65535 {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p+10000))
+		if err == nil {
+			l.Close()
+			return p
+		}
+	}
+	tb.Fatal("no free port pair for a cluster node")
+	return 0
+}
+
+// startCluster starts a Redis Cluster of three masters and returns their
+// addresses.
+func startCluster(tb testing.TB) []string {
+	tb.Helper()
+	cli := requireBinary(tb, "redis-cli")
+	var addrs []string
+	for range 3 {
+		p := clusterPort(tb)
+		s := startServerOn(tb, p, "--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		addrs = append(addrs, s.Addr())
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		tb.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		for {
+			info, err := c.ClusterInfo(context.Background()).Result()
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.Close()
+				tb.Fatalf("cluster node %s not ready: %v %q", a, err, info)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		c.Close()
+	}
+	return addrs
+}
+
+// TestCluster runs every operation on a real three-master Redis Cluster:
+// scripts touch only keys of one slot (else CROSSSLOT), and keys spread.
+func TestCluster(t *testing.T) {
+	addrs := startCluster(t)
+	s, _ := newStoreAt(t, addrs...)
+	ctx := ctxT(t)
+	const nKeys = 1500
+	var rows []clustersync.Row
+	for i := range nKeys {
+		for _, size := range []time.Duration{time.Second, time.Minute} {
+			rows = append(rows, row(wk("api", fmt.Sprint("user-", i), size, 0), int64(i), 1))
+		}
+	}
+	mustPush(t, s, "a", rows...)
+	keys := make([]clustersync.WindowKey, len(rows))
+	for i := range rows {
+		keys[i] = rows[i].WindowKey
+	}
+	got := fetch(t, s, "b", keys...)
+	for i := range got {
+		if got[i] != rows[i].Total {
+			t.Fatalf("Fetch[%d] = %d, want %d", i, got[i], rows[i].Total)
+		}
+	}
+	for _, a := range addrs {
+		c := rawClient(t, a)
+		n, err := c.DBSize(ctx).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n < nKeys*2/3/2 {
+			t.Errorf("node %s holds %d of %d keys: keys do not spread", a, n, len(rows))
+		}
+	}
+	// PushFetch over windows of different keys (different slots).
+	others := make([]int64, 3)
+	pf := []clustersync.Row{row(keys[0], 5, 2), row(keys[1], 5, 2), row(keys[500], 5, 2)}
+	if err := s.PushFetch(ctx, "b", pf, others); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(others) != "[0 0 250]" {
+		t.Errorf("PushFetch others = %v, want [0 0 250]", others)
+	}
+	// Allow over two sizes of one key: one script, one slot.
+	const m = node.Micro
+	at := int64(30 * time.Second)
+	req := clustersync.AllowRequest{Inc: "c", At: at, Cost: m, Limits: []clustersync.AllowLimit{
+		allowLimit("api", "user-7", time.Second, 10*m, node.WindowStart(at, time.Second), 0, 0, 1),
+		allowLimit("api", "user-7", time.Minute, 10*m, 0, 0, 0, 1),
+	}}
+	mustPush(t, s, "a", row(req.Limits[1].Cur.WindowKey, 9*m, 2))
+	res, err := s.Allow(ctx, req)
+	if err != nil || !res.Allowed {
+		t.Fatalf("Allow = %+v, %v; want allowed", res, err)
+	}
+	// The caller now holds one hit of its own in both windows.
+	for i := range req.Limits {
+		req.Limits[i].Cur.Total, req.Limits[i].Cur.Version = m, 2
+		req.Limits[i].Prev.Version = 2
+	}
+	if res, err = s.Allow(ctx, req); err != nil || res.Allowed {
+		t.Fatalf("second Allow = %+v, %v; want denied", res, err)
+	}
+	if n := window(t, s, req.Limits[1].Cur.WindowKey); n != 10*m {
+		t.Errorf("Window(minute) = %d, want %d", n, 10*m)
+	}
+}

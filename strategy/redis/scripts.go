@@ -1,0 +1,194 @@
+package redis
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts. On a cluster or ring every call takes only keys of one
+// hash tag (see Store), so each is valid on Redis Cluster.
+//
+// Each window is a hash. Field "+<inc>" holds incarnation inc's row as
+// "<total>:<version>:<expire-at ms>" (canonical decimal int64; the expiry
+// is empty when the row has none); field "=" holds the sum of all totals,
+// updated in the same HSET as the row. Reading a window's sum, or the
+// others' sum (sum minus one's own), is therefore one HMGET however many
+// incarnations wrote the window.
+//
+// Lua numbers are doubles, exact only up to 2^53: versions are compared
+// exactly as decimal strings, the sum is updated in Lua only while every
+// number involved is below 10^15 (else by HINCRBY, exact int64), and sums
+// go back to Go as strings.
+
+// luaLib is the helpers the writing scripts start with.
+const luaLib = `
+local SUM = '='
+
+-- gt reports a > b for canonical decimal int64 strings, exactly.
+local function gt(a, b)
+  local la, lb = #a, #b
+  -- At most 16 characters, not starting with 9: |value| < 9e15 < 2^53.
+  if la <= 16 and lb <= 16 and string.byte(a, 1) < 57 and string.byte(b, 1) < 57 then
+    return tonumber(a) > tonumber(b)
+  end
+  if a == b then return false end
+  local an, bn = string.byte(a, 1) == 45, string.byte(b, 1) == 45
+  if an ~= bn then return bn end
+  if la ~= lb then return (la > lb) ~= an end
+  local ha, hb = tonumber(string.sub(a, 1, la - 9)), tonumber(string.sub(b, 1, lb - 9))
+  if ha ~= hb then return ha > hb end
+  return (tonumber(string.sub(a, la - 8)) > tonumber(string.sub(b, lb - 8))) ~= an
+end
+
+-- split returns the total, version and expiry of a row.
+local function split(v)
+  local a = string.find(v, ':', 1, true)
+  local b = string.find(v, ':', a + 1, true)
+  return string.sub(v, 1, a - 1), string.sub(v, a + 1, b - 1), string.sub(v, b + 1)
+end
+
+-- total returns the total of a row, '0' for none.
+local function total(v)
+  if not v then return '0' end
+  return string.sub(v, 1, string.find(v, ':', 1, true) - 1)
+end
+
+-- expire moves k's expiry to exp (Unix ms; '' for none) unless it already
+-- expires later. oe is the expiry the field held before: k expires no
+-- earlier than that, so an exp not after it needs no look.
+local function expire(k, exp, oe)
+  if exp == '' or exp == oe then return end
+  local e = tonumber(exp)
+  if oe and oe ~= '' and tonumber(oe) >= e then return end
+  local cur = redis.call('PEXPIRETIME', k)
+  if cur == -1 or (cur >= 0 and cur < e) then redis.call('PEXPIREAT', k, exp) end
+end
+
+-- put writes row v into field f of k if its version is newer than that of
+-- old (f's stored row, or nil), keeping k's sum, s as stored (or nil).
+local function put(k, f, v, old, s)
+  local t, ver, exp = split(v)
+  local ot, ov, oe = '0', nil, nil
+  if old then
+    ot, ov, oe = split(old)
+    if not gt(ver, ov) then
+      expire(k, exp, oe)
+      return
+    end
+  end
+  if ot == t then
+    redis.call('HSET', k, f, v)
+  else
+    s = s or '0'
+    if #s <= 15 and #ot <= 15 and #t <= 15 then
+      redis.call('HSET', k, f, v, SUM, string.format('%d', tonumber(s) - tonumber(ot) + tonumber(t)))
+    else
+      redis.call('HSET', k, f, v)
+      redis.call('HINCRBY', k, SUM, t)
+      if string.byte(ot, 1) == 45 then
+        redis.call('HINCRBY', k, SUM, string.sub(ot, 2))
+      elseif ot ~= '0' then
+        redis.call('HINCRBY', k, SUM, '-' .. ot)
+      end
+    end
+  end
+  expire(k, exp, oe)
+end
+`
+
+// pushScript: KEYS = windows; ARGV = field ("+" inc), then one row per key.
+// Returns the number of keys.
+var pushScript = newScript(luaLib + `
+local f = ARGV[1]
+for i = 1, #KEYS do
+  local r = redis.call('HMGET', KEYS[i], SUM, f)
+  put(KEYS[i], f, ARGV[i + 1], r[2], r[1])
+end
+return #KEYS
+`)
+
+// fetchScript: KEYS = windows; ARGV = field ("+" inc). Returns per key the
+// window's sum and inc's total. Used on a single server, where one call
+// reads up to 100 windows of any keys (cheaper for server and client than
+// one HMGET each); on a cluster, Fetch sends plain HMGETs.
+var fetchScript = newScript(`
+local f = ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  local r = redis.call('HMGET', KEYS[i], '=', f)
+  out[2 * i - 1] = r[1] or '0'
+  local v = r[2]
+  if v then
+    out[2 * i] = string.sub(v, 1, string.find(v, ':', 1, true) - 1)
+  else
+    out[2 * i] = '0'
+  end
+end
+return out
+`)
+
+// pushFetchScript: as pushScript, returning per key the window's sum and
+// inc's total as they were before the write (their difference is the
+// others' sum, which inc's write does not change).
+var pushFetchScript = newScript(luaLib + `
+local f = ARGV[1]
+local out = {}
+for i = 1, #KEYS do
+  local r = redis.call('HMGET', KEYS[i], SUM, f)
+  put(KEYS[i], f, ARGV[i + 1], r[2], r[1])
+  out[2 * i - 1] = r[1] or '0'
+  out[2 * i] = total(r[2])
+end
+return out
+`)
+
+// allowScript decides an AllowRequest atomically.
+// KEYS = per limit: cur key, prev key.
+// ARGV = field ("+" inc), cost, count_rejected ('1' or '0'), then per limit
+// 6 values: limit, size, pos (At − Cur.Start), cur row, cur row with the
+// cost counted, prev row.
+// Returns allowed ('1' or '0'), then per limit the sum and inc's stored
+// total of the current window, then of the previous one, as read before
+// the writes.
+var allowScript = newScript(luaLib + `
+local f = ARGV[1]
+local cost = tonumber(ARGV[2])
+local countRejected = ARGV[3] == '1'
+local n = #KEYS / 2
+local out = {'0'}
+local reads = {}
+local allowed = true
+for l = 1, n do
+  local a = 4 + 6 * (l - 1)
+  local rc = redis.call('HMGET', KEYS[2 * l - 1], SUM, f)
+  local rp = redis.call('HMGET', KEYS[2 * l], SUM, f)
+  reads[2 * l - 1], reads[2 * l] = rc, rp
+  local sc, oc, sp, op = rc[1] or '0', total(rc[2]), rp[1] or '0', total(rp[2])
+  out[4 * l - 2], out[4 * l - 1], out[4 * l], out[4 * l + 1] = sc, oc, sp, op
+  local cur = tonumber(total(ARGV[a + 3])) + (tonumber(sc) - tonumber(oc))
+  local prev = tonumber(total(ARGV[a + 5])) + (tonumber(sp) - tonumber(op))
+  local size = tonumber(ARGV[a + 1])
+  local rate = cur
+  if prev ~= 0 then rate = cur + prev * (size - tonumber(ARGV[a + 2])) / size end
+  if rate + cost > tonumber(ARGV[a]) then allowed = false end
+end
+local counted = allowed or countRejected
+for l = 1, n do
+  local a = 4 + 6 * (l - 1)
+  local rp, rc = reads[2 * l], reads[2 * l - 1]
+  put(KEYS[2 * l], f, ARGV[a + 5], rp[2], rp[1])
+  local v = ARGV[a + 3]
+  if counted then v = ARGV[a + 4] end
+  put(KEYS[2 * l - 1], f, v, rc[2], rc[1])
+end
+if allowed then out[1] = '1' end
+return out
+`)
+
+// script is a Lua script run by EVALSHA, falling back to EVAL (which also
+// caches it on that server) after NOSCRIPT.
+type script struct {
+	src string
+	sha string
+}
+
+func newScript(src string) *script {
+	return &script{src: src, sha: redis.NewScript(src).Hash()}
+}

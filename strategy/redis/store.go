@@ -1,0 +1,488 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	gosync "sync"
+	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
+
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// Client is the part of a go-redis client the Store uses: *redis.Client
+// (standalone or Sentinel-managed), *redis.ClusterClient and *redis.Ring
+// all satisfy it. The Store sends only EVALSHA, EVAL, HMGET and HGET, each
+// routed by its (first) key.
+type Client interface {
+	Pipeline() redis.Pipeliner
+}
+
+const (
+	// rowsPerRoundTrip bounds the rows (or windows) sent in one pipeline,
+	// so a batch of n rows costs ⌈n / rowsPerRoundTrip⌉ round trips and
+	// one round trip never holds the server for long.
+	rowsPerRoundTrip = 1000
+	// keysPerScript bounds the keys one script call touches.
+	keysPerScript = 100
+)
+
+// Store is a clustersync.Store on Redis: standalone, Sentinel or Cluster.
+// It also implements clustersync.PushFetcher and clustersync.AtomicAllower.
+// It is safe for concurrent use.
+//
+// On a single server (the Client is a *redis.Client) one script call
+// covers up to keysPerScript windows of any keys; on a cluster or ring
+// (any other Client) one call covers consecutive windows of one
+// (namespace, key), which share a hash slot.
+type Store struct {
+	c      Client
+	closer io.Closer // the client Open made; nil after New
+	prefix string
+	single bool
+	closed atomic.Bool
+}
+
+// New returns a Store using c, with every Redis key starting with
+// keyPrefix (DefaultKeyPrefix when empty; braces are escaped so they
+// cannot break the hash tag). Close does not close c: the caller owns it.
+//
+// The Store honours ctx deadlines only if c does: build c with
+// ContextTimeoutEnabled set, as Open does.
+func New(c Client, keyPrefix string) *Store {
+	if keyPrefix == "" {
+		keyPrefix = DefaultKeyPrefix
+	}
+	_, single := c.(*redis.Client)
+	return &Store{c: c, prefix: escapePrefix(keyPrefix), single: single}
+}
+
+// Close marks the store closed, so every later call returns
+// clustersync.ErrClosed, and closes the client if Open made it.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return fmt.Errorf("redis: close: %w", clustersync.ErrClosed)
+	}
+	if s.closer != nil {
+		if err := s.closer.Close(); err != nil {
+			return fmt.Errorf("redis: close: %w", err)
+		}
+	}
+	return nil
+}
+
+// Push stores rows for incarnation inc, each only if its version is newer
+// than the stored one: ⌈len(rows)/1000⌉ pipelined round trips, at most
+// two in flight.
+func (s *Store) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
+	if s.closed.Load() {
+		return fmt.Errorf("redis: push: %w", clustersync.ErrClosed)
+	}
+	f := field(inc)
+	return s.chunks(ctx, "push", len(rows), func(ctx context.Context, lo, hi int) error {
+		rs := rows[lo:hi]
+		return s.scripts(ctx, "push", pushScript, f, len(rs), rowKey(rs), rowValue(rs), nil)
+	})
+}
+
+// Fetch writes into others[i] the sum of every incarnation's total but
+// inc's for keys[i] (0 for an unknown window). It reads each window's sum
+// field and inc's row (on a single server by a script over up to 100
+// windows, else one HMGET per window) in ⌈len(keys)/1000⌉ pipelined round
+// trips, at most two in flight.
+func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
+	if s.closed.Load() {
+		return fmt.Errorf("redis: fetch: %w", clustersync.ErrClosed)
+	}
+	if len(others) != len(keys) {
+		return fmt.Errorf("redis: fetch: %d results for %d keys", len(others), len(keys))
+	}
+	f := field(inc)
+	if s.single {
+		return s.chunks(ctx, "fetch", len(keys), func(ctx context.Context, lo, hi int) error {
+			ks := keys[lo:hi]
+			return s.scripts(ctx, "fetch", fetchScript, f, len(ks),
+				func(i int) *clustersync.WindowKey { return &ks[i] }, nil, others[lo:hi])
+		})
+	}
+	return s.chunks(ctx, "fetch", len(keys), func(ctx context.Context, lo, hi int) error {
+		kb := keyBuilder{prefix: s.prefix}
+		pipe := s.c.Pipeline()
+		cmds := make([]*redis.SliceCmd, 0, hi-lo)
+		for i := lo; i < hi; i++ {
+			k, _ := kb.build(&keys[i])
+			cmds = append(cmds, pipe.HMGet(ctx, k, sumField, f))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return s.fail("fetch", err)
+		}
+		for j, cmd := range cmds {
+			v := cmd.Val()
+			if len(v) != 2 {
+				return fmt.Errorf("redis: fetch: unexpected reply %v", v)
+			}
+			sum, _ := v[0].(string)
+			own, _ := v[1].(string)
+			n, err := others1(sum, rowTotal(own))
+			if err != nil {
+				return fmt.Errorf("redis: fetch: %w", err)
+			}
+			others[lo+j] = n
+		}
+		return nil
+	})
+}
+
+// PushFetch pushes rows like Push and writes into others[i] what Fetch
+// would return for rows[i].WindowKey, in the same round trip (one per
+// 1000 rows).
+func (s *Store) PushFetch(ctx context.Context, inc string, rows []clustersync.Row, others []int64) error {
+	if s.closed.Load() {
+		return fmt.Errorf("redis: pushfetch: %w", clustersync.ErrClosed)
+	}
+	if len(others) != len(rows) {
+		return fmt.Errorf("redis: pushfetch: %d results for %d rows", len(others), len(rows))
+	}
+	f := field(inc)
+	return s.chunks(ctx, "pushfetch", len(rows), func(ctx context.Context, lo, hi int) error {
+		rs := rows[lo:hi]
+		return s.scripts(ctx, "pushfetch", pushFetchScript, f, len(rs), rowKey(rs), rowValue(rs), others[lo:hi])
+	})
+}
+
+// Window returns the sum of every incarnation's total for key (0 for an
+// unknown window).
+func (s *Store) Window(ctx context.Context, key clustersync.WindowKey) (int64, error) {
+	if s.closed.Load() {
+		return 0, fmt.Errorf("redis: window: %w", clustersync.ErrClosed)
+	}
+	kb := keyBuilder{prefix: s.prefix}
+	k, _ := kb.build(&key)
+	pipe := s.c.Pipeline()
+	cmd := pipe.HGet(ctx, k, sumField)
+	_, err := pipe.Exec(ctx)
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.fail("window", err)
+	}
+	n, err := parseInt(cmd.Val())
+	if err != nil {
+		return 0, fmt.Errorf("redis: window: key %q: %w", k, err)
+	}
+	return n, nil
+}
+
+// Allow decides req in one Lua script over the current and previous
+// window of every limit, exactly as clustersync.AtomicAllower specifies.
+// All rows of req must be windows of one (namespace, key): on a cluster
+// they then share a hash slot.
+func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
+	if s.closed.Load() {
+		return clustersync.AllowResult{}, fmt.Errorf("redis: allow: %w", clustersync.ErrClosed)
+	}
+	n := len(req.Limits)
+	if n == 0 {
+		return clustersync.AllowResult{Allowed: true}, nil
+	}
+	kb := keyBuilder{prefix: s.prefix}
+	args := make([]any, 0, 3+2*n+3+6*n)
+	args = append(args, "evalsha", allowScript.sha, 2*n)
+	for i := range req.Limits {
+		l := &req.Limits[i]
+		cur, _ := kb.build(&l.Cur.WindowKey)
+		prev, _ := kb.build(&l.Prev.WindowKey)
+		args = append(args, cur, prev)
+	}
+	countRejected := "0"
+	if req.CountRejected {
+		countRejected = "1"
+	}
+	args = append(args, field(req.Inc), req.Cost, countRejected)
+	var buf []byte
+	for i := range req.Limits {
+		l := &req.Limits[i]
+		args = append(args, l.Limit, int64(l.Size), req.At-l.Cur.Start)
+		buf = appendRow(buf[:0], l.Cur.Total, &l.Cur)
+		args = append(args, string(buf))
+		buf = appendRow(buf[:0], l.Cur.Total+req.Cost, &l.Cur)
+		args = append(args, string(buf))
+		buf = appendRow(buf[:0], l.Prev.Total, &l.Prev)
+		args = append(args, string(buf))
+	}
+	c := scriptCall{args: args, lo: 0, hi: n}
+	calls := []scriptCall{c}
+	if err := s.run(ctx, allowScript, calls); err != nil {
+		return clustersync.AllowResult{}, s.fail("allow", err)
+	}
+	vals, err := calls[0].cmd.StringSlice()
+	if err != nil || len(vals) != 1+4*n {
+		return clustersync.AllowResult{}, fmt.Errorf("redis: allow: unexpected reply %v (%v)", calls[0].cmd.Val(), err)
+	}
+	res := clustersync.AllowResult{Allowed: vals[0] == "1", Others: make([][2]int64, n)}
+	for i := range res.Others {
+		v := vals[1+4*i:]
+		cur, err1 := others1(v[0], v[1])
+		prev, err2 := others1(v[2], v[3])
+		if err := errors.Join(err1, err2); err != nil {
+			return clustersync.AllowResult{}, fmt.Errorf("redis: allow: %w", err)
+		}
+		res.Others[i] = [2]int64{cur, prev}
+	}
+	return res, nil
+}
+
+// appendRow appends row r with the given total as stored:
+// "<total>:<version>:<expire-at ms>", the expiry empty when r has none.
+func appendRow(b []byte, total int64, r *clustersync.Row) []byte {
+	b = strconv.AppendInt(b, total, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, r.Version, 10)
+	b = append(b, ':')
+	if !r.ExpireAt.IsZero() {
+		b = strconv.AppendInt(b, expireMs(r), 10)
+	}
+	return b
+}
+
+// sumField is the hash field holding the sum of a window's totals; the
+// rows of incarnations are in fields "+" + inc, so no row can take it.
+const sumField = "="
+
+// field returns the hash field of incarnation inc's rows.
+func field(inc string) string { return "+" + inc }
+
+// rowTotal returns the total of a stored row "<total>:<version>:<expiry>"
+// ("" for none).
+func rowTotal(row string) string {
+	t, _, _ := strings.Cut(row, ":")
+	return t
+}
+
+// others1 returns a window's sum minus one incarnation's total, both
+// decimal ("" reads 0).
+func others1(sum, own string) (int64, error) {
+	s, err1 := parseInt(sum)
+	o, err2 := parseInt(own)
+	return s - o, errors.Join(err1, err2)
+}
+
+func parseInt(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("unexpected stored number %q", s)
+	}
+	return n, nil
+}
+
+// expireMs is r.ExpireAt in Unix milliseconds, rounded up.
+func expireMs(r *clustersync.Row) int64 {
+	ms := r.ExpireAt.UnixMilli()
+	if r.ExpireAt.Nanosecond()%1_000_000 != 0 {
+		ms++
+	}
+	return ms
+}
+
+// scriptCall is one script call over windows [lo, hi) of a batch.
+type scriptCall struct {
+	lo, hi int
+	args   []any // "evalsha", sha, numkeys, keys…, argv…
+	cmd    *redis.Cmd
+}
+
+// inFlight is the most pipelines one call keeps in flight, so the client
+// encodes and decodes one while the server executes the other.
+const inFlight = 2
+
+// chunks runs fn over consecutive ranges [lo, hi) of at most
+// rowsPerRoundTrip of n items, at most inFlight at once, and returns the
+// first error. fn must wrap its errors.
+func (s *Store) chunks(ctx context.Context, op string, n int, fn func(ctx context.Context, lo, hi int) error) error {
+	if n <= rowsPerRoundTrip {
+		if n == 0 {
+			return nil
+		}
+		return fn(ctx, 0, n)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    gosync.Mutex
+		first error
+		wg    gosync.WaitGroup
+		sem   = make(chan struct{}, inFlight)
+	)
+	for lo := 0; lo < n && cctx.Err() == nil; lo += rowsPerRoundTrip {
+		select {
+		case sem <- struct{}{}:
+		case <-cctx.Done():
+			continue
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := fn(cctx, lo, min(lo+rowsPerRoundTrip, n)); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = s.fail(op, ctx.Err())
+	}
+	return first
+}
+
+// scripts runs sc over n windows in one pipeline: on a single server up
+// to keysPerScript windows per call, else one call per run of windows of
+// one (namespace, key). ARGV is field, then, when value is not nil, one
+// stored row per window. When others is not nil the script returns (window
+// sum, own total) per window and others receives their difference.
+func (s *Store) scripts(ctx context.Context, op string, sc *script, field string, n int,
+	key func(i int) *clustersync.WindowKey, value func(i int, b []byte) []byte, others []int64,
+) error {
+	kb := keyBuilder{prefix: s.prefix}
+	keys := make([]string, n)
+	same := make([]bool, n)
+	for i := range n {
+		keys[i], same[i] = kb.build(key(i))
+	}
+	var (
+		calls []scriptCall
+		buf   []byte
+	)
+	for lo := 0; lo < n; {
+		hi := lo + 1
+		for hi < n && hi-lo < keysPerScript && (s.single || same[hi]) {
+			hi++
+		}
+		args := make([]any, 0, 4+2*(hi-lo))
+		args = append(args, "evalsha", sc.sha, hi-lo)
+		for _, k := range keys[lo:hi] {
+			args = append(args, k)
+		}
+		args = append(args, field)
+		if value != nil {
+			for i := lo; i < hi; i++ {
+				buf = value(i, buf[:0])
+				args = append(args, string(buf))
+			}
+		}
+		calls = append(calls, scriptCall{lo: lo, hi: hi, args: args})
+		lo = hi
+	}
+	if err := s.run(ctx, sc, calls); err != nil {
+		return s.fail(op, err)
+	}
+	if others == nil {
+		return nil
+	}
+	for _, c := range calls {
+		vals, err := c.cmd.StringSlice()
+		if err != nil || len(vals) != 2*(c.hi-c.lo) {
+			return fmt.Errorf("redis: %s: unexpected reply %v (%v)", op, c.cmd.Val(), err)
+		}
+		for j := 0; j+1 < len(vals); j += 2 {
+			n, err := others1(vals[j], vals[j+1])
+			if err != nil {
+				return fmt.Errorf("redis: %s: %w", op, err)
+			}
+			others[c.lo+j/2] = n
+		}
+	}
+	return nil
+}
+
+func rowKey(rows []clustersync.Row) func(i int) *clustersync.WindowKey {
+	return func(i int) *clustersync.WindowKey { return &rows[i].WindowKey }
+}
+
+func rowValue(rows []clustersync.Row) func(i int, b []byte) []byte {
+	return func(i int, b []byte) []byte { return appendRow(b, rows[i].Total, &rows[i]) }
+}
+
+// run sends calls of sc in one pipeline, then re-sends those that failed
+// with NOSCRIPT (the server lost or never had the script) as EVAL in a
+// second one. It returns the first error of any call.
+func (s *Store) run(ctx context.Context, sc *script, calls []scriptCall) error {
+	pipe := s.c.Pipeline()
+	for i := range calls {
+		calls[i].cmd = redis.NewCmd(ctx, calls[i].args...)
+		_ = pipe.Process(ctx, calls[i].cmd)
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil && !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A connection failure may leave the commands without an error of
+		// their own (go-redis sets none once its retries are exhausted).
+		return err
+	}
+	var retry redis.Pipeliner
+	for i := range calls {
+		if err := calls[i].cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			if retry == nil {
+				retry = s.c.Pipeline()
+			}
+			a := calls[i].args
+			a[0], a[1] = "eval", sc.src
+			calls[i].cmd = redis.NewCmd(ctx, a...)
+			_ = retry.Process(ctx, calls[i].cmd)
+		}
+	}
+	if retry != nil {
+		if _, err := retry.Exec(ctx); err != nil {
+			return err
+		}
+	}
+	for i := range calls {
+		if err := calls[i].cmd.Err(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fail wraps err from operation op: clustersync.ErrClosed once the client
+// is closed; a reply error of the server that retrying cannot cure (a
+// script or type error, refused credentials) as is; anything else — no
+// connection, a timeout, ctx done, a server loading, failing over or out
+// of memory — with clustersync.ErrUnavailable.
+func (s *Store) fail(op string, err error) error {
+	if errors.Is(err, redis.ErrClosed) || s.closed.Load() {
+		return fmt.Errorf("redis: %s: %w: %w", op, clustersync.ErrClosed, err)
+	}
+	var re redis.Error
+	if errors.As(err, &re) && !transient(re) {
+		return fmt.Errorf("redis: %s: %w", op, err)
+	}
+	return fmt.Errorf("redis: %s: %w: %w", op, clustersync.ErrUnavailable, err)
+}
+
+// transient reports whether a server reply error is one a later retry may
+// not see: the server is loading, failing over, busy, out of memory, or
+// the cluster is reconfiguring.
+func transient(err redis.Error) bool {
+	msg := strings.TrimPrefix(err.Error(), "ERR ")
+	for _, p := range []string{
+		"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY",
+		"OOM", "NOREPLICAS", "MOVED", "ASK", "NOSCRIPT", "max number of clients",
+	} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}

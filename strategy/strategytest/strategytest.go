@@ -1,0 +1,216 @@
+package strategytest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// Purger is the optional explicit purge of expired rows, for stores such
+// as PostgreSQL whose rows do not vanish by themselves. The expiry subtest
+// calls it while polling when the store has it.
+type Purger interface {
+	Purge(ctx context.Context) (int64, error)
+}
+
+// subtest is one behaviour of the suite.
+type subtest struct {
+	name string
+	run  func(t *testing.T, e *env)
+}
+
+// subtests lists the suite in the order Run runs it.
+var subtests = []subtest{
+	{"round trip", testRoundTrip},
+	{"retried push counted once", testRetriedPush},
+	{"older version never overwrites newer", testOlderVersion},
+	{"several incarnations summed", testIncarnationsSummed},
+	{"own rows excluded from fetch", testOwnRowsExcluded},
+	{"exact totals", testExactTotals},
+	{"distinct windows", testDistinctWindows},
+	{"key encoding", testKeyEncoding},
+	{"sub-second windows", testSubSecond},
+	{"unknown keys read zero", testUnknownKeys},
+	{"expiry", testExpiry},
+	{"batch of 100k rows", testLargeBatch},
+	{"concurrent pushes", testConcurrentPushes},
+	{"cancelled context", testCancelledContext},
+	{"closed", testClosed},
+	{"push fetch", testPushFetch},
+	{"atomic allow", testAtomicAllow},
+}
+
+// Run runs the conformance suite against the stores newStore returns: one
+// fresh store per subtest, closed when the subtest ends. See the package
+// documentation for what it checks and which inputs it sends.
+func Run(t *testing.T, newStore func(t *testing.T) clustersync.Store) {
+	t.Helper()
+	for _, st := range subtests {
+		t.Run(st.name, func(t *testing.T) {
+			st.run(t, newEnv(t, newStore))
+		})
+	}
+}
+
+// env is one subtest's store, namespace, clock base and version source.
+type env struct {
+	s  clustersync.Store
+	ns string
+	// minute is the start of the current minute, and hour of the current
+	// hour (Unix ns): aligned starts for windows of up to those sizes.
+	minute, hour int64
+	// exp is the ExpireAt of rows that must not expire during the test.
+	exp time.Time
+	// ver issues versions: the time in µs at the start, then +1 each.
+	ver atomic.Int64
+}
+
+func newEnv(t *testing.T, newStore func(t *testing.T) clustersync.Store) *env {
+	t.Helper()
+	s := newStore(t)
+	if s == nil {
+		t.Fatal("newStore returned nil")
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	now := time.Now()
+	e := &env{
+		s:      s,
+		ns:     namespace(t),
+		minute: windowStart(now.UnixNano(), time.Minute),
+		hour:   windowStart(now.UnixNano(), time.Hour),
+		exp:    now.Add(10 * time.Minute),
+	}
+	e.ver.Store(now.UnixMicro())
+	return e
+}
+
+// namespace returns a namespace unique to this run of t: "st.", up to 44
+// characters of t's name in [A-Za-z0-9_.-], "." and 16 random hex digits
+// (64 characters at most, a valid limiterd namespace name).
+func namespace(t *testing.T) string {
+	name := t.Name()
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	clean := []byte(name)
+	for i, c := range clean {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '.', c == '-':
+		default:
+			clean[i] = '_'
+		}
+	}
+	if len(clean) > 44 {
+		clean = clean[:44]
+	}
+	return "st." + string(clean) + "." + randomHex(8)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// windowStart is floor(t / size) × size.
+func windowStart(t int64, size time.Duration) int64 {
+	s := int64(size)
+	q := t / s
+	if t%s < 0 {
+		q--
+	}
+	return q * s
+}
+
+// inc returns a new incarnation named after name.
+func (e *env) inc(name string) string { return clustersync.NewIncarnation(name) }
+
+// next returns a version greater than every one issued before.
+func (e *env) next() int64 { return e.ver.Add(1) }
+
+// key returns the one-minute window of key in the current minute.
+func (e *env) key(key string) clustersync.WindowKey {
+	return clustersync.WindowKey{Namespace: e.ns, Size: time.Minute, Start: e.minute, Key: key}
+}
+
+// row returns a row of k with a new version that expires in 10 minutes.
+func (e *env) row(k clustersync.WindowKey, total int64) clustersync.Row {
+	return clustersync.Row{WindowKey: k, Total: total, Version: e.next(), ExpireAt: e.exp}
+}
+
+// ctx returns a context for the subtest's store calls.
+func ctx(t *testing.T, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return c
+}
+
+// callTimeout bounds the store calls of ordinary subtests.
+const callTimeout = 60 * time.Second
+
+func (e *env) push(t *testing.T, inc string, rows ...clustersync.Row) {
+	t.Helper()
+	if err := e.s.Push(ctx(t, callTimeout), inc, rows); err != nil {
+		t.Fatalf("Push(%d rows): %v", len(rows), err)
+	}
+}
+
+// unset fills the others slices handed to a store: a store must overwrite
+// every entry, unknown windows included.
+const unset = -777_777
+
+func (e *env) fetch(t *testing.T, inc string, keys ...clustersync.WindowKey) []int64 {
+	t.Helper()
+	others := make([]int64, len(keys))
+	for i := range others {
+		others[i] = unset
+	}
+	if err := e.s.Fetch(ctx(t, callTimeout), inc, keys, others); err != nil {
+		t.Fatalf("Fetch(%d keys): %v", len(keys), err)
+	}
+	return others
+}
+
+func (e *env) window(t *testing.T, k clustersync.WindowKey) int64 {
+	t.Helper()
+	n, err := e.s.Window(ctx(t, callTimeout), k)
+	if err != nil {
+		t.Fatalf("Window(%s): %v", show(k), err)
+	}
+	return n
+}
+
+// wantWindow checks the sum over every incarnation of k.
+func (e *env) wantWindow(t *testing.T, k clustersync.WindowKey, want int64) {
+	t.Helper()
+	if got := e.window(t, k); got != want {
+		t.Errorf("Window(%s) = %d, want %d", show(k), got, want)
+	}
+}
+
+// wantFetch checks Fetch by inc of keys.
+func (e *env) wantFetch(t *testing.T, inc string, keys []clustersync.WindowKey, want []int64) {
+	t.Helper()
+	got := e.fetch(t, inc, keys...)
+	for i := range keys {
+		if got[i] != want[i] {
+			t.Errorf("Fetch by %s: others[%d] (%s) = %d, want %d", inc, i, show(keys[i]), got[i], want[i])
+		}
+	}
+}
+
+// show formats a window for messages, quoting the namespace and key.
+func show(k clustersync.WindowKey) string {
+	key := k.Key
+	if len(key) > 40 {
+		key = key[:40] + "…"
+	}
+	return fmt.Sprintf("ns=%q size=%s start=%d key=%q (%d bytes)", k.Namespace, k.Size, k.Start, key, len(k.Key))
+}

@@ -1,0 +1,261 @@
+package sync_test
+
+import (
+	"context"
+	"fmt"
+	gosync "sync"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/strategy/memory"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+type fakeClock struct {
+	mu gosync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// start is 10 s into a minute, so one-minute windows hold every check.
+var start = time.Unix(1_800_000_000, 0).Truncate(time.Minute).Add(10 * time.Second)
+
+type testNode struct {
+	ns *node.Namespace
+	sy *clustersync.Syncer
+}
+
+func newNode(t testing.TB, name string, syncRate float64, store clustersync.Store, clock node.Clock, cfg clustersync.Config) testNode {
+	t.Helper()
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: syncRate, Store: "main"}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn := testNode{ns: ns}
+	if syncRate >= 0 {
+		cfg.NoJitter = true
+		tn.sy, err = clustersync.NewSyncer(ns, store, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now), cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tn
+}
+
+func (n testNode) increment(t testing.TB, key string, v float64) []node.Rate {
+	t.Helper()
+	var rs []node.Rate
+	var err error
+	if n.ns.Config().Mode() == node.Synchronous {
+		rs, err = n.sy.IncrementAt(context.Background(), n.ns.Now(), key, 0, v, nil)
+	} else {
+		rs, err = n.ns.Increment(key, 0, v, nil)
+	}
+	if err != nil {
+		t.Fatalf("increment %q: %v", key, err)
+	}
+	return rs
+}
+
+func (n testNode) minuteRate(t testing.TB, key string) float64 {
+	t.Helper()
+	rs, err := n.ns.Rate(key, time.Minute, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs[0].Rate
+}
+
+func syncAll(t testing.TB, nodes []testNode) {
+	t.Helper()
+	for _, n := range nodes {
+		if err := n.sy.SyncOnce(context.Background()); err != nil {
+			t.Fatalf("SyncOnce: %v", err)
+		}
+	}
+}
+
+func TestPeriodicConverges(t *testing.T) {
+	clock := &fakeClock{t: start}
+	store := memory.New()
+	var nodes []testNode
+	for i := range 3 {
+		nodes = append(nodes, newNode(t, fmt.Sprintf("n%d", i), 0.1, store, clock, clustersync.Config{}))
+	}
+	exact := map[string]float64{}
+	for i := range 300 {
+		key := fmt.Sprintf("k%d", i%7)
+		v := 0.5 + float64(i%3)
+		nodes[i%3].increment(t, key, v)
+		exact[key] += v
+	}
+	// Two rounds: every node pushes, then every node fetches what all pushed.
+	syncAll(t, nodes)
+	syncAll(t, nodes)
+	for key, want := range exact {
+		for i, n := range nodes {
+			if got := n.minuteRate(t, key); got != want {
+				t.Errorf("node %d key %s: rate = %v, want %v", i, key, got, want)
+			}
+		}
+		if got, _ := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: node.WindowStart(start.UnixNano(), time.Minute), Key: key}); node.FromMicro(got) != want {
+			t.Errorf("store window %s = %v, want %v", key, node.FromMicro(got), want)
+		}
+	}
+}
+
+func TestSynchronousEveryAnswerExact(t *testing.T) {
+	clock := &fakeClock{t: start}
+	store := memory.New()
+	var nodes []testNode
+	for i := range 3 {
+		nodes = append(nodes, newNode(t, fmt.Sprintf("n%d", i), 0, store, clock, clustersync.Config{}))
+	}
+	total := 0.0
+	for i := range 90 {
+		total++
+		rs := nodes[i%3].increment(t, "k", 1)
+		if got := rs[1].Rate; got != total {
+			t.Fatalf("call %d on node %d: rate = %v, want %v", i, i%3, got, total)
+		}
+	}
+}
+
+func TestLocalOnlyStaysLocal(t *testing.T) {
+	clock := &fakeClock{t: start}
+	a := newNode(t, "a", -1, nil, clock, clustersync.Config{})
+	b := newNode(t, "b", -1, nil, clock, clustersync.Config{})
+	a.increment(t, "k", 5)
+	if got := b.minuteRate(t, "k"); got != 0 {
+		t.Fatalf("local-only node b sees %v, want 0", got)
+	}
+	if got := a.minuteRate(t, "k"); got != 5 {
+		t.Fatalf("node a rate = %v, want 5", got)
+	}
+}
+
+func TestRestartKeepsEarlierHits(t *testing.T) {
+	clock := &fakeClock{t: start}
+	store := memory.New()
+	a := newNode(t, "a", 0.1, store, clock, clustersync.Config{})
+	b := newNode(t, "b", 0.1, store, clock, clustersync.Config{})
+	a.increment(t, "k", 10)
+	syncAll(t, []testNode{a})
+	// a restarts: a new incarnation with empty memory.
+	a = newNode(t, "a", 0.1, store, clock, clustersync.Config{})
+	a.increment(t, "k", 1)
+	b.increment(t, "k", 2)
+	syncAll(t, []testNode{a, b})
+	syncAll(t, []testNode{a, b})
+	for name, n := range map[string]testNode{"a": a, "b": b} {
+		if got := n.minuteRate(t, "k"); got != 13 {
+			t.Errorf("node %s rate = %v, want 13", name, got)
+		}
+	}
+}
+
+func TestStoreHangsIncrementsContinue(t *testing.T) {
+	for _, syncRate := range []float64{0.1, 0} {
+		t.Run(fmt.Sprintf("sync_rate=%v", syncRate), func(t *testing.T) {
+			clock := &fakeClock{t: start}
+			mem := memory.New()
+			faulty := memory.NewFaulty(mem)
+			n := newNode(t, "a", syncRate, faulty, clock, clustersync.Config{CallTimeout: 2 * time.Millisecond, TickTimeout: 20 * time.Millisecond})
+			faulty.Hang()
+			var wg gosync.WaitGroup
+			for g := range 50 {
+				wg.Go(func() {
+					for range 20 {
+						n.increment(t, fmt.Sprintf("k%d", g%5), 1)
+					}
+				})
+			}
+			wg.Wait()
+			if err := n.sy.SyncOnce(context.Background()); err == nil {
+				t.Fatal("SyncOnce against a hanging store succeeded")
+			}
+			if got := n.minuteRate(t, "k0"); got != 200 {
+				t.Fatalf("local rate during outage = %v, want 200", got)
+			}
+			faulty.Heal()
+			if err := n.sy.SyncOnce(context.Background()); err != nil {
+				t.Fatalf("SyncOnce after heal: %v", err)
+			}
+			ws := node.WindowStart(start.UnixNano(), time.Minute)
+			for k := range 5 {
+				key := fmt.Sprintf("k%d", k)
+				got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: key})
+				if err != nil || got != 200*node.Micro {
+					t.Errorf("store %s = %v (%v), want exactly 200 hits", key, node.FromMicro(got), err)
+				}
+			}
+		})
+	}
+}
+
+func TestShutdownPushesEverything(t *testing.T) {
+	clock := &fakeClock{t: start}
+	store := memory.New()
+	n := newNode(t, "a", 30, store, clock, clustersync.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- n.sy.Run(ctx) }()
+	for i := range 100 {
+		n.increment(t, fmt.Sprintf("k%d", i%10), 1)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	ws := node.WindowStart(start.UnixNano(), time.Second)
+	for i := range 10 {
+		got, _ := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Second, Start: ws, Key: fmt.Sprintf("k%d", i)})
+		if got != 10*node.Micro {
+			t.Errorf("k%d stored %v, want 10", i, node.FromMicro(got))
+		}
+	}
+}
+
+func TestVersionsOnlyGrow(t *testing.T) {
+	clock := &fakeClock{t: start}
+	v := clustersync.NewVersions(clock.Now)
+	a := v.Next()
+	clock.Add(-time.Hour) // the clock steps back
+	if b := v.Next(); b <= a {
+		t.Fatalf("version after clock step back = %d, want > %d", b, a)
+	}
+}
+
+func BenchmarkTick100kDirty(b *testing.B) {
+	clock := &fakeClock{t: start}
+	store := memory.New()
+	n := newNode(b, "a", 1, store, clock, clustersync.Config{})
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		for _, k := range keys {
+			n.ns.Increment(k, time.Second, 1, nil)
+		}
+		b.StartTimer()
+		if err := n.sy.SyncOnce(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(keys))*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -291,5 +292,29 @@ func TestInvalidUTF8Key(t *testing.T) {
 	}
 	if n := s.activeKeys(); n != 0 {
 		t.Errorf("active keys = %d, want 0", n)
+	}
+}
+
+// TestOversizeMessage: a request over maxRecvMsgSize is refused with
+// RESOURCE_EXHAUSTED and counts nothing; one just under it is served.
+func TestOversizeMessage(t *testing.T) {
+	s := newTestServer(t, newFakeClock(badNow))
+	// One Increment item whose key alone exceeds the limit.
+	big := strings.Repeat("k", maxRecvMsgSize+1)
+	_, err := s.client.Increment(bg, &limiterv1.IncrementRequest{Key: big})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("Increment of %d bytes: %v, want RESOURCE_EXHAUSTED", len(big), err)
+	}
+	// A full batch of the most items with long keys fits.
+	items := make([]*limiterv1.IncrementRequest, MaxBatchItems)
+	for i := range items {
+		items[i] = &limiterv1.IncrementRequest{Key: fmt.Sprintf("%0512d", i)}
+	}
+	resp, err := s.client.IncrementBatch(bg, &limiterv1.IncrementBatchRequest{Items: items})
+	if err != nil {
+		t.Fatalf("IncrementBatch of %d items with 512-byte keys: %v", len(items), err)
+	}
+	if n := len(resp.GetResults()); n != MaxBatchItems {
+		t.Fatalf("%d results, want %d", n, MaxBatchItems)
 	}
 }

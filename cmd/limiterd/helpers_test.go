@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -70,10 +71,10 @@ func newTestServer(tb testing.TB, clock node.Clock, cfgs ...node.Config) *testSe
 	if err != nil {
 		tb.Fatalf("node.New: %v", err)
 	}
-	srv := newServer(&daemon{node: n, syncers: map[string]*clustersync.Syncer{}})
+	d := &daemon{node: n, syncers: map[string]*clustersync.Syncer{}, health: health.NewServer()}
+	srv := newServer(d)
 	lis := bufconn.Listen(1 << 20)
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
-	limiterv1.RegisterRateLimiterServer(gs, srv)
+	gs := newGRPCServer(d, make(chan struct{}))
 	go gs.Serve(lis)
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -30,6 +31,10 @@ import (
 )
 
 func main() {
+	// go-redis prints pool events to stderr through a package-level
+	// logger; the redis store reports the errors that matter through the
+	// syncer's log instead.
+	redis.SetLogger(discardPrintf{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
@@ -37,6 +42,10 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+type discardPrintf struct{}
+
+func (discardPrintf) Printf(context.Context, string, ...any) {}
 
 // Environment variables, each overridden by its flag.
 const (
@@ -121,10 +130,8 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("grpc listen: %w", err)
 	}
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(4 << 20))
-	limiterv1.RegisterRateLimiterServer(gs, newServer(d))
-	healthpb.RegisterHealthServer(gs, d.health)
-	reflection.Register(gs)
+	stopping := make(chan struct{})
+	gs := newGRPCServer(d, stopping)
 
 	var httpSrv *http.Server
 	if cfg.HTTPAddr != "" && cfg.HTTPAddr != "off" {
@@ -165,6 +172,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	log.Info("shutting down")
 	d.health.Shutdown()
+	close(stopping)
 	stopped := make(chan struct{})
 	go func() { gs.GracefulStop(); close(stopped) }()
 	select {
@@ -179,6 +187,73 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		_ = httpSrv.Shutdown(sctx)
 		cancel()
+	}
+	return err
+}
+
+// maxRecvMsgSize bounds one request: room for a batch of thousands of
+// items with long keys, well below what could exhaust memory.
+const maxRecvMsgSize = 16 << 20
+
+// newGRPCServer serves the limiter, health checking and reflection.
+// Health Watch streams end once shutdown has begun (closing stopping), so
+// they do not hold up the graceful stop.
+func newGRPCServer(d *daemon, stopping <-chan struct{}) *grpc.Server {
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecvMsgSize))
+	limiterv1.RegisterRateLimiterServer(gs, newServer(d))
+	healthpb.RegisterHealthServer(gs, &healthService{Server: d.health, stopping: stopping})
+	reflection.Register(gs)
+	return gs
+}
+
+// healthService is the standard health service whose Watch streams end
+// at shutdown: once they have sent NOT_SERVING, or after watchDrain.
+type healthService struct {
+	*health.Server
+	stopping <-chan struct{}
+}
+
+// watchDrain is how long a Watch stream may stay open after shutdown
+// began without having sent NOT_SERVING (a watch of an unknown service).
+const watchDrain = 500 * time.Millisecond
+
+func (h *healthService) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-h.stopping:
+		case <-ctx.Done():
+			return
+		}
+		t := time.NewTimer(watchDrain)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return h.Server.Watch(req, &watchStream{Health_WatchServer: stream, ctx: ctx, cancel: cancel, stopping: h.stopping})
+}
+
+type watchStream struct {
+	healthpb.Health_WatchServer
+	ctx      context.Context
+	cancel   context.CancelFunc
+	stopping <-chan struct{}
+}
+
+func (w *watchStream) Context() context.Context { return w.ctx }
+
+func (w *watchStream) Send(m *healthpb.HealthCheckResponse) error {
+	err := w.Health_WatchServer.Send(m)
+	if m.GetStatus() == healthpb.HealthCheckResponse_NOT_SERVING {
+		select {
+		case <-w.stopping:
+			w.cancel()
+		default:
+		}
 	}
 	return err
 }

@@ -3,12 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
+	pgstore "github.com/limiterd/limiterd/strategy/postgres"
+	redisstore "github.com/limiterd/limiterd/strategy/redis"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -23,6 +29,9 @@ func storeOptions(s StoreConfig, dst any) error {
 		}
 	}
 	n.Content = kept
+	if len(kept) == 0 {
+		return nil
+	}
 	raw, err := yaml.Marshal(&n)
 	if err != nil {
 		return err
@@ -30,18 +39,41 @@ func storeOptions(s StoreConfig, dst any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(dst); err != nil && err != io.EOF {
-		return fmt.Errorf("%s", bytes.TrimPrefix([]byte(err.Error()), []byte("yaml: ")))
+		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	return nil
 }
 
-// decodeStoreOptions decodes and validates a store's options; the one
-// switch over store types is here and in openStore.
+// decodeStoreOptions decodes and validates a store's options over the
+// store's defaults; the one switch over store types is here and in
+// openStore.
 func decodeStoreOptions(s StoreConfig) (any, error) {
+	var (
+		opts     any
+		validate func() error
+	)
 	switch s.Type {
+	case "redis":
+		c := redisstore.DefaultConfig()
+		opts, validate = &c, func() error { return c.Validate() }
+	case "postgres":
+		c := pgstore.DefaultConfig()
+		opts, validate = &c, func() error { return c.Validate() }
+	case "cassandra":
+		c := cassandrastore.DefaultConfig()
+		opts, validate = &c, func() error { return c.Validate() }
 	default:
 		return nil, fmt.Errorf("store type %q is not available", s.Type)
 	}
+	if err := storeOptions(s, opts); err != nil {
+		return nil, err
+	}
+	if err := validate(); err != nil {
+		// The store packages prefix their errors with their type, which
+		// the caller's field path already names.
+		return nil, errors.New(strings.TrimPrefix(err.Error(), s.Type+": "))
+	}
+	return opts, nil
 }
 
 // openStore opens a configured store without waiting for it to be
@@ -51,7 +83,16 @@ func openStore(ctx context.Context, name string, s StoreConfig, log *slog.Logger
 	if err != nil {
 		return nil, err
 	}
-	switch opts.(type) {
+	log = log.With("store", name)
+	switch c := opts.(type) {
+	case *redisstore.Config:
+		return redisstore.Open(*c)
+	case *pgstore.Config:
+		c.Logger = log
+		return pgstore.Open(ctx, *c)
+	case *cassandrastore.Config:
+		c.Logger = log
+		return cassandrastore.Open(*c)
 	default:
 		return nil, fmt.Errorf("store type %q is not available", s.Type)
 	}
@@ -59,6 +100,64 @@ func openStore(ctx context.Context, name string, s StoreConfig, log *slog.Logger
 
 // printSchema prints a store's schema for teams that run migrations
 // themselves: limiterd schema postgres|cassandra [--config file --store name].
+// Without a config it prints the schema of the store's defaults.
 func printSchema(args []string, w io.Writer) error {
-	return fmt.Errorf("usage: limiterd schema postgres|cassandra")
+	const usage = "usage: limiterd schema postgres|cassandra [--config file] [--store name]"
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return errors.New(usage)
+	}
+	typ := args[0]
+	fs := flag.NewFlagSet("limiterd schema", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	configPath := fs.String("config", "", "config file whose store options (schema, table, keyspace, replication) apply")
+	storeName := fs.String("store", "", "name of the store under stores (default: the only one of this type)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%v; %s", err, usage)
+	}
+	if fs.NArg() > 0 {
+		return errors.New(usage)
+	}
+	sc := StoreConfig{Type: typ}
+	if *configPath != "" {
+		cfg, err := LoadConfig(*configPath)
+		if err != nil {
+			return err
+		}
+		var found []string
+		for name, s := range cfg.Stores {
+			if s.Type == typ && (*storeName == "" || *storeName == name) {
+				found = append(found, name)
+				sc = s
+			}
+		}
+		switch {
+		case len(found) == 0 && *storeName != "":
+			return fmt.Errorf("%s: stores.%s: no %s store of that name", *configPath, *storeName, typ)
+		case len(found) == 0:
+			return fmt.Errorf("%s: stores: no %s store", *configPath, typ)
+		case len(found) > 1:
+			return fmt.Errorf("%s: stores: several %s stores (%s); choose one with --store", *configPath, typ, strings.Join(found, ", "))
+		}
+	} else if *storeName != "" {
+		return errors.New("--store needs --config")
+	}
+	var out string
+	switch typ {
+	case "postgres":
+		c := pgstore.DefaultConfig()
+		if err := storeOptions(sc, &c); err != nil {
+			return err
+		}
+		out = pgstore.SchemaSQL(c)
+	case "cassandra":
+		c := cassandrastore.DefaultConfig()
+		if err := storeOptions(sc, &c); err != nil {
+			return err
+		}
+		out = cassandrastore.SchemaCQL(c)
+	default:
+		return fmt.Errorf("no schema to print for %q (redis needs none); %s", typ, usage)
+	}
+	_, err := io.WriteString(w, out)
+	return err
 }

@@ -83,6 +83,14 @@ func runLoad(ctx context.Context, nodes []*harness.Limiterd, keys []string, at t
 	return l
 }
 
+func (l *load) counts() []int64 {
+	c := make([]int64, len(l.ok))
+	for i := range l.ok {
+		c[i] = l.ok[i].Load()
+	}
+	return c
+}
+
 // waitConverged polls every node until each reports want for key, or the
 // deadline passes.
 func waitConverged(t *testing.T, nodes []*harness.Limiterd, key string, at time.Time, want float64, deadline time.Time) {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/integration/harness"
+	redisstore "github.com/limiterd/limiterd/strategy/redis"
+	clustersync "github.com/limiterd/limiterd/sync"
 )
 
 func redisStore(addr, prefix string) string {
@@ -44,13 +46,26 @@ func checkConverges(t *testing.T, nodes []*harness.Limiterd, syncRate time.Durat
 func TestRedisOutage(t *testing.T) {
 	r := harness.StartRedis(t)
 	nodes := harness.Cluster(t, 3, clusterConfig(redisStore(r.Addr(), "outage"), 0.1))
-	checkOutage(t, nodes, r.Stop, r.Start)
+	cfg := redisstore.DefaultConfig()
+	cfg.Addrs, cfg.KeyPrefix = []string{r.Addr()}, "outage"
+	st, err := redisstore.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	checkOutage(t, nodes, r.Stop, r.Start, st)
+}
+
+// windower reads one window's total over every incarnation from a store.
+type windower interface {
+	Window(ctx context.Context, key clustersync.WindowKey) (int64, error)
 }
 
 // checkOutage drives Increments while the store is stopped and restarted:
 // every call must succeed (answered from local counts), every process must
-// survive, and afterwards every node converges on the exact count of hits.
-func checkOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func()) {
+// survive, afterwards every node converges on the exact count of hits and
+// the store holds each hit exactly once.
+func checkOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func(), st windower) {
 	t.Helper()
 	at := time.Now()
 	keys := []string{"a", "b", "c", "d"}
@@ -75,6 +90,17 @@ func checkOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func()) {
 	for i, key := range keys {
 		waitConverged(t, nodes, key, at, float64(l.ok[i].Load()), deadline)
 	}
+	for i, key := range keys {
+		wk := clustersync.WindowKey{Namespace: "api", Size: time.Hour, Start: at.Truncate(time.Hour).UnixNano(), Key: key}
+		got, err := st.Window(context.Background(), wk)
+		if err != nil {
+			t.Fatalf("store Window(%s): %v", key, err)
+		}
+		if want := l.ok[i].Load() * 1e6; got != want {
+			t.Errorf("store holds %d micro-hits for %s, want %d (%d hits)", got, key, want, l.ok[i].Load())
+		}
+	}
+	t.Logf("hits per key: %v; failed calls: %d", l.counts(), l.errors.Load())
 }
 
 func TestRedisSynchronousAllowExact(t *testing.T) {

@@ -54,13 +54,24 @@ func TestRedis(t *testing.T) {
 		t.Fatal("PING answered after Stop")
 	}
 	r.Start()
-	redisRoundTrip(t, r.Addr(), "k")
+	redisHas(t, r.Addr(), "k", "v1")
+	redisRoundTrip(t, r.Addr(), "k2")
 	r.Kill()
 	if err := redisPing(r.Addr()); err == nil {
 		t.Fatal("PING answered after Kill")
 	}
 	r.Start()
-	redisRoundTrip(t, r.Addr(), "k")
+	redisHas(t, r.Addr(), "k2", "v1")
+}
+
+// redisHas expects key to hold want: data survives a restart.
+func redisHas(t *testing.T, addr, key, want string) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	if got, err := c.Get(context.Background(), key).Result(); err != nil || got != want {
+		t.Fatalf("after the restart GET %s = %q, %v; want %q", key, got, err, want)
+	}
 }
 
 func TestSharedRedis(t *testing.T) {

@@ -33,8 +33,8 @@ type Redis struct {
 }
 
 // StartRedis starts a redis-server (from PATH, Debian package redis-server)
-// on a free loopback port, without persistence, in a temporary directory,
-// and waits until it answers PING. It is stopped at cleanup. When
+// on a free loopback port, in a temporary directory, with the append-only
+// file on (as a production server keeps its data across restarts), and waits until it answers PING. It is stopped at cleanup. When
 // redis-server is missing the test is skipped (fails under CI=true).
 func StartRedis(tb testing.TB) *Redis {
 	tb.Helper()
@@ -82,7 +82,9 @@ func SharedRedis(tb testing.TB) *Redis {
 func (r *Redis) Addr() string { return r.addr }
 
 // Start starts the server again on the same port (after Stop or Kill) and
-// waits until it answers PING; the data set starts empty.
+// waits until it answers PING; the data written before Stop or Kill is
+// there again (append-only file, fsync every second: a process kill loses
+// nothing the server acknowledged).
 func (r *Redis) Start() {
 	r.tb.Helper()
 	r.own("Start")
@@ -94,7 +96,7 @@ func (r *Redis) Start() {
 	_, port, _ := net.SplitHostPort(r.addr)
 	p, err := startProcess(r.logPath, r.dir, nil, r.bin,
 		"--port", port, "--bind", "127.0.0.1", "--daemonize", "no",
-		"--save", "", "--appendonly", "no", "--dir", r.dir, "--logfile", "")
+		"--save", "", "--appendonly", "yes", "--appendfsync", "everysec", "--dir", r.dir, "--logfile", "")
 	if err != nil {
 		r.tb.Fatalf("harness: redis: %v", err)
 	}
@@ -105,7 +107,7 @@ func (r *Redis) Start() {
 	}
 }
 
-// Stop stops the server (SIGTERM, without saving) and waits for its exit.
+// Stop stops the server (SIGTERM) and waits for its exit.
 func (r *Redis) Stop() {
 	r.tb.Helper()
 	r.own("Stop")

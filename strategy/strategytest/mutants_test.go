@@ -38,34 +38,27 @@ var mutants = []struct {
 	{"allow checks the first limit only", "^atomic_allow$/^all_limits_must_admit$", func() clustersync.Store { return &firstLimit{memory.New()} }},
 }
 
-// TestMutantChild runs the suite against the mutant named by
-// $STRATEGYTEST_MUTANT; without it, it does nothing.
-func TestMutantChild(t *testing.T) {
-	name := os.Getenv(mutantEnv)
-	if name == "" {
-		t.Skip("runs only as a child of TestSuiteCatchesMutants")
-	}
-	for _, m := range mutants {
-		if m.name == name {
-			strategytest.Run(t, func(*testing.T) clustersync.Store { return m.store() })
-			return
-		}
-	}
-	t.Fatalf("no mutant %q", name)
-}
-
+// TestSuiteCatchesMutants runs the suite against each mutant in a child
+// process (the child runs this test with $STRATEGYTEST_MUTANT set) and
+// expects the mutant's subtest to fail there.
 func TestSuiteCatchesMutants(t *testing.T) {
-	if os.Getenv(mutantEnv) != "" {
-		t.Skip("in a child")
+	if name := os.Getenv(mutantEnv); name != "" {
+		for _, m := range mutants {
+			if m.name == name {
+				strategytest.Run(t, func(*testing.T) clustersync.Store { return m.store() })
+				return
+			}
+		}
+		t.Fatalf("no mutant %q", name)
 	}
 	for _, m := range mutants {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMutantChild$/"+m.subtest, "-test.count=1", "-test.v")
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestSuiteCatchesMutants$/"+m.subtest, "-test.count=1", "-test.v")
 			cmd.Env = append(os.Environ(), mutantEnv+"="+m.name)
 			out, err := cmd.CombinedOutput()
 			sub := strings.NewReplacer("^", "", "$", "").Replace(m.subtest)
-			if err == nil || !strings.Contains(string(out), "--- FAIL: TestMutantChild/"+sub) {
+			if err == nil || !strings.Contains(string(out), "--- FAIL: TestSuiteCatchesMutants/"+sub) {
 				t.Errorf("subtest %s did not catch the mutant (child error %v); output:\n%s", m.subtest, err, out)
 			}
 		})

@@ -117,7 +117,7 @@ func testClosed(t *testing.T, e *env) {
 func testPushFetch(t *testing.T, e *env) {
 	pf, ok := e.s.(clustersync.PushFetcher)
 	if !ok {
-		t.Skipf("%T does not implement clustersync.PushFetcher", e.s)
+		t.Fatalf("%T does not implement clustersync.PushFetcher", e.s)
 	}
 	a, b := e.inc("a"), e.inc("b")
 	k1, k2 := e.key("k1"), e.key("k2")
@@ -185,7 +185,7 @@ func (e *env) allowLimit(k clustersync.WindowKey, size time.Duration, limit, cur
 func testAtomicAllow(t *testing.T, e *env) {
 	aa, ok := e.s.(clustersync.AtomicAllower)
 	if !ok {
-		t.Skipf("%T does not implement clustersync.AtomicAllower", e.s)
+		t.Fatalf("%T does not implement clustersync.AtomicAllower", e.s)
 	}
 	allow := func(t *testing.T, req clustersync.AllowRequest) clustersync.AllowResult {
 		t.Helper()

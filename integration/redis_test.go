@@ -90,6 +90,21 @@ func checkOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func(), st
 	for i, key := range keys {
 		waitConverged(t, nodes, key, at, float64(l.ok[i].Load()), deadline)
 	}
+	checkStoreTotals(t, st, keys, l, at)
+	t.Logf("hits per key: %v; failed calls: %d", l.counts(), l.errors.Load())
+}
+
+func TestRedisSynchronousAllowExact(t *testing.T) {
+	r := harness.StartRedis(t)
+	nodes := harness.Cluster(t, 3, clusterConfig(redisStore(r.Addr(), "allow"), 0))
+	if got := allowLoad(t, nodes, "hot", time.Now(), 100, 30, 10); got != 100 {
+		t.Fatalf("admitted %d across 3 nodes, want exactly 100", got)
+	}
+}
+
+// checkStoreTotals expects the store to hold each key's hits exactly once.
+func checkStoreTotals(t *testing.T, st windower, keys []string, l *load, at time.Time) {
+	t.Helper()
 	for i, key := range keys {
 		wk := clustersync.WindowKey{Namespace: "api", Size: time.Hour, Start: at.Truncate(time.Hour).UnixNano(), Key: key}
 		got, err := st.Window(context.Background(), wk)
@@ -99,14 +114,5 @@ func checkOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func(), st
 		if want := l.ok[i].Load() * 1e6; got != want {
 			t.Errorf("store holds %d micro-hits for %s, want %d (%d hits)", got, key, want, l.ok[i].Load())
 		}
-	}
-	t.Logf("hits per key: %v; failed calls: %d", l.counts(), l.errors.Load())
-}
-
-func TestRedisSynchronousAllowExact(t *testing.T) {
-	r := harness.StartRedis(t)
-	nodes := harness.Cluster(t, 3, clusterConfig(redisStore(r.Addr(), "allow"), 0))
-	if got := allowLoad(t, nodes, "hot", time.Now(), 100, 30, 10); got != 100 {
-		t.Fatalf("admitted %d across 3 nodes, want exactly 100", got)
 	}
 }

@@ -1,4 +1,4 @@
-.PHONY: test unit bench generate build run
+.PHONY: test unit bench generate build run cluster
 
 # Every test, with real Redis, PostgreSQL and Cassandra started on loopback.
 test:
@@ -20,3 +20,13 @@ build:
 
 run:
 	go run ./cmd/limiterd
+
+# A three-node cluster and its store on loopback, without Docker, with the
+# configs of deploy/ (store addresses rewritten); Ctrl-C stops it all.
+#   make cluster STORE=postgres CLUSTER_FLAGS='-base-port 8000'
+# Built, then run: `go run` exits 1 after a Ctrl-C whatever the command's
+# own exit status.
+STORE ?= redis
+cluster:
+	go build -o bin/limiterd-cluster ./integration/harness/cmd/cluster
+	bin/limiterd-cluster -store $(STORE) $(CLUSTER_FLAGS)

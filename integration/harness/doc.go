@@ -33,9 +33,11 @@
 //	LIMITERD_JAVA                the java command for Cassandra (11 or 17)
 //	LIMITERD_CASSANDRA_JVM_OPTS  more flags for Cassandra's JVM
 //
-// Each server runs as a child of the test process that dies with it
-// (Linux's parent-death signal), so a test binary killed by its time-out
-// leaves no server behind; each runs in its own directory under /tmp,
+// Each server (and limiterd process) runs as a child of the test process
+// that dies with it (Linux's parent-death signal), so a test binary killed
+// by its time-out leaves no server behind, and in its own process group, so
+// a Ctrl-C reaches only its parent, which stops it; each runs in its own
+// directory under /tmp,
 // removed at cleanup, or kept when the test failed (the failure message
 // then names it and quotes the end of the server's log).
 //

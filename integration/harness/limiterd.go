@@ -75,11 +75,19 @@ type Limiterd struct {
 // waiting until /readyz answers. The process is stopped at cleanup.
 func StartLimiterd(tb testing.TB, name, config string) *Limiterd {
 	tb.Helper()
+	return StartLimiterdAt(tb, name, config,
+		fmt.Sprintf("127.0.0.1:%d", FreePort(tb)), fmt.Sprintf("127.0.0.1:%d", FreePort(tb)))
+}
+
+// StartLimiterdAt is StartLimiterd on the given gRPC and HTTP addresses,
+// for callers that publish fixed ports (the cluster command).
+func StartLimiterdAt(tb testing.TB, name, config, grpcAddr, httpAddr string) *Limiterd {
+	tb.Helper()
 	dir := tb.TempDir()
 	l := &Limiterd{
 		Name: name, tb: tb, bin: LimiterdBinary(tb),
-		GRPCAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(tb)),
-		HTTPAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(tb)),
+		GRPCAddr: grpcAddr,
+		HTTPAddr: httpAddr,
 		cfgPath:  filepath.Join(dir, "limiterd.yaml"),
 		logPath:  filepath.Join(dir, "limiterd.log"),
 	}
@@ -118,6 +126,7 @@ func (l *Limiterd) Start() {
 	cmd := exec.Command(l.bin, "--config", l.cfgPath, "--grpc-addr", l.GRPCAddr, "--http-addr", l.HTTPAddr,
 		"--node-name", l.Name, "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = sysProcAttr(nil)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		l.tb.Fatal(err)
@@ -194,6 +203,24 @@ func (l *Limiterd) Metrics(ctx context.Context) (string, error) {
 	_, err = b.ReadFrom(resp.Body)
 	return b.String(), err
 }
+
+// PID returns the process id of the running incarnation, or 0 when the
+// process is not running.
+func (l *Limiterd) PID() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cmd == nil {
+		return 0
+	}
+	return l.cmd.Process.Pid
+}
+
+// ConfigPath returns the config file the process runs with.
+func (l *Limiterd) ConfigPath() string { return l.cfgPath }
+
+// LogPath returns the file the process's output goes to (every
+// incarnation's, appended).
+func (l *Limiterd) LogPath() string { return l.logPath }
 
 // LogTail returns the last n lines of the process's log.
 func (l *Limiterd) LogTail(n int) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -29,10 +30,13 @@ type server struct {
 	limiterv1.UnimplementedRateLimiterServer
 	node    *node.Node
 	syncers map[string]*clustersync.Syncer
+	scratch sync.Pool // of *allowScratch
 }
 
 func newServer(d *daemon) *server {
-	return &server{node: d.node, syncers: d.syncers}
+	s := &server{node: d.node, syncers: d.syncers}
+	s.scratch.New = func() any { return new(allowScratch) }
+	return s
 }
 
 // target resolves a request's namespace and time.
@@ -153,11 +157,53 @@ func (s *server) SlidingWindow(ctx context.Context, req *limiterv1.SlidingWindow
 }
 
 func (s *server) Allow(ctx context.Context, req *limiterv1.AllowRequest) (*limiterv1.AllowResponse, error) {
-	resp, err := s.allow(ctx, req)
+	sc := s.scratch.Get().(*allowScratch)
+	defer s.scratch.Put(sc)
+	resp, err := s.allow(ctx, req, sc, newAllowSlabs(1, len(req.GetLimits())))
 	return resp, toStatus(err)
 }
 
-func (s *server) allow(ctx context.Context, req *limiterv1.AllowRequest) (*limiterv1.AllowResponse, error) {
+// allowScratch is what allow works in: the engine keeps none of it, so it
+// is pooled, and a batch reuses it item after item. (On the stack it would
+// escape through the syncer's call.)
+type allowScratch struct {
+	limits   [node.MaxLimits]node.Limit
+	statuses [node.MaxLimits]node.LimitStatus
+}
+
+// allowSlabs are what allow's responses are built from: a batch makes one
+// for all its items and cuts it up between them, rather than allocating
+// four pieces per item.
+type allowSlabs struct {
+	resps []limiterv1.AllowResponse
+	ptrs  []*limiterv1.LimitStatus
+	stats []limiterv1.LimitStatus
+	durs  []durationpb.Duration
+}
+
+// newAllowSlabs sizes the slabs for items responses of limits limits in
+// all (anything beyond is still served, by allocating).
+func newAllowSlabs(items, limits int) *allowSlabs {
+	return &allowSlabs{
+		resps: make([]limiterv1.AllowResponse, items),
+		ptrs:  make([]*limiterv1.LimitStatus, limits),
+		stats: make([]limiterv1.LimitStatus, limits),
+		durs:  make([]durationpb.Duration, 2*limits+items),
+	}
+}
+
+// take cuts the next n elements off slab, or allocates them when the slab
+// is short.
+func take[T any](slab *[]T, n int) []T {
+	if len(*slab) < n {
+		return make([]T, n)
+	}
+	out := (*slab)[:n:n]
+	*slab = (*slab)[n:]
+	return out
+}
+
+func (s *server) allow(ctx context.Context, req *limiterv1.AllowRequest, sc *allowScratch, b *allowSlabs) (*limiterv1.AllowResponse, error) {
 	ns, sy, t, err := s.target(req.GetNamespace(), req.GetAt())
 	if err != nil {
 		return nil, err
@@ -166,9 +212,7 @@ func (s *server) allow(ctx context.Context, req *limiterv1.AllowRequest) (*limit
 		return nil, &node.FieldError{Field: "limits", Err: node.ErrInvalidLimit,
 			Reason: fmt.Sprintf("at most %d limits, got %d", node.MaxLimits, len(req.GetLimits()))}
 	}
-	// Exact-size buffers: these escape to the heap (go build -gcflags=-m),
-	// where MaxLimits-sized arrays cost 900 bytes per call.
-	ar := node.AllowRequest{Key: req.GetKey(), Cost: 1, Limits: make([]node.Limit, 0, len(req.GetLimits())), CountRejected: req.GetCountRejected()}
+	ar := node.AllowRequest{Key: req.GetKey(), Cost: 1, Limits: sc.limits[:0], CountRejected: req.GetCountRejected()}
 	if req.Cost != nil {
 		ar.Cost = req.GetCost()
 	}
@@ -183,21 +227,21 @@ func (s *server) allow(ctx context.Context, req *limiterv1.AllowRequest) (*limit
 		}
 		ar.Limits = append(ar.Limits, node.Limit{Size: size, Limit: l.GetLimit()})
 	}
-	sbuf := make([]node.LimitStatus, 0, len(ar.Limits))
 	var d node.Decision
 	if sy != nil {
-		d, err = sy.AllowAt(ctx, t, ar, sbuf)
+		d, err = sy.AllowAt(ctx, t, ar, sc.statuses[:0])
 	} else {
-		d, err = ns.AllowAt(t, ar, sbuf)
+		d, err = ns.AllowAt(t, ar, sc.statuses[:0])
 	}
 	if err != nil {
 		return nil, err
 	}
 	n := len(d.Limits)
-	resp := &limiterv1.AllowResponse{Allowed: d.Allowed, Never: d.Never, Reason: d.Reason,
-		Limits: make([]*limiterv1.LimitStatus, n)}
-	statuses := make([]limiterv1.LimitStatus, n)
-	durs := make([]durationpb.Duration, 2*n+1)
+	resp := &take(&b.resps, 1)[0]
+	resp.Allowed, resp.Never, resp.Reason = d.Allowed, d.Never, d.Reason
+	resp.Limits = take(&b.ptrs, n)
+	statuses := take(&b.stats, n)
+	durs := take(&b.durs, 2*n+1)
 	for i, l := range d.Limits {
 		st := &statuses[i]
 		st.WindowSize = setDuration(&durs[2*i], l.Size)
@@ -234,8 +278,15 @@ func (s *server) AllowBatch(ctx context.Context, req *limiterv1.AllowBatchReques
 	}
 	out := &limiterv1.AllowBatchResponse{Results: make([]*limiterv1.AllowResult, len(req.GetItems()))}
 	results := make([]limiterv1.AllowResult, len(req.GetItems()))
+	limits := 0
+	for _, it := range req.GetItems() {
+		limits += min(len(it.GetLimits()), node.MaxLimits)
+	}
+	b := newAllowSlabs(len(req.GetItems()), limits)
+	sc := s.scratch.Get().(*allowScratch)
+	defer s.scratch.Put(sc)
 	for i, it := range req.GetItems() {
-		resp, err := s.allow(ctx, it)
+		resp, err := s.allow(ctx, it, sc, b)
 		out.Results[i] = &results[i]
 		out.Results[i].Response = resp
 		if err != nil {

@@ -308,11 +308,31 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 	return d, nil
 }
 
-func (d *daemon) closeStores() {
-	for name, s := range d.stores {
-		if err := s.Close(); err != nil {
-			d.log.Warn("closing store", "store", name, "err", err)
+// storeCloseTimeout bounds closing the stores at exit. A store cut off by
+// the network does not answer a polite goodbye (PostgreSQL's pool waits up
+// to 15 s per connection for one), and the process's exit closes the
+// connections all the same.
+const storeCloseTimeout = 2 * time.Second
+
+func (d *daemon) closeStores() { d.closeStoresWithin(storeCloseTimeout) }
+
+// closeStoresWithin closes every store, waiting at most timeout for them.
+func (d *daemon) closeStoresWithin(timeout time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for name, s := range d.stores {
+			if err := s.Close(); err != nil {
+				d.log.Warn("closing store", "store", name, "err", err)
+			}
 		}
+	}()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		d.log.Warn("stores not closed in time; leaving their connections to the exit", "timeout", timeout)
 	}
 }
 

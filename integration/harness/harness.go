@@ -4,26 +4,38 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (the
-// kernel picked it for a listener that is closed again).
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (a
+// listener on it succeeded and is closed again), chosen at random so that
+// parallel test processes rarely pick the same one.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("harness: free port: %v", err)
+	// Below Linux's ephemeral range (32768-60999): a port the kernel hands
+	// to some client connection while a test's server is down could not
+	// be listened on again when the server restarts on it.
+	const lo, hi = 20000, 32768
+	for range 1000 {
+		port := lo + mrand.IntN(hi-lo)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	tb.Fatalf("harness: no free port in %d-%d", lo, hi)
+	return 0
 }
 
 // UniqueName returns prefix followed by "_" and 12 random lowercase hex

@@ -56,13 +56,22 @@ type microLimit struct {
 	idx   int   // slot index
 	size  int64 // ns
 	limit int64 // micro-hits
+	ws    int64 // start of the current window at the decision's time
 }
 
 // checkAllow validates req and fills lims (len(req.Limits) entries).
 func (ns *Namespace) checkAllow(req *AllowRequest, lims []microLimit) (cost int64, err error) {
-	if err := ValidateKey(req.Key); err != nil {
+	if err := checkKeyLen(req.Key); err != nil {
 		return 0, err
 	}
+	if cost, err = ns.checkAllowRest(req, lims); err != nil {
+		return 0, keyErrOr(req.Key, err)
+	}
+	return cost, nil
+}
+
+// checkAllowRest is checkAllow after the key's length.
+func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost int64, err error) {
 	cost, err = ToMicro(req.Cost)
 	if err != nil {
 		err.(*FieldError).Field = "cost"
@@ -114,23 +123,26 @@ func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}
-	e, sh, err := ns.acquire(req.Key)
+	e, err := ns.acquireLocked(req.Key)
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}
-	defer sh.mu.RUnlock()
-	tn := t.UnixNano()
-	e.mu.Lock()
 	defer e.mu.Unlock()
+	tn := t.UnixNano()
 	var cur, prev [MaxLimits]int64
 	for i, l := range lims {
-		c, p := e.slots[l.idx].buckets(WindowStart(tn, time.Duration(l.size)), l.size)
+		lims[i].ws = WindowStart(tn, time.Duration(l.size))
+		c, p := e.slot(l.idx).buckets(lims[i].ws, l.size)
 		cur[i], prev[i] = total(c), total(p)
 	}
-	d := decide(tn, cost, lims, cur[:len(lims)], prev[:len(lims)], req.CountRejected)
+	var d decision
+	decide(&d, tn, cost, lims, cur[:len(lims)], prev[:len(lims)], req.CountRejected)
 	if d.counted {
 		for i, size := range ns.sizes {
-			if b := e.slots[i].bucketFor(WindowStart(tn, time.Duration(size)), size); b != nil {
+			s := e.slot(i)
+			if p := s.p.Load(); p != nil && uint64(tn-p.start) < uint64(size) {
+				p.cur.own.Add(cost) // current window known without dividing
+			} else if b := s.bucketFor(WindowStart(tn, time.Duration(size)), size); b != nil {
 				b.own.Add(cost)
 			}
 		}
@@ -155,12 +167,13 @@ type decision struct {
 }
 
 // decide applies the sliding formula to the counts cur[i], prev[i] of each
-// limit's current and previous window at t.
-func decide(t, cost int64, lims []microLimit, cur, prev []int64, countRejected bool) decision {
-	d := decision{t: t, cost: cost, allowed: true, never: -1}
+// limit's current and previous window at t; each lims[i].ws is the start
+// of that current window. It fills d in place: a decision is large, and
+// returning it would copy it.
+func decide(d *decision, t, cost int64, lims []microLimit, cur, prev []int64, countRejected bool) {
+	*d = decision{t: t, cost: cost, allowed: true, never: -1}
 	for i, l := range lims {
-		ws := WindowStart(t, time.Duration(l.size))
-		if SlidingRate(cur[i], prev[i], time.Duration(l.size), t-ws)+float64(cost) > float64(l.limit) {
+		if SlidingRate(cur[i], prev[i], time.Duration(l.size), t-l.ws)+float64(cost) > float64(l.limit) {
 			d.allowed = false
 		}
 		if cost > l.limit && d.never < 0 {
@@ -178,13 +191,12 @@ func decide(t, cost int64, lims []microLimit, cur, prev []int64, countRejected b
 	if !d.allowed && d.never < 0 {
 		d.retry = retryAfter(t, cost, lims, d.cur[:len(lims)], d.prev[:len(lims)])
 	}
-	return d
 }
 
 func (d *decision) finish(dst []LimitStatus, lims []microLimit, req []Limit) Decision {
 	out := Decision{Allowed: d.allowed, RetryAfter: time.Duration(d.retry)}
 	for i, l := range lims {
-		ws := WindowStart(d.t, time.Duration(l.size))
+		ws := l.ws
 		r := SlidingRate(d.cur[i], d.prev[i], time.Duration(l.size), d.t-ws) / Micro
 		dst = append(dst, LimitStatus{
 			Size:       req[i].Size,
@@ -208,7 +220,7 @@ func (d *decision) finish(dst []LimitStatus, lims []microLimit, req []Limit) Dec
 func admits(t, delta, cost int64, lims []microLimit, cur, prev []int64) bool {
 	at := t + delta
 	for i, l := range lims {
-		ws := WindowStart(t, time.Duration(l.size))
+		ws := l.ws
 		ws2 := WindowStart(at, time.Duration(l.size))
 		var c, p int64
 		switch ws2 {
@@ -233,7 +245,7 @@ func retryAfter(t, cost int64, lims []microLimit, cur, prev []int64) int64 {
 	cands := append(buf[:0], 0)
 	for i, l := range lims {
 		size := float64(l.size)
-		pos := t - WindowStart(t, time.Duration(l.size))
+		pos := t - l.ws
 		endA := l.size - pos   // current window ends
 		endB := 2*l.size - pos // next window ends: both windows empty
 		cands = append(cands, endA, endB)

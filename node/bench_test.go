@@ -190,7 +190,7 @@ func BenchmarkIncrementAtEverySize(b *testing.B) {
 
 // BenchmarkIncrement is IncrementAt reading the system clock. Its windows
 // roll over as real time passes: each key's first hit in a new second
-// allocates that window's bucket (amortised over the hits in the second).
+// allocates that window's pair (amortised over the hits in the second).
 func BenchmarkIncrement(b *testing.B) {
 	forEachVariant(b, func(b *testing.B, n int, parallel bool) {
 		ns, keys := populated(b, n, node.SystemClock{})

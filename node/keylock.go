@@ -19,27 +19,25 @@ func (ns *Namespace) LockKey(t time.Time, key string) (*KeyLock, error) {
 	if err := ValidateKey(key); err != nil {
 		return nil, err
 	}
-	e, sh, err := ns.acquire(key)
+	e, err := ns.acquireLocked(key)
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
 	tn := t.UnixNano()
 	// A call whose time was read before another call rolled this key into a
 	// later window (it waited for the lock) acts at the start of that
 	// window: the key's older windows are gone, and Own and SetOthers need
 	// buckets for the lock's current and previous windows.
-	for i := range e.slots {
-		if p := e.slots[i].p.Load(); p != nil && p.start > tn {
+	for i := range ns.sizes {
+		if p := e.slot(i).p.Load(); p != nil && p.start > tn {
 			tn = p.start
 		}
 	}
 	// Give every size a current bucket so a reclaim cannot remove the entry
-	// once the shard lock is released below.
+	// as soon as the lock is released.
 	for i, size := range ns.sizes {
-		e.slots[i].bucketFor(WindowStart(tn, time.Duration(size)), size)
+		e.slot(i).bucketFor(WindowStart(tn, time.Duration(size)), size)
 	}
-	sh.mu.RUnlock()
 	return &KeyLock{ns: ns, e: e, t: tn}, nil
 }
 
@@ -49,7 +47,7 @@ func (k *KeyLock) Unlock() { k.e.mu.Unlock() }
 // Add counts m micro-hits in slot i's current window.
 func (k *KeyLock) Add(i int, m int64) {
 	size := k.ns.sizes[i]
-	if b := k.e.slots[i].bucketFor(WindowStart(k.t, time.Duration(size)), size); b != nil {
+	if b := k.e.slot(i).bucketFor(WindowStart(k.t, time.Duration(size)), size); b != nil {
 		b.own.Add(m)
 	}
 }
@@ -59,7 +57,7 @@ func (k *KeyLock) Add(i int, m int64) {
 func (k *KeyLock) Own(key string, i int) (cur, prev Pending) {
 	size := k.ns.sizes[i]
 	ws := WindowStart(k.t, time.Duration(size))
-	s := &k.e.slots[i]
+	s := k.e.slot(i)
 	cb := s.bucketFor(ws, size)
 	pb := s.bucketFor(ws-size, size)
 	cur = Pending{Key: key, Size: time.Duration(size), Start: ws, Total: cb.own.Load(), e: k.e, b: cb}
@@ -72,7 +70,7 @@ func (k *KeyLock) Own(key string, i int) (cur, prev Pending) {
 func (k *KeyLock) SetOthers(i int, cur, prev int64) {
 	size := k.ns.sizes[i]
 	ws := WindowStart(k.t, time.Duration(size))
-	s := &k.e.slots[i]
+	s := k.e.slot(i)
 	s.bucketFor(ws, size).others.Store(cur)
 	s.bucketFor(ws-size, size).others.Store(prev)
 }
@@ -89,7 +87,7 @@ func (k *KeyLock) MarkPushed(p Pending, version int64) {
 // Totals returns slot i's current and previous totals (own + others).
 func (k *KeyLock) Totals(i int) (cur, prev int64) {
 	size := k.ns.sizes[i]
-	c, p := k.e.slots[i].buckets(WindowStart(k.t, time.Duration(size)), size)
+	c, p := k.e.slot(i).buckets(WindowStart(k.t, time.Duration(size)), size)
 	return total(c), total(p)
 }
 
@@ -98,7 +96,7 @@ func (k *KeyLock) Rates(lo, hi int, extra int64, dst []Rate) []Rate {
 	for i := lo; i < hi; i++ {
 		size := k.ns.sizes[i]
 		ws := WindowStart(k.t, time.Duration(size))
-		dst = append(dst, Rate{Size: time.Duration(size), Rate: k.ns.rate(&k.e.slots[i], k.t, ws, size, extra) / Micro})
+		dst = append(dst, Rate{Size: time.Duration(size), Rate: k.ns.rate(k.e.slot(i), k.t, ws, size, extra) / Micro})
 	}
 	return dst
 }
@@ -136,10 +134,12 @@ func (k *KeyLock) Decide(req AllowRequest, cost int64, idx []int, limits []int64
 	cur := make([]int64, len(idx))
 	prev := make([]int64, len(idx))
 	for i := range idx {
-		lims[i] = microLimit{idx: idx[i], size: k.ns.sizes[idx[i]], limit: limits[i]}
+		size := k.ns.sizes[idx[i]]
+		lims[i] = microLimit{idx: idx[i], size: size, limit: limits[i], ws: WindowStart(k.t, time.Duration(size))}
 		cur[i], prev[i] = k.Totals(idx[i])
 	}
-	d := decide(k.t, cost, lims, cur, prev, req.CountRejected)
+	var d decision
+	decide(&d, k.t, cost, lims, cur, prev, req.CountRejected)
 	if storeAllowed == nil {
 		k.count(d.counted, cost)
 		return d.finish(dst, lims, req.Limits)

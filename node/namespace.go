@@ -1,11 +1,14 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // Clock tells the time. It is injected so tests control time.
@@ -28,9 +31,9 @@ type Rate struct {
 
 // Namespace holds the sliding-window counters of one namespace.
 //
-// Counting an existing key in a live window takes a shard read lock and
-// atomic adds only: no allocation, no exclusive lock. A key's first hit in
-// a new window allocates that window's bucket. All methods are safe for
+// Counting an existing key in a live window takes no lock and does not
+// allocate: a lock-free table lookup and an atomic add. A key's first hit
+// in a new window allocates that window's pair. All methods are safe for
 // concurrent use.
 type Namespace struct {
 	cfg   Config
@@ -110,73 +113,101 @@ func (ns *Namespace) sizeRange(size time.Duration) (int, int, error) {
 	if size == 0 {
 		return 0, len(ns.sizes), nil
 	}
-	i, err := ns.sizeIndex(size)
-	return i, i + 1, err
-}
-
-// lookup returns the entry of key with its shard read-locked; the caller
-// must RUnlock sh. It returns nil (and no lock held) when the key is absent.
-func (ns *Namespace) lookup(key string) (*entry, *shard) {
-	sh := ns.shards.of(key)
-	sh.mu.RLock()
-	if e := sh.m[key]; e != nil {
-		return e, sh
-	}
-	sh.mu.RUnlock()
-	return nil, sh
-}
-
-// acquire returns the entry of key, creating it if needed, with its shard
-// read-locked (so a concurrent reclaim cannot remove it while in use).
-func (ns *Namespace) acquire(key string) (*entry, *shard, error) {
-	if e, sh := ns.lookup(key); e != nil {
-		return e, sh, nil
-	}
-	sh := ns.shards.of(key)
-	sh.mu.Lock()
-	e := sh.m[key]
-	if e == nil {
-		if ns.keys.Load() >= int64(ns.cfg.MaxKeys) {
-			sh.mu.Unlock()
-			ns.refused.Add(1)
-			return nil, nil, fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d active keys", ns.cfg.Name, ns.cfg.MaxKeys)
+	for i, s := range ns.sizes {
+		if s == int64(size) {
+			return i, i + 1, nil
 		}
-		e = &entry{slots: make([]slot, len(ns.sizes))}
-		// Clone so the map never pins a caller's larger buffer.
-		sh.m[strings.Clone(key)] = e
-		ns.keys.Add(1)
 	}
-	sh.mu.Unlock()
-	// Reacquire as a reader; the entry can only be removed by a reclaim,
-	// which needs the write lock and skips entries touched this window.
-	return ns.acquireExisting(key, e, sh)
+	return 0, 0, ns.unknownWindow(size)
 }
 
-func (ns *Namespace) acquireExisting(key string, e *entry, sh *shard) (*entry, *shard, error) {
-	sh.mu.RLock()
-	if cur := sh.m[key]; cur != nil {
-		return cur, sh, nil
+// acquire returns the entry of key, creating it if needed. Finding an
+// existing key takes no lock. The key has passed checkKeyLen; its UTF-8 is
+// checked only when it is new, since only valid keys are ever stored.
+//
+// A concurrent reclaim may remove the entry at any time: callers that
+// write to it lock-free check e.dead afterwards, and callers that lock
+// e.mu check it under the lock, and retry on a fresh entry.
+func (ns *Namespace) acquire(key string) (*entry, error) {
+	h := ns.shards.hash(key)
+	if e := ns.shards.find(h, key); e != nil && !e.dead.Load() {
+		return e, nil
 	}
-	sh.mu.RUnlock()
-	// Reclaimed between the two locks (only possible for an entry that
-	// no window kept alive); start again.
-	return ns.acquire(key)
+	return ns.insert(h, key)
+}
+
+func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
+	if !utf8.ValidString(key) {
+		return nil, errKeyUTF8()
+	}
+	sh := ns.shards.of(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.tab.Load().find(h, key); e != nil {
+		return e, nil // inserted meanwhile; under sh.mu it cannot be dead
+	}
+	if ns.keys.Load() >= int64(ns.cfg.MaxKeys) {
+		ns.refused.Add(1)
+		return nil, fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d active keys", ns.cfg.Name, ns.cfg.MaxKeys)
+	}
+	e := newEntry(key, len(ns.sizes))
+	ns.shards.insert(sh, h, e)
+	ns.keys.Add(1)
+	return e, nil
+}
+
+// acquireLocked is acquire with e.mu held and e alive, so no reclaim can
+// remove it until the caller unlocks.
+func (ns *Namespace) acquireLocked(key string) (*entry, error) {
+	for {
+		e, err := ns.acquire(key)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		if !e.dead.Load() {
+			return e, nil
+		}
+		e.mu.Unlock()
+	}
+}
+
+// keyErrOr returns the key's validation error, if any, else err: a key
+// error is reported first, as if the key had been checked before the
+// rest of the request.
+func keyErrOr(key string, err error) error {
+	if kerr := ValidateKey(key); kerr != nil {
+		return kerr
+	}
+	return err
 }
 
 // IncrementAt counts value hits for key at t in the window of the given
 // size, or in every window size when size is 0, and appends the rates after
 // the increment to dst, one per size counted, ascending.
 func (ns *Namespace) IncrementAt(t time.Time, key string, size time.Duration, value float64, dst []Rate) ([]Rate, error) {
-	m, err := ToMicro(value)
-	if err != nil {
-		return dst, err
+	// The checks of ToMicro, checkKeyLen and sizeRange, written out: this
+	// is the hottest path, and each call costs about as much as a check.
+	// Errors are built out of line, in the same order.
+	if !(math.Abs(value) <= MaxValue) || key == "" || len(key) > MaxKeyLen {
+		if _, err := ToMicro(value); err != nil {
+			return dst, err
+		}
+		return dst, checkKeyLen(key)
 	}
-	if err := ValidateKey(key); err != nil {
-		return dst, err
+	x := value * Micro
+	m := int64(x)
+	if float64(m) != x {
+		m = roundMicro(x)
 	}
-	lo, hi, err := ns.sizeRange(size)
-	if err != nil {
-		return dst, err
+	lo, hi := 0, len(ns.sizes)
+	if size != 0 {
+		for lo = 0; lo < hi && ns.sizes[lo] != int64(size); lo++ {
+		}
+		if lo == hi {
+			return dst, keyErrOr(key, ns.unknownWindow(size))
+		}
+		hi = lo + 1
 	}
 	return ns.incrementMicro(t.UnixNano(), key, lo, hi, m, dst)
 }
@@ -187,27 +218,62 @@ func (ns *Namespace) Increment(key string, size time.Duration, value float64, ds
 }
 
 func (ns *Namespace) incrementMicro(t int64, key string, lo, hi int, m int64, dst []Rate) ([]Rate, error) {
-	e, sh, err := ns.acquire(key)
-	if err != nil {
-		return dst, err
-	}
-	for i := lo; i < hi; i++ {
-		size := ns.sizes[i]
-		ws := WindowStart(t, time.Duration(size))
-		s := &e.slots[i]
-		if p := s.p.Load(); p != nil && p.start == ws {
-			p.cur.own.Add(m) // the common case: lock-free
-		} else {
-			e.mu.Lock()
-			if b := s.bucketFor(ws, size); b != nil {
-				b.own.Add(m)
+	n := len(dst)
+	h := ns.shards.hash(key)
+	sh := ns.shards.of(h)
+retry:
+	for {
+		e := sh.tab.Load().find(h, key) // acquire, without hashing again
+		if e == nil || e.dead.Load() {
+			var err error
+			if e, err = ns.insert(h, key); err != nil {
+				return dst, err
 			}
-			e.mu.Unlock()
 		}
-		dst = append(dst, Rate{Size: time.Duration(size), Rate: ns.rate(s, t, ws, size, 0) / Micro})
+		dst = dst[:n]
+		for i := lo; i < hi; i++ {
+			size := ns.sizes[i]
+			s := e.slot(i)
+			var r float64
+			// The common case: t is in the slot's current window, known
+			// without dividing; a lock-free add.
+			if p := s.p.Load(); p != nil && uint64(t-p.start) < uint64(size) {
+				own := p.cur.own.Add(m)
+				r = SlidingRate(own+p.cur.others.Load(), total(p.prev.Load()), time.Duration(size), t-p.start)
+			} else {
+				var err error
+				if r, err = ns.addLocked(e, s, t, size, m); err != nil {
+					continue retry
+				}
+			}
+			dst = append(dst, Rate{Size: time.Duration(size), Rate: r / Micro})
+		}
+		if !e.dead.Load() {
+			return dst, nil
+		}
+		// Reclaimed while counting: the adds went to an entry no one reads
+		// any more; count again on a fresh one.
 	}
-	sh.mu.RUnlock()
-	return dst, nil
+}
+
+// errDead reports that an entry was reclaimed under a caller; it never
+// leaves the package.
+var errDead = errors.New("node: entry reclaimed")
+
+// addLocked counts m in slot s of e at t under e.mu, rolling the slot
+// forward when needed, and returns the slot's rate at t in micro-hits.
+func (ns *Namespace) addLocked(e *entry, s *slot, t, size, m int64) (float64, error) {
+	ws := WindowStart(t, time.Duration(size))
+	e.mu.Lock()
+	if e.dead.Load() {
+		e.mu.Unlock()
+		return 0, errDead
+	}
+	if b := s.bucketFor(ws, size); b != nil {
+		b.own.Add(m)
+	}
+	e.mu.Unlock()
+	return ns.rate(s, t, ws, size, 0), nil
 }
 
 // rate returns the sliding rate of slot s at t in micro-hits, plus extra
@@ -236,40 +302,41 @@ func (ns *Namespace) RateAt(t time.Time, key string, size time.Duration, curDiff
 		}
 		return dst, err
 	}
-	if err := ValidateKey(key); err != nil {
+	if err := checkKeyLen(key); err != nil {
 		return dst, err
 	}
 	lo, hi, err := ns.sizeRange(size)
 	if err != nil {
-		return dst, err
+		return dst, keyErrOr(key, err)
 	}
 	tn := t.UnixNano()
-	var e *entry
-	var sh *shard
-	if ns.track {
-		if e, sh, err = ns.acquire(key); err != nil {
-			return dst, err
-		}
-	} else {
-		e, sh = ns.lookup(key)
-	}
-	for i := lo; i < hi; i++ {
-		size := ns.sizes[i]
-		ws := WindowStart(tn, time.Duration(size))
-		r := SlidingRate(m, 0, time.Duration(size), tn-ws)
-		if e != nil {
-			s := &e.slots[i]
-			if ns.track {
-				ns.touch(e, s, ws, size)
+	n := len(dst)
+retry:
+	for {
+		var e *entry
+		if ns.track {
+			if e, err = ns.acquire(key); err != nil {
+				return dst, err
 			}
-			r = ns.rate(s, tn, ws, size, m)
+		} else if e = ns.shards.find(ns.shards.hash(key), key); e == nil && !utf8.ValidString(key) {
+			return dst, errKeyUTF8()
 		}
-		dst = append(dst, Rate{Size: time.Duration(size), Rate: r / Micro})
+		dst = dst[:n]
+		for i := lo; i < hi; i++ {
+			size := ns.sizes[i]
+			ws := WindowStart(tn, time.Duration(size))
+			r := SlidingRate(m, 0, time.Duration(size), tn-ws)
+			if e != nil {
+				s := e.slot(i)
+				if ns.track && !ns.touch(e, s, ws, size) {
+					continue retry
+				}
+				r = ns.rate(s, tn, ws, size, m)
+			}
+			dst = append(dst, Rate{Size: time.Duration(size), Rate: r / Micro})
+		}
+		return dst, nil
 	}
-	if e != nil {
-		sh.mu.RUnlock()
-	}
-	return dst, nil
 }
 
 // Rate is RateAt at the namespace clock's time.
@@ -278,14 +345,18 @@ func (ns *Namespace) Rate(key string, size time.Duration, curDiff float64, dst [
 }
 
 // touch makes sure slot s has a bucket for the window ws, so the key belongs
-// to the interest set.
-func (ns *Namespace) touch(e *entry, s *slot, ws, size int64) {
+// to the interest set. It reports false if e was reclaimed meanwhile.
+func (ns *Namespace) touch(e *entry, s *slot, ws, size int64) bool {
 	if p := s.p.Load(); p != nil && p.start >= ws {
-		return
+		return true
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.dead.Load() {
+		return false
+	}
 	s.bucketFor(ws, size)
-	e.mu.Unlock()
+	return true
 }
 
 // String describes the namespace for logs.

@@ -33,17 +33,17 @@ type Window struct {
 func (ns *Namespace) CollectDirty(now time.Time, dst []Pending) []Pending {
 	tn := now.UnixNano()
 	ns.each(func(key string, e *entry) {
-		for i := range e.slots {
+		for i := range ns.sizes {
 			size := ns.sizes[i]
 			ws := WindowStart(tn, time.Duration(size))
-			p := e.slots[i].p.Load()
+			p := e.slot(i).p.Load()
 			if p == nil || p.start < ws-size {
 				continue
 			}
-			if b := p.cur; b.own.Load() != b.pushed.Load() {
+			if b := &p.cur; b.own.Load() != b.pushed.Load() {
 				dst = append(dst, Pending{Key: key, Size: time.Duration(size), Start: p.start, Total: b.own.Load(), e: e, b: b})
 			}
-			if b := p.prev; b != nil && p.start == ws && b.own.Load() != b.pushed.Load() {
+			if b := p.prev.Load(); b != nil && p.start == ws && b.own.Load() != b.pushed.Load() {
 				dst = append(dst, Pending{Key: key, Size: time.Duration(size), Start: p.start - size, Total: b.own.Load(), e: e, b: b})
 			}
 		}
@@ -68,10 +68,10 @@ func (ns *Namespace) MarkPushed(p Pending, version int64) {
 func (ns *Namespace) CollectInterest(now time.Time, dst []Window) []Window {
 	tn := now.UnixNano()
 	ns.each(func(key string, e *entry) {
-		for i := range e.slots {
+		for i := range ns.sizes {
 			size := ns.sizes[i]
 			ws := WindowStart(tn, time.Duration(size))
-			s := &e.slots[i]
+			s := e.slot(i)
 			if p := s.p.Load(); p == nil || p.start < ws-size {
 				continue
 			}
@@ -99,16 +99,20 @@ func (ns *Namespace) SetOthers(w Window, others int64) {
 	w.e.mu.Unlock()
 }
 
-// each calls fn for every entry, holding each shard's read lock in turn.
-// fn must not call back into the namespace's locking methods.
+// each calls fn for every entry, holding each shard's lock in turn (which
+// blocks inserting and reclaiming there, not counting). fn must not call
+// back into the namespace's locking methods.
 func (ns *Namespace) each(fn func(key string, e *entry)) {
 	for i := range ns.shards.s {
 		sh := &ns.shards.s[i]
-		sh.mu.RLock()
-		for k, e := range sh.m {
-			fn(k, e)
+		sh.mu.Lock()
+		t := sh.tab.Load()
+		for j := range t.slots {
+			if e := t.slots[j].Load(); e != nil && e != tombstone {
+				fn(e.key, e)
+			}
 		}
-		sh.mu.RUnlock()
+		sh.mu.Unlock()
 	}
 }
 
@@ -121,15 +125,25 @@ func (ns *Namespace) Reclaim(now time.Time) int {
 	for i := range ns.shards.s {
 		sh := &ns.shards.s[i]
 		sh.mu.Lock()
-		for k, e := range sh.m {
-			if !e.mu.TryLock() {
-				continue // in use by a key lock or an Allow: alive
+		t := sh.tab.Load()
+		for j := range t.slots {
+			s := &t.slots[j]
+			e := s.Load()
+			if e == nil || e == tombstone || !e.mu.TryLock() {
+				continue // a locked entry is in use by a key lock or an Allow: alive
 			}
 			if ns.reclaimEntry(e, tn) {
-				delete(sh.m, k)
+				// Mark before unlinking: a lock-free writer that still
+				// reaches e sees the mark after its add and retries.
+				e.dead.Store(true)
+				sh.remove(s)
 				removed++
 			}
 			e.mu.Unlock()
+		}
+		// Give back a table left mostly empty; memory follows the keys.
+		if len(t.slots) > minTableSize && 8*sh.live < len(t.slots) {
+			ns.shards.resize(sh, sh.live)
 		}
 		sh.mu.Unlock()
 	}
@@ -138,23 +152,23 @@ func (ns *Namespace) Reclaim(now time.Time) int {
 }
 
 // reclaimEntry drops e's dead windows and reports whether none is left.
-// The shard is write-locked and e locked, so nothing else touches e.
+// The shard and e are locked, so nothing else changes e's windows.
 func (ns *Namespace) reclaimEntry(e *entry, tn int64) bool {
 	live := false
-	for i := range e.slots {
+	for i := range ns.sizes {
 		size := ns.sizes[i]
 		ws := WindowStart(tn, time.Duration(size))
-		s := &e.slots[i]
+		s := e.slot(i)
 		p := s.p.Load()
 		switch {
 		case p == nil:
 		case p.start < ws-size: // both windows dead
-			ns.countDropped(p.cur)
-			ns.countDropped(p.prev)
+			ns.countDropped(&p.cur)
+			ns.countDropped(p.prev.Load())
 			s.p.Store(nil)
-		case p.start == ws-size && p.prev != nil: // prev is two windows old
-			ns.countDropped(p.prev)
-			s.p.Store(&pair{start: p.start, cur: p.cur})
+		case p.start == ws-size && p.prev.Load() != nil: // prev is two windows old
+			ns.countDropped(p.prev.Load())
+			p.prev.Store(nil)
 			live = true
 		default:
 			live = true

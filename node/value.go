@@ -50,13 +50,25 @@ func fieldErr(field string, sentinel error, format string, args ...any) error {
 // ToMicro converts a hit value to micro-hits, rounding half away from zero.
 // NaN, infinities and |v| > MaxValue are rejected.
 func ToMicro(v float64) (int64, error) {
+	if !(math.Abs(v) <= MaxValue) { // also true for NaN
+		return 0, errValue(v)
+	}
+	// Whole numbers of micro-hits (every whole hit) need no rounding.
+	x := v * Micro
+	if m := int64(x); float64(m) == x {
+		return m, nil
+	}
+	return roundMicro(x), nil
+}
+
+func roundMicro(x float64) int64 { return int64(math.Round(x)) }
+
+// errValue builds ToMicro's error, out of the way of the valid case.
+func errValue(v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, fieldErr("value", ErrInvalidValue, "must be a finite number, got %v", v)
+		return fieldErr("value", ErrInvalidValue, "must be a finite number, got %v", v)
 	}
-	if math.Abs(v) > MaxValue {
-		return 0, fieldErr("value", ErrInvalidValue, "|value| must be at most %g, got %g", float64(MaxValue), v)
-	}
-	return int64(math.Round(v * Micro)), nil
+	return fieldErr("value", ErrInvalidValue, "|value| must be at most %g, got %g", float64(MaxValue), v)
 }
 
 // FromMicro converts micro-hits to hits.
@@ -64,16 +76,29 @@ func FromMicro(m int64) float64 { return float64(m) / Micro }
 
 // ValidateKey checks a key: non-empty valid UTF-8 of at most MaxKeyLen bytes.
 func ValidateKey(key string) error {
+	if err := checkKeyLen(key); err != nil {
+		return err
+	}
+	if !utf8.ValidString(key) {
+		return errKeyUTF8()
+	}
+	return nil
+}
+
+// checkKeyLen is the part of ValidateKey the counting paths run on every
+// call; they check UTF-8 only for keys not yet stored, which saves a pass
+// over the key's bytes on every hit of an existing key.
+func checkKeyLen(key string) error {
 	switch {
 	case key == "":
 		return fieldErr("key", ErrInvalidKey, "must not be empty")
 	case len(key) > MaxKeyLen:
 		return fieldErr("key", ErrInvalidKey, "must be at most %d bytes, got %d", MaxKeyLen, len(key))
-	case !utf8.ValidString(key):
-		return fieldErr("key", ErrInvalidKey, "must be valid UTF-8")
 	}
 	return nil
 }
+
+func errKeyUTF8() error { return fieldErr("key", ErrInvalidKey, "must be valid UTF-8") }
 
 // WindowStart returns the epoch-aligned start (Unix ns) of the window of the
 // given size holding t (Unix ns): floor(t / size) * size.

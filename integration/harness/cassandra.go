@@ -103,6 +103,13 @@ seed_provider:
     parameters:
       - seeds: "127.0.0.1:%[2]d"
 commitlog_sync: batch
+# A loaded 2-core test machine stalls requests for seconds at times; the
+# default server timeouts (2 s writes, 5 s reads) would fail requests the
+# node completes a moment later.
+read_request_timeout: 10000ms
+write_request_timeout: 10000ms
+range_request_timeout: 20000ms
+request_timeout: 20000ms
 auto_snapshot: false
 hinted_handoff_enabled: false
 disk_access_mode: standard

@@ -74,10 +74,13 @@ type Store interface {
 	Close() error
 }
 
-// PushFetcher is the optional one-round-trip write-and-read used by
-// synchronous namespaces (sync_rate = 0): it pushes rows like Push and then,
-// in the same round trip, writes into others[i] what Fetch would return for
-// rows[i].WindowKey.
+// PushFetcher is the optional one-round-trip write-and-read: it pushes rows
+// like Push and then, in the same round trip, writes into others[i] what
+// Fetch would return for rows[i].WindowKey. Synchronous namespaces
+// (sync_rate = 0) write through with it; a tick pushes its dirty windows
+// with it and fetches only the rest of the interest set. Batches are up to
+// Config.BatchSize rows. On error, as for Push, some, all or none of the
+// rows may have been applied, and others is not to be used.
 type PushFetcher interface {
 	PushFetch(ctx context.Context, inc string, rows []Row, others []int64) error
 }

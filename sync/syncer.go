@@ -67,8 +67,11 @@ func (c Config) withDefaults(syncRate float64) Config {
 //
 // A tick pushes every window changed since its last successful push (as an
 // absolute, versioned total of this incarnation) and fetches the other
-// incarnations' totals for the interest set. Ticks never overlap; a failed
-// push leaves the rows dirty and the next tick pushes them again.
+// incarnations' totals for the interest set. When the store is a
+// PushFetcher the push reads back the others' totals of the windows it
+// writes, and only the rest of the interest set is fetched. Ticks never
+// overlap; a failed push leaves the rows dirty and the next tick pushes
+// them again.
 type Syncer struct {
 	ns       *node.Namespace
 	store    Store
@@ -91,6 +94,9 @@ type Syncer struct {
 	rows    []Row
 	keys    []WindowKey
 	others  []int64
+	match   []int  // per pending: its index in windows, or -1
+	fetched []bool // per window: others already set by this tick's PushFetch
+	idx     []int  // per key of a Fetch batch: its index in windows
 }
 
 // NewSyncer returns a Syncer for ns (which must not be local only) writing
@@ -153,7 +159,8 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 }
 
-// SyncOnce runs one tick: push, then fetch, within TickTimeout.
+// SyncOnce runs one tick: push, then fetch (only the windows the push did
+// not read back), within TickTimeout.
 func (s *Syncer) SyncOnce(ctx context.Context) error {
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
@@ -161,15 +168,21 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
 	defer cancel()
 	now := s.ns.Now()
-	perr := s.push(ctx, now)
+	var perr, ferr error
+	if pf, ok := s.store.(PushFetcher); ok {
+		perr, ferr = s.pushFetch(ctx, pf, now)
+	} else {
+		perr = s.push(ctx, now)
+		if ctx.Err() == nil {
+			s.windows = s.ns.CollectInterest(now, s.windows[:0])
+			ferr = s.fetch(ctx, nil)
+		}
+	}
 	if perr != nil {
 		s.m.PushErrors.WithLabelValues(s.name).Inc()
 	}
-	var ferr error
-	if ctx.Err() == nil {
-		if ferr = s.fetch(ctx, now); ferr != nil {
-			s.m.FetchErrors.WithLabelValues(s.name).Inc()
-		}
+	if ferr != nil {
+		s.m.FetchErrors.WithLabelValues(s.name).Inc()
 	}
 	s.m.Duration.WithLabelValues(s.name).Observe(time.Since(start).Seconds())
 	err := errors.Join(perr, ferr)
@@ -226,26 +239,125 @@ func (s *Syncer) push(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// fetch reads the other incarnations' totals of the interest set.
-func (s *Syncer) fetch(ctx context.Context, now time.Time) error {
+// pushFetch is a tick on a PushFetcher: each batch of dirty rows is
+// written and the others' totals of those same windows read back in one
+// call, so only the interest windows that were not pushed need a Fetch.
+// A batch that fails stays dirty, and its windows are fetched like the
+// rest.
+func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (perr, ferr error) {
+	s.pending = s.ns.CollectDirty(now, s.pending[:0])
+	s.m.Pending.WithLabelValues(s.name).Set(float64(len(s.pending)))
+	// Collected after the dirty windows, so a key first touched in between
+	// is only in the interest set, which keeps the two lists in step.
 	s.windows = s.ns.CollectInterest(now, s.windows[:0])
-	for lo := 0; lo < len(s.windows); lo += s.cfg.BatchSize {
-		batch := s.windows[lo:min(lo+s.cfg.BatchSize, len(s.windows))]
-		s.keys = s.keys[:0]
-		for _, w := range batch {
-			s.keys = append(s.keys, WindowKey{Namespace: s.name, Size: w.Size, Start: w.Start, Key: w.Key})
+	s.fetched = slices.Grow(s.fetched[:0], len(s.windows))[:len(s.windows)]
+	clear(s.fetched)
+	s.matchPending()
+	if len(s.pending) > 0 {
+		version := s.versions.Next()
+		for lo := 0; lo < len(s.pending); lo += s.cfg.BatchSize {
+			batch := s.pending[lo:min(lo+s.cfg.BatchSize, len(s.pending))]
+			s.rows = s.rows[:0]
+			for _, p := range batch {
+				s.rows = append(s.rows, s.row(p, version))
+			}
+			s.others = slices.Grow(s.others[:0], len(batch))[:len(batch)]
+			clear(s.others)
+			if err := pf.PushFetch(ctx, s.inc, s.rows, s.others); err != nil {
+				perr = fmt.Errorf("sync: push %d rows of namespace %q: %w", len(s.pending)-lo, s.name, err)
+				break
+			}
+			for j, p := range batch {
+				s.ns.MarkPushed(p, version)
+				if w := s.match[lo+j]; w >= 0 {
+					s.ns.SetOthers(s.windows[w], s.others[j])
+					s.fetched[w] = true
+				}
+			}
+			s.m.RowsPushed.WithLabelValues(s.name).Add(float64(len(batch)))
+			s.m.RowsFetched.WithLabelValues(s.name).Add(float64(len(batch)))
 		}
-		s.others = slices.Grow(s.others[:0], len(batch))[:len(batch)]
+		clear(s.pending) // drop references to entries
+	}
+	if ctx.Err() == nil {
+		ferr = s.fetch(ctx, s.fetched)
+	} else {
+		clear(s.windows)
+	}
+	return perr, ferr
+}
+
+// matchPending sets match[j] to the index in windows of pending[j]'s
+// window, or -1. The namespace walks its keys in the same order for both
+// lists, so a merge finds every match; should a concurrent insert or
+// reclaim have reordered the walk, a map finds them instead.
+func (s *Syncer) matchPending() {
+	s.match = slices.Grow(s.match[:0], len(s.pending))[:len(s.pending)]
+	i := 0
+	for j := range s.pending {
+		p := &s.pending[j]
+		for i < len(s.windows) && !sameWindow(&s.windows[i], p) {
+			i++
+		}
+		if i == len(s.windows) {
+			s.matchByMap()
+			return
+		}
+		s.match[j] = i
+		i++
+	}
+}
+
+func sameWindow(w *node.Window, p *node.Pending) bool {
+	return w.Start == p.Start && w.Size == p.Size && w.Key == p.Key
+}
+
+func (s *Syncer) matchByMap() {
+	type id struct {
+		key   string
+		size  time.Duration
+		start int64
+	}
+	at := make(map[id]int, len(s.pending))
+	for j, p := range s.pending {
+		at[id{p.Key, p.Size, p.Start}] = j
+		s.match[j] = -1
+	}
+	for i, w := range s.windows {
+		if j, ok := at[id{w.Key, w.Size, w.Start}]; ok {
+			s.match[j] = i
+		}
+	}
+}
+
+// fetch reads the other incarnations' totals of the collected interest
+// windows, skipping window i when skip[i] (skip may be nil).
+func (s *Syncer) fetch(ctx context.Context, skip []bool) error {
+	defer clear(s.windows) // drop references to entries
+	for lo := 0; lo < len(s.windows); {
+		// The next batch: up to BatchSize windows not skipped, from lo.
+		s.keys, s.idx = s.keys[:0], s.idx[:0]
+		for ; lo < len(s.windows) && len(s.keys) < s.cfg.BatchSize; lo++ {
+			if skip != nil && skip[lo] {
+				continue
+			}
+			w := &s.windows[lo]
+			s.keys = append(s.keys, WindowKey{Namespace: s.name, Size: w.Size, Start: w.Start, Key: w.Key})
+			s.idx = append(s.idx, lo)
+		}
+		if len(s.keys) == 0 {
+			break
+		}
+		s.others = slices.Grow(s.others[:0], len(s.keys))[:len(s.keys)]
 		clear(s.others)
 		if err := s.store.Fetch(ctx, s.inc, s.keys, s.others); err != nil {
-			return fmt.Errorf("sync: fetch %d windows of namespace %q: %w", len(batch), s.name, err)
+			return fmt.Errorf("sync: fetch %d windows of namespace %q: %w", len(s.keys), s.name, err)
 		}
-		for i, w := range batch {
-			s.ns.SetOthers(w, s.others[i])
+		for j, i := range s.idx {
+			s.ns.SetOthers(s.windows[i], s.others[j])
 		}
-		s.m.RowsFetched.WithLabelValues(s.name).Add(float64(len(batch)))
+		s.m.RowsFetched.WithLabelValues(s.name).Add(float64(len(s.keys)))
 	}
-	clear(s.windows)
 	return nil
 }
 

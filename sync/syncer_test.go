@@ -259,3 +259,129 @@ func BenchmarkTick100kDirty(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(keys))*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
 }
+
+// recordingStore records which windows a tick pushes and fetches; it is
+// not a PushFetcher (recordingPushFetcher is).
+type recordingStore struct {
+	mem      *memory.Store
+	mu       gosync.Mutex
+	pushed   []clustersync.WindowKey // by Push or PushFetch
+	readBack []clustersync.WindowKey // by PushFetch
+	fetched  []clustersync.WindowKey // by Fetch
+}
+
+func (r *recordingStore) Window(ctx context.Context, k clustersync.WindowKey) (int64, error) {
+	return r.mem.Window(ctx, k)
+}
+
+func (r *recordingStore) Close() error { return r.mem.Close() }
+
+func (r *recordingStore) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
+	r.mu.Lock()
+	for _, row := range rows {
+		r.pushed = append(r.pushed, row.WindowKey)
+	}
+	r.mu.Unlock()
+	return r.mem.Push(ctx, inc, rows)
+}
+
+func (r *recordingStore) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
+	r.mu.Lock()
+	r.fetched = append(r.fetched, keys...)
+	r.mu.Unlock()
+	return r.mem.Fetch(ctx, inc, keys, others)
+}
+
+type recordingPushFetcher struct{ *recordingStore }
+
+func (r recordingPushFetcher) PushFetch(ctx context.Context, inc string, rows []clustersync.Row, others []int64) error {
+	r.mu.Lock()
+	for _, row := range rows {
+		r.pushed = append(r.pushed, row.WindowKey)
+		r.readBack = append(r.readBack, row.WindowKey)
+	}
+	r.mu.Unlock()
+	return r.mem.PushFetch(ctx, inc, rows, others)
+}
+
+func (r *recordingStore) reset() {
+	r.mu.Lock()
+	r.pushed, r.readBack, r.fetched = nil, nil, nil
+	r.mu.Unlock()
+}
+
+// TestTickFetchesDirtyWindowsOnce checks that on a PushFetcher a tick reads
+// the others' totals of every interest window exactly once: the pushed
+// ones through PushFetch, only the rest through Fetch. Without PushFetch
+// every interest window is fetched.
+func TestTickFetchesDirtyWindowsOnce(t *testing.T) {
+	for _, withPF := range []bool{true, false} {
+		t.Run(fmt.Sprintf("pushfetch=%v", withPF), func(t *testing.T) {
+			clock := &fakeClock{t: start}
+			mem := memory.New()
+			rec := &recordingStore{mem: mem}
+			var store clustersync.Store = rec
+			if withPF {
+				store = recordingPushFetcher{rec}
+			}
+			a := newNode(t, "a", 0.1, store, clock, clustersync.Config{BatchSize: 7})
+			b := newNode(t, "b", 0.1, mem, clock, clustersync.Config{})
+			// Keys 0–19 are counted and pushed, then only the even ones
+			// change: the odd ones are in the interest set but not dirty.
+			for i := range 20 {
+				a.increment(t, fmt.Sprintf("k%d", i), 1)
+				b.increment(t, fmt.Sprintf("k%d", i), 2)
+			}
+			syncAll(t, []testNode{a, b})
+			for i := 0; i < 20; i += 2 {
+				a.increment(t, fmt.Sprintf("k%d", i), 1)
+			}
+			b.increment(t, "k1", 4)
+			syncAll(t, []testNode{b})
+			rec.reset()
+			syncAll(t, []testNode{a})
+
+			// 20 keys × 2 sizes × (current, previous) windows of interest;
+			// the even keys' current windows of both sizes are dirty.
+			count := func(ks []clustersync.WindowKey) map[clustersync.WindowKey]int {
+				m := map[clustersync.WindowKey]int{}
+				for _, k := range ks {
+					m[k]++
+				}
+				return m
+			}
+			pushed, readBack, fetched := count(rec.pushed), count(rec.readBack), count(rec.fetched)
+			if len(rec.pushed) != 20 || len(pushed) != 20 {
+				t.Fatalf("pushed %d rows (%d windows), want the 20 dirty windows once", len(rec.pushed), len(pushed))
+			}
+			interest := 0
+			for k, n := range fetched {
+				if n != 1 {
+					t.Errorf("window %v fetched %d times", k, n)
+				}
+				if withPF && readBack[k] > 0 {
+					t.Errorf("window %v read back by PushFetch and fetched again", k)
+				}
+				interest++
+			}
+			if withPF {
+				interest += len(readBack)
+				for k := range pushed {
+					if readBack[k] != 1 {
+						t.Errorf("pushed window %v read back %d times, want once", k, readBack[k])
+					}
+				}
+			}
+			if interest != 80 {
+				t.Errorf("%d interest windows read, want 80", interest)
+			}
+			// And a's view is right: its own hits plus b's.
+			if got := a.minuteRate(t, "k0"); got != 4 {
+				t.Errorf("k0 rate on a = %v, want 4", got)
+			}
+			if got := a.minuteRate(t, "k1"); got != 7 {
+				t.Errorf("k1 rate on a = %v, want 7", got)
+			}
+		})
+	}
+}

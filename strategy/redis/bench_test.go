@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,20 +19,21 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-// BenchmarkTick measures one periodic tick as the Syncer runs it: push n
-// dirty rows, then fetch n windows, each in batches of 5000 (the Syncer's
-// BatchSize). Two other incarnations hold rows for every window.
-// "single" is a *redis.Client (one server: up to 100 windows per script
-// call); "per-key" hides that, so calls are grouped per (namespace, key)
-// as on a cluster or ring.
+// BenchmarkTick measures the store calls of one periodic tick for n dirty
+// windows, in batches of 5000 (the Syncer's BatchSize): push n rows, then
+// fetch the same n windows; with "-pushfetch", one PushFetch of the n rows,
+// which is what the Syncer sends on a PushFetcher. Two other incarnations
+// hold rows for every window. "single" is a *redis.Client (one server: up
+// to 100 windows per script call); "per-key" hides that, so calls are
+// grouped per (namespace, key) as on a cluster or ring.
 func BenchmarkTick(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
-		for _, mode := range []string{"single", "per-key"} {
+		for _, mode := range []string{"single", "per-key", "single-pushfetch", "per-key-pushfetch"} {
 			b.Run(fmt.Sprintf("keys=%d/%s", n, mode), func(b *testing.B) {
 				c := redis.NewClient(&redis.Options{Addr: redisAddr(b), ContextTimeoutEnabled: true})
 				b.Cleanup(func() { _ = c.Close() })
 				var s *redisstore.Store
-				if mode == "single" {
+				if strings.HasPrefix(mode, "single") {
 					s = redisstore.New(c, newPrefix())
 				} else {
 					s = redisstore.New(notSingle{c}, newPrefix())
@@ -39,13 +41,16 @@ func BenchmarkTick(b *testing.B) {
 				rows := make([]clustersync.Row, n)
 				keys := make([]clustersync.WindowKey, n)
 				others := make([]int64, n)
-				start := node.WindowStart(time.Now().UnixNano(), time.Second)
+				// One-minute windows: no row expires during the run, so every
+				// tick measures updates, not re-creations.
+				start := node.WindowStart(time.Now().UnixNano(), time.Minute)
 				for i := range rows {
-					keys[i] = wk("bench", fmt.Sprint("user-", i), time.Second, start)
+					keys[i] = wk("bench", fmt.Sprint("user-", i), time.Minute, start)
 					rows[i] = syncerRow(keys[i], int64(i), 1, 100*time.Millisecond)
 				}
 				ctx := context.Background()
 				const batch = 5000
+				pushFetch := strings.HasSuffix(mode, "-pushfetch")
 				tick := func(inc string, version int64) {
 					for lo := 0; lo < n; lo += batch {
 						hi := min(lo+batch, n)
@@ -53,9 +58,18 @@ func BenchmarkTick(b *testing.B) {
 							rows[i].Version = version
 							rows[i].Total++
 						}
-						if err := s.Push(ctx, inc, rows[lo:hi]); err != nil {
+						var err error
+						if pushFetch {
+							err = s.PushFetch(ctx, inc, rows[lo:hi], others[lo:hi])
+						} else {
+							err = s.Push(ctx, inc, rows[lo:hi])
+						}
+						if err != nil {
 							b.Fatal(err)
 						}
+					}
+					if pushFetch {
+						return
 					}
 					for lo := 0; lo < n; lo += batch {
 						hi := min(lo+batch, n)
@@ -68,11 +82,13 @@ func BenchmarkTick(b *testing.B) {
 				tick("other-2", 1)
 				tick("me", 1) // warm: scripts loaded, pool filled
 				b.ReportAllocs()
+				cpu0 := serverCPU(b, c)
 				b.ResetTimer()
 				for i := range b.N {
 					tick("me", int64(i)+2)
 				}
 				b.StopTimer()
+				b.ReportMetric(float64((serverCPU(b, c)-cpu0).Nanoseconds())/1e3/float64(n*b.N), "server-µs/key")
 				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
 				b.ReportMetric(0, "ns/op") // ms/tick below reads better
 				b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/tick")
@@ -80,6 +96,98 @@ func BenchmarkTick(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSyncerTick measures one tick of a real Syncer against Redis
+// for a namespace with one window size (1 m) and n keys, each counted once
+// since the last tick: n dirty windows pushed (through PushFetch, reading
+// back the others' totals) and the n previous windows of the interest set
+// fetched. Two other nodes hold rows for every current window.
+func BenchmarkSyncerTick(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			c := redis.NewClient(&redis.Options{Addr: redisAddr(b), ContextTimeoutEnabled: true})
+			b.Cleanup(func() { _ = c.Close() })
+			s := redisstore.New(c, newPrefix())
+			// The middle of a minute, fixed: no window ends during the run.
+			clock := fixedClock(time.Now().Truncate(time.Minute).Add(30 * time.Second))
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprint("user-", i)
+			}
+			newSyncer := func(name string) (*node.Namespace, *clustersync.Syncer) {
+				ns, err := node.NewNamespace(node.Config{Name: "bench", WindowSizes: []time.Duration{time.Minute}, SyncRate: 1, Store: "main"}, clock)
+				if err != nil {
+					b.Fatal(err)
+				}
+				sy, err := clustersync.NewSyncer(ns, s, clustersync.NewIncarnation(name), clustersync.NewVersions(time.Now), clustersync.Config{NoJitter: true, TickTimeout: time.Minute}, nil, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				return ns, sy
+			}
+			tick := func(ns *node.Namespace, sy *clustersync.Syncer) {
+				for _, k := range keys {
+					if _, err := ns.Increment(k, time.Minute, 1, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := sy.SyncOnce(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for _, other := range []string{"other-1", "other-2"} {
+				tick(newSyncer(other))
+			}
+			ns, sy := newSyncer("me")
+			tick(ns, sy) // warm: scripts loaded, pool filled
+			b.ReportAllocs()
+			var cpu time.Duration
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				for _, k := range keys {
+					if _, err := ns.Increment(k, time.Minute, 1, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cpu0 := serverCPU(b, c)
+				b.StartTimer()
+				if err := sy.SyncOnce(context.Background()); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				cpu += serverCPU(b, c) - cpu0
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(n*b.N), "server-µs/key")
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/tick")
+		})
+	}
+}
+
+// serverCPU returns the CPU time Redis's main thread has used, from INFO
+// cpu: the server's cost, which other jobs on a shared machine inflate far
+// less than wall time.
+func serverCPU(b *testing.B, c *redis.Client) time.Duration {
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sec float64
+	for _, l := range strings.Split(info, "\r\n") {
+		name, v, _ := strings.Cut(l, ":")
+		if name == "used_cpu_sys_main_thread" || name == "used_cpu_user_main_thread" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sec += f
+		}
+	}
+	return time.Duration(sec * float64(time.Second))
+}
+
+type fixedClock time.Time
+
+func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 // BenchmarkSyncCall measures the store call of a synchronous namespace
 // from one goroutine, with the Syncer's 250 ms timeout: PushFetch of one

@@ -61,10 +61,11 @@
 // else by HINCRBY, so int64 totals stay exact.
 //
 // Push, Fetch and PushFetch send at most 1000 windows per pipelined round
-// trip, at most two round trips in flight. On a single server (a
-// *redis.Client: standalone or Sentinel) one script call covers up to 100
-// windows of any keys; on a cluster or ring it covers the consecutive
-// windows of one (namespace, key), and Fetch sends one HMGET per window.
+// trip, at most two round trips in flight. Push and PushFetch are scripts:
+// on a single server (a *redis.Client: standalone or Sentinel) one script
+// call covers up to 100 windows of any keys; on a cluster or ring it
+// covers the consecutive windows of one (namespace, key). Fetch sends one
+// HMGET per window, which costs the server less than reading in a script.
 // Allow is one EVALSHA. After NOSCRIPT (a restarted or failed-over server)
 // the affected calls are re-sent once as EVAL.
 //

@@ -92,11 +92,16 @@ type keyBuilder struct {
 // build returns k's Redis key and reports whether it shares the hash tag
 // of the key built just before it.
 func (kb *keyBuilder) build(k *clustersync.WindowKey) (key string, sameTag bool) {
-	sameTag = kb.valid && kb.ns == k.Namespace && kb.key == k.Key
+	kb.buf, sameTag = kb.append(kb.buf[:0], k)
+	return string(kb.buf), sameTag
+}
+
+// append appends k's Redis key to b, as build.
+func (kb *keyBuilder) append(b []byte, k *clustersync.WindowKey) ([]byte, bool) {
+	sameTag := kb.valid && kb.ns == k.Namespace && kb.key == k.Key
 	if !sameTag {
 		kb.ns, kb.key, kb.valid = k.Namespace, k.Key, true
 		kb.tag = keyTag(k.Namespace, k.Key)
 	}
-	kb.buf = appendKey(kb.buf[:0], kb.prefix, kb.tag, k)
-	return string(kb.buf), sameTag
+	return appendKey(b, kb.prefix, kb.tag, k), sameTag
 }

@@ -17,37 +17,33 @@ import "github.com/redis/go-redis/v9"
 // number involved is below 10^15 (else by HINCRBY, exact int64), and sums
 // go back to Go as strings.
 
-// luaLib is the helpers the writing scripts start with.
+// luaLib is the helpers the writing scripts start with. Globals are
+// copied into locals once: each row costs two redis.call, and the Lua work
+// around them is kept to a few string operations.
 const luaLib = `
 local SUM = '='
+local find, sub, byte, format, tonumber, call = string.find, string.sub, string.byte, string.format, tonumber, redis.call
 
 -- gt reports a > b for canonical decimal int64 strings, exactly.
 local function gt(a, b)
   local la, lb = #a, #b
   -- At most 16 characters, not starting with 9: |value| < 9e15 < 2^53.
-  if la <= 16 and lb <= 16 and string.byte(a, 1) < 57 and string.byte(b, 1) < 57 then
+  if la <= 16 and lb <= 16 and byte(a, 1) < 57 and byte(b, 1) < 57 then
     return tonumber(a) > tonumber(b)
   end
   if a == b then return false end
-  local an, bn = string.byte(a, 1) == 45, string.byte(b, 1) == 45
+  local an, bn = byte(a, 1) == 45, byte(b, 1) == 45
   if an ~= bn then return bn end
   if la ~= lb then return (la > lb) ~= an end
-  local ha, hb = tonumber(string.sub(a, 1, la - 9)), tonumber(string.sub(b, 1, lb - 9))
+  local ha, hb = tonumber(sub(a, 1, la - 9)), tonumber(sub(b, 1, lb - 9))
   if ha ~= hb then return ha > hb end
-  return (tonumber(string.sub(a, la - 8)) > tonumber(string.sub(b, lb - 8))) ~= an
-end
-
--- split returns the total, version and expiry of a row.
-local function split(v)
-  local a = string.find(v, ':', 1, true)
-  local b = string.find(v, ':', a + 1, true)
-  return string.sub(v, 1, a - 1), string.sub(v, a + 1, b - 1), string.sub(v, b + 1)
+  return (tonumber(sub(a, la - 8)) > tonumber(sub(b, lb - 8))) ~= an
 end
 
 -- total returns the total of a row, '0' for none.
 local function total(v)
   if not v then return '0' end
-  return string.sub(v, 1, string.find(v, ':', 1, true) - 1)
+  return sub(v, 1, find(v, ':', 1, true) - 1)
 end
 
 -- expire moves k's expiry to exp (Unix ms; '' for none) unless it already
@@ -57,39 +53,45 @@ local function expire(k, exp, oe)
   if exp == '' or exp == oe then return end
   local e = tonumber(exp)
   if oe and oe ~= '' and tonumber(oe) >= e then return end
-  local cur = redis.call('PEXPIRETIME', k)
-  if cur == -1 or (cur >= 0 and cur < e) then redis.call('PEXPIREAT', k, exp) end
+  local cur = call('PEXPIRETIME', k)
+  if cur == -1 or (cur >= 0 and cur < e) then call('PEXPIREAT', k, exp) end
 end
 
 -- put writes row v into field f of k if its version is newer than that of
--- old (f's stored row, or nil), keeping k's sum, s as stored (or nil).
+-- old (f's stored row, or nil), keeping k's sum, s as stored (or nil). It
+-- returns old's total ('0' for none).
 local function put(k, f, v, old, s)
-  local t, ver, exp = split(v)
-  local ot, ov, oe = '0', nil, nil
+  local a = find(v, ':', 1, true)
+  local b = find(v, ':', a + 1, true)
+  local t, exp = sub(v, 1, a - 1), sub(v, b + 1)
+  local ot, oe = '0', nil
   if old then
-    ot, ov, oe = split(old)
-    if not gt(ver, ov) then
+    local oa = find(old, ':', 1, true)
+    local ob = find(old, ':', oa + 1, true)
+    ot, oe = sub(old, 1, oa - 1), sub(old, ob + 1)
+    if not gt(sub(v, a + 1, b - 1), sub(old, oa + 1, ob - 1)) then
       expire(k, exp, oe)
-      return
+      return ot
     end
   end
   if ot == t then
-    redis.call('HSET', k, f, v)
+    call('HSET', k, f, v)
   else
     s = s or '0'
     if #s <= 15 and #ot <= 15 and #t <= 15 then
-      redis.call('HSET', k, f, v, SUM, string.format('%d', tonumber(s) - tonumber(ot) + tonumber(t)))
+      call('HSET', k, f, v, SUM, format('%d', tonumber(s) - tonumber(ot) + tonumber(t)))
     else
-      redis.call('HSET', k, f, v)
-      redis.call('HINCRBY', k, SUM, t)
-      if string.byte(ot, 1) == 45 then
-        redis.call('HINCRBY', k, SUM, string.sub(ot, 2))
+      call('HSET', k, f, v)
+      call('HINCRBY', k, SUM, t)
+      if byte(ot, 1) == 45 then
+        call('HINCRBY', k, SUM, sub(ot, 2))
       elseif ot ~= '0' then
-        redis.call('HINCRBY', k, SUM, '-' .. ot)
+        call('HINCRBY', k, SUM, '-' .. ot)
       end
     end
   end
   expire(k, exp, oe)
+  return ot
 end
 `
 
@@ -98,30 +100,11 @@ end
 var pushScript = newScript(luaLib + `
 local f = ARGV[1]
 for i = 1, #KEYS do
-  local r = redis.call('HMGET', KEYS[i], SUM, f)
-  put(KEYS[i], f, ARGV[i + 1], r[2], r[1])
+  local k = KEYS[i]
+  local r = call('HMGET', k, SUM, f)
+  put(k, f, ARGV[i + 1], r[2], r[1])
 end
 return #KEYS
-`)
-
-// fetchScript: KEYS = windows; ARGV = field ("+" inc). Returns per key the
-// window's sum and inc's total. Used on a single server, where one call
-// reads up to 100 windows of any keys (cheaper for server and client than
-// one HMGET each); on a cluster, Fetch sends plain HMGETs.
-var fetchScript = newScript(`
-local f = ARGV[1]
-local out = {}
-for i = 1, #KEYS do
-  local r = redis.call('HMGET', KEYS[i], '=', f)
-  out[2 * i - 1] = r[1] or '0'
-  local v = r[2]
-  if v then
-    out[2 * i] = string.sub(v, 1, string.find(v, ':', 1, true) - 1)
-  else
-    out[2 * i] = '0'
-  end
-end
-return out
 `)
 
 // pushFetchScript: as pushScript, returning per key the window's sum and
@@ -131,10 +114,10 @@ var pushFetchScript = newScript(luaLib + `
 local f = ARGV[1]
 local out = {}
 for i = 1, #KEYS do
-  local r = redis.call('HMGET', KEYS[i], SUM, f)
-  put(KEYS[i], f, ARGV[i + 1], r[2], r[1])
+  local k = KEYS[i]
+  local r = call('HMGET', k, SUM, f)
   out[2 * i - 1] = r[1] or '0'
-  out[2 * i] = total(r[2])
+  out[2 * i] = put(k, f, ARGV[i + 1], r[2], r[1])
 end
 return out
 `)
@@ -157,8 +140,8 @@ local reads = {}
 local allowed = true
 for l = 1, n do
   local a = 4 + 6 * (l - 1)
-  local rc = redis.call('HMGET', KEYS[2 * l - 1], SUM, f)
-  local rp = redis.call('HMGET', KEYS[2 * l], SUM, f)
+  local rc = call('HMGET', KEYS[2 * l - 1], SUM, f)
+  local rp = call('HMGET', KEYS[2 * l], SUM, f)
   reads[2 * l - 1], reads[2 * l] = rc, rp
   local sc, oc, sp, op = rc[1] or '0', total(rc[2]), rp[1] or '0', total(rp[2])
   out[4 * l - 2], out[4 * l - 1], out[4 * l], out[4 * l + 1] = sc, oc, sp, op

@@ -36,7 +36,7 @@ const (
 // It also implements clustersync.PushFetcher and clustersync.AtomicAllower.
 // It is safe for concurrent use.
 //
-// On a single server (the Client is a *redis.Client) one script call
+// On a single server (the Client is a *redis.Client) one push script call
 // covers up to keysPerScript windows of any keys; on a cluster or ring
 // (any other Client) one call covers consecutive windows of one
 // (namespace, key), which share a hash slot.
@@ -92,9 +92,10 @@ func (s *Store) Push(ctx context.Context, inc string, rows []clustersync.Row) er
 
 // Fetch writes into others[i] the sum of every incarnation's total but
 // inc's for keys[i] (0 for an unknown window). It reads each window's sum
-// field and inc's row (on a single server by a script over up to 100
-// windows, else one HMGET per window) in ⌈len(keys)/1000⌉ pipelined round
-// trips, at most two in flight.
+// field and inc's row with one HMGET per window, ⌈len(keys)/1000⌉
+// pipelined round trips, at most two in flight. Plain pipelined commands
+// cost the server less than a script reading the same windows, whose every
+// redis.call carries the scripting layer's overhead.
 func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
 	if s.closed.Load() {
 		return fmt.Errorf("redis: fetch: %w", clustersync.ErrClosed)
@@ -102,21 +103,21 @@ func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.Window
 	if len(others) != len(keys) {
 		return fmt.Errorf("redis: fetch: %d results for %d keys", len(others), len(keys))
 	}
-	f := field(inc)
-	if s.single {
-		return s.chunks(ctx, "fetch", len(keys), func(ctx context.Context, lo, hi int) error {
-			ks := keys[lo:hi]
-			return s.scripts(ctx, "fetch", fetchScript, f, len(ks),
-				func(i int) *clustersync.WindowKey { return &ks[i] }, nil, others[lo:hi])
-		})
-	}
+	var f any = field(inc) // boxed once for every command
 	return s.chunks(ctx, "fetch", len(keys), func(ctx context.Context, lo, hi int) error {
+		n := hi - lo
 		kb := keyBuilder{prefix: s.prefix}
+		buf := make([]byte, 0, n*(len(s.prefix)+64))
+		args := make([]any, 4*n)
+		cmds := make([]*redis.SliceCmd, n)
 		pipe := s.c.Pipeline()
-		cmds := make([]*redis.SliceCmd, 0, hi-lo)
-		for i := lo; i < hi; i++ {
-			k, _ := kb.build(&keys[i])
-			cmds = append(cmds, pipe.HMGet(ctx, k, sumField, f))
+		for i := range n {
+			start := len(buf)
+			buf, _ = kb.append(buf, &keys[lo+i])
+			a := args[4*i : 4*i+4 : 4*i+4]
+			a[0], a[1], a[2], a[3] = "hmget", buf[start:len(buf):len(buf)], sumField, f
+			cmds[i] = redis.NewSliceCmd(ctx, a...)
+			_ = pipe.Process(ctx, cmds[i])
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return s.fail("fetch", err)
@@ -216,24 +217,18 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 		buf = appendRow(buf[:0], l.Prev.Total, &l.Prev)
 		args = append(args, string(buf))
 	}
-	c := scriptCall{args: args, lo: 0, hi: n}
-	calls := []scriptCall{c}
+	calls := []scriptCall{{args: args, lo: 0, hi: n, ints: true}}
 	if err := s.run(ctx, allowScript, calls); err != nil {
 		return clustersync.AllowResult{}, s.fail("allow", err)
 	}
-	vals, err := calls[0].cmd.StringSlice()
+	vals, err := calls[0].cmd.(*redis.IntSliceCmd).Result()
 	if err != nil || len(vals) != 1+4*n {
-		return clustersync.AllowResult{}, fmt.Errorf("redis: allow: unexpected reply %v (%v)", calls[0].cmd.Val(), err)
+		return clustersync.AllowResult{}, fmt.Errorf("redis: allow: unexpected reply %v (%v)", vals, err)
 	}
-	res := clustersync.AllowResult{Allowed: vals[0] == "1", Others: make([][2]int64, n)}
+	res := clustersync.AllowResult{Allowed: vals[0] == 1, Others: make([][2]int64, n)}
 	for i := range res.Others {
 		v := vals[1+4*i:]
-		cur, err1 := others1(v[0], v[1])
-		prev, err2 := others1(v[2], v[3])
-		if err := errors.Join(err1, err2); err != nil {
-			return clustersync.AllowResult{}, fmt.Errorf("redis: allow: %w", err)
-		}
-		res.Others[i] = [2]int64{cur, prev}
+		res.Others[i] = [2]int64{v[0] - v[1], v[2] - v[3]}
 	}
 	return res, nil
 }
@@ -297,7 +292,15 @@ func expireMs(r *clustersync.Row) int64 {
 type scriptCall struct {
 	lo, hi int
 	args   []any // "evalsha", sha, numkeys, keys…, argv…
-	cmd    *redis.Cmd
+	ints   bool  // the reply is an array of decimal integers
+	cmd    redis.Cmder
+}
+
+func (c *scriptCall) newCmd(ctx context.Context) redis.Cmder {
+	if c.ints {
+		return redis.NewIntSliceCmd(ctx, c.args...)
+	}
+	return redis.NewCmd(ctx, c.args...)
 }
 
 // inFlight is the most pipelines one call keeps in flight, so the client
@@ -352,38 +355,61 @@ func (s *Store) chunks(ctx context.Context, op string, n int, fn func(ctx contex
 // one (namespace, key). ARGV is field, then, when value is not nil, one
 // stored row per window. When others is not nil the script returns (window
 // sum, own total) per window and others receives their difference.
+//
+// Keys and rows are written into one buffer and sent as slices of it, and
+// the replies are read as integers, to keep allocations per window few.
 func (s *Store) scripts(ctx context.Context, op string, sc *script, field string, n int,
 	key func(i int) *clustersync.WindowKey, value func(i int, b []byte) []byte, others []int64,
 ) error {
 	kb := keyBuilder{prefix: s.prefix}
-	keys := make([]string, n)
+	per := 1
+	if value != nil {
+		per = 2
+	}
+	buf := make([]byte, 0, n*(len(s.prefix)+64+per*40))
+	ends := make([]int, per*n) // where each key, then each row, ends in buf
 	same := make([]bool, n)
 	for i := range n {
-		keys[i], same[i] = kb.build(key(i))
+		buf, same[i] = kb.append(buf, key(i))
+		ends[i] = len(buf)
 	}
-	var (
-		calls []scriptCall
-		buf   []byte
-	)
+	if value != nil {
+		for i := range n {
+			buf = value(i, buf)
+			ends[n+i] = len(buf)
+		}
+	}
+	arg := func(j int) []byte {
+		lo := 0
+		if j > 0 {
+			lo = ends[j-1]
+		}
+		return buf[lo:ends[j]:ends[j]]
+	}
+	var calls []scriptCall
 	for lo := 0; lo < n; {
 		hi := lo + 1
 		for hi < n && hi-lo < keysPerScript && (s.single || same[hi]) {
 			hi++
 		}
-		args := make([]any, 0, 4+2*(hi-lo))
-		args = append(args, "evalsha", sc.sha, hi-lo)
-		for _, k := range keys[lo:hi] {
-			args = append(args, k)
+		calls = append(calls, scriptCall{lo: lo, hi: hi, ints: others != nil})
+		lo = hi
+	}
+	all := make([]any, 0, per*n+4*len(calls))
+	for i := range calls {
+		c := &calls[i]
+		start := len(all)
+		all = append(all, "evalsha", sc.sha, c.hi-c.lo)
+		for j := c.lo; j < c.hi; j++ {
+			all = append(all, arg(j))
 		}
-		args = append(args, field)
+		all = append(all, field)
 		if value != nil {
-			for i := lo; i < hi; i++ {
-				buf = value(i, buf[:0])
-				args = append(args, string(buf))
+			for j := c.lo; j < c.hi; j++ {
+				all = append(all, arg(n+j))
 			}
 		}
-		calls = append(calls, scriptCall{lo: lo, hi: hi, args: args})
-		lo = hi
+		c.args = all[start:len(all):len(all)]
 	}
 	if err := s.run(ctx, sc, calls); err != nil {
 		return s.fail(op, err)
@@ -392,16 +418,12 @@ func (s *Store) scripts(ctx context.Context, op string, sc *script, field string
 		return nil
 	}
 	for _, c := range calls {
-		vals, err := c.cmd.StringSlice()
+		vals, err := c.cmd.(*redis.IntSliceCmd).Result()
 		if err != nil || len(vals) != 2*(c.hi-c.lo) {
-			return fmt.Errorf("redis: %s: unexpected reply %v (%v)", op, c.cmd.Val(), err)
+			return fmt.Errorf("redis: %s: unexpected reply %v (%v)", op, vals, err)
 		}
 		for j := 0; j+1 < len(vals); j += 2 {
-			n, err := others1(vals[j], vals[j+1])
-			if err != nil {
-				return fmt.Errorf("redis: %s: %w", op, err)
-			}
-			others[c.lo+j/2] = n
+			others[c.lo+j/2] = vals[j] - vals[j+1]
 		}
 	}
 	return nil
@@ -421,7 +443,7 @@ func rowValue(rows []clustersync.Row) func(i int, b []byte) []byte {
 func (s *Store) run(ctx context.Context, sc *script, calls []scriptCall) error {
 	pipe := s.c.Pipeline()
 	for i := range calls {
-		calls[i].cmd = redis.NewCmd(ctx, calls[i].args...)
+		calls[i].cmd = calls[i].newCmd(ctx)
 		_ = pipe.Process(ctx, calls[i].cmd)
 	}
 	_, err := pipe.Exec(ctx)
@@ -438,7 +460,7 @@ func (s *Store) run(ctx context.Context, sc *script, calls []scriptCall) error {
 			}
 			a := calls[i].args
 			a[0], a[1] = "eval", sc.src
-			calls[i].cmd = redis.NewCmd(ctx, a...)
+			calls[i].cmd = calls[i].newCmd(ctx)
 			_ = retry.Process(ctx, calls[i].cmd)
 		}
 	}

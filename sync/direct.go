@@ -2,6 +2,7 @@ package sync
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/limiterd/limiterd/node"
@@ -13,6 +14,39 @@ import (
 // or times out the call answers from local counts (this node's exact total
 // plus the others' last known totals) and the key stays dirty for the
 // background tick: never an unlimited answer because the store failed.
+//
+// After a failed call the store is presumed down for CallTimeout: the
+// calls of that time answer from local counts without calling it, and then
+// one call probes it (its success ends the presumption, its failure
+// renews it). Without that, during an outage every synchronous call — and
+// every item of a batch, one after the other — would wait CallTimeout.
+
+// errPresumedDown is the fallback reason of calls not sent to the store.
+var errPresumedDown = errors.New("store presumed down after a failed call")
+
+// storeUp reports whether a synchronous call should go to the store: no
+// failure recently, or this caller is the one probe after CallTimeout.
+func (s *Syncer) storeUp() bool {
+	until := s.downUntil.Load()
+	if until == 0 {
+		return true
+	}
+	now := s.ns.Now().UnixNano()
+	return now >= until && s.downUntil.CompareAndSwap(until, now+int64(s.cfg.CallTimeout))
+}
+
+// observe records a synchronous call's outcome. A call its own caller
+// cancelled says nothing about the store.
+func (s *Syncer) observe(caller context.Context, err error) {
+	switch {
+	case err == nil:
+		if s.downUntil.Load() != 0 {
+			s.downUntil.Store(0)
+		}
+	case caller.Err() == nil:
+		s.downUntil.Store(s.ns.Now().Add(s.cfg.CallTimeout).UnixNano())
+	}
+}
 
 // IncrementAt counts value for key at t like node.Namespace.IncrementAt,
 // writes this node's new totals through and answers with the store's merged
@@ -62,8 +96,12 @@ func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.
 // exchange pushes this node's current and previous totals of sizes [lo, hi)
 // and stores the others' totals it reads back, all in one round trip when
 // the store is a PushFetcher.
-func (s *Syncer) exchange(ctx context.Context, k *node.KeyLock, key string, lo, hi int) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, lo, hi int) {
+	if !s.storeUp() {
+		s.fallback(errPresumedDown)
+		return
+	}
+	ctx, cancel := context.WithTimeout(caller, s.cfg.CallTimeout)
 	defer cancel()
 	version := s.versions.Next()
 	n := hi - lo
@@ -85,6 +123,7 @@ func (s *Syncer) exchange(ctx context.Context, k *node.KeyLock, key string, lo, 
 		}
 		err = s.store.Fetch(ctx, s.inc, keys, others)
 	}
+	s.observe(caller, err)
 	if err != nil {
 		s.fallback(err)
 		return
@@ -124,6 +163,10 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 		s.exchange(ctx, k, req.Key, lo, hi)
 		return k.Decide(req, cost, idx, limits, nil, dst), nil
 	}
+	if !s.storeUp() {
+		s.fallback(errPresumedDown)
+		return k.Decide(req, cost, idx, limits, nil, dst), nil
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	version := s.versions.Next()
@@ -138,6 +181,7 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 		})
 	}
 	res, err := aa.Allow(cctx, areq)
+	s.observe(ctx, err)
 	if err != nil || len(res.Others) != len(idx) {
 		s.fallback(err)
 		return k.Decide(req, cost, idx, limits, nil, dst), nil

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/limiterd/limiterd/node"
@@ -83,6 +84,11 @@ type Syncer struct {
 	log      *slog.Logger
 	m        *Metrics
 	name     string
+
+	// downUntil (Unix ns, 0: none) is set when a synchronous store call
+	// fails: until then synchronous calls answer from local counts at
+	// once (see direct.go).
+	downUntil atomic.Int64
 
 	statusMu    gosync.Mutex
 	lastSuccess time.Time

@@ -385,3 +385,55 @@ func TestTickFetchesDirtyWindowsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestSynchronousOutageFailsFast: once a synchronous call has failed, the
+// calls of the next CallTimeout answer from local counts without waiting
+// for the store; then one call probes it, and once it answers the calls go
+// to it again. Nothing is lost: the background tick pushes the rest.
+func TestSynchronousOutageFailsFast(t *testing.T) {
+	clock := &fakeClock{t: start}
+	mem := memory.New()
+	faulty := memory.NewFaulty(mem)
+	const callTimeout = 20 * time.Millisecond
+	n := newNode(t, "a", 0, faulty, clock, clustersync.Config{CallTimeout: callTimeout, TickTimeout: time.Second})
+	calls := func() int64 { return faulty.Calls().PushFetch }
+
+	faulty.Hang()
+	n.increment(t, "k", 1) // waits callTimeout, then answers locally
+	if got := calls(); got != 1 {
+		t.Fatalf("store calls = %d, want 1", got)
+	}
+	for range 1000 {
+		n.increment(t, "k", 1)
+	}
+	if got := calls(); got != 1 {
+		t.Fatalf("store calls while presumed down = %d, want still 1", got)
+	}
+	if got := n.minuteRate(t, "k"); got != 1001 {
+		t.Fatalf("local rate = %v, want 1001", got)
+	}
+
+	// Still down after callTimeout: one probe, which fails and renews.
+	clock.Add(callTimeout)
+	n.increment(t, "k", 1)
+	n.increment(t, "k", 1)
+	if got := calls(); got != 2 {
+		t.Fatalf("store calls after callTimeout = %d, want 2 (one probe)", got)
+	}
+
+	faulty.Heal()
+	clock.Add(callTimeout)
+	n.increment(t, "k", 1) // the probe succeeds
+	n.increment(t, "k", 1)
+	if got := calls(); got != 4 {
+		t.Fatalf("store calls after the store came back = %d, want 4", got)
+	}
+	if err := n.sy.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
+	got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
+	if err != nil || got != 1005*node.Micro {
+		t.Fatalf("store = %v (%v), want exactly 1005 hits", node.FromMicro(got), err)
+	}
+}

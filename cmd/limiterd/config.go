@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"net"
 	"os"
 	"regexp"
@@ -19,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/limiterd/limiterd/internal/confval"
 	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -89,32 +89,7 @@ func (s *StoreConfig) UnmarshalYAML(n *yaml.Node) error {
 
 // Duration is a Go duration string ("1s", "100ms") or a bare number of
 // seconds.
-type Duration time.Duration
-
-// UnmarshalYAML parses "1s" or 1.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := parseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-func parseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if f, err := strconv.ParseFloat(s, 64); err == nil {
-		if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 1e9 {
-			return 0, fmt.Errorf("invalid duration %q", s)
-		}
-		return time.Duration(math.Round(f * float64(time.Second))), nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return 0, fmt.Errorf("invalid duration %q: want a Go duration like \"1s\" or \"100ms\", or a number of seconds", s)
-	}
-	return d, nil
-}
+type Duration = confval.Duration
 
 // ConfigError names the file, the field and the reason.
 type ConfigError struct {

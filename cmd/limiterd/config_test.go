@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/limiterd/limiterd/internal/confval"
 	"github.com/limiterd/limiterd/node"
 )
 
@@ -318,14 +319,14 @@ func TestParseDuration(t *testing.T) {
 		{"1s", time.Second}, {"100ms", 100 * time.Millisecond}, {"1m", time.Minute}, {"1h30m", 90 * time.Minute},
 		{"1e9", 1e9 * time.Second}, {"0.0000000004", 0}, {"0.0000000006", time.Nanosecond}, {"1_000", 1000 * time.Second},
 	} {
-		got, err := parseDuration(c.in)
+		got, err := confval.ParseDuration(c.in)
 		if err != nil || got != c.want {
-			t.Errorf("parseDuration(%q) = %v, %v; want %v", c.in, got, err, c.want)
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", c.in, got, err, c.want)
 		}
 	}
 	for _, in := range []string{"", "soon", "NaN", "inf", "-Inf", "1e10", "1 s", "0x10", "10d", "9999999999h"} {
-		if got, err := parseDuration(in); err == nil {
-			t.Errorf("parseDuration(%q) = %v, want an error", in, got)
+		if got, err := confval.ParseDuration(in); err == nil {
+			t.Errorf("ParseDuration(%q) = %v, want an error", in, got)
 		}
 	}
 	// Through YAML, quoted or not.

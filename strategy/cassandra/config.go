@@ -2,14 +2,11 @@ package cassandra
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
-	"math"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -17,6 +14,8 @@ import (
 	"time"
 
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
+
+	"github.com/limiterd/limiterd/internal/confval"
 )
 
 // Defaults of Config, as DefaultConfig sets them. A zero Port, Timeout,
@@ -127,18 +126,7 @@ type Config struct {
 
 // TLSConfig configures TLS towards Cassandra (client_encryption_options
 // on the server).
-type TLSConfig struct {
-	// Enabled turns TLS on.
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM file of the certificate authorities to trust instead
-	// of the system's.
-	CAFile string `yaml:"ca_file"`
-	// ServerName is the name the nodes' certificates must carry (default:
-	// the host dialled).
-	ServerName string `yaml:"server_name"`
-	// InsecureSkipVerify accepts any server certificate. For tests only.
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
-}
+type TLSConfig = confval.TLS
 
 // DefaultConfig returns the defaults for a single node on
 // 127.0.0.1:9042.
@@ -296,23 +284,9 @@ func consistency(name string, allowed []string) (gocql.Consistency, error) {
 
 // tlsConfig builds the TLS configuration, nil when TLS is off.
 func (c Config) tlsConfig() (*tls.Config, error) {
-	if !c.TLS.Enabled {
-		return nil, nil
-	}
-	tc := &tls.Config{
-		MinVersion:         tls.VersionTLS12,
-		ServerName:         c.TLS.ServerName,
-		InsecureSkipVerify: c.TLS.InsecureSkipVerify, //nolint:gosec // opt-in, documented as tests only
-	}
-	if c.TLS.CAFile != "" {
-		pem, err := os.ReadFile(c.TLS.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("cassandra: tls.ca_file: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("cassandra: tls.ca_file: no PEM certificate in %s", c.TLS.CAFile)
-		}
+	tc, err := c.TLS.Config()
+	if err != nil {
+		return nil, fmt.Errorf("cassandra: %w", err)
 	}
 	return tc, nil
 }
@@ -440,38 +414,7 @@ func (r Replication) CQL() string {
 
 // Duration is a time.Duration written in config as a Go duration string
 // ("250ms", "1s") or a bare number of seconds (1, 0.5).
-type Duration time.Duration
-
-// String returns the duration in Go syntax ("1.5s").
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// MarshalText writes the duration in Go syntax.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalYAML reads a Go duration string or a number of seconds
-// (yaml.v3 and v2).
-func (d *Duration) UnmarshalYAML(unmarshal func(any) error) error {
-	var s string
-	if err := unmarshal(&s); err != nil {
-		return fmt.Errorf("invalid duration: want a duration such as \"1s\" or a number of seconds")
-	}
-	return d.UnmarshalText([]byte(s))
-}
-
-// UnmarshalText reads a Go duration string or a number of seconds.
-func (d *Duration) UnmarshalText(b []byte) error {
-	s := strings.TrimSpace(string(b))
-	if v, err := time.ParseDuration(s); err == nil {
-		*d = Duration(v)
-		return nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > math.MaxInt64/1e9 {
-		return fmt.Errorf("invalid duration %q: want a duration such as \"1s\" or \"250ms\", or a number of seconds", s)
-	}
-	*d = Duration(math.Round(f * 1e9))
-	return nil
-}
+type Duration = confval.Duration
 
 // SchemaCQL returns the CQL that creates cfg's keyspace and table, as
 // CreateSchema runs it (printed by `limiterd schema cassandra`). Empty

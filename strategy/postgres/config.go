@@ -6,13 +6,13 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"gopkg.in/yaml.v3"
+
+	"github.com/limiterd/limiterd/internal/confval"
 )
 
 // Defaults of Config.
@@ -40,7 +40,9 @@ type Config struct {
 	DSN string `yaml:"dsn"`
 	// PoolSize is the most connections this node opens; 0 means pgxpool's
 	// default, max(4, number of CPUs). Every node holds its own pool, so
-	// the server needs nodes × pool_size connections.
+	// the server needs nodes × pool_size connections. A large Push, Fetch
+	// or PushFetch runs its statements on up to half of them at once
+	// (at most 4).
 	PoolSize int `yaml:"pool_size"`
 	// StatementTimeout is the server-side statement_timeout of the store's
 	// connections, in whole milliseconds, so the server abandons a
@@ -177,37 +179,4 @@ func schemaSQL(cfg Config, createSchema bool) string {
 
 // Duration is a time.Duration written in config as a Go duration string
 // ("250ms", "1s") or a bare number of seconds (1, 0.5).
-type Duration time.Duration
-
-// String returns the duration in Go syntax ("1.5s").
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// MarshalText writes the duration in Go syntax.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalYAML reads a YAML scalar: a Go duration string or a number of
-// seconds.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as \"1s\" or a number of seconds", n.Line)
-	}
-	if err := d.UnmarshalText([]byte(n.Value)); err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	return nil
-}
-
-// UnmarshalText reads a Go duration string or a number of seconds.
-func (d *Duration) UnmarshalText(b []byte) error {
-	s := strings.TrimSpace(string(b))
-	if v, err := time.ParseDuration(s); err == nil {
-		*d = Duration(v)
-		return nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > math.MaxInt64/1e9 {
-		return fmt.Errorf("invalid duration %q: want a duration such as \"1s\" or \"250ms\", or a number of seconds", s)
-	}
-	*d = Duration(math.Round(f * 1e9))
-	return nil
-}
+type Duration = confval.Duration

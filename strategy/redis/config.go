@@ -1,19 +1,16 @@
 package redis
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"math"
 	"net"
-	"os"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+
+	"github.com/limiterd/limiterd/internal/confval"
 )
 
 // DefaultKeyPrefix starts every Redis key unless Config.KeyPrefix says
@@ -59,18 +56,7 @@ type Config struct {
 }
 
 // TLSConfig configures TLS towards Redis.
-type TLSConfig struct {
-	// Enabled turns TLS on.
-	Enabled bool `yaml:"enabled"`
-	// CAFile is a PEM file of the certificate authorities to trust instead
-	// of the system's.
-	CAFile string `yaml:"ca_file"`
-	// ServerName overrides the name the server's certificate must carry
-	// (default: the host of the address dialled).
-	ServerName string `yaml:"server_name"`
-	// InsecureSkipVerify accepts any server certificate. For tests only.
-	InsecureSkipVerify bool `yaml:"insecure_skip_verify"`
-}
+type TLSConfig = confval.TLS
 
 // DefaultConfig returns a configuration for a standalone server on
 // 127.0.0.1:6379.
@@ -144,24 +130,11 @@ func Open(cfg Config) (*Store, error) {
 		Protocol:                 2,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	}
-	if cfg.TLS.Enabled {
-		tc := &tls.Config{
-			MinVersion:         tls.VersionTLS12,
-			ServerName:         cfg.TLS.ServerName,
-			InsecureSkipVerify: cfg.TLS.InsecureSkipVerify, //nolint:gosec // opt-in, documented as tests only
-		}
-		if cfg.TLS.CAFile != "" {
-			pem, err := os.ReadFile(cfg.TLS.CAFile)
-			if err != nil {
-				return nil, fmt.Errorf("redis: tls.ca_file: %w", err)
-			}
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("redis: tls.ca_file: no PEM certificate in %s", cfg.TLS.CAFile)
-			}
-		}
-		opts.TLSConfig = tc
+	tc, err := cfg.TLS.Config()
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
 	}
+	opts.TLSConfig = tc
 	c := redis.NewUniversalClient(opts)
 	s := New(c, cfg.KeyPrefix)
 	s.closer = c
@@ -169,27 +142,5 @@ func Open(cfg Config) (*Store, error) {
 }
 
 // Duration is a time.Duration written in config as a Go duration string
-// ("250ms", "1s") or a bare number of seconds (1, 0.5). It decodes from
-// YAML (and JSON strings) through encoding.TextUnmarshaler.
-type Duration time.Duration
-
-// String returns the duration in Go syntax ("1.5s").
-func (d Duration) String() string { return time.Duration(d).String() }
-
-// MarshalText writes the duration in Go syntax.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalText reads a Go duration string or a number of seconds.
-func (d *Duration) UnmarshalText(b []byte) error {
-	s := strings.TrimSpace(string(b))
-	if v, err := time.ParseDuration(s); err == nil {
-		*d = Duration(v)
-		return nil
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > math.MaxInt64/1e9 {
-		return fmt.Errorf("invalid duration %q: want a duration such as \"1s\" or \"250ms\", or a number of seconds", s)
-	}
-	*d = Duration(math.Round(f * 1e9))
-	return nil
-}
+// ("250ms", "1s") or a bare number of seconds (1, 0.5).
+type Duration = confval.Duration

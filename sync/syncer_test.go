@@ -7,27 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
-
-type fakeClock struct {
-	mu gosync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // start is 10 s into a minute, so one-minute windows hold every check.
 var start = time.Unix(1_800_000_000, 0).Truncate(time.Minute).Add(10 * time.Second)
@@ -88,7 +72,7 @@ func syncAll(t testing.TB, nodes []testNode) {
 }
 
 func TestPeriodicConverges(t *testing.T) {
-	clock := &fakeClock{t: start}
+	clock := fakeclock.New(start)
 	store := memory.New()
 	var nodes []testNode
 	for i := range 3 {
@@ -117,7 +101,7 @@ func TestPeriodicConverges(t *testing.T) {
 }
 
 func TestSynchronousEveryAnswerExact(t *testing.T) {
-	clock := &fakeClock{t: start}
+	clock := fakeclock.New(start)
 	store := memory.New()
 	var nodes []testNode
 	for i := range 3 {
@@ -134,7 +118,7 @@ func TestSynchronousEveryAnswerExact(t *testing.T) {
 }
 
 func TestLocalOnlyStaysLocal(t *testing.T) {
-	clock := &fakeClock{t: start}
+	clock := fakeclock.New(start)
 	a := newNode(t, "a", -1, nil, clock, clustersync.Config{})
 	b := newNode(t, "b", -1, nil, clock, clustersync.Config{})
 	a.increment(t, "k", 5)
@@ -147,7 +131,7 @@ func TestLocalOnlyStaysLocal(t *testing.T) {
 }
 
 func TestRestartKeepsEarlierHits(t *testing.T) {
-	clock := &fakeClock{t: start}
+	clock := fakeclock.New(start)
 	store := memory.New()
 	a := newNode(t, "a", 0.1, store, clock, clustersync.Config{})
 	b := newNode(t, "b", 0.1, store, clock, clustersync.Config{})
@@ -169,7 +153,7 @@ func TestRestartKeepsEarlierHits(t *testing.T) {
 func TestStoreHangsIncrementsContinue(t *testing.T) {
 	for _, syncRate := range []float64{0.1, 0} {
 		t.Run(fmt.Sprintf("sync_rate=%v", syncRate), func(t *testing.T) {
-			clock := &fakeClock{t: start}
+			clock := fakeclock.New(start)
 			mem := memory.New()
 			faulty := memory.NewFaulty(mem)
 			n := newNode(t, "a", syncRate, faulty, clock, clustersync.Config{CallTimeout: 2 * time.Millisecond, TickTimeout: 20 * time.Millisecond})
@@ -206,7 +190,7 @@ func TestStoreHangsIncrementsContinue(t *testing.T) {
 }
 
 func TestShutdownPushesEverything(t *testing.T) {
-	clock := &fakeClock{t: start}
+	clock := fakeclock.New(start)
 	store := memory.New()
 	n := newNode(t, "a", 30, store, clock, clustersync.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -229,7 +213,7 @@ func TestShutdownPushesEverything(t *testing.T) {
 }
 
 func TestVersionsOnlyGrow(t *testing.T) {
-	clock := &fakeClock{t: start}
+	clock := fakeclock.New(start)
 	v := clustersync.NewVersions(clock.Now)
 	a := v.Next()
 	clock.Add(-time.Hour) // the clock steps back
@@ -239,7 +223,7 @@ func TestVersionsOnlyGrow(t *testing.T) {
 }
 
 func BenchmarkTick100kDirty(b *testing.B) {
-	clock := &fakeClock{t: start}
+	clock := fakeclock.New(start)
 	store := memory.New()
 	n := newNode(b, "a", 1, store, clock, clustersync.Config{})
 	keys := make([]string, 100_000)
@@ -317,7 +301,7 @@ func (r *recordingStore) reset() {
 func TestTickFetchesDirtyWindowsOnce(t *testing.T) {
 	for _, withPF := range []bool{true, false} {
 		t.Run(fmt.Sprintf("pushfetch=%v", withPF), func(t *testing.T) {
-			clock := &fakeClock{t: start}
+			clock := fakeclock.New(start)
 			mem := memory.New()
 			rec := &recordingStore{mem: mem}
 			var store clustersync.Store = rec
@@ -391,7 +375,7 @@ func TestTickFetchesDirtyWindowsOnce(t *testing.T) {
 // for the store; then one call probes it, and once it answers the calls go
 // to it again. Nothing is lost: the background tick pushes the rest.
 func TestSynchronousOutageFailsFast(t *testing.T) {
-	clock := &fakeClock{t: start}
+	clock := fakeclock.New(start)
 	mem := memory.New()
 	faulty := memory.NewFaulty(mem)
 	const callTimeout = 20 * time.Millisecond

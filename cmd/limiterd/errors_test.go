@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/internal/fakeclock"
 )
 
 // badCase is one malformed request and the status it must get.
@@ -92,7 +93,7 @@ func badValues(field string) []struct {
 // served. Nothing of the bad request may be counted.
 func checkRejected(t *testing.T, c badCase, unary func(*testServer) error, batch func(*testServer) (*status.Status, int, error), countedKey string) {
 	t.Helper()
-	s := newTestServer(t, newFakeClock(badNow))
+	s := newTestServer(t, fakeclock.New(badNow))
 	unaryErr := unary(s)
 	checkStatus(t, unaryErr, c.code, c.field, c.contains...)
 	if n := s.activeKeys(); n != 0 {
@@ -267,7 +268,7 @@ func (rawCodec) Name() string { return "proto" }
 // (proto3 strings must be UTF-8), so over the wire it is gRPC's own
 // unmarshal error; the adapter itself answers INVALID_ARGUMENT on "key".
 func TestInvalidUTF8Key(t *testing.T) {
-	s := newTestServer(t, newFakeClock(badNow))
+	s := newTestServer(t, fakeclock.New(badNow))
 	key := "k\xff"
 	// Over the wire: the raw encoding of IncrementRequest{key: "k\xff"}.
 	raw := protowire.AppendString(protowire.AppendTag(nil, 2, protowire.BytesType), key)
@@ -298,7 +299,7 @@ func TestInvalidUTF8Key(t *testing.T) {
 // TestOversizeMessage: a request over maxRecvMsgSize is refused with
 // RESOURCE_EXHAUSTED and counts nothing; one just under it is served.
 func TestOversizeMessage(t *testing.T) {
-	s := newTestServer(t, newFakeClock(badNow))
+	s := newTestServer(t, fakeclock.New(badNow))
 	// One Increment item whose key alone exceeds the limit.
 	big := strings.Repeat("k", maxRecvMsgSize+1)
 	_, err := s.client.Increment(bg, &limiterv1.IncrementRequest{Key: big})

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -21,7 +22,7 @@ import (
 func fuzzServer(tb testing.TB) *testServer {
 	tb.Helper()
 	cfgs := append(testNamespaces(), node.Config{Name: "sync", WindowSizes: []time.Duration{time.Second, time.Minute}, Store: "mem"})
-	s := newTestServer(tb, newFakeClock(minute.Add(500*time.Millisecond)), cfgs...)
+	s := newTestServer(tb, fakeclock.New(minute.Add(500*time.Millisecond)), cfgs...)
 	ns, err := s.node.Namespace("sync")
 	if err != nil {
 		tb.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,19 +23,6 @@ import (
 	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
-
-// fakeClock is a node.Clock that moves only when told to.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock(t time.Time) *fakeClock {
-	c := new(fakeClock)
-	c.Set(t)
-	return c
-}
-
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC() }
-func (c *fakeClock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // minute is a Unix time on a minute boundary (and so on a second one).
 var minute = time.Unix(1_700_000_040, 0).UTC()

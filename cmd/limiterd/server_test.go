@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/internal/fakeclock"
 )
 
 var bg = context.Background()
@@ -18,7 +19,7 @@ var bg = context.Background()
 // hits in the previous minute, 10 in the current one, 30 s into it the
 // 60 s rate is 10 + 40 × (60 − 30) / 60 = 30.
 func TestSeedWorkedExampleOverGRPC(t *testing.T) {
-	clock := newFakeClock(minute.Add(30 * time.Second))
+	clock := fakeclock.New(minute.Add(30 * time.Second))
 	s := newTestServer(t, clock)
 	inc := func(at time.Time, v float64) *limiterv1.IncrementResponse {
 		t.Helper()
@@ -52,7 +53,7 @@ func TestSeedWorkedExampleOverGRPC(t *testing.T) {
 }
 
 func TestIncrement(t *testing.T) {
-	clock := newFakeClock(minute.Add(500 * time.Millisecond))
+	clock := fakeclock.New(minute.Add(500 * time.Millisecond))
 	s := newTestServer(t, clock)
 	inc := func(req *limiterv1.IncrementRequest) []*limiterv1.WindowRate {
 		t.Helper()
@@ -149,7 +150,7 @@ func equalRates(got, want []rate) bool {
 }
 
 func TestSlidingWindowCurDiffCountsNothing(t *testing.T) {
-	clock := newFakeClock(minute.Add(15 * time.Second))
+	clock := fakeclock.New(minute.Add(15 * time.Second))
 	s := newTestServer(t, clock)
 	sw := func(key string, curDiff *float64) []*limiterv1.WindowRate {
 		t.Helper()
@@ -182,7 +183,7 @@ func TestSlidingWindowCurDiffCountsNothing(t *testing.T) {
 }
 
 func TestAllow(t *testing.T) {
-	clock := newFakeClock(minute.Add(250 * time.Millisecond))
+	clock := fakeclock.New(minute.Add(250 * time.Millisecond))
 	s := newTestServer(t, clock)
 	var allow func(req *limiterv1.AllowRequest) *limiterv1.AllowResponse
 	use := func(t *testing.T) {
@@ -342,7 +343,7 @@ func TestAllow(t *testing.T) {
 // TestAllowExactUnderConcurrency: racing Allows over gRPC never take more
 // than the limit.
 func TestAllowExactUnderConcurrency(t *testing.T) {
-	s := newTestServer(t, newFakeClock(minute))
+	s := newTestServer(t, fakeclock.New(minute))
 	const limit, callers = 10, 40
 	var mu sync.Mutex
 	allowed := 0
@@ -368,7 +369,7 @@ func TestAllowExactUnderConcurrency(t *testing.T) {
 }
 
 func TestIncrementBatch(t *testing.T) {
-	clock := newFakeClock(minute.Add(30 * time.Second))
+	clock := fakeclock.New(minute.Add(30 * time.Second))
 	s := newTestServer(t, clock)
 	resp, err := s.client.IncrementBatch(bg, &limiterv1.IncrementBatchRequest{Items: []*limiterv1.IncrementRequest{
 		{Key: "k", WindowSize: dur(time.Minute), Value: f64(40), At: ts(minute.Add(-20 * time.Second))},
@@ -409,7 +410,7 @@ func TestIncrementBatch(t *testing.T) {
 }
 
 func TestAllowBatch(t *testing.T) {
-	clock := newFakeClock(minute.Add(250 * time.Millisecond))
+	clock := fakeclock.New(minute.Add(250 * time.Millisecond))
 	s := newTestServer(t, clock)
 	lim := func(d time.Duration, l float64) []*limiterv1.Limit {
 		return []*limiterv1.Limit{{WindowSize: dur(d), Limit: l}}
@@ -459,7 +460,7 @@ func TestAllowBatch(t *testing.T) {
 // TestBatchItemLimit: 10,000 items are served; 10,001 are refused whole,
 // counting nothing.
 func TestBatchItemLimit(t *testing.T) {
-	s := newTestServer(t, newFakeClock(minute))
+	s := newTestServer(t, fakeclock.New(minute))
 	incs := make([]*limiterv1.IncrementRequest, MaxBatchItems+1)
 	allows := make([]*limiterv1.AllowRequest, MaxBatchItems+1)
 	for i := range incs {
@@ -494,7 +495,7 @@ func TestBatchItemLimit(t *testing.T) {
 // TestKeyCap: a namespace at max_keys refuses new keys with
 // RESOURCE_EXHAUSTED, counting nothing, and keeps serving its keys.
 func TestKeyCap(t *testing.T) {
-	s := newTestServer(t, newFakeClock(minute))
+	s := newTestServer(t, fakeclock.New(minute))
 	tiny, _ := s.node.Namespace("tiny")
 	lim := []*limiterv1.Limit{{WindowSize: dur(time.Second), Limit: 100}}
 	for _, k := range []string{"a", "b"} {

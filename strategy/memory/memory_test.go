@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/strategy/memory"
 	"github.com/limiterd/limiterd/strategy/strategytest"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -33,23 +34,6 @@ func TestConformanceThroughFaulty(t *testing.T) {
 	strategytest.Run(t, func(t *testing.T) clustersync.Store { return memory.NewFaulty(memory.New()) })
 }
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 var t0 = time.Unix(1_800_000_000, 0)
 
 func wk(key string) clustersync.WindowKey {
@@ -66,7 +50,7 @@ func window(t *testing.T, s clustersync.Store, k clustersync.WindowKey) int64 {
 }
 
 func TestExpiryFollowsClock(t *testing.T) {
-	clock := &fakeClock{t: t0}
+	clock := fakeclock.New(t0)
 	s := memory.New(memory.WithClock(clock.Now), memory.WithPurgeInterval(0))
 	ctx := context.Background()
 	rows := []clustersync.Row{
@@ -106,7 +90,7 @@ func TestExpiryFollowsClock(t *testing.T) {
 }
 
 func TestExpiredRowReadsAbsentToWrites(t *testing.T) {
-	clock := &fakeClock{t: t0}
+	clock := fakeclock.New(t0)
 	s := memory.New(memory.WithClock(clock.Now))
 	ctx := context.Background()
 	push := func(total, version int64, exp time.Time) {
@@ -130,7 +114,7 @@ func TestExpiredRowReadsAbsentToWrites(t *testing.T) {
 }
 
 func TestPeriodicPurge(t *testing.T) {
-	clock := &fakeClock{t: t0}
+	clock := fakeclock.New(t0)
 	s := memory.New(memory.WithClock(clock.Now), memory.WithPurgeInterval(time.Minute))
 	ctx := context.Background()
 	for i, key := range []string{"a", "b", "c"} {

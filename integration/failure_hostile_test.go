@@ -169,7 +169,7 @@ func testHostileInput(t *testing.T, st *failStore) {
 	}
 	// The admitted keys reach the store (memory is bounded by the cap, not
 	// by what the store has taken).
-	waitUntil(t, "the capped keys pushed", 20*time.Second, func() bool {
+	waitUntil(t, "the capped keys pushed", storeWait, func() bool {
 		return pushed(t, n, "capped") >= hostileMaxKeys
 	})
 	after := measure(t, n)

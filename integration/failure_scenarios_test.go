@@ -75,7 +75,7 @@ func testKillRestart(t *testing.T, st *failStore) {
 	l := startFailLoad(nodes, "api", keys, at, 6)
 	defer l.end()
 	victim := nodes[1]
-	waitUntil(t, "node-1 syncs", 20*time.Second, func() bool {
+	waitUntil(t, "node-1 syncs", storeWait, func() bool {
 		_, ok := trySync(t, victim, "api")
 		return ok
 	})
@@ -118,12 +118,12 @@ func testKillRestart(t *testing.T, st *failStore) {
 
 	restarted := time.Now()
 	victim.Start()
-	waitUntil(t, "the restarted node-1 acknowledges hits", 20*time.Second, func() bool {
+	waitUntil(t, "the restarted node-1 acknowledges hits", storeWait, func() bool {
 		return l.acksSince(1, restarted) >= 100
 	})
 	l.end()
 	acked := l.total()
-	stored, took := settle(t, st, nodes, "api", keys, at, 20*time.Second)
+	stored, took := settle(t, st, nodes, "api", keys, at, storeWait)
 	lost := acked - sum(stored)
 	switch {
 	case lost > bound:
@@ -149,7 +149,7 @@ func testRollingRestart(t *testing.T, st *failStore) {
 	defer l.end()
 	dl := startFailLoad(nodes, "direct", dkeys, at, 2)
 	defer dl.end()
-	waitUntil(t, "every node acknowledges hits", 20*time.Second, func() bool {
+	waitUntil(t, "every node acknowledges hits", storeWait, func() bool {
 		return l.acksSince(0, at) > 50 && l.acksSince(1, at) > 50 && l.acksSince(2, at) > 50
 	})
 	began := time.Now()
@@ -157,16 +157,16 @@ func testRollingRestart(t *testing.T, st *failStore) {
 		n.Stop()
 		restarted := time.Now()
 		n.Start()
-		waitUntil(t, fmt.Sprintf("the restarted %s acknowledges hits", n.Name), 20*time.Second, func() bool {
+		waitUntil(t, fmt.Sprintf("the restarted %s acknowledges hits", n.Name), storeWait, func() bool {
 			return l.acksSince(i, restarted) >= 50
 		})
 	}
 	rolled := time.Since(began)
 	l.end()
 	dl.end()
-	stored, took := settle(t, st, nodes, "api", keys, at, 20*time.Second)
+	stored, took := settle(t, st, nodes, "api", keys, at, storeWait)
 	checkExact(t, l, stored)
-	dstored, _ := settle(t, st, nodes, "direct", dkeys, at, 20*time.Second)
+	dstored, _ := settle(t, st, nodes, "direct", dkeys, at, storeWait)
 	checkExact(t, dl, dstored)
 	report(t, "periodic: acked %d, stored %d; synchronous: acked %d, stored %d; rolling restart took %.1fs; converged %.2fs after the load; failed calls: %s / %s",
 		l.total(), sum(stored), dl.total(), sum(dstored), rolled.Seconds(), took.Seconds(), l.failures(), dl.failures())
@@ -197,7 +197,7 @@ func testStoreOutage(t *testing.T, st *failStore) {
 	// call_timeout, but also for a call on the same key ahead of it.
 	dl := startFailLoad(nodes, "direct", dkeys, at, 1)
 	defer dl.end()
-	waitUntil(t, "every node pushes", 20*time.Second, func() bool {
+	waitUntil(t, "every node pushes", storeWait, func() bool {
 		return pushed(t, nodes[0], "api") >= 4 && pushed(t, nodes[1], "api") >= 4 && pushed(t, nodes[2], "api") >= 4
 	})
 	before := make([]usage, len(nodes))
@@ -276,7 +276,7 @@ func testPartition(t *testing.T, st *failStore) {
 	defer l.end()
 	dl := startFailLoad(nodes, "direct", dkeys, at, 1) // one caller: see testStoreOutage
 	defer dl.end()
-	waitUntil(t, "node-0 pushes through the proxy", 20*time.Second, func() bool {
+	waitUntil(t, "node-0 pushes through the proxy", storeWait, func() bool {
 		return pushed(t, nodes[0], "api") >= 4
 	})
 	errsBefore, _ := metric(t, nodes[0], `limiterd_sync_push_errors_total{namespace="api"}`)

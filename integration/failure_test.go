@@ -37,6 +37,11 @@ const (
 	failSyncRate    = 200 * time.Millisecond
 	failCallTimeout = 300 * time.Millisecond
 	failTickTimeout = time.Second
+	// storeWait bounds waits for a store to answer. A store shared with
+	// the other test packages (Cassandra above all, while they create
+	// keyspaces and push large batches) can stall for seconds on a 2-core
+	// machine; a wait ends as soon as its condition holds.
+	storeWait = 60 * time.Second
 )
 
 // failStore is one store under test, reached by the nodes at an address

@@ -16,8 +16,8 @@
 #    (./integration/harness/cmd/stores, built once), compiles the tests
 #    while Cassandra starts, and exports LIMITERD_TEST_REDIS, LIMITERD_TEST_POSTGRES
 #    and LIMITERD_TEST_CASSANDRA for the harness's Shared* functions.
-# 4. Runs go test -race -count=1 ./... and then the same with
-#    -tags integration, and ends with a line "summary: N passed, N failed,
+# 4. Runs go test -race -count=1 ./... and then, one package at a time,
+#    the packages that have integration tests with -tags integration, and ends with a line "summary: N passed, N failed,
 #    N skipped" (test runs, subtests included, over both passes).
 # Every server it started is stopped on exit. Exits non-zero when a test
 # fails or, under CI=true, when a store cannot be started or installed.
@@ -261,7 +261,11 @@ run_tests() {
 }
 
 run_tests unit -race -count=1 ./... "$@"
-run_tests integration -race -count=1 -tags integration ./... "$@"
+# The packages with integration tests, one at a time (-p 1): their real
+# processes and shared stores would otherwise compete for the same cores,
+# and the unit pass has run every package already.
+mapfile -t integration_pkgs < <(grep -rl --include='*_test.go' '^//go:build integration$' . | xargs -n1 dirname | sort -u)
+run_tests integration -race -count=1 -p 1 -tags integration "${integration_pkgs[@]}" "$@"
 
 status=0
 if [ ${#run_failed[@]} -gt 0 ]; then

@@ -1,9 +1,14 @@
 package cassandra_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,70 +21,131 @@ import (
 // call.
 const tickBatch = 5000
 
-// BenchmarkTick measures one periodic tick of n dirty keys: Push n rows,
-// then Fetch n windows, in calls of at most 5000 as the Syncer makes them
-// (one after the other). Each key has one window of 1 s or 1 min (the
-// current ones, so the windows of a tick share 2 starts); two other
-// incarnations hold a row in every window. keys/s = n / tick.
+// BenchmarkTick measures one periodic tick of n dirty keys, in calls of at
+// most 5000 rows as the Syncer makes them (one after the other):
+// call=pushfetch is PushFetch of the n dirty rows (writes them and reads
+// back the other incarnations' totals of the same windows: what a tick
+// sends for its dirty windows); call=push+fetch is Push of the n rows,
+// then Fetch of their n windows, for comparison. Each key has one window
+// of 1 s or 1 min (the current ones, so the windows of a tick share 2
+// starts); two other incarnations hold a row in every window, and each
+// tick writes a newer version of every row. keys/s = n / tick.
 // batch_rows=1 is one request per window (token-aware on a cluster).
 func BenchmarkTick(b *testing.B) {
 	c := harness.SharedCassandra(b)
 	e := newEnv(b, c)
 	for _, n := range []int{10_000, 100_000} {
-		for _, batchRows := range []int{cassandrastore.DefaultBatchRows, 10, 1} {
-			b.Run(fmt.Sprintf("keys=%d/batch_rows=%d", n, batchRows), func(b *testing.B) {
-				cfg := e.config()
-				cfg.BatchRows = batchRows
-				s := open(b, cfg)
-				now := time.Now()
-				rows := make([]clustersync.Row, n)
-				keys := make([]clustersync.WindowKey, n)
-				for i := range rows {
-					size := []time.Duration{time.Second, time.Minute}[i%2]
-					keys[i] = clustersync.WindowKey{
-						Namespace: fmt.Sprintf("bench%d", n), Size: size,
-						Start: now.Truncate(size).UnixNano(), Key: fmt.Sprintf("user-%07d", i),
-					}
-					rows[i] = clustersync.Row{WindowKey: keys[i], Total: int64(i), ExpireAt: now.Add(time.Hour)}
-				}
-				ctx := context.Background()
-				version := now.UnixMicro()
-				pushAll := func(inc string) {
-					version++
-					for lo := 0; lo < n; lo += tickBatch {
-						batch := rows[lo:min(lo+tickBatch, n)]
-						for i := range batch {
-							batch[i].Version = version
-							batch[i].Total++
-						}
-						if err := s.Push(ctx, inc, batch); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-				pushAll("other-1")
-				pushAll("other-2")
-				others := make([]int64, tickBatch)
-				var pushTime time.Duration
-				b.ReportAllocs()
-				b.ResetTimer()
-				for b.Loop() {
-					began := time.Now()
-					pushAll("me")
-					pushTime += time.Since(began)
-					for lo := 0; lo < n; lo += tickBatch {
-						batch := keys[lo:min(lo+tickBatch, n)]
-						if err := s.Fetch(ctx, "me", batch, others[:len(batch)]); err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
-				b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/tick")
-				b.ReportMetric(pushTime.Seconds()*1000/float64(b.N), "push-ms/tick")
-			})
+		for _, call := range []string{"pushfetch", "push+fetch"} {
+			for _, batchRows := range []int{cassandrastore.DefaultBatchRows, 1} {
+				b.Run(fmt.Sprintf("keys=%d/call=%s/batch_rows=%d", n, call, batchRows), func(b *testing.B) {
+					benchTick(b, e, n, call, batchRows)
+				})
+			}
 		}
 	}
+}
+
+func benchTick(b *testing.B, e *env, n int, call string, batchRows int) {
+	cfg := e.config()
+	cfg.BatchRows = batchRows
+	s := open(b, cfg)
+	now := time.Now()
+	// A namespace per run, so every run starts from the same table state.
+	ns := harness.UniqueName("bench")
+	rows := make([]clustersync.Row, n)
+	keys := make([]clustersync.WindowKey, n)
+	for i := range rows {
+		size := []time.Duration{time.Second, time.Minute}[i%2]
+		keys[i] = clustersync.WindowKey{
+			Namespace: ns, Size: size,
+			Start: now.Truncate(size).UnixNano(), Key: fmt.Sprintf("user-%07d", i),
+		}
+		rows[i] = clustersync.Row{WindowKey: keys[i], Total: int64(i), ExpireAt: now.Add(time.Hour)}
+	}
+	ctx := context.Background()
+	version := now.UnixMicro()
+	others := make([]int64, tickBatch)
+	tick := func(inc string, call string) {
+		version++
+		for lo := 0; lo < n; lo += tickBatch {
+			batch := rows[lo:min(lo+tickBatch, n)]
+			for i := range batch {
+				batch[i].Version = version
+				batch[i].Total++
+			}
+			var err error
+			if call == "pushfetch" {
+				err = s.PushFetch(ctx, inc, batch, others[:len(batch)])
+			} else {
+				err = s.Push(ctx, inc, batch)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if call != "push+fetch" {
+			return
+		}
+		for lo := 0; lo < n; lo += tickBatch {
+			batch := keys[lo:min(lo+tickBatch, n)]
+			if err := s.Fetch(ctx, inc, batch, others[:len(batch)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	tick("other-1", "push")
+	tick("other-2", "push")
+	tick("me", call) // inserts this node's rows; the timed ticks update them
+	// others holds the last call's sums; its first row, index lo, was
+	// pushed with totals lo+1 and lo+2 by the other two.
+	if lo := int64((n - 1) / tickBatch * tickBatch); others[0] != 2*lo+3 {
+		b.Fatalf("others[0] = %d, want %d", others[0], 2*lo+3)
+	}
+	server0, client0 := serverCPU(), selfCPU()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		tick("me", call)
+	}
+	keyTicks := float64(n) * float64(b.N)
+	b.ReportMetric(keyTicks/b.Elapsed().Seconds(), "keys/s")
+	b.ReportMetric(b.Elapsed().Seconds()*1000/float64(b.N), "ms/tick")
+	b.ReportMetric(float64((selfCPU()-client0).Microseconds())/keyTicks, "client-cpu-µs/key")
+	if server1 := serverCPU(); server0 >= 0 && server1 >= 0 {
+		b.ReportMetric(float64((server1-server0).Microseconds())/keyTicks, "server-cpu-µs/key")
+	}
+}
+
+// serverCPU is the CPU time of the Cassandra process whose pid is in
+// LIMITERD_BENCH_CASSANDRA_PID (it runs on this machine), or -1.
+func serverCPU() time.Duration {
+	pid, err := strconv.Atoi(os.Getenv("LIMITERD_BENCH_CASSANDRA_PID"))
+	if err != nil {
+		return -1
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return -1
+	}
+	// Fields after the command name (which may hold spaces and ')').
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return -1
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return -1
+	}
+	const hz = 100 // USER_HZ on Linux
+	return time.Duration(utime+stime) * time.Second / hz
+}
+
+// selfCPU is this process's user and system CPU time.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkSyncCall measures what a synchronous (sync_rate = 0)

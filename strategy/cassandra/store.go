@@ -3,6 +3,7 @@ package cassandra
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -342,14 +343,15 @@ func (s *Store) push(ctx context.Context, sess *gocql.Session, inc string, rows 
 	cuts = append(cuts, len(rows))
 	return s.parallel(ctx, len(cuts)-1, func(ctx context.Context, j int) error {
 		chunk := rows[cuts[j]:cuts[j+1]]
+		args := insertArgs(inc, chunk, now)
 		if len(chunk) == 1 {
-			return sess.Query(s.insertCQL, insertArgs(inc, &chunk[0], now)...).
+			return sess.Query(s.insertCQL, args...).
 				Consistency(s.wcons).Idempotent(true).ExecContext(ctx)
 		}
 		b := sess.Batch(gocql.UnloggedBatch)
 		b.Entries = make([]gocql.BatchEntry, len(chunk))
 		for i := range chunk {
-			b.Entries[i] = gocql.BatchEntry{Stmt: s.insertCQL, Args: insertArgs(inc, &chunk[i], now), Idempotent: true}
+			b.Entries[i] = gocql.BatchEntry{Stmt: s.insertCQL, Args: args[i*insertCols : (i+1)*insertCols], Idempotent: true}
 		}
 		return b.Consistency(s.wcons).ExecContext(ctx)
 	})
@@ -359,8 +361,57 @@ func rowBytes(inc string, r *clustersync.Row) int {
 	return len(r.Namespace) + len(r.Key) + len(inc) + rowOverhead
 }
 
-func insertArgs(inc string, r *clustersync.Row, now time.Time) []any {
-	return []any{r.Namespace, int64(r.Size), r.Start, r.Key, inc, r.Total, ttl(r.ExpireAt, now), r.Version}
+// insertCols is the number of bound values of insertCQL.
+const insertCols = 8
+
+// encoded is a bound value already in its CQL wire form. Passed as a
+// pointer (which an interface holds without allocating), the driver
+// takes it through gocql.Marshaler as it is.
+type encoded []byte
+
+func (e *encoded) MarshalCQL(gocql.TypeInfo) ([]byte, error) { return *e, nil }
+
+// insertArgs are the bound values of insertCQL for each row of chunk,
+// insertCols per row: namespace text, size_ns, start_ns bigint, key
+// blob, incarnation text, total bigint, TTL int, TIMESTAMP bigint. They
+// are encoded into one buffer per chunk, which saves the driver's two
+// allocations per value (boxing it, marshalling it): about half of a
+// tick's allocations, on a client that shares its cores with the server.
+func insertArgs(inc string, chunk []clustersync.Row, now time.Time) []any {
+	size := 0
+	for i := range chunk {
+		size += len(chunk[i].Namespace) + len(chunk[i].Key) + len(inc) + 4*8 + 4 // 4 bigints, 1 int
+	}
+	// Each value is appended to buf, which size bounds so it is never
+	// reallocated, and enc gets the slice of buf holding it: never nil,
+	// also when empty (an empty key is a value, not null).
+	buf := make([]byte, 0, size)
+	enc := make([]encoded, 0, insertCols*len(chunk))
+	str := func(v string) {
+		buf = append(buf, v...)
+		enc = append(enc, buf[len(buf)-len(v):len(buf):len(buf)])
+	}
+	i64 := func(v int64) {
+		buf = binary.BigEndian.AppendUint64(buf, uint64(v))
+		enc = append(enc, buf[len(buf)-8:len(buf):len(buf)])
+	}
+	for i := range chunk {
+		r := &chunk[i]
+		str(r.Namespace)
+		i64(int64(r.Size))
+		i64(r.Start)
+		str(r.Key)
+		str(inc)
+		i64(r.Total)
+		buf = binary.BigEndian.AppendUint32(buf, uint32(ttl(r.ExpireAt, now)))
+		enc = append(enc, buf[len(buf)-4:len(buf):len(buf)])
+		i64(r.Version)
+	}
+	args := make([]any, len(enc))
+	for k := range enc {
+		args[k] = &enc[k]
+	}
+	return args
 }
 
 // ttl is the TTL in whole seconds that makes a row written at now expire
@@ -495,11 +546,11 @@ func (s *Store) readKeys(ctx context.Context, sess *gocql.Session, inc string, k
 	sums := make([]int64, len(in))
 	iter := sess.Query(s.selectKeysCQL, first.Namespace, int64(first.Size), first.Start, in).
 		Consistency(s.rcons).Idempotent(true).IterContext(ctx)
-	var key []byte
-	var rowInc string
+	// Scanned into reused buffers: no allocation per row.
+	var key, rowInc []byte
 	var total int64
 	for iter.Scan(&key, &rowInc, &total) {
-		if rowInc == inc {
+		if string(rowInc) == inc {
 			continue
 		}
 		if p, ok := slices.BinarySearch(in, string(key)); ok {
@@ -533,9 +584,9 @@ func (s *Store) readStarts(ctx context.Context, sess *gocql.Session, inc string,
 	iter := sess.Query(s.selectStartsCQL, first.Namespace, int64(first.Size), in, first.Key).
 		Consistency(s.rcons).Idempotent(true).IterContext(ctx)
 	var start, total int64
-	var rowInc string
+	var rowInc []byte
 	for iter.Scan(&start, &rowInc, &total) {
-		if rowInc == inc {
+		if string(rowInc) == inc {
 			continue
 		}
 		if p, ok := slices.BinarySearch(in, start); ok {
@@ -578,10 +629,10 @@ func compareByKey(a, b *clustersync.WindowKey) int {
 func (s *Store) readPartition(ctx context.Context, sess *gocql.Session, skip string, k clustersync.WindowKey) (int64, error) {
 	iter := sess.Query(s.selectCQL, k.Namespace, int64(k.Size), k.Start, k.Key).
 		Consistency(s.rcons).Idempotent(true).IterContext(ctx)
-	var rowInc string
+	var rowInc []byte
 	var total, sum int64
 	for iter.Scan(&rowInc, &total) {
-		if skip == "" || rowInc != skip {
+		if skip == "" || string(rowInc) != skip {
 			sum += total
 		}
 	}

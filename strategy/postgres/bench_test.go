@@ -8,30 +8,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
-
-// fixedClock is a clock that moves only when told.
-type fixedClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fixedClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
 
 // benchStart is 10 s into a minute, so one tick's windows stay current.
 var benchStart = time.Unix(1_800_000_000, 0).Truncate(time.Minute).Add(10 * time.Second)
@@ -61,89 +45,140 @@ func seedOthers(b *testing.B, s *pgstore.Store, n int) {
 
 func benchKey(i int) string { return fmt.Sprintf("user-%08d", i) }
 
-// BenchmarkTick is one Syncer tick of a node with n dirty keys (one window
-// size): it pushes n rows and fetches 2n windows (current and previous) in
-// the Syncer's batches of 5000, against a table already holding two other
-// incarnations' rows for those keys. keys/s is n per tick time, over ticks
-// that update this node's rows; first-tick-keys/s is the tick that
-// inserts them (a new window). The timed ticks include counting the n
-// increments in memory (well under a millisecond per 10 000 keys).
-// client-cpu-µs/key counts everything this process ran during the ticks
-// (including the increments and GC); server-cpu-µs/key is the CPU time of
-// the one backend process serving the store's single connection.
+// BenchmarkTick is the store's share of one periodic tick of a node with n
+// dirty keys (one window size, 1 min), against a table where two other
+// incarnations already hold the current and previous window of every key,
+// in calls of 5000 windows as the Syncer makes them:
+//
+//   - pushfetch: PushFetch of the n dirty rows, which writes them and reads
+//     back the others' totals of the same windows (what a tick sends for
+//     its dirty windows);
+//   - pushfetch+prev: that, then Fetch of the n previous windows, the rest
+//     of the interest set as the Syncer collects it;
+//   - push+fetch: Push of the n rows, then Fetch of the 2n windows
+//     (current and previous), for comparison.
+//
+// Every timed tick writes a newer version of this node's rows;
+// first-tick-keys/s is the tick that inserts them. keys/s is n per tick
+// time. client-cpu-µs/key counts everything this process ran during the
+// ticks; server-cpu-µs/key is the CPU time of the store's backend
+// processes (the store's pool, as Open makes it).
 func BenchmarkTick(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
-		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
-			// One connection, so the server's CPU for the tick is that of
-			// one backend process.
-			pc, err := pgxpool.ParseConfig(harness.SharedPostgres(b).DSN())
-			if err != nil {
-				b.Fatal(err)
-			}
-			pc.MaxConns = 1
-			pool, err := pgxpool.NewWithConfig(context.Background(), pc)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer pool.Close()
-			s := pgstore.New(pool, testConfig("", pgstore.DefaultTable))
-			seedOthers(b, s, n)
-			var pid int
-			if err := pool.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
-				b.Fatal(err)
-			}
-			clock := &fixedClock{t: benchStart}
-			ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute},
-				SyncRate: 1, Store: "main"}, clock)
-			if err != nil {
-				b.Fatal(err)
-			}
-			sy, err := clustersync.NewSyncer(ns, s, "bench/0", clustersync.NewVersions(clock.Now),
-				clustersync.Config{TickTimeout: 5 * time.Minute, NoJitter: true}, nil, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			keys := make([]string, n)
-			for i := range keys {
-				keys[i] = benchKey(i)
-			}
-			ctx := context.Background()
-			tickOnce := func() time.Duration {
-				for _, k := range keys {
-					if _, err := ns.Increment(k, time.Minute, 1, nil); err != nil {
-						b.Fatal(err)
-					}
-				}
-				start := time.Now()
-				if err := sy.SyncOnce(ctx); err != nil {
-					b.Fatal(err)
-				}
-				return time.Since(start)
-			}
-			// The first tick inserts this node's rows; later ones update them.
-			first := tickOnce()
-			var tick, client time.Duration
-			server0, ok0 := procCPU(pid)
-			b.ResetTimer()
-			b.StopTimer()
-			for i := 0; i < b.N; i++ {
-				c0 := selfCPU()
-				b.StartTimer()
-				tick += tickOnce()
-				b.StopTimer()
-				client += selfCPU() - c0
-			}
-			keyTicks := float64(n) * float64(b.N)
-			b.ReportMetric(float64(n)/first.Seconds(), "first-tick-keys/s")
-			b.ReportMetric(keyTicks/tick.Seconds(), "keys/s")
-			b.ReportMetric(float64(client.Microseconds())/keyTicks, "client-cpu-µs/key")
-			var pid2 int
-			if server1, ok1 := procCPU(pid); ok0 && ok1 &&
-				pool.QueryRow(context.Background(), "SELECT pg_backend_pid()").Scan(&pid2) == nil && pid2 == pid {
-				b.ReportMetric(float64((server1-server0).Microseconds())/keyTicks, "server-cpu-µs/key")
-			}
-		})
+		for _, call := range []string{"pushfetch", "pushfetch+prev", "push+fetch"} {
+			b.Run(fmt.Sprintf("keys=%d/call=%s", n, call), func(b *testing.B) { benchTick(b, n, call) })
+		}
 	}
+}
+
+func benchTick(b *testing.B, n int, call string) {
+	ctx := context.Background()
+	dsn := harness.SharedPostgres(b).DSN() // a fresh database
+	s := openStore(b, testConfig(dsn, pgstore.DefaultTable))
+	seedOthers(b, s, n)
+	ws := benchStart.Truncate(time.Minute).UnixNano()
+	rows := make([]clustersync.Row, n)
+	prev := make([]clustersync.WindowKey, n)
+	both := make([]clustersync.WindowKey, 0, 2*n)
+	for i := range rows {
+		k := wk("api", benchKey(i), time.Minute, ws)
+		rows[i] = clustersync.Row{WindowKey: k, ExpireAt: benchStart.Add(3 * time.Minute)}
+		prev[i] = wk("api", benchKey(i), time.Minute, ws-int64(time.Minute))
+		both = append(both, k, prev[i])
+	}
+	others := make([]int64, 2*n)
+	versions := clustersync.NewVersions(time.Now)
+	const batch = 5000 // the Syncer's default batch_size
+	fetch := func(keys []clustersync.WindowKey) {
+		for lo := 0; lo < len(keys); lo += batch {
+			hi := min(lo+batch, len(keys))
+			if err := s.Fetch(ctx, "bench/0", keys[lo:hi], others[lo:hi]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	tickOnce := func() time.Duration {
+		v := versions.Next()
+		for i := range rows {
+			rows[i].Total += 1_000_000
+			rows[i].Version = v
+		}
+		start := time.Now()
+		for lo := 0; lo < n; lo += batch {
+			hi := min(lo+batch, n)
+			var err error
+			if call == "push+fetch" {
+				err = s.Push(ctx, "bench/0", rows[lo:hi])
+			} else {
+				err = s.PushFetch(ctx, "bench/0", rows[lo:hi], others[lo:hi])
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		switch call {
+		case "pushfetch+prev":
+			fetch(prev)
+		case "push+fetch":
+			fetch(both)
+		}
+		return time.Since(start)
+	}
+	// The first tick inserts this node's rows (and opens the pool's
+	// connections); later ones update them.
+	first := tickOnce()
+	if call != "push+fetch" && others[0] != 2_000_000 {
+		b.Fatalf("others[0] = %d, want 2000000", others[0])
+	}
+	pids := backendPIDs(b, dsn)
+	server0 := serverCPU(pids)
+	var tick, client time.Duration
+	b.ResetTimer()
+	b.StopTimer()
+	for i := 0; i < b.N; i++ {
+		c0 := selfCPU()
+		b.StartTimer()
+		tick += tickOnce()
+		b.StopTimer()
+		client += selfCPU() - c0
+	}
+	keyTicks := float64(n) * float64(b.N)
+	b.ReportMetric(float64(n)/first.Seconds(), "first-tick-keys/s")
+	b.ReportMetric(keyTicks/tick.Seconds(), "keys/s")
+	b.ReportMetric(float64(tick.Milliseconds())/float64(b.N), "ms/tick")
+	b.ReportMetric(float64(client.Microseconds())/keyTicks, "client-cpu-µs/key")
+	if server1 := serverCPU(pids); server0 >= 0 && server1 >= 0 && slices.Equal(pids, backendPIDs(b, dsn)) {
+		b.ReportMetric(float64((server1-server0).Microseconds())/keyTicks, "server-cpu-µs/key")
+	}
+}
+
+// backendPIDs lists the server processes of the limiterd connections to
+// dsn's database, sorted.
+func backendPIDs(b *testing.B, dsn string) []int {
+	b.Helper()
+	c := connect(b, dsn)
+	defer c.Close(context.Background())
+	var pids []int
+	err := c.QueryRow(context.Background(), `SELECT coalesce(array_agg(pid ORDER BY pid), '{}') FROM pg_stat_activity
+		WHERE datname = current_database() AND application_name = 'limiterd'`).Scan(&pids)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pids
+}
+
+// serverCPU is the CPU time of processes pids, or -1 when /proc cannot
+// tell (the server runs elsewhere).
+func serverCPU(pids []int) time.Duration {
+	var sum time.Duration
+	for _, pid := range pids {
+		d, ok := procCPU(pid)
+		if !ok {
+			return -1
+		}
+		sum += d
+	}
+	return sum
 }
 
 // procCPU is the user and system CPU time of process pid, when this

@@ -36,9 +36,15 @@ type DB interface {
 }
 
 const (
-	// rowsPerStatement bounds the rows (or windows) of one statement; the
-	// Syncer's batches (≤ 5000) are one statement each.
+	// rowsPerStatement bounds the rows (or windows) of one statement.
 	rowsPerStatement = 5000
+	// minRowsPerStatement is the smallest part a call is split into to run
+	// in parallel: below it a statement's fixed cost (a round trip, a
+	// connection) outweighs the backend CPU it would spread.
+	minRowsPerStatement = 500
+	// maxParallel bounds the statements one call runs at once, each on its
+	// own connection (so each in its own backend process, on its own core).
+	maxParallel = 4
 	// purgeBatch is the most rows one DELETE of Purge removes, so a purge
 	// never holds many row locks or a long transaction.
 	purgeBatch = 1000
@@ -53,6 +59,7 @@ type Store struct {
 	cfg    Config
 	q      queries
 	lockNS string // table identity mixed into Allow's advisory lock keys
+	par    int    // statements one call may run at once (1 unless db is a pool)
 	log    *slog.Logger
 
 	closed    atomic.Bool
@@ -135,14 +142,78 @@ func New(db DB, cfg Config) *Store {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	// Only a pool may run statements concurrently; half its connections,
+	// so one tick leaves the others to synchronous calls.
+	par := 1
+	if p, ok := db.(*pgxpool.Pool); ok {
+		par = max(1, min(maxParallel, int(p.Config().MaxConns)/2))
+	}
 	return &Store{
 		db:        db,
 		cfg:       cfg,
 		q:         buildQueries(cfg.tableName()),
 		lockNS:    cfg.Schema + "." + cfg.Table,
+		par:       par,
 		log:       log,
 		schemaSem: make(chan struct{}, 1),
 	}
+}
+
+// parts splits n rows into the ranges of the statements a call runs: at
+// most rowsPerStatement each, and, on a pool, up to par of them at once
+// when there are enough rows to keep several backends busy.
+func (s *Store) parts(n int) []int {
+	k := (n + rowsPerStatement - 1) / rowsPerStatement
+	k = max(k, min(s.par, n/minRowsPerStatement))
+	bounds := make([]int, k+1)
+	for i := range bounds {
+		bounds[i] = n * i / k
+	}
+	return bounds
+}
+
+// each runs f(lo, hi) for every part of n rows, up to par at once, and
+// returns the first error (the rest are cancelled). Parts are disjoint
+// ranges of rows sorted by primary key, so statements running at once
+// never wait for each other's row locks, and each still locks its rows in
+// primary-key order.
+func (s *Store) each(ctx context.Context, op string, n int, f func(ctx context.Context, lo, hi int) error) error {
+	if n < 2*minRowsPerStatement {
+		return f(ctx, 0, n) // one part: the synchronous calls' path
+	}
+	bounds := s.parts(n)
+	if len(bounds) == 2 || s.par == 1 {
+		for i := 0; i+1 < len(bounds); i++ {
+			if err := f(ctx, bounds[i], bounds[i+1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+		sem   = make(chan struct{}, s.par)
+	)
+	for i := 0; i+1 < len(bounds); i++ {
+		sem <- struct{}{}
+		if err := ctx.Err(); err != nil {
+			once.Do(func() { first = s.fail(op, err) })
+			break
+		}
+		wg.Add(1)
+		go func(lo, hi int) {
+			defer func() { <-sem; wg.Done() }()
+			if err := f(ctx, lo, hi); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		}(bounds[i], bounds[i+1])
+	}
+	wg.Wait()
+	return first
 }
 
 // Close marks the store closed, so every later call returns
@@ -163,8 +234,8 @@ func (s *Store) Close() error {
 }
 
 // Push stores rows for incarnation inc, each only if its version is newer
-// than the stored one: one statement per 5000 rows, rows sorted by primary
-// key (a key given twice keeps its highest version).
+// than the stored one: rows sorted by primary key (a key given twice keeps
+// its highest version), one statement per part (see parts).
 func (s *Store) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
 	const op = "push"
 	if s.closed.Load() {
@@ -177,17 +248,17 @@ func (s *Store) Push(ctx context.Context, inc string, rows []clustersync.Row) er
 		return s.fail(op, err)
 	}
 	b := newRowBatch(rows)
-	for lo := 0; lo < b.len(); lo += rowsPerStatement {
-		hi := min(lo+rowsPerStatement, b.len())
+	return s.each(ctx, op, b.len(), func(ctx context.Context, lo, hi int) error {
 		if _, err := s.db.Exec(ctx, s.q.push, b.pushArgs(inc, lo, hi)...); err != nil {
 			return s.fail(op, err)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Fetch writes into others[i] the sum of every incarnation's total but
-// inc's for keys[i] (0 for an unknown window): one query per 5000 keys.
+// inc's for keys[i] (0 for an unknown window): one query per part (see
+// parts).
 func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
 	const op = "fetch"
 	if s.closed.Load() {
@@ -202,8 +273,7 @@ func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.Window
 	if err := s.ensureSchema(ctx); err != nil {
 		return s.fail(op, err)
 	}
-	for lo := 0; lo < len(keys); lo += rowsPerStatement {
-		hi := min(lo+rowsPerStatement, len(keys))
+	return s.each(ctx, op, len(keys), func(ctx context.Context, lo, hi int) error {
 		part := keys[lo:hi]
 		n := len(part)
 		ns, size, start, key := make([]string, n), make([]int64, n), make([]int64, n), make([][]byte, n)
@@ -211,16 +281,14 @@ func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.Window
 			k := &part[i]
 			ns[i], size[i], start[i], key[i] = k.Namespace, int64(k.Size), k.Start, []byte(k.Key)
 		}
-		if err := s.sums(ctx, op, others[lo:hi], identity, s.q.fetch, inc, ns, size, start, key); err != nil {
-			return err
-		}
-	}
-	return nil
+		return s.sums(ctx, op, others[lo:hi], identity, s.q.fetch, inc, ns, size, start, key)
+	})
 }
 
 // PushFetch pushes rows like Push and writes into others[i] what Fetch
-// would return for rows[i].WindowKey, in the same statement (one per 5000
-// rows, so one round trip for the Syncer's calls).
+// would return for rows[i].WindowKey, in the same statement: one per part
+// (see parts), so a call takes one round trip, or one per connection it
+// runs on at once.
 func (s *Store) PushFetch(ctx context.Context, inc string, rows []clustersync.Row, others []int64) error {
 	const op = "pushfetch"
 	if s.closed.Load() {
@@ -237,11 +305,18 @@ func (s *Store) PushFetch(ctx context.Context, inc string, rows []clustersync.Ro
 	}
 	b := newRowBatch(rows)
 	sums := make([]int64, b.len())
-	for lo := 0; lo < b.len(); lo += rowsPerStatement {
-		hi := min(lo+rowsPerStatement, b.len())
-		if err := s.sums(ctx, op, sums[lo:hi], identity, s.q.pfetch, b.pushArgs(inc, lo, hi)...); err != nil {
-			return err
-		}
+	var err error
+	if b.len() < 2*minRowsPerStatement {
+		// One statement: called directly, as each would, without the
+		// closure's allocations (this is every synchronous call).
+		err = s.sums(ctx, op, sums, identity, s.q.pfetch, b.pushArgs(inc, 0, b.len())...)
+	} else {
+		err = s.each(ctx, op, b.len(), func(ctx context.Context, lo, hi int) error {
+			return s.sums(ctx, op, sums[lo:hi], identity, s.q.pfetch, b.pushArgs(inc, lo, hi)...)
+		})
+	}
+	if err != nil {
+		return err
 	}
 	for i, p := range b.pos {
 		others[i] = sums[p]

@@ -271,6 +271,13 @@ func testLargeBatches(t *testing.T, d pgdb) {
 	if got, want := window(t, s, keys[9]), int64(9+1); got != want {
 		t.Errorf("Window after PushFetch: got %d, want %d", got, want)
 	}
+	// A call split over several connections fails as a whole when its
+	// context is done.
+	cctx, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	if err := s.PushFetch(cctx, "me", mine, others); !errors.Is(err, context.Canceled) || !errors.Is(err, clustersync.ErrUnavailable) {
+		t.Errorf("PushFetch with a cancelled context: %v, want context.Canceled and ErrUnavailable", err)
+	}
 }
 
 func testPushFetch(t *testing.T, d pgdb) {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -477,5 +478,25 @@ func TestRunFlagsOverrideEnv(t *testing.T) {
 	d.stop(t)
 	if log := d.stderr.String(); !strings.Contains(log, "level=INFO") {
 		t.Errorf("--log-level info over LIMITERD_LOG_LEVEL: no INFO line:\n%s", log)
+	}
+}
+
+// TestSetGCPercent: limiterd collects at defaultGCPercent unless GOGC is
+// set, which then wins.
+func TestSetGCPercent(t *testing.T) {
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	setGCPercent(func(string) string { return "" })
+	if got := debug.SetGCPercent(100); got != defaultGCPercent {
+		t.Errorf("without GOGC: GC percent %d, want %d", got, defaultGCPercent)
+	}
+	setGCPercent(func(k string) string {
+		if k == "GOGC" {
+			return "50"
+		}
+		return ""
+	})
+	if got := debug.SetGCPercent(100); got != 100 {
+		t.Errorf("with GOGC set: GC percent changed to %d, want it left alone", got)
 	}
 }

@@ -191,10 +191,10 @@ func tickStats(t *testing.T, nodes []*harness.Limiterd) ticks {
 		if err != nil {
 			t.Fatalf("%s metrics: %v", n.Name, err)
 		}
-		tk.sum = append(tk.sum, metricValue(m, `limiterd_sync_duration_seconds_sum{namespace="acc"}`))
-		tk.count = append(tk.count, metricValue(m, `limiterd_sync_duration_seconds_count{namespace="acc"}`))
+		tk.sum = append(tk.sum, sampleOrZero(m, `limiterd_sync_duration_seconds_sum{namespace="acc"}`))
+		tk.count = append(tk.count, sampleOrZero(m, `limiterd_sync_duration_seconds_count{namespace="acc"}`))
 		tk.buckets = append(tk.buckets, histogramBuckets(m, `limiterd_sync_duration_seconds_bucket{namespace="acc",le="`))
-		tk.fallbacks += metricValue(m, `limiterd_sync_local_fallbacks_total{namespace="acc"}`)
+		tk.fallbacks += sampleOrZero(m, `limiterd_sync_local_fallbacks_total{namespace="acc"}`)
 	}
 	return tk
 }
@@ -251,15 +251,8 @@ func histogramBuckets(text, prefix string) map[float64]float64 {
 	return out
 }
 
-// metricValue returns the value of the sample named exactly series in a
-// Prometheus text exposition, 0 when absent.
-func metricValue(text, series string) float64 {
-	sc := bufio.NewScanner(strings.NewReader(text))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return f
-		}
-	}
-	return 0
+// sampleOrZero is a series' value, 0 when the node has not exported it.
+func sampleOrZero(text, series string) float64 {
+	v, _ := seriesValue(text, series)
+	return v
 }

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,4 +149,17 @@ func allowLoad(t *testing.T, nodes []*harness.Limiterd, key string, at time.Time
 		t.Fatalf("%d Allow calls failed", failed.Load())
 	}
 	return admitted.Load()
+}
+
+// seriesValue returns the value of one series of a Prometheus text
+// exposition, named with its labels as exposed
+// (`limiterd_sync_push_errors_total{namespace="api"}`); false when absent.
+func seriesValue(text, series string) (float64, bool) {
+	for line := range strings.Lines(text) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
 }

@@ -446,16 +446,11 @@ func metric(t *testing.T, n *harness.Limiterd, series string) (float64, bool) {
 	if err != nil {
 		t.Fatalf("%s /metrics: %v", n.Name, err)
 	}
-	for line := range strings.Lines(text) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: %s %q: %v", n.Name, series, v, err)
-			}
-			return f, true
-		}
+	v, ok := seriesValue(text, series)
+	if !ok && strings.Contains(text, "\n"+series+" ") {
+		t.Fatalf("%s: %s: not a number", n.Name, series)
 	}
-	return 0, false
+	return v, ok
 }
 
 func mustMetric(t *testing.T, n *harness.Limiterd, series string) float64 {

@@ -5,7 +5,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,8 +76,11 @@ func TestPostgresContention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		failed += metricSum(m, "limiterd_sync_push_errors_total") + metricSum(m, "limiterd_sync_fetch_errors_total")
-		pushed += metricSum(m, "limiterd_sync_rows_pushed_total")
+		pushErrs, _ := seriesValue(m, `limiterd_sync_push_errors_total{namespace="api"}`)
+		fetchErrs, _ := seriesValue(m, `limiterd_sync_fetch_errors_total{namespace="api"}`)
+		failed += pushErrs + fetchErrs
+		rows, _ := seriesValue(m, `limiterd_sync_rows_pushed_total{namespace="api"}`)
+		pushed += rows
 		// A deadlock (40P01) or serialization failure (40001) would be a
 		// design defect; a tick deadline missed on a loaded machine is not.
 		for _, line := range strings.Split(n.LogTail(1_000_000), "\n") {
@@ -102,18 +104,4 @@ func TestPostgresContention(t *testing.T) {
 		waitConverged(t, nodes, key, at, float64(l.ok[i].Load()), deadline)
 	}
 	checkStoreTotals(t, st, keys, l, at)
-}
-
-// metricSum returns the sum of a metric's samples in a Prometheus text
-// exposition, 0 when it has none.
-func metricSum(exposition, name string) float64 {
-	re := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `(?:\{[^}]*\})? (\S+)$`)
-	var sum float64
-	for _, m := range re.FindAllStringSubmatch(exposition, -1) {
-		v, err := strconv.ParseFloat(m[1], 64)
-		if err == nil {
-			sum += v
-		}
-	}
-	return sum
 }

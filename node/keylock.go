@@ -75,6 +75,23 @@ func (k *KeyLock) SetOthers(i int, cur, prev int64) {
 	s.bucketFor(ws-size, size).others.Store(prev)
 }
 
+// Stored reports whether p.Total is the total last acknowledged by the
+// store and, if so, the version it was sent with (0 when nothing was ever
+// pushed, which leaves the total 0). Re-sending a stored total with its
+// own version changes nothing in the store, so a synchronous call can send
+// unchanged windows that way and the store need not rewrite them.
+func (k *KeyLock) Stored(p Pending) (version int64, ok bool) {
+	if p.b.pushed.Load() != p.Total {
+		return 0, false
+	}
+	return p.b.pushedVer, true
+}
+
+// MarkUncertain is Namespace.MarkUncertain for a lock holder.
+func (k *KeyLock) MarkUncertain(p Pending) {
+	p.b.pushed.Store(uncertain)
+}
+
 // MarkPushed is Namespace.MarkPushed for a lock holder (which already holds
 // the entry's lock).
 func (k *KeyLock) MarkPushed(p Pending, version int64) {

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"math"
 	"time"
 )
 
@@ -59,6 +60,21 @@ func (ns *Namespace) MarkPushed(p Pending, version int64) {
 		p.b.pushedVer = version
 		p.b.pushed.Store(p.Total)
 	}
+	p.e.mu.Unlock()
+}
+
+// uncertain is the pushed total of a bucket whose last push failed: the
+// store may hold that push or not. No own total equals it, so the window
+// stays dirty until a push succeeds.
+const uncertain = math.MinInt64
+
+// MarkUncertain records that a push of p failed but may have reached the
+// store. Without it, an own total that returns to the last acknowledged
+// one (a release after a hit) would not be pushed again, and the store
+// would keep the failed push's total.
+func (ns *Namespace) MarkUncertain(p Pending) {
+	p.e.mu.Lock()
+	p.b.pushed.Store(uncertain)
 	p.e.mu.Unlock()
 }
 

@@ -95,7 +95,8 @@ func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.
 
 // exchange pushes this node's current and previous totals of sizes [lo, hi)
 // and stores the others' totals it reads back, all in one round trip when
-// the store is a PushFetcher.
+// the store is a PushFetcher. A window the store already holds goes with
+// the version it was stored with, so the store rewrites only what changed.
 func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, lo, hi int) {
 	if !s.storeUp() {
 		s.fallback(errPresumedDown)
@@ -110,7 +111,7 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, l
 	for i := lo; i < hi; i++ {
 		cur, prev := k.Own(key, i)
 		pend = append(pend, cur, prev)
-		rows = append(rows, s.row(cur, version), s.row(prev, version))
+		rows = append(rows, s.row(cur, storedOr(k, cur, version)), s.row(prev, storedOr(k, prev, version)))
 	}
 	others := make([]int64, len(rows))
 	var err error
@@ -125,11 +126,16 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, l
 	}
 	s.observe(caller, err)
 	if err != nil {
+		for j := range pend {
+			if rows[j].Version == version {
+				k.MarkUncertain(pend[j])
+			}
+		}
 		s.fallback(err)
 		return
 	}
 	for j := range pend {
-		k.MarkPushed(pend[j], version)
+		k.MarkPushed(pend[j], rows[j].Version)
 	}
 	for i := lo; i < hi; i++ {
 		j := 2 * (i - lo)
@@ -177,12 +183,17 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 		pend = append(pend, cur, prev)
 		areq.Limits = append(areq.Limits, AllowLimit{
 			Size: req.Limits[j].Size, Limit: limits[j],
-			Cur: s.row(cur, version), Prev: s.row(prev, version),
+			Cur: s.row(cur, version), Prev: s.row(prev, storedOr(k, prev, version)),
 		})
 	}
 	res, err := aa.Allow(cctx, areq)
 	s.observe(ctx, err)
 	if err != nil || len(res.Others) != len(idx) {
+		for j := range pend {
+			if j%2 == 0 || areq.Limits[j/2].Prev.Version == version {
+				k.MarkUncertain(pend[j])
+			}
+		}
 		s.fallback(err)
 		return k.Decide(req, cost, idx, limits, nil, dst), nil
 	}
@@ -193,11 +204,22 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 	// The store wrote prev as sent and cur with the cost when it was counted,
 	// which is exactly this node's total now.
 	for j := range pend {
+		v := areq.Limits[j/2].Prev.Version
 		if j%2 == 0 {
 			cur, _ := k.Own(req.Key, idx[j/2])
-			pend[j] = cur
+			pend[j], v = cur, version
 		}
-		k.MarkPushed(pend[j], version)
+		k.MarkPushed(pend[j], v)
 	}
 	return d, nil
+}
+
+// storedOr is the version to send p's row with: the version its total was
+// last stored with when the store already holds it (then the store need
+// not rewrite it), else version.
+func storedOr(k *node.KeyLock, p node.Pending, version int64) int64 {
+	if v, ok := k.Stored(p); ok {
+		return v
+	}
+	return version
 }

@@ -234,6 +234,7 @@ func (s *Syncer) push(ctx context.Context, now time.Time) error {
 			s.rows = append(s.rows, s.row(p, version))
 		}
 		if err := s.store.Push(ctx, s.inc, s.rows); err != nil {
+			s.uncertain(batch)
 			return fmt.Errorf("sync: push %d rows of namespace %q: %w", len(s.pending)-lo, s.name, err)
 		}
 		for _, p := range batch {
@@ -243,6 +244,14 @@ func (s *Syncer) push(ctx context.Context, now time.Time) error {
 	}
 	clear(s.pending) // drop references to entries
 	return nil
+}
+
+// uncertain marks the windows of a failed push: the store may have
+// applied it, so each stays dirty until a push succeeds.
+func (s *Syncer) uncertain(batch []node.Pending) {
+	for _, p := range batch {
+		s.ns.MarkUncertain(p)
+	}
 }
 
 // pushFetch is a tick on a PushFetcher: each batch of dirty rows is
@@ -270,6 +279,7 @@ func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (
 			s.others = slices.Grow(s.others[:0], len(batch))[:len(batch)]
 			clear(s.others)
 			if err := pf.PushFetch(ctx, s.inc, s.rows, s.others); err != nil {
+				s.uncertain(batch)
 				perr = fmt.Errorf("sync: push %d rows of namespace %q: %w", len(s.pending)-lo, s.name, err)
 				break
 			}

@@ -421,3 +421,107 @@ func TestSynchronousOutageFailsFast(t *testing.T) {
 		t.Fatalf("store = %v (%v), want exactly 1005 hits", node.FromMicro(got), err)
 	}
 }
+
+// lostReplyStore applies every call and then, while armed, reports it as
+// failed: a push whose reply was lost after the store took it.
+type lostReplyStore struct {
+	*memory.Store
+	armed bool
+	rows  [][]clustersync.Row // the rows of every PushFetch
+}
+
+func (s *lostReplyStore) result(err error) error {
+	if err == nil && s.armed {
+		return fmt.Errorf("reply lost: %w", clustersync.ErrUnavailable)
+	}
+	return err
+}
+
+func (s *lostReplyStore) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
+	return s.result(s.Store.Push(ctx, inc, rows))
+}
+
+func (s *lostReplyStore) PushFetch(ctx context.Context, inc string, rows []clustersync.Row, others []int64) error {
+	s.rows = append(s.rows, append([]clustersync.Row(nil), rows...))
+	return s.result(s.Store.PushFetch(ctx, inc, rows, others))
+}
+
+// TestFailedPushThatLandedIsRepaired: a push reported failed may still
+// have reached the store. When the node's total then returns to the last
+// acknowledged one (a release after a hit), the window must be pushed
+// again, or the store keeps the failed push's total.
+func TestFailedPushThatLandedIsRepaired(t *testing.T) {
+	for _, syncRate := range []float64{0.1, 0} {
+		t.Run(fmt.Sprintf("sync_rate=%v", syncRate), func(t *testing.T) {
+			clock := fakeclock.New(start)
+			store := &lostReplyStore{Store: memory.New()}
+			const callTimeout = 20 * time.Millisecond
+			n := newNode(t, "a", syncRate, store, clock, clustersync.Config{CallTimeout: callTimeout})
+			tick := func() error { return n.sy.SyncOnce(context.Background()) }
+			n.increment(t, "k", 1)
+			if err := tick(); err != nil {
+				t.Fatal(err)
+			}
+			store.armed = true
+			n.increment(t, "k", 1) // synchronous: lands, reported failed
+			if err := tick(); err == nil {
+				t.Fatal("tick with the reply lost: no error")
+			}
+			store.armed = false
+			clock.Add(callTimeout) // past the synchronous back-off
+			n.increment(t, "k", -1)
+			if err := tick(); err != nil {
+				t.Fatal(err)
+			}
+			ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
+			got, err := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
+			if err != nil || got != 1*node.Micro {
+				t.Fatalf("store = %v hits (%v), want 1", node.FromMicro(got), err)
+			}
+		})
+	}
+}
+
+// TestSynchronousCallSendsUnchangedWindowsAsStored: a synchronous call
+// sends a window whose total the store already holds with the version it
+// was stored with, so the store has nothing to rewrite; a changed window
+// gets a new version.
+func TestSynchronousCallSendsUnchangedWindowsAsStored(t *testing.T) {
+	clock := fakeclock.New(start)
+	store := &lostReplyStore{Store: memory.New()}
+	n := newNode(t, "a", 0, store, clock, clustersync.Config{})
+	n.increment(t, "k", 1)
+	clock.Add(time.Second) // a new 1 s window; the minute window goes on
+	n.increment(t, "k", 1)
+	if len(store.rows) != 2 {
+		t.Fatalf("%d synchronous calls, want 2", len(store.rows))
+	}
+	first := map[clustersync.WindowKey]clustersync.Row{}
+	for _, r := range store.rows[0] {
+		first[r.WindowKey] = r
+	}
+	changed := 0
+	for _, r := range store.rows[1] {
+		before, seen := first[r.WindowKey]
+		switch {
+		case seen && before.Total == r.Total:
+			if r.Version != before.Version {
+				t.Errorf("unchanged window %+v sent with version %d, want its stored %d", r.WindowKey, r.Version, before.Version)
+			}
+		case !seen && r.Total == 0:
+			if r.Version != 0 {
+				t.Errorf("never-counted window %+v sent with version %d, want 0", r.WindowKey, r.Version)
+			}
+		default:
+			changed++
+			if seen && r.Version <= before.Version {
+				t.Errorf("changed window %+v sent with version %d, not newer than %d", r.WindowKey, r.Version, before.Version)
+			}
+		}
+	}
+	// The minute window and the new 1 s window changed; the previous 1 s
+	// window (the first call's current one) and the previous minute did not.
+	if changed != 2 {
+		t.Errorf("%d windows sent as changed, want 2", changed)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/limiterd/limiterd/node"
@@ -190,50 +191,54 @@ type fixedClock time.Time
 func (c fixedClock) Now() time.Time { return time.Time(c) }
 
 // BenchmarkSyncCall measures the store call of a synchronous namespace
-// from one goroutine, with the Syncer's 250 ms timeout: PushFetch of one
-// key's 2 window sizes × (current, previous), and Allow over the same 2
-// sizes. It reports p50/p99 latency and, next to them, the p50 of
-// redis-benchmark -c 1 -t incr on the same server.
+// from one goroutine, as a node makes it: a real Syncer with sync_rate 0,
+// window sizes 1 s and 1 m, the default 250 ms call timeout, 1000 keys in
+// turn. "increment" is Syncer.IncrementAt (one PushFetch of the key's 2
+// sizes × (current, previous) windows), "allow" is Syncer.AllowAt over
+// both sizes (one Allow script). "go-redis-incr" is a plain INCR through
+// go-redis from the same goroutine: the client's own floor. Each reports
+// p50/p99 latency and, next to them, the p50 of redis-benchmark -c 1 -t
+// incr on the same server.
 func BenchmarkSyncCall(b *testing.B) {
 	addr := redisAddr(b)
 	sizes := []time.Duration{time.Second, time.Minute}
-	for _, op := range []string{"go-redis-incr", "pushfetch", "allow"} {
+	for _, op := range []string{"go-redis-incr", "increment", "allow"} {
 		b.Run(op, func(b *testing.B) {
 			s, _ := newStoreAt(b, addr)
 			raw := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 			b.Cleanup(func() { _ = raw.Close() })
+			ns, err := node.NewNamespace(node.Config{Name: "sync", WindowSizes: sizes, SyncRate: 0, Store: "main"}, node.SystemClock{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			m := clustersync.NewMetrics(nil)
+			sy, err := clustersync.NewSyncer(ns, s, clustersync.NewIncarnation("me"), clustersync.NewVersions(time.Now), clustersync.Config{}, nil, m)
+			if err != nil {
+				b.Fatal(err)
+			}
 			ctx := context.Background()
+			keys := make([]string, 1000)
+			for i := range keys {
+				keys[i] = fmt.Sprint("user-", i)
+			}
+			limits := []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
+			var rates []node.Rate
+			var statuses []node.LimitStatus
 			lat := make([]time.Duration, 0, b.N)
-			others := make([]int64, 2*len(sizes))
 			call := func(i int) {
-				now := time.Now().UnixNano()
-				key := fmt.Sprint("user-", i%1000)
-				version := int64(i) + 1
-				cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
-				defer cancel()
+				key := keys[i%len(keys)]
 				var err error
 				switch op {
-				case "go-redis-incr": // the client's own floor, for reference
+				case "go-redis-incr":
+					cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
 					err = raw.Incr(cctx, "limiterd-bench-incr").Err()
-				case "pushfetch":
-					var rows [4]clustersync.Row
-					for j, size := range sizes {
-						cs := node.WindowStart(now, size)
-						rows[2*j] = syncerRow(wk("sync", key, size, cs), int64(i), version, 0)
-						rows[2*j+1] = syncerRow(wk("sync", key, size, cs-int64(size)), int64(i), version, 0)
-					}
-					err = s.PushFetch(cctx, "me", rows[:], others)
+					cancel()
+				case "increment":
+					rates, err = sy.IncrementAt(ctx, time.Now(), key, 0, 1, rates[:0])
 				case "allow":
-					req := clustersync.AllowRequest{Inc: "me", At: now, Cost: node.Micro}
-					for _, size := range sizes {
-						cs := node.WindowStart(now, size)
-						req.Limits = append(req.Limits, clustersync.AllowLimit{
-							Size: size, Limit: 1e12,
-							Cur:  syncerRow(wk("sync", key, size, cs), int64(i), version, 0),
-							Prev: syncerRow(wk("sync", key, size, cs-int64(size)), int64(i), version, 0),
-						})
-					}
-					_, err = s.Allow(cctx, req)
+					var d node.Decision
+					d, err = sy.AllowAt(ctx, time.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, statuses[:0])
+					statuses = d.Limits
 				}
 				if err != nil {
 					b.Fatal(err)
@@ -242,6 +247,8 @@ func BenchmarkSyncCall(b *testing.B) {
 			for i := range 1000 {
 				call(i) // warm up
 			}
+			fallback := func() float64 { return testutil.ToFloat64(m.SyncFallback.WithLabelValues("sync")) }
+			f0 := fallback()
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
@@ -250,6 +257,9 @@ func BenchmarkSyncCall(b *testing.B) {
 				lat = append(lat, time.Since(t0))
 			}
 			b.StopTimer()
+			if f := fallback() - f0; f != 0 {
+				b.Fatalf("%v calls answered locally: the store did not answer in time", f)
+			}
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")

@@ -23,10 +23,11 @@
 //	+<incarnation>  "<total>:<version>:<expire-at ms>"  one per node incarnation
 //	=               "<sum of all totals>"
 //
-// (canonical decimal int64: micro-hits, the row's version, Unix ms). The
-// sum field is rewritten by the same HSET that changes a total, so Window
-// is one HGET and the others' sum (Fetch) is sum − own from one HMGET,
-// however many incarnations wrote the window.
+// (canonical decimal int64: micro-hits, the row's version, Unix ms; the
+// expiry is 0 when the row has none). The sum field is written with a
+// window's first row and rewritten by the same HSET that changes a total,
+// so Window is one HGET and the others' sum (Fetch) is sum − own from one
+// HMGET, however many incarnations wrote the window.
 //
 // Keys are injective: the prefix holds no brace, the namespace and key are
 // written as raw bytes after their length, and size and start are plain
@@ -56,9 +57,12 @@
 // one (compared exactly as decimal strings, not as Lua doubles) and moves
 // the key's expiry to the row's ExpireAt (PEXPIREAT, milliseconds rounded
 // up) unless it already expires later; a row whose expiry is not later
-// than the one this incarnation stored before skips that check. The sum is
+// than the one this incarnation stored before skips that check, and a
+// window the row creates takes its expiry without a look. The sum is
 // computed in Lua while every number is below 10^15 (exact in a double),
-// else by HINCRBY, so int64 totals stay exact.
+// else by HINCRBY, so int64 totals stay exact. A row of total 0 and
+// version 0 (a window its incarnation never stored, which a synchronous
+// call sends to read the others' totals) creates nothing.
 //
 // Push, Fetch and PushFetch send at most 1000 windows per pipelined round
 // trip, at most two round trips in flight. Push and PushFetch are scripts:

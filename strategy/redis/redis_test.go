@@ -319,6 +319,35 @@ func TestSlotSpread(t *testing.T) {
 	}
 }
 
+// TestNeverStoredEmptyRowWritesNothing: a synchronous call sends a window
+// its incarnation never stored as total 0, version 0. It reads the others'
+// totals like any row but creates no key: an absent row already reads 0.
+func TestNeverStoredEmptyRowWritesNothing(t *testing.T) {
+	s, prefix := newStoreAt(t, redisAddr(t))
+	raw := rawClient(t, redisAddr(t))
+	empty, shared := wk("zero", "empty", time.Minute, 0), wk("zero", "shared", time.Minute, 0)
+	mustPush(t, s, "b", row(shared, 5, 1))
+	others := make([]int64, 2)
+	rows := []clustersync.Row{row(empty, 0, 0), row(shared, 0, 0)}
+	if err := s.PushFetch(ctxT(t), "a", rows, others); err != nil {
+		t.Fatal(err)
+	}
+	if others[0] != 0 || others[1] != 5 {
+		t.Errorf("others = %v, want [0 5]", others)
+	}
+	if n, err := raw.Exists(ctxT(t), redisstore.RedisKey(prefix, empty)).Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS of the never-stored window = %d (%v), want 0", n, err)
+	}
+	if f, err := raw.HKeys(ctxT(t), redisstore.RedisKey(prefix, shared)).Result(); err != nil || len(f) != 2 {
+		t.Errorf("fields of the shared window = %q (%v), want b's row and the sum", f, err)
+	}
+	// A real row of a itself, later, counts as usual.
+	mustPush(t, s, "a", row(shared, 3, 2))
+	if got := window(t, s, shared); got != 8 {
+		t.Errorf("Window = %d, want 8", got)
+	}
+}
+
 // crc16 is Redis Cluster's CRC16 (XMODEM).
 func crc16(s string) uint16 {
 	var crc uint16

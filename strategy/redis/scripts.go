@@ -7,7 +7,7 @@ import "github.com/redis/go-redis/v9"
 //
 // Each window is a hash. Field "+<inc>" holds incarnation inc's row as
 // "<total>:<version>:<expire-at ms>" (canonical decimal int64; the expiry
-// is empty when the row has none); field "=" holds the sum of all totals,
+// is 0, or empty as written before, when the row has none); field "=" holds the sum of all totals,
 // updated in the same HSET as the row. Reading a window's sum, or the
 // others' sum (sum minus one's own), is therefore one HMGET however many
 // incarnations wrote the window.
@@ -18,8 +18,9 @@ import "github.com/redis/go-redis/v9"
 // go back to Go as strings.
 
 // luaLib is the helpers the writing scripts start with. Globals are
-// copied into locals once: each row costs two redis.call, and the Lua work
-// around them is kept to a few string operations.
+// copied into locals once. A row arrives as three arguments (total,
+// version, expiry) so only the stored row is parsed; the work per row is
+// an HMGET, an HSET when the row is newer, and a few string operations.
 const luaLib = `
 local SUM = '='
 local find, sub, byte, format, tonumber, call = string.find, string.sub, string.byte, string.format, tonumber, redis.call
@@ -46,42 +47,51 @@ local function total(v)
   return sub(v, 1, find(v, ':', 1, true) - 1)
 end
 
--- expire moves k's expiry to exp (Unix ms; '' for none) unless it already
+-- expire moves k's expiry to exp (Unix ms; '0' for none) unless it already
 -- expires later. oe is the expiry the field held before: k expires no
--- earlier than that, so an exp not after it needs no look.
-local function expire(k, exp, oe)
-  if exp == '' or exp == oe then return end
+-- earlier than that, so an exp not after it needs no look. fresh says k
+-- was just created (it had no sum field), so it has no expiry yet.
+local function expire(k, exp, oe, fresh)
+  if exp == '0' or exp == oe then return end
+  if fresh then
+    call('PEXPIREAT', k, exp)
+    return
+  end
   local e = tonumber(exp)
   if oe and oe ~= '' and tonumber(oe) >= e then return end
   local cur = call('PEXPIRETIME', k)
   if cur == -1 or (cur >= 0 and cur < e) then call('PEXPIREAT', k, exp) end
 end
 
--- put writes row v into field f of k if its version is newer than that of
--- old (f's stored row, or nil), keeping k's sum, s as stored (or nil). It
--- returns old's total ('0' for none).
-local function put(k, f, v, old, s)
-  local a = find(v, ':', 1, true)
-  local b = find(v, ':', a + 1, true)
-  local t, exp = sub(v, 1, a - 1), sub(v, b + 1)
+-- put writes the row (total t, version v, expiry exp) into field f of k if
+-- v is newer than the version of old (f's stored row, or nil), keeping
+-- k's sum, s as stored (or nil). It returns old's total ('0' for none).
+-- The first row of a window always writes the sum too, so a window that
+-- exists has a sum field. A row of version 0 with total 0 that finds no
+-- row is not written: an incarnation that never stored the window sends
+-- it so, and an absent row already reads 0.
+local function put(k, f, t, v, exp, old, s)
   local ot, oe = '0', nil
   if old then
     local oa = find(old, ':', 1, true)
     local ob = find(old, ':', oa + 1, true)
     ot, oe = sub(old, 1, oa - 1), sub(old, ob + 1)
-    if not gt(sub(v, a + 1, b - 1), sub(old, oa + 1, ob - 1)) then
-      expire(k, exp, oe)
+    if not gt(v, sub(old, oa + 1, ob - 1)) then
+      expire(k, exp, oe, false)
       return ot
     end
+  elseif v == '0' and t == '0' then
+    return '0'
   end
-  if ot == t then
-    call('HSET', k, f, v)
+  local row = t .. ':' .. v .. ':' .. exp
+  if ot == t and old then
+    call('HSET', k, f, row)
   else
-    s = s or '0'
-    if #s <= 15 and #ot <= 15 and #t <= 15 then
-      call('HSET', k, f, v, SUM, format('%d', tonumber(s) - tonumber(ot) + tonumber(t)))
+    local os = s or '0'
+    if #os <= 15 and #ot <= 15 and #t <= 15 then
+      call('HSET', k, f, row, SUM, format('%d', tonumber(os) - tonumber(ot) + tonumber(t)))
     else
-      call('HSET', k, f, v)
+      call('HSET', k, f, row)
       call('HINCRBY', k, SUM, t)
       if byte(ot, 1) == 45 then
         call('HINCRBY', k, SUM, sub(ot, 2))
@@ -90,19 +100,20 @@ local function put(k, f, v, old, s)
       end
     end
   end
-  expire(k, exp, oe)
+  expire(k, exp, oe, not s)
   return ot
 end
 `
 
-// pushScript: KEYS = windows; ARGV = field ("+" inc), then one row per key.
+// pushScript: KEYS = windows; ARGV = field ("+" inc), then per key its
+// row's total, version and expiry (Unix ms; 0 for none).
 // Returns the number of keys.
 var pushScript = newScript(luaLib + `
 local f = ARGV[1]
 for i = 1, #KEYS do
-  local k = KEYS[i]
+  local k, a = KEYS[i], 3 * i - 1
   local r = call('HMGET', k, SUM, f)
-  put(k, f, ARGV[i + 1], r[2], r[1])
+  put(k, f, ARGV[a], ARGV[a + 1], ARGV[a + 2], r[2], r[1])
 end
 return #KEYS
 `)
@@ -114,10 +125,10 @@ var pushFetchScript = newScript(luaLib + `
 local f = ARGV[1]
 local out = {}
 for i = 1, #KEYS do
-  local k = KEYS[i]
+  local k, a = KEYS[i], 3 * i - 1
   local r = call('HMGET', k, SUM, f)
   out[2 * i - 1] = r[1] or '0'
-  out[2 * i] = put(k, f, ARGV[i + 1], r[2], r[1])
+  out[2 * i] = put(k, f, ARGV[a], ARGV[a + 1], ARGV[a + 2], r[2], r[1])
 end
 return out
 `)
@@ -125,8 +136,9 @@ return out
 // allowScript decides an AllowRequest atomically.
 // KEYS = per limit: cur key, prev key.
 // ARGV = field ("+" inc), cost, count_rejected ('1' or '0'), then per limit
-// 6 values: limit, size, pos (At − Cur.Start), cur row, cur row with the
-// cost counted, prev row.
+// 10 values: limit, size, pos (At − Cur.Start), cur total, cur total with
+// the cost counted, cur version, cur expiry, prev total, prev version,
+// prev expiry.
 // Returns allowed ('1' or '0'), then per limit the sum and inc's stored
 // total of the current window, then of the previous one, as read before
 // the writes.
@@ -139,14 +151,14 @@ local out = {'0'}
 local reads = {}
 local allowed = true
 for l = 1, n do
-  local a = 4 + 6 * (l - 1)
+  local a = 4 + 10 * (l - 1)
   local rc = call('HMGET', KEYS[2 * l - 1], SUM, f)
   local rp = call('HMGET', KEYS[2 * l], SUM, f)
   reads[2 * l - 1], reads[2 * l] = rc, rp
   local sc, oc, sp, op = rc[1] or '0', total(rc[2]), rp[1] or '0', total(rp[2])
   out[4 * l - 2], out[4 * l - 1], out[4 * l], out[4 * l + 1] = sc, oc, sp, op
-  local cur = tonumber(total(ARGV[a + 3])) + (tonumber(sc) - tonumber(oc))
-  local prev = tonumber(total(ARGV[a + 5])) + (tonumber(sp) - tonumber(op))
+  local cur = tonumber(ARGV[a + 3]) + (tonumber(sc) - tonumber(oc))
+  local prev = tonumber(ARGV[a + 7]) + (tonumber(sp) - tonumber(op))
   local size = tonumber(ARGV[a + 1])
   local rate = cur
   if prev ~= 0 then rate = cur + prev * (size - tonumber(ARGV[a + 2])) / size end
@@ -154,12 +166,12 @@ for l = 1, n do
 end
 local counted = allowed or countRejected
 for l = 1, n do
-  local a = 4 + 6 * (l - 1)
+  local a = 4 + 10 * (l - 1)
   local rp, rc = reads[2 * l], reads[2 * l - 1]
-  put(KEYS[2 * l], f, ARGV[a + 5], rp[2], rp[1])
-  local v = ARGV[a + 3]
-  if counted then v = ARGV[a + 4] end
-  put(KEYS[2 * l - 1], f, v, rc[2], rc[1])
+  put(KEYS[2 * l], f, ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], rp[2], rp[1])
+  local t = ARGV[a + 3]
+  if counted then t = ARGV[a + 4] end
+  put(KEYS[2 * l - 1], f, t, ARGV[a + 5], ARGV[a + 6], rc[2], rc[1])
 end
 if allowed then out[1] = '1' end
 return out

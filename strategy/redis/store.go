@@ -85,8 +85,7 @@ func (s *Store) Push(ctx context.Context, inc string, rows []clustersync.Row) er
 	}
 	f := field(inc)
 	return s.chunks(ctx, "push", len(rows), func(ctx context.Context, lo, hi int) error {
-		rs := rows[lo:hi]
-		return s.scripts(ctx, "push", pushScript, f, len(rs), rowKey(rs), rowValue(rs), nil)
+		return s.scripts(ctx, "push", pushScript, f, rows[lo:hi], nil)
 	})
 }
 
@@ -151,8 +150,7 @@ func (s *Store) PushFetch(ctx context.Context, inc string, rows []clustersync.Ro
 	}
 	f := field(inc)
 	return s.chunks(ctx, "pushfetch", len(rows), func(ctx context.Context, lo, hi int) error {
-		rs := rows[lo:hi]
-		return s.scripts(ctx, "pushfetch", pushFetchScript, f, len(rs), rowKey(rs), rowValue(rs), others[lo:hi])
+		return s.scripts(ctx, "pushfetch", pushFetchScript, f, rows[lo:hi], others[lo:hi])
 	})
 }
 
@@ -193,29 +191,33 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 		return clustersync.AllowResult{Allowed: true}, nil
 	}
 	kb := keyBuilder{prefix: s.prefix}
-	args := make([]any, 0, 3+2*n+3+6*n)
-	args = append(args, "evalsha", allowScript.sha, 2*n)
+	// As in scripts: arguments point into keys and vals, not boxed one by one.
+	keys := make([]string, 2*n+1)
+	vals := make([]int64, 1+10*n)
+	args := make([]any, 0, 3+2*n+3+10*n)
+	args = append(args, "evalsha", &allowScript.sha, 2*n)
 	for i := range req.Limits {
 		l := &req.Limits[i]
-		cur, _ := kb.build(&l.Cur.WindowKey)
-		prev, _ := kb.build(&l.Prev.WindowKey)
-		args = append(args, cur, prev)
+		keys[2*i], _ = kb.build(&l.Cur.WindowKey)
+		keys[2*i+1], _ = kb.build(&l.Prev.WindowKey)
+		args = append(args, &keys[2*i], &keys[2*i+1])
 	}
 	countRejected := "0"
 	if req.CountRejected {
 		countRejected = "1"
 	}
-	args = append(args, field(req.Inc), req.Cost, countRejected)
-	var buf []byte
+	keys[2*n] = field(req.Inc)
+	vals[0] = req.Cost
+	args = append(args, &keys[2*n], &vals[0], countRejected)
 	for i := range req.Limits {
 		l := &req.Limits[i]
-		args = append(args, l.Limit, int64(l.Size), req.At-l.Cur.Start)
-		buf = appendRow(buf[:0], l.Cur.Total, &l.Cur)
-		args = append(args, string(buf))
-		buf = appendRow(buf[:0], l.Cur.Total+req.Cost, &l.Cur)
-		args = append(args, string(buf))
-		buf = appendRow(buf[:0], l.Prev.Total, &l.Prev)
-		args = append(args, string(buf))
+		v := vals[1+10*i : 11+10*i : 11+10*i]
+		v[0], v[1], v[2] = l.Limit, int64(l.Size), req.At-l.Cur.Start
+		v[3], v[4], v[5], v[6] = l.Cur.Total, l.Cur.Total+req.Cost, l.Cur.Version, expireArg(&l.Cur)
+		v[7], v[8], v[9] = l.Prev.Total, l.Prev.Version, expireArg(&l.Prev)
+		for j := range v {
+			args = append(args, &v[j])
+		}
 	}
 	calls := []scriptCall{{args: args, lo: 0, hi: n, ints: true}}
 	if err := s.run(ctx, allowScript, calls); err != nil {
@@ -233,17 +235,12 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 	return res, nil
 }
 
-// appendRow appends row r with the given total as stored:
-// "<total>:<version>:<expire-at ms>", the expiry empty when r has none.
-func appendRow(b []byte, total int64, r *clustersync.Row) []byte {
-	b = strconv.AppendInt(b, total, 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, r.Version, 10)
-	b = append(b, ':')
-	if !r.ExpireAt.IsZero() {
-		b = strconv.AppendInt(b, expireMs(r), 10)
+// expireArg is r's expiry as the scripts take it: Unix ms, 0 for none.
+func expireArg(r *clustersync.Row) int64 {
+	if r.ExpireAt.IsZero() {
+		return 0
 	}
-	return b
+	return expireMs(r)
 }
 
 // sumField is the hash field holding the sum of a window's totals; the
@@ -350,41 +347,40 @@ func (s *Store) chunks(ctx context.Context, op string, n int, fn func(ctx contex
 	return first
 }
 
-// scripts runs sc over n windows in one pipeline: on a single server up
-// to keysPerScript windows per call, else one call per run of windows of
-// one (namespace, key). ARGV is field, then, when value is not nil, one
-// stored row per window. When others is not nil the script returns (window
-// sum, own total) per window and others receives their difference.
+// scripts runs sc over rows in one pipeline: on a single server up to
+// keysPerScript windows per call, else one call per run of windows of one
+// (namespace, key). ARGV is field, then each row's total, version and
+// expiry (Unix ms, 0 for none). When others is not nil the script returns
+// (window sum, own total) per window and others receives their difference.
 //
-// Keys and rows are written into one buffer and sent as slices of it, and
-// the replies are read as integers, to keep allocations per window few.
-func (s *Store) scripts(ctx context.Context, op string, sc *script, field string, n int,
-	key func(i int) *clustersync.WindowKey, value func(i int, b []byte) []byte, others []int64,
-) error {
+// The keys are substrings of one string and every argument is a pointer
+// into keys, vals or the script, so building the pipeline allocates a few
+// slices, not one boxed value per argument; replies are read as integers.
+func (s *Store) scripts(ctx context.Context, op string, sc *script, field string, rows []clustersync.Row, others []int64) error {
+	const perRow = 3 // total, version, expiry
+	n := len(rows)
 	kb := keyBuilder{prefix: s.prefix}
-	per := 1
-	if value != nil {
-		per = 2
-	}
-	buf := make([]byte, 0, n*(len(s.prefix)+64+per*40))
-	ends := make([]int, per*n) // where each key, then each row, ends in buf
+	buf := make([]byte, 0, n*(len(s.prefix)+64))
+	ends := make([]int, n)
 	same := make([]bool, n)
-	for i := range n {
-		buf, same[i] = kb.append(buf, key(i))
+	for i := range rows {
+		buf, same[i] = kb.append(buf, &rows[i].WindowKey)
 		ends[i] = len(buf)
 	}
-	if value != nil {
-		for i := range n {
-			buf = value(i, buf)
-			ends[n+i] = len(buf)
-		}
-	}
-	arg := func(j int) []byte {
+	all := string(buf)
+	keys := make([]string, n)
+	vals := make([]int64, perRow*n)
+	for i := range rows {
+		r := &rows[i]
 		lo := 0
-		if j > 0 {
-			lo = ends[j-1]
+		if i > 0 {
+			lo = ends[i-1]
 		}
-		return buf[lo:ends[j]:ends[j]]
+		keys[i] = all[lo:ends[i]]
+		vals[perRow*i], vals[perRow*i+1] = r.Total, r.Version
+		if !r.ExpireAt.IsZero() {
+			vals[perRow*i+2] = expireMs(r)
+		}
 	}
 	var calls []scriptCall
 	for lo := 0; lo < n; {
@@ -395,21 +391,19 @@ func (s *Store) scripts(ctx context.Context, op string, sc *script, field string
 		calls = append(calls, scriptCall{lo: lo, hi: hi, ints: others != nil})
 		lo = hi
 	}
-	all := make([]any, 0, per*n+4*len(calls))
+	args := make([]any, 0, (1+perRow)*n+4*len(calls))
 	for i := range calls {
 		c := &calls[i]
-		start := len(all)
-		all = append(all, "evalsha", sc.sha, c.hi-c.lo)
+		start := len(args)
+		args = append(args, "evalsha", &sc.sha, c.hi-c.lo)
 		for j := c.lo; j < c.hi; j++ {
-			all = append(all, arg(j))
+			args = append(args, &keys[j])
 		}
-		all = append(all, field)
-		if value != nil {
-			for j := c.lo; j < c.hi; j++ {
-				all = append(all, arg(n+j))
-			}
+		args = append(args, &field)
+		for j := perRow * c.lo; j < perRow*c.hi; j++ {
+			args = append(args, &vals[j])
 		}
-		c.args = all[start:len(all):len(all)]
+		c.args = args[start:len(args):len(args)]
 	}
 	if err := s.run(ctx, sc, calls); err != nil {
 		return s.fail(op, err)
@@ -427,14 +421,6 @@ func (s *Store) scripts(ctx context.Context, op string, sc *script, field string
 		}
 	}
 	return nil
-}
-
-func rowKey(rows []clustersync.Row) func(i int) *clustersync.WindowKey {
-	return func(i int) *clustersync.WindowKey { return &rows[i].WindowKey }
-}
-
-func rowValue(rows []clustersync.Row) func(i int, b []byte) []byte {
-	return func(i int, b []byte) []byte { return appendRow(b, rows[i].Total, &rows[i]) }
 }
 
 // run sends calls of sc in one pipeline, then re-sends those that failed

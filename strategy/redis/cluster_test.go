@@ -137,4 +137,15 @@ func TestCluster(t *testing.T) {
 	if n := window(t, s, req.Limits[1].Cur.WindowKey); n != 10*m {
 		t.Errorf("Window(minute) = %d, want %d", n, 10*m)
 	}
+	// Every call went straight to the shard of its keys: no node answered
+	// MOVED (which the client would have followed, at a round trip each).
+	for _, a := range addrs {
+		info, err := rawClient(t, a).Info(ctx, "errorstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "errorstat_MOVED") {
+			t.Errorf("node %s redirected calls: %s", a, strings.TrimSpace(info))
+		}
+	}
 }

@@ -200,7 +200,11 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 		l := &req.Limits[i]
 		keys[2*i], _ = kb.build(&l.Cur.WindowKey)
 		keys[2*i+1], _ = kb.build(&l.Prev.WindowKey)
-		args = append(args, &keys[2*i], &keys[2*i+1])
+		if i == 0 {
+			args = append(args, keys[0], &keys[1]) // routed by the first key, a string
+		} else {
+			args = append(args, &keys[2*i], &keys[2*i+1])
+		}
 	}
 	countRejected := "0"
 	if req.CountRejected {
@@ -395,8 +399,10 @@ func (s *Store) scripts(ctx context.Context, op string, sc *script, field string
 	for i := range calls {
 		c := &calls[i]
 		start := len(args)
-		args = append(args, "evalsha", &sc.sha, c.hi-c.lo)
-		for j := c.lo; j < c.hi; j++ {
+		// The first key goes as a string: a cluster or ring client routes by
+		// it and reads no pointer.
+		args = append(args, "evalsha", &sc.sha, c.hi-c.lo, keys[c.lo])
+		for j := c.lo + 1; j < c.hi; j++ {
 			args = append(args, &keys[j])
 		}
 		args = append(args, &field)

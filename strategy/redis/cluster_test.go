@@ -101,8 +101,9 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n < nKeys*2/3/2 {
-			t.Errorf("node %s holds %d of %d keys: keys do not spread", a, n, len(rows))
+		// 2 windows × 64 buckets = 128 hashes over 3 nodes.
+		if n < 128/3/2 {
+			t.Errorf("node %s holds %d of 128 hashes: keys do not spread", a, n)
 		}
 	}
 	// PushFetch over windows of different keys (different slots).

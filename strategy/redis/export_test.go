@@ -2,7 +2,14 @@ package redis
 
 import clustersync "github.com/limiterd/limiterd/sync"
 
-// RedisKey returns the Redis key of window k under prefix.
+// RedisKey returns the Redis key of the hash holding window k under prefix.
 func RedisKey(prefix string, k clustersync.WindowKey) string {
-	return string(appendKey(nil, escapePrefix(prefix), keyTag(k.Namespace, k.Key), &k))
+	l := locator{prefix: escapePrefix(prefix)}
+	return l.key(&k)
 }
+
+// SumField and RowField return the fields of window k's sum and of
+// incarnation inc's row in that hash.
+func SumField(k clustersync.WindowKey) string { return sumPrefix + k.Key }
+
+func RowField(inc string, k clustersync.WindowKey) string { return rowPrefix(inc) + k.Key }

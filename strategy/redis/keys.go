@@ -7,30 +7,57 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-// tagLen is the length of a key's hash tag: 16 hexadecimal digits.
+// buckets is the number of hashes each window of a namespace is split
+// into. A key's bucket is fixed, so all its windows share one hash tag
+// (Allow's script may touch them together on a cluster) while a namespace
+// spreads over this many slots. One push writes up to 100 rows of a bucket
+// with one HMGET and one HSET, so a tick's rows of one window should fill
+// buckets well: a 1000-row round trip holds about 16 rows per bucket.
+const buckets = 64
+
+// tagLen is the length of a hash tag: 16 hexadecimal digits.
 const tagLen = 16
 
-// keyTag returns the hash tag shared by every window of (namespace, key):
-// FNV-1a 64 of the length-prefixed namespace followed by the key, as 16
-// lowercase hexadecimal digits. The tag only decides placement (slot, ring
-// shard); it is never read back, so a collision merely puts two keys in the
-// same slot. It never holds a brace, whatever the key holds.
-func keyTag(namespace, key string) [tagLen]byte {
-	const (
-		offset = 14695981039346656037
-		prime  = 1099511628211
-	)
-	h := uint64(offset)
+// fnv is FNV-1a 64, the hash of keys' buckets and of hash tags.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvNamespace(namespace string) uint64 {
+	h := uint64(fnvOffset)
 	var n [20]byte
 	for _, c := range strconv.AppendUint(n[:0], uint64(len(namespace)), 10) {
-		h = (h ^ uint64(c)) * prime
+		h = (h ^ uint64(c)) * fnvPrime
 	}
-	h = (h ^ ':') * prime
+	h = (h ^ ':') * fnvPrime
 	for i := 0; i < len(namespace); i++ {
-		h = (h ^ uint64(namespace[i])) * prime
+		h = (h ^ uint64(namespace[i])) * fnvPrime
 	}
+	return h
+}
+
+// bucketOf returns key's bucket in a namespace whose fnvNamespace is nsHash:
+// FNV-1a 64 of the length-prefixed namespace followed by the key, modulo
+// buckets.
+func bucketOf(nsHash uint64, key string) int {
+	h := nsHash
 	for i := 0; i < len(key); i++ {
-		h = (h ^ uint64(key[i])) * prime
+		h = (h ^ uint64(key[i])) * fnvPrime
+	}
+	return int(h % buckets)
+}
+
+// bucketTag returns the hash tag of a namespace's bucket: FNV-1a 64 of the
+// length-prefixed namespace, ':' and the bucket number, as 16 lowercase
+// hexadecimal digits. It only decides placement (slot, ring shard) and is
+// never read back, so a collision merely puts two buckets in one slot. It
+// never holds a brace, whatever the namespace holds.
+func bucketTag(nsHash uint64, bucket int) [tagLen]byte {
+	h := (nsHash ^ ':') * fnvPrime
+	var n [4]byte
+	for _, c := range strconv.AppendUint(n[:0], uint64(bucket), 10) {
+		h = (h ^ uint64(c)) * fnvPrime
 	}
 	const hex = "0123456789abcdef"
 	var t [tagLen]byte
@@ -41,31 +68,47 @@ func keyTag(namespace, key string) [tagLen]byte {
 	return t
 }
 
-// appendKey appends the Redis key of window k:
+// hashID names the hash holding one window of every key of a bucket.
+type hashID struct {
+	namespace string
+	size      int64
+	start     int64
+	bucket    int
+}
+
+// appendHashKey appends the Redis key of hash id:
 //
-//	<prefix>:{<tag>}:<len(ns)>:<ns>:<len(key)>:<key>:<size ns>:<start ns>
+//	<prefix>:{<tag>}:<bucket>:<len(ns)>:<ns>:<size ns>:<start ns>
 //
 // prefix holds no brace, so the first '{' is the tag's and the first '}'
-// after it ends the tag; the namespace and key are length-prefixed raw
-// bytes, so any bytes (braces, colons, U+0000) are safe and distinct
-// windows never share a Redis key.
-func appendKey(b []byte, prefix string, tag [tagLen]byte, k *clustersync.WindowKey) []byte {
+// after it ends the tag; the namespace is length-prefixed raw bytes, so
+// any bytes (braces, colons, U+0000) are safe and distinct hashes never
+// share a Redis key.
+func appendHashKey(b []byte, prefix string, tag [tagLen]byte, id *hashID) []byte {
 	b = append(b, prefix...)
 	b = append(b, ":{"...)
 	b = append(b, tag[:]...)
 	b = append(b, "}:"...)
-	b = strconv.AppendInt(b, int64(len(k.Namespace)), 10)
+	b = strconv.AppendInt(b, int64(id.bucket), 10)
 	b = append(b, ':')
-	b = append(b, k.Namespace...)
+	b = strconv.AppendInt(b, int64(len(id.namespace)), 10)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(len(k.Key)), 10)
+	b = append(b, id.namespace...)
 	b = append(b, ':')
-	b = append(b, k.Key...)
+	b = strconv.AppendInt(b, id.size, 10)
 	b = append(b, ':')
-	b = strconv.AppendInt(b, int64(k.Size), 10)
-	b = append(b, ':')
-	b = strconv.AppendInt(b, k.Start, 10)
+	b = strconv.AppendInt(b, id.start, 10)
 	return b
+}
+
+// Fields of a window's hash, for key k: "=" + k holds the sum of every
+// incarnation's total for k; rowPrefix(inc) + k holds inc's row. The row
+// prefix is "+<len(inc)>:<inc>:", so (inc, k) pairs never share a field,
+// and '=' and '+' keep sums and rows apart.
+const sumPrefix = "="
+
+func rowPrefix(inc string) string {
+	return "+" + strconv.Itoa(len(inc)) + ":" + inc + ":"
 }
 
 // escapePrefix makes a key prefix brace-free, injectively: '%' '{' '}'
@@ -78,30 +121,33 @@ func escapePrefix(p string) string {
 	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(p)
 }
 
-// keyBuilder builds the Redis keys of a batch, hashing each (namespace,
-// key) once for consecutive windows of the same key.
-type keyBuilder struct {
+// locator finds the hashes of windows, hashing each namespace once for
+// consecutive windows of the same namespace.
+type locator struct {
 	prefix string
-	buf    []byte
 	ns     string
-	key    string
-	tag    [tagLen]byte
+	nsHash uint64
 	valid  bool
 }
 
-// build returns k's Redis key and reports whether it shares the hash tag
-// of the key built just before it.
-func (kb *keyBuilder) build(k *clustersync.WindowKey) (key string, sameTag bool) {
-	kb.buf, sameTag = kb.append(kb.buf[:0], k)
-	return string(kb.buf), sameTag
+// id returns the hash holding window k.
+func (l *locator) id(k *clustersync.WindowKey) hashID {
+	if !l.valid || l.ns != k.Namespace {
+		l.ns, l.nsHash, l.valid = k.Namespace, fnvNamespace(k.Namespace), true
+	}
+	return hashID{namespace: k.Namespace, size: int64(k.Size), start: k.Start, bucket: bucketOf(l.nsHash, k.Key)}
 }
 
-// append appends k's Redis key to b, as build.
-func (kb *keyBuilder) append(b []byte, k *clustersync.WindowKey) ([]byte, bool) {
-	sameTag := kb.valid && kb.ns == k.Namespace && kb.key == k.Key
-	if !sameTag {
-		kb.ns, kb.key, kb.valid = k.Namespace, k.Key, true
-		kb.tag = keyTag(k.Namespace, k.Key)
+// appendKey appends the Redis key of hash id.
+func (l *locator) appendKey(b []byte, id *hashID) []byte {
+	if !l.valid || l.ns != id.namespace {
+		l.ns, l.nsHash, l.valid = id.namespace, fnvNamespace(id.namespace), true
 	}
-	return appendKey(b, kb.prefix, kb.tag, k), sameTag
+	return appendHashKey(b, l.prefix, bucketTag(l.nsHash, id.bucket), id)
+}
+
+// key returns the Redis key of the hash holding window k.
+func (l *locator) key(k *clustersync.WindowKey) string {
+	id := l.id(k)
+	return string(l.appendKey(nil, &id))
 }

@@ -9,37 +9,32 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-// decodeKey parses appendKey's output; it fails if the encoding is
+// decodeKey parses appendHashKey's output; it fails if the encoding is
 // ambiguous for this input.
-func decodeKey(s, prefix string) (tag string, k clustersync.WindowKey, ok bool) {
+func decodeKey(s, prefix string) (tag string, id hashID, ok bool) {
 	rest, ok := strings.CutPrefix(s, prefix+":{")
 	if !ok || len(rest) < tagLen+2 || rest[tagLen:tagLen+2] != "}:" {
-		return "", k, false
+		return "", id, false
 	}
 	tag, rest = rest[:tagLen], rest[tagLen+2:]
-	field := func() (string, bool) {
-		n, r, ok := strings.Cut(rest, ":")
-		l, err := strconv.Atoi(n)
-		if !ok || err != nil || l < 0 || len(r) < l+1 || r[l] != ':' {
-			return "", false
-		}
-		rest = r[l+1:]
-		return r[:l], true
+	b, rest, ok := strings.Cut(rest, ":")
+	bucket, err := strconv.Atoi(b)
+	if !ok || err != nil {
+		return "", id, false
 	}
-	if k.Namespace, ok = field(); !ok {
-		return
+	n, r, ok := strings.Cut(rest, ":")
+	l, err := strconv.Atoi(n)
+	if !ok || err != nil || l < 0 || len(r) < l+1 || r[l] != ':' {
+		return "", id, false
 	}
-	if k.Key, ok = field(); !ok {
-		return
-	}
+	ns, rest := r[:l], r[l+1:]
 	size, start, ok := strings.Cut(rest, ":")
 	sz, err1 := strconv.ParseInt(size, 10, 64)
 	st, err2 := strconv.ParseInt(start, 10, 64)
 	if !ok || err1 != nil || err2 != nil {
-		return "", k, false
+		return "", id, false
 	}
-	k.Size, k.Start = time.Duration(sz), st
-	return tag, k, true
+	return tag, hashID{namespace: ns, size: sz, start: st, bucket: bucket}, true
 }
 
 func FuzzKey(f *testing.F) {
@@ -52,9 +47,14 @@ func FuzzKey(f *testing.F) {
 		if strings.ContainsAny(p, "{}") {
 			t.Fatalf("escaped prefix %q holds a brace", p)
 		}
-		in := clustersync.WindowKey{Namespace: ns, Size: time.Duration(size), Start: start, Key: key}
-		tag := keyTag(ns, key)
-		s := string(appendKey(nil, p, tag, &in))
+		l := locator{prefix: p}
+		k := clustersync.WindowKey{Namespace: ns, Size: time.Duration(size), Start: start, Key: key}
+		in := l.id(&k)
+		if in.bucket < 0 || in.bucket >= buckets {
+			t.Fatalf("bucket %d out of range", in.bucket)
+		}
+		s := l.key(&k)
+		tag := bucketTag(fnvNamespace(ns), in.bucket)
 		gotTag, out, ok := decodeKey(s, p)
 		if !ok || out != in || gotTag != string(tag[:]) {
 			t.Fatalf("decode(%q) = %q %+v %v, want %q %+v", s, gotTag, out, ok, tag, in)
@@ -65,7 +65,24 @@ func FuzzKey(f *testing.F) {
 		if open != len(p)+1 || s[open+1:open+1+end] != string(tag[:]) {
 			t.Fatalf("Redis would read the hash tag of %q wrongly", s)
 		}
+		// Fields: sums and rows never collide, whatever the key and inc.
+		if sum, row := sumPrefix+key, rowPrefix(ns)+key; sum == row {
+			t.Fatalf("sum and row fields of %q are both %q", key, sum)
+		}
 	})
+}
+
+func TestRowPrefixInjective(t *testing.T) {
+	// (inc, key) pairs whose plain concatenation would collide.
+	pairs := [][2]string{{"a", "bc"}, {"ab", "c"}, {"a:", "b"}, {"a", ":b"}, {"1:a", "b"}, {"", "1:a:b"}}
+	seen := map[string][2]string{}
+	for _, p := range pairs {
+		f := rowPrefix(p[0]) + p[1]
+		if q, ok := seen[f]; ok {
+			t.Errorf("%q and %q share field %q", q, p, f)
+		}
+		seen[f] = p
+	}
 }
 
 func TestEscapePrefixInjective(t *testing.T) {
@@ -79,11 +96,17 @@ func TestEscapePrefixInjective(t *testing.T) {
 	}
 }
 
-func TestKeyBuilderAllocs(t *testing.T) {
-	kb := keyBuilder{prefix: "limiterd"}
-	k := clustersync.WindowKey{Namespace: "api", Size: time.Second, Start: 1_700_000_000_000_000_000, Key: "user-12345"}
-	kb.build(&k)
-	if n := testing.AllocsPerRun(100, func() { kb.build(&k) }); n > 1 {
-		t.Errorf("build allocates %v times, want at most 1 (the key string)", n)
+func TestBucketsSpread(t *testing.T) {
+	// The keys of one namespace fill its buckets evenly.
+	const n = 64_000
+	var count [buckets]int
+	h := fnvNamespace("api")
+	for i := range n {
+		count[bucketOf(h, "user-"+strconv.Itoa(i))]++
+	}
+	for b, c := range count {
+		if c < n/buckets*8/10 || c > n/buckets*12/10 {
+			t.Errorf("bucket %d holds %d of %d keys, want about %d", b, c, n, n/buckets)
+		}
 	}
 }

@@ -245,16 +245,16 @@ var trickyKeys = [][2]string{
 
 func TestKeysInjective(t *testing.T) {
 	s := newStore(t)
-	seen := map[string][2]string{}
+	seen := map[[2]string][2]string{}
 	var keys []clustersync.WindowKey
 	for _, nk := range trickyKeys {
 		for _, size := range []time.Duration{time.Second, 10 * time.Second} {
 			k := wk(nk[0], nk[1], size, 0)
-			rk := redisstore.RedisKey("p", k)
-			if prev, ok := seen[rk]; ok {
-				t.Fatalf("%q and %q both map to %q", prev, nk, rk)
+			at := [2]string{redisstore.RedisKey("p", k), redisstore.SumField(k)}
+			if prev, ok := seen[at]; ok {
+				t.Fatalf("%q and %q both map to %q", prev, nk, at)
 			}
-			seen[rk] = nk
+			seen[at] = nk
 			keys = append(keys, k)
 		}
 	}
@@ -295,8 +295,8 @@ func TestHashTag(t *testing.T) {
 		}
 		tags[tag] = true
 	}
-	if len(tags) != len(trickyKeys) {
-		t.Errorf("%d distinct tags for %d keys", len(tags), len(trickyKeys))
+	if len(tags) < 2 {
+		t.Errorf("%d distinct tags for %d keys of several namespaces", len(tags), len(trickyKeys))
 	}
 	// A brace in the prefix given to New is escaped, not left to break the tag.
 	if rk := redisstore.RedisKey("a{b}", wk("n", "k", time.Second, 0)); !strings.HasPrefix(rk, "a%7Bb%7D:{") {
@@ -305,17 +305,29 @@ func TestHashTag(t *testing.T) {
 }
 
 func TestSlotSpread(t *testing.T) {
-	// The tags of many keys of one namespace spread over the cluster slots.
-	const n = 16384
-	slots := map[uint16]int{}
-	for i := range n {
-		rk := redisstore.RedisKey("limiterd", wk("one-namespace", fmt.Sprint("user-", i), time.Second, 0))
+	slot := func(rk string) uint16 {
 		open := strings.IndexByte(rk, '{')
-		slots[crc16(rk[open+1:open+17])%16384]++
+		return crc16(rk[open+1:open+17]) % 16384
 	}
-	// Balls into bins: about n·(1−1/e) ≈ 10356 distinct slots are expected.
+	// One namespace's keys fill all its buckets, each a slot of its own.
+	one := map[uint16]bool{}
+	for i := range 10_000 {
+		one[slot(redisstore.RedisKey("limiterd", wk("one-namespace", fmt.Sprint("user-", i), time.Second, 0)))] = true
+	}
+	if len(one) < 60 {
+		t.Errorf("10000 keys of one namespace use %d slots, want about 64", len(one))
+	}
+	// Namespaces spread over the cluster: 256 namespaces × 64 buckets.
+	const n = 256
+	slots := map[uint16]int{}
+	for ns := range n {
+		for i := range 2000 {
+			slots[slot(redisstore.RedisKey("limiterd", wk(fmt.Sprint("ns-", ns), fmt.Sprint("user-", i), time.Second, 0)))]++
+		}
+	}
+	// Balls into bins: 16384 tags in 16384 slots fill about 10356.
 	if len(slots) < 9800 {
-		t.Errorf("%d keys use %d slots, want about 10356", n, len(slots))
+		t.Errorf("%d namespaces use %d slots, want about 10356", n, len(slots))
 	}
 }
 
@@ -335,16 +347,59 @@ func TestNeverStoredEmptyRowWritesNothing(t *testing.T) {
 	if others[0] != 0 || others[1] != 5 {
 		t.Errorf("others = %v, want [0 5]", others)
 	}
-	if n, err := raw.Exists(ctxT(t), redisstore.RedisKey(prefix, empty)).Result(); err != nil || n != 0 {
-		t.Errorf("EXISTS of the never-stored window = %d (%v), want 0", n, err)
-	}
-	if f, err := raw.HKeys(ctxT(t), redisstore.RedisKey(prefix, shared)).Result(); err != nil || len(f) != 2 {
-		t.Errorf("fields of the shared window = %q (%v), want b's row and the sum", f, err)
+	for _, f := range []struct {
+		k     clustersync.WindowKey
+		field string
+		want  bool
+	}{
+		{empty, redisstore.SumField(empty), false},
+		{empty, redisstore.RowField("a", empty), false},
+		{shared, redisstore.SumField(shared), true},
+		{shared, redisstore.RowField("b", shared), true},
+		{shared, redisstore.RowField("a", shared), false},
+	} {
+		if got, err := raw.HExists(ctxT(t), redisstore.RedisKey(prefix, f.k), f.field).Result(); err != nil || got != f.want {
+			t.Errorf("HEXISTS %q = %v (%v), want %v", f.field, got, err, f.want)
+		}
 	}
 	// A real row of a itself, later, counts as usual.
 	mustPush(t, s, "a", row(shared, 3, 2))
 	if got := window(t, s, shared); got != 8 {
 		t.Errorf("Window = %d, want 8", got)
+	}
+}
+
+// TestRepeatedKeyInOnePush: rows of one window repeated in one call apply
+// in order, as separate calls would: a newer version wins, an older one
+// after it changes nothing, and the sum counts the final row once.
+func TestRepeatedKeyInOnePush(t *testing.T) {
+	s, _ := newStoreAt(t, redisAddr(t))
+	k, other, huge := wk("dup", "k", time.Minute, 0), wk("dup", "other", time.Minute, 0), wk("dup", "huge", time.Minute, 0)
+	mustPush(t, s, "b", row(k, 100, 1), row(huge, 100, 1))
+	const big = 4_000_000_000_000_000 // past 10^15: the sum moves by HINCRBY
+	rows := []clustersync.Row{
+		row(k, 5, 10), row(other, 1, 1), row(k, 7, 12), row(k, 6, 11),
+		row(huge, big, 5), row(huge, 3, 6), row(huge, big, 4),
+	}
+	others := make([]int64, len(rows))
+	if err := s.PushFetch(ctxT(t), "a", rows, others); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{100, 0, 100, 100, 100, 100, 100} {
+		if others[i] != want {
+			t.Errorf("others[%d] = %d, want %d", i, others[i], want)
+		}
+	}
+	for _, c := range []struct {
+		k         clustersync.WindowKey
+		sum, forB int64
+	}{{k, 107, 7}, {huge, 103, 3}, {other, 1, 1}} {
+		if got := window(t, s, c.k); got != c.sum {
+			t.Errorf("Window(%s) = %d, want %d", c.k.Key, got, c.sum)
+		}
+		if got := fetch(t, s, "b", c.k)[0]; got != c.forB {
+			t.Errorf("Fetch(%s) for b = %d, want %d", c.k.Key, got, c.forB)
+		}
 	}
 }
 

@@ -5,25 +5,24 @@ import "github.com/redis/go-redis/v9"
 // The Lua scripts. On a cluster or ring every call takes only keys of one
 // hash tag (see Store), so each is valid on Redis Cluster.
 //
-// Each window is a hash. Field "+<inc>" holds incarnation inc's row as
+// A window's rows live in the hash of the key's bucket for that window
+// (see keys.go). For key k, field "=" + k holds the sum of all totals and
+// field "+<len(inc)>:<inc>:" + k holds incarnation inc's row as
 // "<total>:<version>:<expire-at ms>" (canonical decimal int64; the expiry
-// is 0, or empty as written before, when the row has none); field "=" holds the sum of all totals,
-// updated in the same HSET as the row. Reading a window's sum, or the
-// others' sum (sum minus one's own), is therefore one HMGET however many
-// incarnations wrote the window.
+// is 0 when the row has none). The sum is written in the same HSET as the
+// row, so a window's sum, or the others' sum (sum minus one's own), is
+// one HMGET however many incarnations wrote it — and one HMGET reads or
+// one HSET writes the rows of many keys of a bucket.
 //
 // Lua numbers are doubles, exact only up to 2^53: versions are compared
 // exactly as decimal strings, the sum is updated in Lua only while every
 // number involved is below 10^15 (else by HINCRBY, exact int64), and sums
-// go back to Go as strings.
+// go back to Go as strings or integers.
 
 // luaLib is the helpers the writing scripts start with. Globals are
-// copied into locals once. A row arrives as three arguments (total,
-// version, expiry) so only the stored row is parsed; the work per row is
-// an HMGET, an HSET when the row is newer, and a few string operations.
+// copied into locals once.
 const luaLib = `
-local SUM = '='
-local find, sub, byte, format, tonumber, call = string.find, string.sub, string.byte, string.format, tonumber, redis.call
+local find, sub, byte, format, tonumber, call, unpack = string.find, string.sub, string.byte, string.format, tonumber, redis.call, unpack
 
 -- gt reports a > b for canonical decimal int64 strings, exactly.
 local function gt(a, b)
@@ -47,113 +46,155 @@ local function total(v)
   return sub(v, 1, find(v, ':', 1, true) - 1)
 end
 
--- expire moves k's expiry to exp (Unix ms; '0' for none) unless it already
--- expires later. oe is the expiry the field held before: k expires no
--- earlier than that, so an exp not after it needs no look. fresh says k
--- was just created (it had no sum field), so it has no expiry yet.
-local function expire(k, exp, oe, fresh)
-  if exp == '0' or exp == oe then return end
-  if fresh then
-    call('PEXPIREAT', k, exp)
-    return
-  end
-  local e = tonumber(exp)
-  if oe and oe ~= '' and tonumber(oe) >= e then return end
-  local cur = call('PEXPIRETIME', k)
-  if cur == -1 or (cur >= 0 and cur < e) then call('PEXPIREAT', k, exp) end
+-- later returns the later of two expiries (Unix ms, '0' for none).
+local function later(a, b)
+  if a == '0' then return b end
+  if b == '0' or tonumber(a) >= tonumber(b) then return a end
+  return b
 end
 
--- put writes the row (total t, version v, expiry exp) into field f of k if
--- v is newer than the version of old (f's stored row, or nil), keeping
--- k's sum, s as stored (or nil). It returns old's total ('0' for none).
--- The first row of a window always writes the sum too, so a window that
--- exists has a sum field. A row of version 0 with total 0 that finds no
--- row is not written: an incarnation that never stored the window sends
--- it so, and an absent row already reads 0.
-local function put(k, f, t, v, exp, old, s)
+-- A hash's values stay short, so Redis may keep it as a listpack, whose
+-- field lookups scan the whole hash: slow once a bucket holds hundreds of
+-- fields. A new hash gets this one long value, which makes Redis store it
+-- as a real hash table (with the default hash-max-listpack-value of 64).
+local WIDE = string.rep('.', 80)
+
+-- step decides one row. t, v, exp: the row sent; s, old: the key's sum and
+-- inc's row as stored (false for none). It returns the row to store and
+-- the new sum (nil when nothing changes or the sum needs HINCRBY, big
+-- true), old's total, and the expiry this row asks of the hash.
+local function step(t, v, exp, s, old)
   local ot, oe = '0', nil
   if old then
     local oa = find(old, ':', 1, true)
     local ob = find(old, ':', oa + 1, true)
     ot, oe = sub(old, 1, oa - 1), sub(old, ob + 1)
     if not gt(v, sub(old, oa + 1, ob - 1)) then
-      expire(k, exp, oe, false)
-      return ot
+      if exp ~= oe then return nil, nil, false, ot, exp end
+      return nil, nil, false, ot, '0'
     end
   elseif v == '0' and t == '0' then
-    return '0'
+    -- A window its incarnation never stored: absent already reads 0.
+    return nil, nil, false, '0', '0'
   end
+  local e = '0'
+  if exp ~= oe then e = exp end
   local row = t .. ':' .. v .. ':' .. exp
-  if ot == t and old then
-    call('HSET', k, f, row)
-  else
-    local os = s or '0'
-    if #os <= 15 and #ot <= 15 and #t <= 15 then
-      call('HSET', k, f, row, SUM, format('%d', tonumber(os) - tonumber(ot) + tonumber(t)))
-    else
-      call('HSET', k, f, row)
-      call('HINCRBY', k, SUM, t)
-      if byte(ot, 1) == 45 then
-        call('HINCRBY', k, SUM, sub(ot, 2))
-      elseif ot ~= '0' then
-        call('HINCRBY', k, SUM, '-' .. ot)
-      end
-    end
+  if old and s and ot == t then return row, nil, false, ot, e end
+  local os = s or '0'
+  if #os <= 15 and #ot <= 15 and #t <= 15 then
+    return row, format('%d', tonumber(os) - tonumber(ot) + tonumber(t)), false, ot, e
   end
-  expire(k, exp, oe, not s)
-  return ot
+  return row, nil, true, ot, e
+end
+
+-- bigSum moves field sf of h by t − ot with HINCRBY (exact int64) and
+-- returns the new sum as stored.
+local function bigSum(h, sf, t, ot)
+  call('HINCRBY', h, sf, t)
+  if byte(ot, 1) == 45 then
+    call('HINCRBY', h, sf, sub(ot, 2))
+  elseif ot ~= '0' then
+    call('HINCRBY', h, sf, '-' .. ot)
+  end
+  return call('HGET', h, sf)
+end
+
+-- expire moves h's expiry to e (Unix ms, '0' for nothing to do) unless it
+-- already expires later; cur is its PEXPIRETIME before the writes.
+local function expire(h, e, cur)
+  if e == '0' then return end
+  if cur < 0 or cur < tonumber(e) then call('PEXPIREAT', h, e) end
 end
 `
 
-// pushScript: KEYS = windows; ARGV = field ("+" inc), then per key its
-// row's total, version and expiry (Unix ms; 0 for none).
-// Returns the number of keys.
+// pushScript pushes rows and reads back, per row, the key's sum and inc's
+// total as they were before the write (their difference is the others'
+// sum, which inc's write does not change).
+// KEYS = hashes. ARGV = inc's row prefix, then per row 5 values: the index
+// of its hash in KEYS, key, total, version, expiry (Unix ms, 0 for none).
+// Rows of one hash are consecutive; a key appears once per hash (all reads
+// come before the writes). Per hash it sends
+// one HMGET and at most one HSET (plus PEXPIRETIME and PEXPIREAT when a
+// row asks for a later expiry than it had).
 var pushScript = newScript(luaLib + `
-local f = ARGV[1]
-for i = 1, #KEYS do
-  local k, a = KEYS[i], 3 * i - 1
-  local r = call('HMGET', k, SUM, f)
-  put(k, f, ARGV[a], ARGV[a + 1], ARGV[a + 2], r[2], r[1])
-end
-return #KEYS
-`)
-
-// pushFetchScript: as pushScript, returning per key the window's sum and
-// inc's total as they were before the write (their difference is the
-// others' sum, which inc's write does not change).
-var pushFetchScript = newScript(luaLib + `
-local f = ARGV[1]
-local out = {}
-for i = 1, #KEYS do
-  local k, a = KEYS[i], 3 * i - 1
-  local r = call('HMGET', k, SUM, f)
-  out[2 * i - 1] = r[1] or '0'
-  out[2 * i] = put(k, f, ARGV[a], ARGV[a + 1], ARGV[a + 2], r[2], r[1])
+local rp = ARGV[1]
+local n = (#ARGV - 1) / 5
+local out, fs, w = {}, {}, {}
+local i = 1
+while i <= n do
+  local hi = ARGV[5 * i - 3]
+  local j, nf = i, 0
+  while j <= n and ARGV[5 * j - 3] == hi do
+    local k = ARGV[5 * j - 2]
+    fs[nf + 1], fs[nf + 2] = '=' .. k, rp .. k
+    nf = nf + 2
+    j = j + 1
+  end
+  local h = KEYS[tonumber(hi)]
+  local r = call('HMGET', h, unpack(fs, 1, nf))
+  local m, e = 0, '0'
+  for x = i, j - 1 do
+    local a = 5 * x - 3
+    local y = 2 * (x - i)
+    local sf, rf = fs[y + 1], fs[y + 2]
+    local s, old = r[y + 1], r[y + 2]
+    local row, sum, big, ot, ex = step(ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], s, old)
+    out[2 * x - 1], out[2 * x] = s or '0', ot
+    e = later(e, ex)
+    if row then
+      if big then
+        if m > 0 then call('HSET', h, unpack(w, 1, m)) m = 0 end
+        call('HSET', h, rf, row)
+        sum = bigSum(h, sf, ARGV[a + 2], ot)
+      else
+        w[m + 1], w[m + 2] = rf, row
+        m = m + 2
+        if sum then
+          w[m + 1], w[m + 2] = sf, sum
+          m = m + 2
+        end
+      end
+    end
+  end
+  if e ~= '0' then
+    -- A row new to the hash (or moving its expiry): maybe a new hash.
+    local cur = call('PEXPIRETIME', h)
+    if cur == -2 and m > 0 then
+      w[m + 1], w[m + 2] = '~', WIDE
+      m = m + 2
+    end
+    if m > 0 then call('HSET', h, unpack(w, 1, m)) end
+    if cur ~= -2 or m > 0 then expire(h, e, cur) end
+  elseif m > 0 then
+    call('HSET', h, unpack(w, 1, m))
+  end
+  i = j
 end
 return out
 `)
 
 // allowScript decides an AllowRequest atomically.
-// KEYS = per limit: cur key, prev key.
-// ARGV = field ("+" inc), cost, count_rejected ('1' or '0'), then per limit
-// 10 values: limit, size, pos (At − Cur.Start), cur total, cur total with
-// the cost counted, cur version, cur expiry, prev total, prev version,
-// prev expiry.
+// KEYS = per limit: the hash of the current window, of the previous one.
+// ARGV = inc's row prefix, key, cost, count_rejected ('1' or '0'), then per
+// limit 10 values: limit, size, pos (At − Cur.Start), cur total, cur total
+// with the cost counted, cur version, cur expiry, prev total, prev
+// version, prev expiry.
 // Returns allowed ('1' or '0'), then per limit the sum and inc's stored
 // total of the current window, then of the previous one, as read before
 // the writes.
 var allowScript = newScript(luaLib + `
-local f = ARGV[1]
-local cost = tonumber(ARGV[2])
-local countRejected = ARGV[3] == '1'
+local sf, rf = '=' .. ARGV[2], ARGV[1] .. ARGV[2]
+local cost = tonumber(ARGV[3])
+local countRejected = ARGV[4] == '1'
 local n = #KEYS / 2
 local out = {'0'}
 local reads = {}
 local allowed = true
 for l = 1, n do
-  local a = 4 + 10 * (l - 1)
-  local rc = call('HMGET', KEYS[2 * l - 1], SUM, f)
-  local rp = call('HMGET', KEYS[2 * l], SUM, f)
+  local a = 5 + 10 * (l - 1)
+  local rc = call('HMGET', KEYS[2 * l - 1], sf, rf)
+  local rp = call('HMGET', KEYS[2 * l], sf, rf)
   reads[2 * l - 1], reads[2 * l] = rc, rp
   local sc, oc, sp, op = rc[1] or '0', total(rc[2]), rp[1] or '0', total(rp[2])
   out[4 * l - 2], out[4 * l - 1], out[4 * l], out[4 * l + 1] = sc, oc, sp, op
@@ -165,13 +206,32 @@ for l = 1, n do
   if rate + cost > tonumber(ARGV[a]) then allowed = false end
 end
 local counted = allowed or countRejected
+-- put writes one row (t, v, exp) into hash h as pushScript does.
+local function put(h, t, v, exp, r)
+  local row, sum, big, ot, e = step(t, v, exp, r[1], r[2])
+  if not row and e == '0' then return end
+  local cur = 0
+  if e ~= '0' then cur = call('PEXPIRETIME', h) end
+  if row then
+    if big then
+      call('HSET', h, rf, row)
+      bigSum(h, sf, t, ot)
+    elseif sum then
+      if cur == -2 then call('HSET', h, rf, row, sf, sum, '~', WIDE) else call('HSET', h, rf, row, sf, sum) end
+    else
+      call('HSET', h, rf, row)
+    end
+  elseif cur == -2 then
+    return
+  end
+  expire(h, e, cur)
+end
 for l = 1, n do
-  local a = 4 + 10 * (l - 1)
-  local rp, rc = reads[2 * l], reads[2 * l - 1]
-  put(KEYS[2 * l], f, ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], rp[2], rp[1])
+  local a = 5 + 10 * (l - 1)
+  put(KEYS[2 * l], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], reads[2 * l])
   local t = ARGV[a + 3]
   if counted then t = ARGV[a + 4] end
-  put(KEYS[2 * l - 1], f, t, ARGV[a + 5], ARGV[a + 6], rc[2], rc[1])
+  put(KEYS[2 * l - 1], t, ARGV[a + 5], ARGV[a + 6], reads[2 * l - 1])
 end
 if allowed then out[1] = '1' end
 return out

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	gosync "sync"
@@ -36,10 +37,10 @@ const (
 // It also implements clustersync.PushFetcher and clustersync.AtomicAllower.
 // It is safe for concurrent use.
 //
-// On a single server (the Client is a *redis.Client) one push script call
-// covers up to keysPerScript windows of any keys; on a cluster or ring
-// (any other Client) one call covers consecutive windows of one
-// (namespace, key), which share a hash slot.
+// Rows are grouped by the hash that holds them (one per window and bucket,
+// see keys.go). On a single server (the Client is a *redis.Client) one
+// push script call covers up to keysPerScript rows of any hashes; on a
+// cluster or ring it covers rows of hashes of one hash tag.
 type Store struct {
 	c      Client
 	closer io.Closer // the client Open made; nil after New
@@ -83,59 +84,7 @@ func (s *Store) Push(ctx context.Context, inc string, rows []clustersync.Row) er
 	if s.closed.Load() {
 		return fmt.Errorf("redis: push: %w", clustersync.ErrClosed)
 	}
-	f := field(inc)
-	return s.chunks(ctx, "push", len(rows), func(ctx context.Context, lo, hi int) error {
-		return s.scripts(ctx, "push", pushScript, f, rows[lo:hi], nil)
-	})
-}
-
-// Fetch writes into others[i] the sum of every incarnation's total but
-// inc's for keys[i] (0 for an unknown window). It reads each window's sum
-// field and inc's row with one HMGET per window, ⌈len(keys)/1000⌉
-// pipelined round trips, at most two in flight. Plain pipelined commands
-// cost the server less than a script reading the same windows, whose every
-// redis.call carries the scripting layer's overhead.
-func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
-	if s.closed.Load() {
-		return fmt.Errorf("redis: fetch: %w", clustersync.ErrClosed)
-	}
-	if len(others) != len(keys) {
-		return fmt.Errorf("redis: fetch: %d results for %d keys", len(others), len(keys))
-	}
-	var f any = field(inc) // boxed once for every command
-	return s.chunks(ctx, "fetch", len(keys), func(ctx context.Context, lo, hi int) error {
-		n := hi - lo
-		kb := keyBuilder{prefix: s.prefix}
-		buf := make([]byte, 0, n*(len(s.prefix)+64))
-		args := make([]any, 4*n)
-		cmds := make([]*redis.SliceCmd, n)
-		pipe := s.c.Pipeline()
-		for i := range n {
-			start := len(buf)
-			buf, _ = kb.append(buf, &keys[lo+i])
-			a := args[4*i : 4*i+4 : 4*i+4]
-			a[0], a[1], a[2], a[3] = "hmget", buf[start:len(buf):len(buf)], sumField, f
-			cmds[i] = redis.NewSliceCmd(ctx, a...)
-			_ = pipe.Process(ctx, cmds[i])
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return s.fail("fetch", err)
-		}
-		for j, cmd := range cmds {
-			v := cmd.Val()
-			if len(v) != 2 {
-				return fmt.Errorf("redis: fetch: unexpected reply %v", v)
-			}
-			sum, _ := v[0].(string)
-			own, _ := v[1].(string)
-			n, err := others1(sum, rowTotal(own))
-			if err != nil {
-				return fmt.Errorf("redis: fetch: %w", err)
-			}
-			others[lo+j] = n
-		}
-		return nil
-	})
+	return s.push(ctx, "push", inc, rows, nil)
 }
 
 // PushFetch pushes rows like Push and writes into others[i] what Fetch
@@ -148,9 +97,78 @@ func (s *Store) PushFetch(ctx context.Context, inc string, rows []clustersync.Ro
 	if len(others) != len(rows) {
 		return fmt.Errorf("redis: pushfetch: %d results for %d rows", len(others), len(rows))
 	}
-	f := field(inc)
-	return s.chunks(ctx, "pushfetch", len(rows), func(ctx context.Context, lo, hi int) error {
-		return s.scripts(ctx, "pushfetch", pushFetchScript, f, rows[lo:hi], others[lo:hi])
+	return s.push(ctx, "pushfetch", inc, rows, others)
+}
+
+// Fetch writes into others[i] the sum of every incarnation's total but
+// inc's for keys[i] (0 for an unknown window). It reads each hash's sum
+// and row fields of its windows with one plain HMGET (no script: plain
+// commands cost the server less), ⌈len(keys)/1000⌉ pipelined round trips,
+// at most two in flight.
+func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
+	if s.closed.Load() {
+		return fmt.Errorf("redis: fetch: %w", clustersync.ErrClosed)
+	}
+	if len(others) != len(keys) {
+		return fmt.Errorf("redis: fetch: %d results for %d keys", len(others), len(keys))
+	}
+	rp := rowPrefix(inc)
+	return s.chunks(ctx, "fetch", len(keys), func(ctx context.Context, lo, hi int) error {
+		ks := keys[lo:hi]
+		g := s.group(len(ks), func(i int) *clustersync.WindowKey { return &ks[i] })
+		// Every field name is a substring of one string, and every argument
+		// a pointer into fields, so no argument is boxed on its own.
+		var fb strings.Builder
+		fb.Grow(len(ks) * (2 + len(rp) + 24))
+		for _, i := range g.order {
+			fb.WriteString(sumPrefix)
+			fb.WriteString(ks[i].Key)
+			fb.WriteString(rp)
+			fb.WriteString(ks[i].Key)
+		}
+		all := fb.String()
+		fields := make([]string, 2*len(ks))
+		off := 0
+		for j, i := range g.order {
+			n := len(sumPrefix) + len(ks[i].Key)
+			fields[2*j] = all[off : off+n]
+			off += n
+			n = len(rp) + len(ks[i].Key)
+			fields[2*j+1] = all[off : off+n]
+			off += n
+		}
+		args := make([]any, 0, 2*len(ks)+2*len(g.hashes))
+		cmds := make([]*redis.SliceCmd, len(g.hashes))
+		pipe := s.c.Pipeline()
+		for h := range g.hashes {
+			start := len(args)
+			args = append(args, "hmget", g.hashes[h])
+			for j := g.first[h]; j < g.first[h+1]; j++ {
+				args = append(args, &fields[2*j], &fields[2*j+1])
+			}
+			cmds[h] = redis.NewSliceCmd(ctx, args[start:len(args):len(args)]...)
+			_ = pipe.Process(ctx, cmds[h])
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return s.fail("fetch", err)
+		}
+		for h, cmd := range cmds {
+			v := cmd.Val()
+			if len(v) != 2*(g.first[h+1]-g.first[h]) {
+				return fmt.Errorf("redis: fetch: unexpected reply %v", v)
+			}
+			for j := g.first[h]; j < g.first[h+1]; j++ {
+				y := 2 * (j - g.first[h])
+				sum, _ := v[y].(string)
+				own, _ := v[y+1].(string)
+				n, err := others1(sum, rowTotal(own))
+				if err != nil {
+					return fmt.Errorf("redis: fetch: %w", err)
+				}
+				others[lo+g.order[j]] = n
+			}
+		}
+		return nil
 	})
 }
 
@@ -160,10 +178,10 @@ func (s *Store) Window(ctx context.Context, key clustersync.WindowKey) (int64, e
 	if s.closed.Load() {
 		return 0, fmt.Errorf("redis: window: %w", clustersync.ErrClosed)
 	}
-	kb := keyBuilder{prefix: s.prefix}
-	k, _ := kb.build(&key)
+	l := locator{prefix: s.prefix}
+	k := l.key(&key)
 	pipe := s.c.Pipeline()
-	cmd := pipe.HGet(ctx, k, sumField)
+	cmd := pipe.HGet(ctx, k, sumPrefix+key.Key)
 	_, err := pipe.Exec(ctx)
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
@@ -190,16 +208,16 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 	if n == 0 {
 		return clustersync.AllowResult{Allowed: true}, nil
 	}
-	kb := keyBuilder{prefix: s.prefix}
-	// As in scripts: arguments point into keys and vals, not boxed one by one.
-	keys := make([]string, 2*n+1)
+	loc := locator{prefix: s.prefix}
+	// As in push: arguments point into keys and vals, not boxed one by one.
+	keys := make([]string, 2*n+2)
 	vals := make([]int64, 1+10*n)
-	args := make([]any, 0, 3+2*n+3+10*n)
+	args := make([]any, 0, 3+2*n+4+10*n)
 	args = append(args, "evalsha", &allowScript.sha, 2*n)
 	for i := range req.Limits {
 		l := &req.Limits[i]
-		keys[2*i], _ = kb.build(&l.Cur.WindowKey)
-		keys[2*i+1], _ = kb.build(&l.Prev.WindowKey)
+		keys[2*i] = loc.key(&l.Cur.WindowKey)
+		keys[2*i+1] = loc.key(&l.Prev.WindowKey)
 		if i == 0 {
 			args = append(args, keys[0], &keys[1]) // routed by the first key, a string
 		} else {
@@ -210,9 +228,9 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 	if req.CountRejected {
 		countRejected = "1"
 	}
-	keys[2*n] = field(req.Inc)
+	keys[2*n], keys[2*n+1] = rowPrefix(req.Inc), req.Limits[0].Cur.Key
 	vals[0] = req.Cost
-	args = append(args, &keys[2*n], &vals[0], countRejected)
+	args = append(args, &keys[2*n], &keys[2*n+1], &vals[0], countRejected)
 	for i := range req.Limits {
 		l := &req.Limits[i]
 		v := vals[1+10*i : 11+10*i : 11+10*i]
@@ -246,13 +264,6 @@ func expireArg(r *clustersync.Row) int64 {
 	}
 	return expireMs(r)
 }
-
-// sumField is the hash field holding the sum of a window's totals; the
-// rows of incarnations are in fields "+" + inc, so no row can take it.
-const sumField = "="
-
-// field returns the hash field of incarnation inc's rows.
-func field(inc string) string { return "+" + inc }
 
 // rowTotal returns the total of a stored row "<total>:<version>:<expiry>"
 // ("" for none).
@@ -351,82 +362,204 @@ func (s *Store) chunks(ctx context.Context, op string, n int, fn func(ctx contex
 	return first
 }
 
-// scripts runs sc over rows in one pipeline: on a single server up to
-// keysPerScript windows per call, else one call per run of windows of one
-// (namespace, key). ARGV is field, then each row's total, version and
-// expiry (Unix ms, 0 for none). When others is not nil the script returns
-// (window sum, own total) per window and others receives their difference.
-//
-// The keys are substrings of one string and every argument is a pointer
-// into keys, vals or the script, so building the pipeline allocates a few
-// slices, not one boxed value per argument; replies are read as integers.
-func (s *Store) scripts(ctx context.Context, op string, sc *script, field string, rows []clustersync.Row, others []int64) error {
-	const perRow = 3 // total, version, expiry
+// grouping is a batch of windows ordered by the hash holding them.
+type grouping struct {
+	order  []int    // window indices, grouped by hash
+	hashes []string // the Redis keys of the hashes, in order
+	first  []int    // hash h holds order[first[h]:first[h+1]]
+	tag    []int    // per hash, a number equal for hashes of one hash tag
+}
+
+// group orders n windows (key(i) is window i) by the hash holding them,
+// hashes of one hash tag next to each other, each hash's windows in their
+// original order.
+func (s *Store) group(n int, key func(i int) *clustersync.WindowKey) grouping {
+	loc := locator{prefix: s.prefix}
+	ids := make([]hashID, 0, min(n, buckets))
+	var at map[hashID]int // past a few hashes; a scan finds the first ones
+	of := make([]int, n)  // window i is in ids[of[i]]
+	for i := range n {
+		id := loc.id(key(i))
+		h := -1
+		if at != nil {
+			if j, ok := at[id]; ok {
+				h = j
+			}
+		} else {
+			for j := range ids {
+				if ids[j] == id {
+					h = j
+					break
+				}
+			}
+		}
+		if h < 0 {
+			h = len(ids)
+			ids = append(ids, id)
+			if at == nil && len(ids) > 8 {
+				at = make(map[hashID]int, min(n, 4*buckets))
+				for j := range ids {
+					at[ids[j]] = j
+				}
+			} else if at != nil {
+				at[id] = h
+			}
+		}
+		of[i] = h
+	}
+	// Hashes by (namespace, bucket): one hash tag per run.
+	hs := make([]int, len(ids))
+	for h := range hs {
+		hs[h] = h
+	}
+	slices.SortStableFunc(hs, func(a, b int) int {
+		if c := strings.Compare(ids[a].namespace, ids[b].namespace); c != 0 {
+			return c
+		}
+		return ids[a].bucket - ids[b].bucket
+	})
+	pos := make([]int, len(ids)) // hash h is the pos[h]-th in order
+	for p, h := range hs {
+		pos[h] = p
+	}
+	g := grouping{order: make([]int, n), hashes: make([]string, len(ids)), first: make([]int, len(ids)+1), tag: make([]int, len(ids))}
+	for _, h := range of {
+		g.first[pos[h]+1]++
+	}
+	for p := range hs {
+		g.first[p+1] += g.first[p]
+	}
+	next := slices.Clone(g.first[:len(ids)])
+	for i, h := range of {
+		g.order[next[pos[h]]] = i
+		next[pos[h]]++
+	}
+	var buf []byte
+	for p, h := range hs {
+		buf = loc.appendKey(buf[:0], &ids[h])
+		g.hashes[p] = string(buf)
+		g.tag[p] = p
+		if p > 0 && ids[h].namespace == ids[hs[p-1]].namespace && ids[h].bucket == ids[hs[p-1]].bucket {
+			g.tag[p] = g.tag[p-1]
+		}
+	}
+	return g
+}
+
+// push runs pushScript over rows in pipelined chunks: on a single server
+// up to keysPerScript rows per call, else one call per run of hashes of one
+// hash tag. When others is not nil it receives, per row, the others' sum.
+func (s *Store) push(ctx context.Context, op, inc string, rows []clustersync.Row, others []int64) error {
+	rp := rowPrefix(inc)
+	return s.chunks(ctx, op, len(rows), func(ctx context.Context, lo, hi int) error {
+		rs := rows[lo:hi]
+		var o []int64
+		if others != nil {
+			o = others[lo:hi]
+		}
+		return s.pushChunk(ctx, op, rp, rs, o)
+	})
+}
+
+func (s *Store) pushChunk(ctx context.Context, op, rp string, rows []clustersync.Row, others []int64) error {
+	const perRow = 5 // hash index, key, total, version, expiry
 	n := len(rows)
-	kb := keyBuilder{prefix: s.prefix}
-	buf := make([]byte, 0, n*(len(s.prefix)+64))
-	ends := make([]int, n)
-	same := make([]bool, n)
-	for i := range rows {
-		buf, same[i] = kb.append(buf, &rows[i].WindowKey)
-		ends[i] = len(buf)
-	}
-	all := string(buf)
-	keys := make([]string, n)
-	vals := make([]int64, perRow*n)
-	for i := range rows {
-		r := &rows[i]
-		lo := 0
-		if i > 0 {
-			lo = ends[i-1]
+	g := s.group(n, func(i int) *clustersync.WindowKey { return &rows[i].WindowKey })
+	// One call covers whole hashes, up to keysPerScript rows unless one
+	// hash has more, of one tag on a cluster and of any tags on one server.
+	var cs []pushCall
+	for h := 0; h < len(g.hashes); {
+		c := pushCall{h0: h, h1: h, j0: g.first[h], j1: g.first[h]}
+		for h < len(g.hashes) && (c.h1 == c.h0 || s.single || g.tag[h] == g.tag[c.h0]) {
+			if c.h1 > c.h0 && c.j1-c.j0+(g.first[h+1]-g.first[h]) > keysPerScript {
+				break
+			}
+			c.h1, c.j1 = h+1, g.first[h+1]
+			h++
+			if c.j1-c.j0 >= keysPerScript {
+				break
+			}
 		}
-		keys[i] = all[lo:ends[i]]
-		vals[perRow*i], vals[perRow*i+1] = r.Total, r.Version
-		if !r.ExpireAt.IsZero() {
-			vals[perRow*i+2] = expireMs(r)
-		}
+		cs = append(cs, c)
 	}
-	var calls []scriptCall
-	for lo := 0; lo < n; {
-		hi := lo + 1
-		for hi < n && hi-lo < keysPerScript && (s.single || same[hi]) {
-			hi++
-		}
-		calls = append(calls, scriptCall{lo: lo, hi: hi, ints: others != nil})
-		lo = hi
-	}
-	args := make([]any, 0, (1+perRow)*n+4*len(calls))
-	for i := range calls {
-		c := &calls[i]
+	cs = splitRepeats(cs, g, rows)
+	vals := make([]int64, 4*n) // per row: hash index in its call (1-based), total, version, expiry
+	args := make([]any, 0, 1+perRow*n+5*len(cs))
+	calls := make([]scriptCall, len(cs))
+	for ci, c := range cs {
 		start := len(args)
-		// The first key goes as a string: a cluster or ring client routes by
-		// it and reads no pointer.
-		args = append(args, "evalsha", &sc.sha, c.hi-c.lo, keys[c.lo])
-		for j := c.lo + 1; j < c.hi; j++ {
-			args = append(args, &keys[j])
+		args = append(args, "evalsha", &pushScript.sha, c.h1-c.h0, g.hashes[c.h0])
+		for h := c.h0 + 1; h < c.h1; h++ {
+			args = append(args, &g.hashes[h])
 		}
-		args = append(args, &field)
-		for j := perRow * c.lo; j < perRow*c.hi; j++ {
-			args = append(args, &vals[j])
+		args = append(args, &rp)
+		for h := c.h0; h < c.h1; h++ {
+			for j := max(g.first[h], c.j0); j < min(g.first[h+1], c.j1); j++ {
+				r := &rows[g.order[j]]
+				v := vals[4*j : 4*j+4 : 4*j+4]
+				v[0], v[1], v[2] = int64(h-c.h0+1), r.Total, r.Version
+				if !r.ExpireAt.IsZero() {
+					v[3] = expireMs(r)
+				}
+				args = append(args, &v[0], &r.Key, &v[1], &v[2], &v[3])
+			}
 		}
-		c.args = args[start:len(args):len(args)]
+		calls[ci] = scriptCall{args: args[start:len(args):len(args)], lo: c.j0, hi: c.j1, ints: true}
 	}
-	if err := s.run(ctx, sc, calls); err != nil {
+	if err := s.run(ctx, pushScript, calls); err != nil {
 		return s.fail(op, err)
-	}
-	if others == nil {
-		return nil
 	}
 	for _, c := range calls {
 		vals, err := c.cmd.(*redis.IntSliceCmd).Result()
 		if err != nil || len(vals) != 2*(c.hi-c.lo) {
 			return fmt.Errorf("redis: %s: unexpected reply %v (%v)", op, vals, err)
 		}
-		for j := 0; j+1 < len(vals); j += 2 {
-			others[c.lo+j/2] = vals[j] - vals[j+1]
+		if others == nil {
+			continue
+		}
+		for j := c.lo; j < c.hi; j++ {
+			y := 2 * (j - c.lo)
+			others[g.order[j]] = vals[y] - vals[y+1]
 		}
 	}
 	return nil
+}
+
+// pushCall is one script call of pushChunk: hashes [h0, h1), rows
+// order[j0:j1] (the first and last hash may be cut).
+type pushCall struct{ h0, h1, j0, j1 int }
+
+// splitRepeats splits calls so that no call holds one window twice: the
+// script reads every row of a hash before it writes, so a repeated window
+// must go in a later call (the pipeline keeps the order). The Syncer never
+// repeats a window; other callers may.
+func splitRepeats(cs []pushCall, g grouping, rows []clustersync.Row) []pushCall {
+	var seen map[string]struct{}
+	out := cs[:0:0]
+	for _, c := range cs {
+		for h := c.h0; h < c.h1; h++ {
+			lo, hi := max(g.first[h], c.j0), min(g.first[h+1], c.j1)
+			if hi-lo < 2 {
+				continue
+			}
+			if seen == nil {
+				seen = make(map[string]struct{}, hi-lo)
+			}
+			clear(seen)
+			for j := lo; j < hi; j++ {
+				k := rows[g.order[j]].Key
+				if _, ok := seen[k]; ok {
+					// Row j starts the next call.
+					out = append(out, pushCall{c.h0, h + 1, c.j0, j})
+					c.h0, c.j0 = h, j
+					clear(seen)
+				}
+				seen[k] = struct{}{}
+			}
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // run sends calls of sc in one pipeline, then re-sends those that failed

@@ -57,7 +57,7 @@ end
 -- field lookups scan the whole hash: slow once a bucket holds hundreds of
 -- fields. A new hash gets this one long value, which makes Redis store it
 -- as a real hash table (with the default hash-max-listpack-value of 64).
-local WIDE = string.rep('.', 80)
+local WIDE = '................................................................................' -- 80 bytes, a constant of the compiled script
 
 -- step decides one row. t, v, exp: the row sent; s, old: the key's sum and
 -- inc's row as stored (false for none). It returns the row to store and

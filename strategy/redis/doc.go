@@ -75,7 +75,8 @@
 // trip, at most two round trips in flight. Push and PushFetch are one
 // script: on a single server (a *redis.Client: standalone or Sentinel)
 // one call covers up to 100 rows of any hashes; on a cluster or ring it
-// covers hashes of one hash tag. A window repeated in one batch goes in a
+// covers hashes of one hash tag. The windows of one key (what a
+// synchronous call sends) go in one call of a leaner script. A window repeated in one batch goes in a
 // later call, so it applies after the first as separate calls would.
 // Fetch sends one HMGET per hash, which costs the server less than
 // reading in a script. Allow is one EVALSHA. After NOSCRIPT (a restarted

@@ -106,6 +106,30 @@ local function expire(h, e, cur)
   if e == '0' then return end
   if cur < 0 or cur < tonumber(e) then call('PEXPIREAT', h, e) end
 end
+
+-- put decides and writes one row (t, v, exp) of the key with sum field sf
+-- and row field rf into hash h; r is what HMGET h sf rf read. It returns
+-- the row's old total.
+local function put(h, sf, rf, t, v, exp, r)
+  local row, sum, big, ot, e = step(t, v, exp, r[1], r[2])
+  if not row and e == '0' then return ot end
+  local cur = 0
+  if e ~= '0' then cur = call('PEXPIRETIME', h) end
+  if row then
+    if big then
+      call('HSET', h, rf, row)
+      bigSum(h, sf, t, ot)
+    elseif sum then
+      if cur == -2 then call('HSET', h, rf, row, sf, sum, '~', WIDE) else call('HSET', h, rf, row, sf, sum) end
+    else
+      call('HSET', h, rf, row)
+    end
+  elseif cur == -2 then
+    return ot
+  end
+  expire(h, e, cur)
+  return ot
+end
 `
 
 // pushScript pushes rows and reads back, per row, the key's sum and inc's
@@ -174,6 +198,23 @@ end
 return out
 `)
 
+// keyScript is pushScript for the windows of one key, each in its own
+// hash (a synchronous call): no grouping, one HMGET and at most one HSET
+// per window.
+// KEYS = the windows' hashes. ARGV = inc's row prefix, key, then per
+// window: total, version, expiry. Returns what pushScript returns.
+var keyScript = newScript(luaLib + `
+local sf, rf = '=' .. ARGV[2], ARGV[1] .. ARGV[2]
+local out = {}
+for i = 1, #KEYS do
+  local h, a = KEYS[i], 3 * i
+  local r = call('HMGET', h, sf, rf)
+  out[2 * i - 1] = r[1] or '0'
+  out[2 * i] = put(h, sf, rf, ARGV[a], ARGV[a + 1], ARGV[a + 2], r)
+end
+return out
+`)
+
 // allowScript decides an AllowRequest atomically.
 // KEYS = per limit: the hash of the current window, of the previous one.
 // ARGV = inc's row prefix, key, cost, count_rejected ('1' or '0'), then per
@@ -206,32 +247,12 @@ for l = 1, n do
   if rate + cost > tonumber(ARGV[a]) then allowed = false end
 end
 local counted = allowed or countRejected
--- put writes one row (t, v, exp) into hash h as pushScript does.
-local function put(h, t, v, exp, r)
-  local row, sum, big, ot, e = step(t, v, exp, r[1], r[2])
-  if not row and e == '0' then return end
-  local cur = 0
-  if e ~= '0' then cur = call('PEXPIRETIME', h) end
-  if row then
-    if big then
-      call('HSET', h, rf, row)
-      bigSum(h, sf, t, ot)
-    elseif sum then
-      if cur == -2 then call('HSET', h, rf, row, sf, sum, '~', WIDE) else call('HSET', h, rf, row, sf, sum) end
-    else
-      call('HSET', h, rf, row)
-    end
-  elseif cur == -2 then
-    return
-  end
-  expire(h, e, cur)
-end
 for l = 1, n do
   local a = 5 + 10 * (l - 1)
-  put(KEYS[2 * l], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], reads[2 * l])
+  put(KEYS[2 * l], sf, rf, ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], reads[2 * l])
   local t = ARGV[a + 3]
   if counted then t = ARGV[a + 4] end
-  put(KEYS[2 * l - 1], t, ARGV[a + 5], ARGV[a + 6], reads[2 * l - 1])
+  put(KEYS[2 * l - 1], sf, rf, t, ARGV[a + 5], ARGV[a + 6], reads[2 * l - 1])
 end
 if allowed then out[1] = '1' end
 return out

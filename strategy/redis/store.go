@@ -451,6 +451,9 @@ func (s *Store) group(n int, key func(i int) *clustersync.WindowKey) grouping {
 // hash tag. When others is not nil it receives, per row, the others' sum.
 func (s *Store) push(ctx context.Context, op, inc string, rows []clustersync.Row, others []int64) error {
 	rp := rowPrefix(inc)
+	if oneKey(rows) {
+		return s.pushKey(ctx, op, rp, rows, others)
+	}
 	return s.chunks(ctx, op, len(rows), func(ctx context.Context, lo, hi int) error {
 		rs := rows[lo:hi]
 		var o []int64
@@ -521,6 +524,68 @@ func (s *Store) pushChunk(ctx context.Context, op, rp string, rows []clustersync
 			y := 2 * (j - c.lo)
 			others[g.order[j]] = vals[y] - vals[y+1]
 		}
+	}
+	return nil
+}
+
+// maxKeyRows bounds the rows oneKey looks at: a synchronous call sends
+// two per window size.
+const maxKeyRows = 16
+
+// oneKey reports whether rows are distinct windows of one (namespace, key),
+// as a synchronous call sends them, which keyScript takes in one call.
+func oneKey(rows []clustersync.Row) bool {
+	if len(rows) == 0 || len(rows) > maxKeyRows {
+		return false
+	}
+	for i := range rows {
+		r := &rows[i]
+		if r.Namespace != rows[0].Namespace || r.Key != rows[0].Key {
+			return false
+		}
+		for j := range i {
+			if rows[j].Size == r.Size && rows[j].Start == r.Start {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// pushKey pushes the windows of one key with one keyScript call; on a
+// cluster they share a slot.
+func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.Row, others []int64) error {
+	n := len(rows)
+	loc := locator{prefix: s.prefix}
+	keys := make([]string, n)
+	vals := make([]int64, 3*n)
+	args := make([]any, 0, 3+n+2+3*n)
+	args = append(args, "evalsha", &keyScript.sha, n)
+	for i := range rows {
+		keys[i] = loc.key(&rows[i].WindowKey)
+		if i == 0 {
+			args = append(args, keys[0]) // routed by the first key, a string
+		} else {
+			args = append(args, &keys[i])
+		}
+	}
+	args = append(args, &rp, &rows[0].Key)
+	for i := range rows {
+		r := &rows[i]
+		v := vals[3*i : 3*i+3 : 3*i+3]
+		v[0], v[1], v[2] = r.Total, r.Version, expireArg(r)
+		args = append(args, &v[0], &v[1], &v[2])
+	}
+	calls := []scriptCall{{args: args, lo: 0, hi: n, ints: true}}
+	if err := s.run(ctx, keyScript, calls); err != nil {
+		return s.fail(op, err)
+	}
+	got, err := calls[0].cmd.(*redis.IntSliceCmd).Result()
+	if err != nil || len(got) != 2*n {
+		return fmt.Errorf("redis: %s: unexpected reply %v (%v)", op, got, err)
+	}
+	for i := range others {
+		others[i] = got[2*i] - got[2*i+1]
 	}
 	return nil
 }

@@ -72,27 +72,34 @@ ensure_plugin() {
 ensure_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
 ensure_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
 
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+# protoc-gen-go-vtproto is built from the vtprotobuf version go.mod selects,
+# so the generated fast paths always match the runtime library they call.
+go build -o "$tmp/bin/protoc-gen-go-vtproto" github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto
+
 # --- generate ---
 # Sources are named relative to api/proto; api/proto/third_party holds the
 # imported .proto files that protoc does not ship (google/rpc/status.proto),
 # which are only imported: their Go packages exist already.
 protos=(limiter/v1/limiter.proto)
 
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-
+mkdir -p "$tmp/out"
 protoc \
 	--plugin=protoc-gen-go="$gobin/protoc-gen-go" \
 	--plugin=protoc-gen-go-grpc="$gobin/protoc-gen-go-grpc" \
+	--plugin=protoc-gen-go-vtproto="$tmp/bin/protoc-gen-go-vtproto" \
 	-I api/proto \
 	-I api/proto/third_party \
-	--go_out="$tmp" --go_opt=paths=source_relative \
-	--go-grpc_out="$tmp" --go-grpc_opt=paths=source_relative \
+	--go_out="$tmp/out" --go_opt=paths=source_relative \
+	--go-grpc_out="$tmp/out" --go-grpc_opt=paths=source_relative \
+	--go-vtproto_out="$tmp/out" --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size \
 	"${protos[@]}"
 
 status=0
 while IFS= read -r -d '' f; do
-	rel="${f#"$tmp"/}"
+	rel="${f#"$tmp/out"/}"
 	dst="api/proto/$rel"
 	if cmp -s "$f" "$dst"; then
 		continue
@@ -105,5 +112,5 @@ while IFS= read -r -d '' f; do
 		cp "$f" "$dst"
 		log "wrote $dst"
 	fi
-done < <(find "$tmp" -type f -name '*.go' -print0 | sort -z)
+done < <(find "$tmp/out" -type f -name '*.go' -print0 | sort -z)
 exit "$status"

@@ -13,7 +13,11 @@ import (
 // merged.
 type admitted struct {
 	size   time.Duration
-	counts map[keyWindow]int64 // micro-hits
+	counts map[int64]map[int]int64 // window index → key → micro-hits
+	// The window last added to, as calls arrive in time order: one map
+	// look-up per hit, on an integer key, is what this costs a caller.
+	lastWindow int64
+	last       map[int]int64
 }
 
 // keyWindow is one key's window, by index: the window holding t has index
@@ -24,7 +28,7 @@ type keyWindow struct {
 }
 
 func newAdmitted(size time.Duration) *admitted {
-	return &admitted{size: size, counts: make(map[keyWindow]int64)}
+	return &admitted{size: size, counts: make(map[int64]map[int]int64)}
 }
 
 // windowOf returns the index of the window holding t (floor division, so
@@ -38,15 +42,32 @@ func (a *admitted) windowOf(t time.Time) int64 {
 	return w
 }
 
+// window returns the counts of window w, creating them.
+func (a *admitted) window(w int64) map[int]int64 {
+	if a.last != nil && a.lastWindow == w {
+		return a.last
+	}
+	m := a.counts[w]
+	if m == nil {
+		m = make(map[int]int64)
+		a.counts[w] = m
+	}
+	a.lastWindow, a.last = w, m
+	return m
+}
+
 // add counts micro micro-hits admitted for key at t.
 func (a *admitted) add(key int, t time.Time, micro int64) {
-	a.counts[keyWindow{key, a.windowOf(t)}] += micro
+	a.window(a.windowOf(t))[key] += micro
 }
 
 // merge adds o's counts to a; both must have the same window size.
 func (a *admitted) merge(o *admitted) {
-	for kw, c := range o.counts {
-		a.counts[kw] += c
+	for w, keys := range o.counts {
+		m := a.window(w)
+		for k, c := range keys {
+			m[k] += c
+		}
 	}
 }
 
@@ -79,18 +100,21 @@ func (a *admitted) stats(from, to time.Time, limit float64) windowStats {
 	// The window holding to ends after the run, unless to is its start.
 	limitMicro := int64(math.Round(limit * 1e6))
 	worst, worstKW := int64(-1), keyWindow{}
-	for kw, c := range a.counts {
-		// Ties go to the lowest key, then the earliest window, so the
-		// report does not depend on map order.
-		if c > worst || c == worst && (kw.key < worstKW.key || kw.key == worstKW.key && kw.window < worstKW.window) {
-			worst, worstKW = c, kw
-		}
-		if c > limitMicro {
-			s.Over++
-		}
-		if kw.window >= first && kw.window < last {
-			s.Windows++
-			sum += c
+	for w, keys := range a.counts {
+		for k, c := range keys {
+			kw := keyWindow{k, w}
+			// Ties go to the lowest key, then the earliest window, so the
+			// report does not depend on map order.
+			if c > worst || c == worst && (kw.key < worstKW.key || kw.key == worstKW.key && kw.window < worstKW.window) {
+				worst, worstKW = c, kw
+			}
+			if c > limitMicro {
+				s.Over++
+			}
+			if kw.window >= first && kw.window < last {
+				s.Windows++
+				sum += c
+			}
 		}
 	}
 	if worst >= 0 {

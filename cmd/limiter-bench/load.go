@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -44,8 +45,10 @@ type result struct {
 	ServerCPU, ClientCPU time.Duration
 }
 
-// clients are one connection's stubs.
+// clients are one connection's stubs; the batch calls go through conn
+// directly, to read their responses into a batchReply.
 type clients struct {
+	conn    grpc.ClientConnInterface
 	limiter limiterv1.RateLimiterClient
 	health  healthpb.HealthClient
 }
@@ -59,6 +62,7 @@ type runner struct {
 	limits  []*limiterv1.Limit
 	allows  []*limiterv1.AllowRequest     // one per key, when -at is off
 	incs    []*limiterv1.IncrementRequest // one per key, when -at is off
+	items   [][]byte                      // one batch item per key (encodeItem), for batch calls when -at is off
 	seq     atomic.Uint64                 // picks the connection of each call
 	measure time.Time                     // calls scheduled from then on are measured
 
@@ -66,11 +70,20 @@ type runner struct {
 	done, failed atomic.Uint64
 }
 
-// worker is one caller's private tallies, merged at the end.
+// worker is one caller's private tallies, merged at the end, and what its
+// batch calls reuse call after call: the keys drawn, the request (from the
+// runner's prebuilt items, or with -at messages built per call) and the
+// reply.
 type worker struct {
 	res  result
 	rnd  *rand.Rand
 	zipf *rand.Zipf
+
+	batchKeys  []int
+	encBatch   batchRequest
+	allowBatch limiterv1.AllowBatchRequest
+	incBatch   limiterv1.IncrementBatchRequest
+	reply      batchReply
 }
 
 func (r *runner) newWorker(id int) *worker {
@@ -104,15 +117,30 @@ func runLoad(ctx context.Context, cfg config, progress io.Writer) (*result, erro
 			r.allows[i] = &limiterv1.AllowRequest{Namespace: cfg.namespace, Key: k, Limits: r.limits}
 			r.incs[i] = &limiterv1.IncrementRequest{Namespace: cfg.namespace, Key: k}
 		}
+		if cfg.call == callAllowBatch || cfg.call == callIncrementBatch {
+			r.items = make([][]byte, cfg.keys)
+			for i := range r.items {
+				var m proto.Message = r.allows[i]
+				if cfg.call == callIncrementBatch {
+					m = r.incs[i]
+				}
+				b, err := encodeItem(m)
+				if err != nil {
+					return nil, fmt.Errorf("key %q: %w", r.keys[i], err)
+				}
+				r.items[i] = b
+			}
+		}
 	}
 	for range cfg.conns {
 		for _, t := range cfg.targets {
-			conn, err := grpc.NewClient(t, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			conn, err := grpc.NewClient(t, grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{})))
 			if err != nil {
 				return nil, fmt.Errorf("target %s: %w", t, err)
 			}
 			defer conn.Close()
-			r.conns = append(r.conns, clients{limiter: limiterv1.NewRateLimiterClient(conn), health: healthpb.NewHealthClient(conn)})
+			r.conns = append(r.conns, clients{conn: conn, limiter: limiterv1.NewRateLimiterClient(conn), health: healthpb.NewHealthClient(conn)})
 		}
 	}
 	// Connect every connection before the clock starts, and fail fast on a
@@ -284,43 +312,33 @@ func (r *runner) do(ctx context.Context, w *worker, scheduled time.Time) {
 		var resp *limiterv1.AllowResponse
 		resp, err = conn.limiter.Allow(cctx, r.allow(k, sent))
 		if err == nil {
-			w.tallyAllow(resp, k, sent, measured)
+			w.tallyAllow(resp.GetAllowed(), k, sent, measured)
 		}
 	case callAllowBatch:
-		ks := make([]int, r.cfg.batch)
-		req := &limiterv1.AllowBatchRequest{Items: make([]*limiterv1.AllowRequest, r.cfg.batch)}
-		for i := range ks {
-			ks[i] = w.key(len(r.keys))
-			req.Items[i] = r.allow(ks[i], sent)
-		}
-		var resp *limiterv1.AllowBatchResponse
-		resp, err = conn.limiter.AllowBatch(cctx, req)
+		ks := w.drawBatch(r)
+		err = conn.conn.Invoke(cctx, limiterv1.RateLimiter_AllowBatch_FullMethodName, r.allowBatch(w, ks, sent), &w.reply, grpc.StaticMethod())
 		if err == nil {
 			items = 0
-			for i, it := range resp.GetResults() {
-				if e := it.GetError(); e != nil {
+			for i, it := range w.reply.results[:min(len(w.reply.results), len(ks))] {
+				if it.failed {
 					if measured {
-						res.ItemErrors[codeName(e.GetCode())]++
+						res.ItemErrors[codeName(it.code)]++
 					}
 					continue
 				}
 				items++
-				w.tallyAllow(it.GetResponse(), ks[i], sent, measured)
+				w.tallyAllow(it.allowed, ks[i], sent, measured)
 			}
 		}
 	case callIncrementBatch:
-		req := &limiterv1.IncrementBatchRequest{Items: make([]*limiterv1.IncrementRequest, r.cfg.batch)}
-		for i := range req.Items {
-			req.Items[i] = r.increment(w.key(len(r.keys)), sent)
-		}
-		var resp *limiterv1.IncrementBatchResponse
-		resp, err = conn.limiter.IncrementBatch(cctx, req)
+		ks := w.drawBatch(r)
+		err = conn.conn.Invoke(cctx, limiterv1.RateLimiter_IncrementBatch_FullMethodName, r.incrementBatch(w, ks, sent), &w.reply, grpc.StaticMethod())
 		if err == nil {
 			items = 0
-			for _, it := range resp.GetResults() {
-				if e := it.GetError(); e != nil {
+			for _, it := range w.reply.results {
+				if it.failed {
 					if measured {
-						res.ItemErrors[codeName(e.GetCode())]++
+						res.ItemErrors[codeName(it.code)]++
 					}
 					continue
 				}
@@ -344,8 +362,8 @@ func (r *runner) do(ctx context.Context, w *worker, scheduled time.Time) {
 
 // tallyAllow counts one Allow decision; admitted hits are counted even
 // during the warm-up, since they hold the limit.
-func (w *worker) tallyAllow(resp *limiterv1.AllowResponse, key int, sent time.Time, measured bool) {
-	if resp.GetAllowed() {
+func (w *worker) tallyAllow(allowed bool, key int, sent time.Time, measured bool) {
+	if allowed {
 		w.res.Admitted.add(key, sent, 1e6) // cost 1
 		if measured {
 			w.res.Allowed++
@@ -369,6 +387,50 @@ func (r *runner) increment(k int, sent time.Time) *limiterv1.IncrementRequest {
 		return r.incs[k]
 	}
 	return &limiterv1.IncrementRequest{Namespace: r.cfg.namespace, Key: r.keys[k], At: timestamppb.New(sent)}
+}
+
+// drawBatch draws the keys of one batch call into w.batchKeys.
+func (w *worker) drawBatch(r *runner) []int {
+	ks := w.batchKeys[:0]
+	for range r.cfg.batch {
+		ks = append(ks, w.key(len(r.keys)))
+	}
+	w.batchKeys = ks
+	return ks
+}
+
+// allowBatch returns the AllowBatch request for keys ks, reusing w's: the
+// prebuilt items, or with -at requests carrying the time they are sent.
+func (r *runner) allowBatch(w *worker, ks []int, sent time.Time) any {
+	if r.items != nil {
+		return w.prebuilt(r, ks)
+	}
+	req := &w.allowBatch
+	req.Items = req.Items[:0]
+	for _, k := range ks {
+		req.Items = append(req.Items, r.allow(k, sent))
+	}
+	return req
+}
+
+func (r *runner) incrementBatch(w *worker, ks []int, sent time.Time) any {
+	if r.items != nil {
+		return w.prebuilt(r, ks)
+	}
+	req := &w.incBatch
+	req.Items = req.Items[:0]
+	for _, k := range ks {
+		req.Items = append(req.Items, r.increment(k, sent))
+	}
+	return req
+}
+
+func (w *worker) prebuilt(r *runner, ks []int) *batchRequest {
+	w.encBatch.items = w.encBatch.items[:0]
+	for _, k := range ks {
+		w.encBatch.items = append(w.encBatch.items, r.items[k])
+	}
+	return &w.encBatch
 }
 
 func codeName(c int32) string { return codes.Code(c).String() }

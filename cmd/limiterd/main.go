@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/internal/grpccodec"
 	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -212,9 +213,10 @@ const maxRecvMsgSize = 16 << 20
 
 // newGRPCServer serves the limiter, health checking and reflection.
 // Health Watch streams end once shutdown has begun (closing stopping), so
-// they do not hold up the graceful stop.
+// they do not hold up the graceful stop. Messages are encoded by
+// grpccodec, without protobuf reflection for the limiter's own messages.
 func newGRPCServer(d *daemon, stopping <-chan struct{}) *grpc.Server {
-	gs := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecvMsgSize))
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(maxRecvMsgSize), grpc.ForceServerCodecV2(grpccodec.Codec{}))
 	limiterv1.RegisterRateLimiterServer(gs, newServer(d))
 	healthpb.RegisterHealthServer(gs, &healthService{Server: d.health, stopping: stopping})
 	reflection.Register(gs)

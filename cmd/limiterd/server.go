@@ -39,9 +39,11 @@ func newServer(d *daemon) *server {
 	return s
 }
 
-// target resolves a request's namespace and time.
-func (s *server) target(namespace string, at *timestamppb.Timestamp) (*node.Namespace, *clustersync.Syncer, time.Time, error) {
-	ns, err := s.node.Namespace(namespace)
+// target resolves a request's namespace and time. A batch passes the
+// same nsCache for all its items, which nearly always share a namespace;
+// nc may be nil.
+func (s *server) target(namespace string, at *timestamppb.Timestamp, nc *nsCache) (*node.Namespace, *clustersync.Syncer, time.Time, error) {
+	ns, sy, err := s.namespace(namespace, nc)
 	if err != nil {
 		return nil, nil, time.Time{}, err
 	}
@@ -60,11 +62,34 @@ func (s *server) target(namespace string, at *timestamppb.Timestamp) (*node.Name
 					sizes[len(sizes)-1], maxFuture, now.UTC().Format(time.RFC3339Nano), t.UTC().Format(time.RFC3339Nano))}
 		}
 	}
+	return ns, sy, t, nil
+}
+
+// nsCache is the namespace a batch resolved last, under the name its item
+// gave.
+type nsCache struct {
+	name string
+	ns   *node.Namespace
+	sy   *clustersync.Syncer
+}
+
+// namespace resolves a namespace and, when it is synchronous, its syncer.
+func (s *server) namespace(name string, nc *nsCache) (*node.Namespace, *clustersync.Syncer, error) {
+	if nc != nil && nc.ns != nil && nc.name == name {
+		return nc.ns, nc.sy, nil
+	}
+	ns, err := s.node.Namespace(name)
+	if err != nil {
+		return nil, nil, err
+	}
 	var sy *clustersync.Syncer
 	if ns.Config().Mode() == node.Synchronous {
 		sy = s.syncers[ns.Name()]
 	}
-	return ns, sy, t, nil
+	if nc != nil {
+		*nc = nsCache{name: name, ns: ns, sy: sy}
+	}
+	return ns, sy, nil
 }
 
 func windowSize(d *durationpb.Duration) (time.Duration, error) {
@@ -103,13 +128,48 @@ func rates(rs []node.Rate) []*limiterv1.WindowRate {
 	return out
 }
 
+// rateSlabs are what rates are built from: a batch makes one for all its
+// items and cuts it up between them.
+type rateSlabs struct {
+	resps []limiterv1.IncrementResponse
+	ptrs  []*limiterv1.WindowRate
+	wrs   []limiterv1.WindowRate
+	durs  []durationpb.Duration
+}
+
+// newRateSlabs sizes the slabs for items responses of rates rates in all
+// (anything beyond is still served, by allocating).
+func newRateSlabs(items, rates int) *rateSlabs {
+	return &rateSlabs{
+		resps: make([]limiterv1.IncrementResponse, items),
+		ptrs:  make([]*limiterv1.WindowRate, rates),
+		wrs:   make([]limiterv1.WindowRate, rates),
+		durs:  make([]durationpb.Duration, rates),
+	}
+}
+
+// ratesFrom is rates cutting the messages off b.
+func ratesFrom(rs []node.Rate, b *rateSlabs) []*limiterv1.WindowRate {
+	out := take(&b.ptrs, len(rs))
+	wrs := take(&b.wrs, len(rs))
+	durs := take(&b.durs, len(rs))
+	for i, r := range rs {
+		wrs[i].WindowSize = setDuration(&durs[i], r.Size)
+		wrs[i].Rate = r.Rate
+		out[i] = &wrs[i]
+	}
+	return out
+}
+
 func (s *server) Increment(ctx context.Context, req *limiterv1.IncrementRequest) (*limiterv1.IncrementResponse, error) {
-	resp, err := s.increment(ctx, req)
+	resp, err := s.increment(ctx, req, nil, nil)
 	return resp, toStatus(err)
 }
 
-func (s *server) increment(ctx context.Context, req *limiterv1.IncrementRequest) (*limiterv1.IncrementResponse, error) {
-	ns, sy, t, err := s.target(req.GetNamespace(), req.GetAt())
+// increment serves one Increment; a batch passes its namespace cache and
+// slabs, a single call nils.
+func (s *server) increment(ctx context.Context, req *limiterv1.IncrementRequest, nc *nsCache, b *rateSlabs) (*limiterv1.IncrementResponse, error) {
+	ns, sy, t, err := s.target(req.GetNamespace(), req.GetAt(), nc)
 	if err != nil {
 		return nil, err
 	}
@@ -131,11 +191,16 @@ func (s *server) increment(ctx context.Context, req *limiterv1.IncrementRequest)
 	if err != nil {
 		return nil, err
 	}
-	return &limiterv1.IncrementResponse{Rates: rates(rs)}, nil
+	if b == nil {
+		return &limiterv1.IncrementResponse{Rates: rates(rs)}, nil
+	}
+	resp := &take(&b.resps, 1)[0]
+	resp.Rates = ratesFrom(rs, b)
+	return resp, nil
 }
 
 func (s *server) SlidingWindow(ctx context.Context, req *limiterv1.SlidingWindowRequest) (*limiterv1.SlidingWindowResponse, error) {
-	ns, sy, t, err := s.target(req.GetNamespace(), req.GetAt())
+	ns, sy, t, err := s.target(req.GetNamespace(), req.GetAt(), nil)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -159,7 +224,7 @@ func (s *server) SlidingWindow(ctx context.Context, req *limiterv1.SlidingWindow
 func (s *server) Allow(ctx context.Context, req *limiterv1.AllowRequest) (*limiterv1.AllowResponse, error) {
 	sc := s.scratch.Get().(*allowScratch)
 	defer s.scratch.Put(sc)
-	resp, err := s.allow(ctx, req, sc, newAllowSlabs(1, len(req.GetLimits())))
+	resp, err := s.allow(ctx, req, sc, nil, newAllowSlabs(1, len(req.GetLimits())))
 	return resp, toStatus(err)
 }
 
@@ -203,8 +268,8 @@ func take[T any](slab *[]T, n int) []T {
 	return out
 }
 
-func (s *server) allow(ctx context.Context, req *limiterv1.AllowRequest, sc *allowScratch, b *allowSlabs) (*limiterv1.AllowResponse, error) {
-	ns, sy, t, err := s.target(req.GetNamespace(), req.GetAt())
+func (s *server) allow(ctx context.Context, req *limiterv1.AllowRequest, sc *allowScratch, nc *nsCache, b *allowSlabs) (*limiterv1.AllowResponse, error) {
+	ns, sy, t, err := s.target(req.GetNamespace(), req.GetAt(), nc)
 	if err != nil {
 		return nil, err
 	}
@@ -256,13 +321,26 @@ func (s *server) allow(ctx context.Context, req *limiterv1.AllowRequest, sc *all
 }
 
 func (s *server) IncrementBatch(ctx context.Context, req *limiterv1.IncrementBatchRequest) (*limiterv1.IncrementBatchResponse, error) {
-	if n := len(req.GetItems()); n > MaxBatchItems {
+	items := req.GetItems()
+	if n := len(items); n > MaxBatchItems {
 		return nil, toStatus(&node.FieldError{Field: "items", Err: node.ErrInvalidValue, Reason: fmt.Sprintf("at most %d items per batch, got %d", MaxBatchItems, n)})
 	}
-	out := &limiterv1.IncrementBatchResponse{Results: make([]*limiterv1.IncrementResult, len(req.GetItems()))}
-	results := make([]limiterv1.IncrementResult, len(req.GetItems()))
-	for i, it := range req.GetItems() {
-		resp, err := s.increment(ctx, it)
+	out := &limiterv1.IncrementBatchResponse{Results: make([]*limiterv1.IncrementResult, len(items))}
+	results := make([]limiterv1.IncrementResult, len(items))
+	// Size the slabs for the rates each item will return: one for an item
+	// naming its window size, else one per size of its namespace.
+	var nc nsCache
+	rates := 0
+	for _, it := range items {
+		if it.GetWindowSize() != nil {
+			rates++
+		} else if ns, _, err := s.namespace(it.GetNamespace(), &nc); err == nil {
+			rates += len(ns.Sizes())
+		}
+	}
+	b := newRateSlabs(len(items), rates)
+	for i, it := range items {
+		resp, err := s.increment(ctx, it, &nc, b)
 		out.Results[i] = &results[i]
 		out.Results[i].Response = resp
 		if err != nil {
@@ -285,8 +363,9 @@ func (s *server) AllowBatch(ctx context.Context, req *limiterv1.AllowBatchReques
 	b := newAllowSlabs(len(req.GetItems()), limits)
 	sc := s.scratch.Get().(*allowScratch)
 	defer s.scratch.Put(sc)
+	var nc nsCache
 	for i, it := range req.GetItems() {
-		resp, err := s.allow(ctx, it, sc, b)
+		resp, err := s.allow(ctx, it, sc, &nc, b)
 		out.Results[i] = &results[i]
 		out.Results[i].Response = resp
 		if err != nil {

@@ -1,0 +1,67 @@
+package limiterv1
+
+import "unicode/utf8"
+
+// The ValidUTF8 methods give the vtprotobuf fast path
+// (limiter_vtproto.pb.go) the check google.golang.org/protobuf makes on
+// every proto3 string field and vtprotobuf leaves out: internal/grpccodec
+// hands a message with a string that is not valid UTF-8 to
+// google.golang.org/protobuf, which refuses it. Fields of google.rpc.Status
+// need none: vtprotobuf encodes and decodes that message with
+// google.golang.org/protobuf. TestValidUTF8Complete fails when a string
+// field of limiter.proto is not covered here.
+
+// ValidUTF8 reports whether the namespace and key are valid UTF-8.
+func (x *IncrementRequest) ValidUTF8() bool {
+	return utf8.ValidString(x.GetNamespace()) && utf8.ValidString(x.GetKey())
+}
+
+// ValidUTF8 reports whether the namespace and key are valid UTF-8.
+func (x *SlidingWindowRequest) ValidUTF8() bool {
+	return utf8.ValidString(x.GetNamespace()) && utf8.ValidString(x.GetKey())
+}
+
+// ValidUTF8 reports whether the namespace and key are valid UTF-8.
+func (x *AllowRequest) ValidUTF8() bool {
+	return utf8.ValidString(x.GetNamespace()) && utf8.ValidString(x.GetKey())
+}
+
+// ValidUTF8 reports whether the reason is valid UTF-8.
+func (x *AllowResponse) ValidUTF8() bool {
+	return utf8.ValidString(x.GetReason())
+}
+
+// ValidUTF8 reports whether every item's strings are valid UTF-8.
+func (x *IncrementBatchRequest) ValidUTF8() bool {
+	for _, it := range x.GetItems() {
+		if !it.ValidUTF8() {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidUTF8 reports whether every item's strings are valid UTF-8.
+func (x *AllowBatchRequest) ValidUTF8() bool {
+	for _, it := range x.GetItems() {
+		if !it.ValidUTF8() {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidUTF8 reports whether the response's strings are valid UTF-8.
+func (x *AllowResult) ValidUTF8() bool {
+	return x.GetResponse().ValidUTF8()
+}
+
+// ValidUTF8 reports whether every result's strings are valid UTF-8.
+func (x *AllowBatchResponse) ValidUTF8() bool {
+	for _, r := range x.GetResults() {
+		if !r.ValidUTF8() {
+			return false
+		}
+	}
+	return true
+}

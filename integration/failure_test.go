@@ -5,7 +5,9 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -477,6 +479,28 @@ func measure(t *testing.T, n *harness.Limiterd) usage {
 	return usage{
 		goroutines: int(mustMetric(t, n, "go_goroutines")),
 		heapMiB:    mustMetric(t, n, "go_memstats_heap_inuse_bytes") / (1 << 20),
+	}
+}
+
+// measureLive is measure after two forced collections (the second empties
+// the pools' victim caches): the heap is then what the node retains, not
+// garbage whose amount depends on GOGC and on when the collector last ran.
+func measureLive(t *testing.T, n *harness.Limiterd) usage {
+	t.Helper()
+	for range 2 {
+		resp, err := http.Get("http://" + n.HTTPAddr + "/debug/pprof/heap?gc=1")
+		if err != nil {
+			t.Fatalf("%s: forcing a collection: %v", n.Name, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: /debug/pprof/heap: %s", n.Name, resp.Status)
+		}
+	}
+	return usage{
+		goroutines: int(mustMetric(t, n, "go_goroutines")),
+		heapMiB:    mustMetric(t, n, "go_memstats_heap_alloc_bytes") / (1 << 20),
 	}
 }
 

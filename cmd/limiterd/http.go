@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/pprof"
 	"sort"
 	"time"
 
@@ -10,13 +11,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// httpHandler serves /metrics, /healthz and /readyz. /readyz means
+// httpHandler serves /metrics, /healthz, /readyz and Go's profiles under
+// /debug/pprof/ (the listener is loopback unless configured otherwise, as
+// the profiles are for operators). /readyz means
 // "serving" and never depends on a store, or one store outage would take
 // every restarted node out of its load balancer; store health is in
 // /healthz and the metrics.
 func (d *daemon) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

@@ -210,6 +210,13 @@ func TestRunServesWithoutConfig(t *testing.T) {
 	conn := d.dial(t, grpcAddr)
 	ctx := context.Background()
 
+	t.Run("pprof", func(t *testing.T) {
+		code, body, _ := httpGet(t, "http://"+httpAddr+"/debug/pprof/goroutine?debug=1")
+		if code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
+			t.Fatalf("/debug/pprof/goroutine: %d %.200q", code, body)
+		}
+	})
+
 	t.Run("health", func(t *testing.T) {
 		for _, svc := range []string{"", "limiter.v1.RateLimiter"} {
 			resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})

@@ -186,6 +186,29 @@ func serverCPU(b *testing.B, c *redis.Client) time.Duration {
 	return time.Duration(sec * float64(time.Second))
 }
 
+// commandTime returns the time Redis has spent executing command name
+// (INFO commandstats; a script's time includes the commands it calls): the
+// server's own cost of the calls, without its network and event loop.
+func commandTime(b *testing.B, c *redis.Client, name string) time.Duration {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\r\n") {
+		fields, ok := strings.CutPrefix(l, "cmdstat_"+name+":")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(fields, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return time.Duration(n) * time.Microsecond
+			}
+		}
+	}
+	return 0
+}
+
 type fixedClock time.Time
 
 func (c fixedClock) Now() time.Time { return time.Time(c) }
@@ -198,7 +221,8 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 // both sizes (one Allow script). "go-redis-incr" is a plain INCR through
 // go-redis from the same goroutine: the client's own floor. Each reports
 // p50/p99 latency and, next to them, the p50 of redis-benchmark -c 1 -t
-// incr on the same server.
+// incr on the same server, and server-µs, the server's time executing
+// the call (INFO commandstats).
 func BenchmarkSyncCall(b *testing.B) {
 	addr := redisAddr(b)
 	sizes := []time.Duration{time.Second, time.Minute}
@@ -249,6 +273,11 @@ func BenchmarkSyncCall(b *testing.B) {
 			}
 			fallback := func() float64 { return testutil.ToFloat64(m.SyncFallback.WithLabelValues("sync")) }
 			f0 := fallback()
+			cmd := "evalsha"
+			if op == "go-redis-incr" {
+				cmd = "incr"
+			}
+			ct0 := commandTime(b, raw, cmd)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
@@ -257,12 +286,16 @@ func BenchmarkSyncCall(b *testing.B) {
 				lat = append(lat, time.Since(t0))
 			}
 			b.StopTimer()
+			b.ReportMetric(float64((commandTime(b, raw, cmd)-ct0).Nanoseconds())/1e3/float64(b.N), "server-µs")
 			if f := fallback() - f0; f != 0 {
 				b.Fatalf("%v calls answered locally: the store did not answer in time", f)
 			}
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)/2].Nanoseconds())/1e3, "p50-µs")
 			b.ReportMetric(float64(lat[len(lat)*99/100].Nanoseconds())/1e3, "p99-µs")
+			if b.N == 1 {
+				return // the probe run: nothing to compare
+			}
 			if p50, ok := redisBenchmarkP50(b, addr); ok {
 				b.ReportMetric(p50, "incr-p50-µs")
 			}

@@ -151,3 +151,26 @@ func (l *locator) key(k *clustersync.WindowKey) string {
 	id := l.id(k)
 	return string(l.appendKey(nil, &id))
 }
+
+// keyHashes returns the Redis keys of the hashes holding windows
+// (size, start) of one (namespace, key), as slices of one string: the
+// namespace and key are hashed once, and one allocation holds every name.
+func keyHashes(prefix, namespace, key string, n int, window func(i int) (size, start int64)) []string {
+	nsHash := fnvNamespace(namespace)
+	id := hashID{namespace: namespace, bucket: bucketOf(nsHash, key)}
+	tag := bucketTag(nsHash, id.bucket)
+	ends := make([]int, n)
+	b := make([]byte, 0, n*(len(prefix)+len(namespace)+tagLen+48))
+	for i := range n {
+		id.size, id.start = window(i)
+		b = appendHashKey(b, prefix, tag, &id)
+		ends[i] = len(b)
+	}
+	all := string(b)
+	keys := make([]string, n)
+	lo := 0
+	for i, hi := range ends {
+		keys[i], lo = all[lo:hi], hi
+	}
+	return keys
+}

@@ -19,9 +19,11 @@ import (
 // Client is the part of a go-redis client the Store uses: *redis.Client
 // (standalone or Sentinel-managed), *redis.ClusterClient and *redis.Ring
 // all satisfy it. The Store sends only EVALSHA, EVAL, HMGET and HGET, each
-// routed by its (first) key.
+// routed by its (first) key; a synchronous call is one command, sent
+// without a pipeline's overhead.
 type Client interface {
 	Pipeline() redis.Pipeliner
+	Process(ctx context.Context, cmd redis.Cmder) error
 }
 
 const (
@@ -47,6 +49,19 @@ type Store struct {
 	prefix string
 	single bool
 	closed atomic.Bool
+	// rp caches the row prefix of the last incarnation asked for (a node
+	// has one), sparing a synchronous call the allocation.
+	rp atomic.Pointer[[2]string]
+}
+
+// rowPrefix returns rowPrefix(inc), cached.
+func (s *Store) rowPrefix(inc string) string {
+	if p := s.rp.Load(); p != nil && p[0] == inc {
+		return p[1]
+	}
+	rp := rowPrefix(inc)
+	s.rp.Store(&[2]string{inc, rp})
+	return rp
 }
 
 // New returns a Store using c, with every Redis key starting with
@@ -112,7 +127,7 @@ func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.Window
 	if len(others) != len(keys) {
 		return fmt.Errorf("redis: fetch: %d results for %d keys", len(others), len(keys))
 	}
-	rp := rowPrefix(inc)
+	rp := s.rowPrefix(inc)
 	return s.chunks(ctx, "fetch", len(keys), func(ctx context.Context, lo, hi int) error {
 		ks := keys[lo:hi]
 		g := s.group(len(ks), func(i int) *clustersync.WindowKey { return &ks[i] })
@@ -208,29 +223,28 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 	if n == 0 {
 		return clustersync.AllowResult{Allowed: true}, nil
 	}
-	loc := locator{prefix: s.prefix}
 	// As in push: arguments point into keys and vals, not boxed one by one.
-	keys := make([]string, 2*n+2)
+	first := &req.Limits[0].Cur
+	keys := keyHashes(s.prefix, first.Namespace, first.Key, 2*n, func(i int) (int64, int64) {
+		l := &req.Limits[i/2]
+		if i%2 == 0 {
+			return int64(l.Cur.Size), l.Cur.Start
+		}
+		return int64(l.Prev.Size), l.Prev.Start
+	})
 	vals := make([]int64, 1+10*n)
 	args := make([]any, 0, 3+2*n+4+10*n)
-	args = append(args, "evalsha", &allowScript.sha, 2*n)
-	for i := range req.Limits {
-		l := &req.Limits[i]
-		keys[2*i] = loc.key(&l.Cur.WindowKey)
-		keys[2*i+1] = loc.key(&l.Prev.WindowKey)
-		if i == 0 {
-			args = append(args, keys[0], &keys[1]) // routed by the first key, a string
-		} else {
-			args = append(args, &keys[2*i], &keys[2*i+1])
-		}
+	args = append(args, "evalsha", &allowScript.sha, 2*n, keys[0]) // routed by the first key, a string
+	for i := 1; i < 2*n; i++ {
+		args = append(args, &keys[i])
 	}
 	countRejected := "0"
 	if req.CountRejected {
 		countRejected = "1"
 	}
-	keys[2*n], keys[2*n+1] = rowPrefix(req.Inc), req.Limits[0].Cur.Key
+	rp := s.rowPrefix(req.Inc)
 	vals[0] = req.Cost
-	args = append(args, &keys[2*n], &keys[2*n+1], &vals[0], countRejected)
+	args = append(args, &rp, &first.Key, &vals[0], countRejected)
 	for i := range req.Limits {
 		l := &req.Limits[i]
 		v := vals[1+10*i : 11+10*i : 11+10*i]
@@ -241,11 +255,11 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 			args = append(args, &v[j])
 		}
 	}
-	calls := []scriptCall{{args: args, lo: 0, hi: n, ints: true}}
-	if err := s.run(ctx, allowScript, calls); err != nil {
+	call := scriptCall{args: args, lo: 0, hi: n, ints: true}
+	if err := s.runOne(ctx, allowScript, &call); err != nil {
 		return clustersync.AllowResult{}, s.fail("allow", err)
 	}
-	vals, err := calls[0].cmd.(*redis.IntSliceCmd).Result()
+	vals, err := call.cmd.(*redis.IntSliceCmd).Result()
 	if err != nil || len(vals) != 1+4*n {
 		return clustersync.AllowResult{}, fmt.Errorf("redis: allow: unexpected reply %v (%v)", vals, err)
 	}
@@ -450,7 +464,7 @@ func (s *Store) group(n int, key func(i int) *clustersync.WindowKey) grouping {
 // up to keysPerScript rows per call, else one call per run of hashes of one
 // hash tag. When others is not nil it receives, per row, the others' sum.
 func (s *Store) push(ctx context.Context, op, inc string, rows []clustersync.Row, others []int64) error {
-	rp := rowPrefix(inc)
+	rp := s.rowPrefix(inc)
 	if oneKey(rows) {
 		return s.pushKey(ctx, op, rp, rows, others)
 	}
@@ -556,18 +570,14 @@ func oneKey(rows []clustersync.Row) bool {
 // cluster they share a slot.
 func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.Row, others []int64) error {
 	n := len(rows)
-	loc := locator{prefix: s.prefix}
-	keys := make([]string, n)
+	keys := keyHashes(s.prefix, rows[0].Namespace, rows[0].Key, n, func(i int) (int64, int64) {
+		return int64(rows[i].Size), rows[i].Start
+	})
 	vals := make([]int64, 3*n)
 	args := make([]any, 0, 3+n+2+3*n)
-	args = append(args, "evalsha", &keyScript.sha, n)
-	for i := range rows {
-		keys[i] = loc.key(&rows[i].WindowKey)
-		if i == 0 {
-			args = append(args, keys[0]) // routed by the first key, a string
-		} else {
-			args = append(args, &keys[i])
-		}
+	args = append(args, "evalsha", &keyScript.sha, n, keys[0]) // routed by the first key, a string
+	for i := 1; i < n; i++ {
+		args = append(args, &keys[i])
 	}
 	args = append(args, &rp, &rows[0].Key)
 	for i := range rows {
@@ -576,11 +586,11 @@ func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.R
 		v[0], v[1], v[2] = r.Total, r.Version, expireArg(r)
 		args = append(args, &v[0], &v[1], &v[2])
 	}
-	calls := []scriptCall{{args: args, lo: 0, hi: n, ints: true}}
-	if err := s.run(ctx, keyScript, calls); err != nil {
+	call := scriptCall{args: args, lo: 0, hi: n, ints: true}
+	if err := s.runOne(ctx, keyScript, &call); err != nil {
 		return s.fail(op, err)
 	}
-	got, err := calls[0].cmd.(*redis.IntSliceCmd).Result()
+	got, err := call.cmd.(*redis.IntSliceCmd).Result()
 	if err != nil || len(got) != 2*n {
 		return fmt.Errorf("redis: %s: unexpected reply %v (%v)", op, got, err)
 	}
@@ -665,6 +675,18 @@ func (s *Store) run(ctx context.Context, sc *script, calls []scriptCall) error {
 		}
 	}
 	return nil
+}
+
+// runOne is run for one call, sent as a plain command.
+func (s *Store) runOne(ctx context.Context, sc *script, call *scriptCall) error {
+	call.cmd = call.newCmd(ctx)
+	err := s.c.Process(ctx, call.cmd)
+	if err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+		return err
+	}
+	call.args[0], call.args[1] = "eval", sc.src
+	call.cmd = call.newCmd(ctx)
+	return s.c.Process(ctx, call.cmd)
 }
 
 // fail wraps err from operation op: clustersync.ErrClosed once the client

@@ -41,6 +41,9 @@ func (ns *Namespace) LockKey(t time.Time, key string) (*KeyLock, error) {
 	return &KeyLock{ns: ns, e: e, t: tn}, nil
 }
 
+// Time returns the time the key was locked for.
+func (k *KeyLock) Time() time.Time { return time.Unix(0, k.t) }
+
 // Unlock releases the key.
 func (k *KeyLock) Unlock() { k.e.mu.Unlock() }
 
@@ -74,6 +77,62 @@ func (k *KeyLock) SetOthers(i int, cur, prev int64) {
 	s.bucketFor(ws, size).others.Store(cur)
 	s.bucketFor(ws-size, size).others.Store(prev)
 }
+
+// SetOthersOf stores the other nodes' total of p's window.
+func (k *KeyLock) SetOthersOf(p Pending, others int64) {
+	p.b.others.Store(others)
+}
+
+// prevReadUnit is the unit of entry.prevRead.
+const prevReadUnit = int64(10 * time.Millisecond)
+
+// MarkPrevRead records that a call at the lock's time, which is not later
+// than the wall clock, read the previous windows of every size from the
+// store.
+func (k *KeyLock) MarkPrevRead() {
+	u := int32(uint32(floorDiv(k.t, prevReadUnit)))
+	if u == 0 {
+		u = -1 // 0 means never; one unit earlier is on the safe side
+	}
+	k.e.prevRead = u
+}
+
+// PrevRead reports whether the previous windows of every size were read
+// (MarkPrevRead) during the current windows and at least grace after the
+// youngest of them ended. Such a closed window changes afterwards only by
+// late pushes (a retried or failed call of another node, which lands
+// within grace or is pushed by that node's background tick), so a
+// synchronous call may leave it to the background fetch.
+//
+// The record is in 10 ms units modulo 2^32 (about 248 days): it is
+// rounded so that every check errs towards reading again.
+func (k *KeyLock) PrevRead(grace time.Duration) bool {
+	x := k.e.prevRead
+	if x == 0 {
+		return false
+	}
+	for _, size := range k.ns.sizes {
+		ws := WindowStart(k.t, time.Duration(size))
+		// The read happened at or after ws + grace (x·unit is at most the
+		// read's time, so x ≥ ⌈(ws+grace)/unit⌉) and before this window's
+		// end ((x+1)·unit ≤ ws + size).
+		if int32(x-int32(uint32(ceilDiv(ws+int64(grace), prevReadUnit)))) < 0 ||
+			int32(int32(uint32(floorDiv(ws+size, prevReadUnit)))-(x+1)) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b < 0 {
+		q--
+	}
+	return q
+}
+
+func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
 
 // Stored reports whether p.Total is the total last acknowledged by the
 // store and, if so, the version it was sent with (0 when nothing was ever

@@ -97,6 +97,13 @@ func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.
 // and stores the others' totals it reads back, all in one round trip when
 // the store is a PushFetcher. A window the store already holds goes with
 // the version it was stored with, so the store rewrites only what changed.
+//
+// The previous windows are closed: once a call of every size has read
+// them at least CallTimeout after they closed, when the calls other nodes
+// started before the boundary have landed or failed, they change only by
+// late pushes, which the background tick fetches every RetryPeriod. Later
+// calls in the same windows send only the current windows (and a previous
+// one the store does not hold yet): half the store's work.
 func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, lo, hi int) {
 	if !s.storeUp() {
 		s.fallback(errPresumedDown)
@@ -106,13 +113,21 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, l
 	defer cancel()
 	version := s.versions.Next()
 	n := hi - lo
+	every := lo == 0 && hi == len(s.ns.Sizes())
+	prevRead := every && k.PrevRead(s.cfg.CallTimeout)
 	pend := make([]node.Pending, 0, 2*n)
 	rows := make([]Row, 0, 2*n)
 	for i := lo; i < hi; i++ {
 		cur, prev := k.Own(key, i)
-		pend = append(pend, cur, prev)
-		rows = append(rows, s.row(cur, storedOr(k, cur, version)), s.row(prev, storedOr(k, prev, version)))
+		pend = append(pend, cur)
+		rows = append(rows, s.row(cur, storedOr(k, cur, version)))
+		if _, stored := k.Stored(prev); prevRead && stored {
+			continue
+		}
+		pend = append(pend, prev)
+		rows = append(rows, s.row(prev, storedOr(k, prev, version)))
 	}
+	readPrev := every && !prevRead && !k.Time().After(s.ns.Now())
 	others := make([]int64, len(rows))
 	var err error
 	if pf, ok := s.store.(PushFetcher); ok {
@@ -136,10 +151,10 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, l
 	}
 	for j := range pend {
 		k.MarkPushed(pend[j], rows[j].Version)
+		k.SetOthersOf(pend[j], others[j])
 	}
-	for i := lo; i < hi; i++ {
-		j := 2 * (i - lo)
-		k.SetOthers(i, others[j], others[j+1])
+	if readPrev {
+		k.MarkPrevRead()
 	}
 }
 

@@ -525,3 +525,73 @@ func TestSynchronousCallSendsUnchangedWindowsAsStored(t *testing.T) {
 		t.Errorf("%d windows sent as changed, want 2", changed)
 	}
 }
+
+// TestSynchronousCallReadsClosedWindowsOnce: once a call has read the
+// previous windows at least CallTimeout after they closed, later calls in
+// the same windows send only the current ones; a late push to a closed
+// window reaches the node with the background tick; a new window is read
+// again.
+func TestSynchronousCallReadsClosedWindowsOnce(t *testing.T) {
+	clock := fakeclock.New(start) // a 1 s boundary: the previous 1 s window just closed
+	store := &lostReplyStore{Store: memory.New()}
+	const grace = 250 * time.Millisecond
+	n := newNode(t, "a", 0, store, clock, clustersync.Config{CallTimeout: grace})
+	sent := func() (cur, prev int) {
+		t.Helper()
+		for _, r := range store.rows[len(store.rows)-1] {
+			if at := clock.Now().UnixNano(); r.Start <= at && at < r.Start+int64(r.Size) {
+				cur++
+			} else {
+				prev++
+			}
+		}
+		return cur, prev
+	}
+	want := func(what string, wantPrev int) {
+		t.Helper()
+		if cur, prev := sent(); cur != 2 || prev != wantPrev {
+			t.Errorf("%s: sent %d current and %d previous windows, want 2 and %d", what, cur, prev, wantPrev)
+		}
+	}
+
+	n.increment(t, "k", 1)
+	want("at the boundary", 2)
+	clock.Add(grace - 10*time.Millisecond)
+	n.increment(t, "k", 1)
+	want("within CallTimeout of the boundary", 2)
+	clock.Add(20 * time.Millisecond)
+	n.increment(t, "k", 1)
+	want("the first call after CallTimeout", 2)
+	clock.Add(10 * time.Millisecond)
+	n.increment(t, "k", 1)
+	want("a later call in the same windows", 0)
+
+	// Another incarnation's late push to the closed minute window: the
+	// synchronous calls leave it to the background tick.
+	prevMinute := node.WindowStart(clock.Now().UnixNano(), time.Minute) - int64(time.Minute)
+	late := clustersync.Row{
+		WindowKey: clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: prevMinute, Key: "k"},
+		Total:     60 * node.Micro, Version: 1, ExpireAt: clock.Now().Add(time.Hour),
+	}
+	if err := store.Push(context.Background(), "late", []clustersync.Row{late}); err != nil {
+		t.Fatal(err)
+	}
+	before := n.minuteRate(t, "k")
+	n.increment(t, "k", 1)
+	want("after a late push", 0)
+	if got := n.minuteRate(t, "k"); got != before+1 {
+		t.Errorf("minute rate %v after one more hit, want %v: the closed window was read again", got, before+1)
+	}
+	if err := n.sy.SyncOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := float64(clock.Now().UnixNano()-(prevMinute+int64(time.Minute))) / float64(time.Minute)
+	if got, want := n.minuteRate(t, "k"), before+1+60*(1-elapsed); got < want-1e-6 || got > want+1e-6 {
+		t.Errorf("minute rate %v after the background tick, want %v with the late push", got, want)
+	}
+
+	// A new 1 s window: its previous window is read again.
+	clock.Add(time.Second)
+	n.increment(t, "k", 1)
+	want("in the next 1 s window", 2)
+}

@@ -519,8 +519,11 @@ func TestRoundTripsAndGrouping(t *testing.T) {
 				rows[i] = row(keys[i], int64(i), 1)
 			}
 			// Warm up: load the scripts (the first call of each after a
-			// server start takes a second round trip, EVAL after NOSCRIPT).
+			// server start takes a second round trip, EVAL after NOSCRIPT):
+			// rows of two keys go to the push script, of one key to the
+			// synchronous call's.
 			warm := wk("rt", "warm", time.Second, 0)
+			mustPush(t, s, "w", row(warm, 1, 1), row(wk("rt", "warm-2", time.Second, 0), 1, 1))
 			mustPush(t, s, "w", row(warm, 1, 1))
 			fetch(t, s, "w", warm)
 			if err := s.PushFetch(ctxT(t), "w", []clustersync.Row{row(warm, 1, 1)}, make([]int64, 1)); err != nil {

@@ -25,10 +25,41 @@ func (c codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (c codec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*batchReply); ok {
+	switch r := v.(type) {
+	case *batchReply:
+		return r.read(data)
+	case *allowReply:
 		return r.read(data)
 	}
 	return c.Codec.Unmarshal(data, v)
+}
+
+// allowReply is an AllowResponse as limiter-bench reads it: only whether
+// the call was allowed. Decoding the limits' statuses, durations and all,
+// would cost the tool CPU that the server it measures shares.
+type allowReply struct {
+	allowed bool
+	buf     []byte // the response's bytes, when gRPC hands them in pieces
+}
+
+func (r *allowReply) read(data mem.BufferSlice) error {
+	b := r.buf[:0]
+	if len(data) == 1 {
+		b = data[0].ReadOnlyData()
+	} else {
+		for _, d := range data {
+			b = append(b, d.ReadOnlyData()...)
+		}
+		r.buf = b
+	}
+	r.allowed = false
+	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+		if num == fieldAllowed && typ == protowire.VarintType {
+			x, _ := protowire.ConsumeVarint(v)
+			r.allowed = x != 0
+		}
+		return nil
+	})
 }
 
 // batchRequest is an AllowBatchRequest or IncrementBatchRequest as the

@@ -82,6 +82,50 @@ func TestBatchReply(t *testing.T) {
 	}
 }
 
+// TestAllowReply: what limiter-bench reads of an Allow response, however
+// gRPC cuts its bytes up, reusing one reply call after call.
+func TestAllowReply(t *testing.T) {
+	limits := []*limiterv1.LimitStatus{{WindowSize: durationpb.New(time.Second), Limit: 5, Rate: 5, ResetAfter: durationpb.New(time.Millisecond)}}
+	allowed, err := proto.Marshal(&limiterv1.AllowResponse{Allowed: true, Limits: limits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied, err := proto.Marshal(&limiterv1.AllowResponse{Limits: limits, RetryAfter: durationpb.New(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A newer server's unknown field after allowed.
+	unknown := protowire.AppendString(protowire.AppendTag(allowed, 9, protowire.BytesType), "later")
+	var r allowReply
+	for _, c := range []struct {
+		name   string
+		b      []byte
+		pieces int
+		want   bool
+	}{
+		{"allowed", allowed, 1, true},
+		{"denied after allowed", denied, 1, false},
+		{"allowed in pieces", allowed, 3, true},
+		{"denied in pieces", denied, 4, false},
+		{"unknown field", unknown, 2, true},
+		{"empty", nil, 1, false},
+	} {
+		var data mem.BufferSlice
+		for i := range c.pieces {
+			data = append(data, mem.SliceBuffer(c.b[i*len(c.b)/c.pieces:(i+1)*len(c.b)/c.pieces]))
+		}
+		if err := (codec{}).Unmarshal(data, &r); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if r.allowed != c.want {
+			t.Errorf("%s: allowed %v, want %v", c.name, r.allowed, c.want)
+		}
+	}
+	if err := (codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(allowed[:len(allowed)-3])}, &r); err == nil {
+		t.Error("truncated response: no error")
+	}
+}
+
 // TestBatchRequest: a batch request written from prebuilt items is the
 // batch message's encoding.
 func TestBatchRequest(t *testing.T) {

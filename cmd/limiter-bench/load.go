@@ -71,9 +71,9 @@ type runner struct {
 }
 
 // worker is one caller's private tallies, merged at the end, and what its
-// batch calls reuse call after call: the keys drawn, the request (from the
-// runner's prebuilt items, or with -at messages built per call) and the
-// reply.
+// calls reuse call after call: for batches the keys drawn, the request
+// (from the runner's prebuilt items, or with -at messages built per call)
+// and the reply; for Allow the reply.
 type worker struct {
 	res  result
 	rnd  *rand.Rand
@@ -84,6 +84,7 @@ type worker struct {
 	allowBatch limiterv1.AllowBatchRequest
 	incBatch   limiterv1.IncrementBatchRequest
 	reply      batchReply
+	allowReply allowReply
 }
 
 func (r *runner) newWorker(id int) *worker {
@@ -309,10 +310,9 @@ func (r *runner) do(ctx context.Context, w *worker, scheduled time.Time) {
 		_, err = conn.limiter.Increment(cctx, r.increment(w.key(len(r.keys)), sent))
 	case callAllow:
 		k := w.key(len(r.keys))
-		var resp *limiterv1.AllowResponse
-		resp, err = conn.limiter.Allow(cctx, r.allow(k, sent))
+		err = conn.conn.Invoke(cctx, limiterv1.RateLimiter_Allow_FullMethodName, r.allow(k, sent), &w.allowReply, grpc.StaticMethod())
 		if err == nil {
-			w.tallyAllow(resp.GetAllowed(), k, sent, measured)
+			w.tallyAllow(w.allowReply.allowed, k, sent, measured)
 		}
 	case callAllowBatch:
 		ks := w.drawBatch(r)

@@ -43,17 +43,8 @@ type allowReply struct {
 }
 
 func (r *allowReply) read(data mem.BufferSlice) error {
-	b := r.buf[:0]
-	if len(data) == 1 {
-		b = data[0].ReadOnlyData()
-	} else {
-		for _, d := range data {
-			b = append(b, d.ReadOnlyData()...)
-		}
-		r.buf = b
-	}
 	r.allowed = false
-	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	return eachField(contiguous(data, &r.buf), func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if num == fieldAllowed && typ == protowire.VarintType {
 			x, _ := protowire.ConsumeVarint(v)
 			r.allowed = x != 0
@@ -123,17 +114,8 @@ const (
 )
 
 func (r *batchReply) read(data mem.BufferSlice) error {
-	b := r.buf[:0]
-	if len(data) == 1 {
-		b = data[0].ReadOnlyData()
-	} else {
-		for _, d := range data {
-			b = append(b, d.ReadOnlyData()...)
-		}
-		r.buf = b
-	}
 	r.results = r.results[:0]
-	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte) error {
+	return eachField(contiguous(data, &r.buf), func(num protowire.Number, typ protowire.Type, v []byte) error {
 		if num != fieldResults || typ != protowire.BytesType {
 			return nil
 		}
@@ -165,6 +147,20 @@ func (r *batchReply) read(data mem.BufferSlice) error {
 		r.results = append(r.results, res)
 		return err
 	})
+}
+
+// contiguous returns the bytes of data in one slice: its only buffer's,
+// or else copied into *buf, which keeps the room for the next response.
+func contiguous(data mem.BufferSlice, buf *[]byte) []byte {
+	if len(data) == 1 {
+		return data[0].ReadOnlyData()
+	}
+	b := (*buf)[:0]
+	for _, d := range data {
+		b = append(b, d.ReadOnlyData()...)
+	}
+	*buf = b
+	return b
 }
 
 var errMalformed = errors.New("limiter-bench: malformed batch response")

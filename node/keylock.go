@@ -98,11 +98,13 @@ func (k *KeyLock) MarkPrevRead() {
 }
 
 // PrevRead reports whether the previous windows of every size were read
-// (MarkPrevRead) during the current windows and at least grace after the
-// youngest of them ended. Such a closed window changes afterwards only by
-// late pushes (a retried or failed call of another node, which lands
-// within grace or is pushed by that node's background tick), so a
-// synchronous call may leave it to the background fetch.
+// (MarkPrevRead) since they closed and, once grace has passed since the
+// youngest of them closed, since then. A closed window changes only by
+// pushes that were under way when it closed, which land within grace
+// (a synchronous call of another node is bounded by it), and by late
+// pushes, which the background fetch brings: so one read after the close
+// serves the calls of the grace period, one read after grace the rest of
+// the window, and a synchronous call may leave a window so read out.
 //
 // The record is in 10 ms units modulo 2^32 (about 248 days): it is
 // rounded so that every check errs towards reading again.
@@ -113,10 +115,14 @@ func (k *KeyLock) PrevRead(grace time.Duration) bool {
 	}
 	for _, size := range k.ns.sizes {
 		ws := WindowStart(k.t, time.Duration(size))
-		// The read happened at or after ws + grace (x·unit is at most the
-		// read's time, so x ≥ ⌈(ws+grace)/unit⌉) and before this window's
-		// end ((x+1)·unit ≤ ws + size).
-		if int32(x-int32(uint32(ceilDiv(ws+int64(grace), prevReadUnit)))) < 0 ||
+		since := ws
+		if k.t >= ws+int64(grace) {
+			since += int64(grace)
+		}
+		// The read happened at or after since (x·unit is at most the
+		// read's time, so x ≥ ⌈since/unit⌉) and before this window's end
+		// ((x+1)·unit ≤ ws + size).
+		if int32(x-int32(uint32(ceilDiv(since, prevReadUnit)))) < 0 ||
 			int32(int32(uint32(floorDiv(ws+size, prevReadUnit)))-(x+1)) < 0 {
 			return false
 		}

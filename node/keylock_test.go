@@ -78,3 +78,56 @@ func TestKeyLockLateTime(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyLockPrevRead: the previous windows count as read once a call
+// read them since they closed and, past grace, since grace passed — for
+// every window size — and not in the next windows; times are kept in
+// 10 ms units, rounded towards reading again.
+func TestKeyLockPrevRead(t *testing.T) {
+	cfg := syncedConfig(time.Second, time.Minute)
+	cfg.SyncRate = 0
+	ns := newNS(t, cfg, nil)
+	const grace = 250 * time.Millisecond
+	minute := epoch.Truncate(time.Minute).Add(time.Minute) // a boundary of both sizes
+	at := func(d time.Duration) time.Time { return minute.Add(d) }
+	lock := func(d time.Duration) *node.KeyLock {
+		t.Helper()
+		k, err := ns.LockKey(at(d), "k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	mark := func(d time.Duration) {
+		k := lock(d)
+		k.MarkPrevRead()
+		k.Unlock()
+	}
+	check := func(d time.Duration, want bool) {
+		t.Helper()
+		k := lock(d)
+		defer k.Unlock()
+		if got := k.PrevRead(grace); got != want {
+			t.Errorf("at +%v: PrevRead = %v, want %v", d, got, want)
+		}
+	}
+
+	check(0, false) // never read
+	mark(0)
+	check(0, true)
+	check(grace-10*time.Millisecond, true) // still within grace
+	check(grace, false)                    // past grace: read again
+	mark(grace - 5*time.Millisecond)       // a read just before grace passed
+	check(grace+100*time.Millisecond, false)
+	mark(grace + 5*time.Millisecond) // a read just after grace passed
+	check(grace+100*time.Millisecond, true)
+	check(time.Second-time.Millisecond, true)
+	check(time.Second, false) // the next 1 s window
+	mark(time.Second + 300*time.Millisecond)
+	check(time.Second+400*time.Millisecond, true)
+	// A read 300 ms into the minute is also past grace for the minute
+	// window; in the next minute it no longer counts.
+	mark(time.Minute - 500*time.Millisecond)
+	check(time.Minute-400*time.Millisecond, true)
+	check(time.Minute+100*time.Millisecond, false)
+}

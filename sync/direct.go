@@ -98,12 +98,13 @@ func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.
 // the store is a PushFetcher. A window the store already holds goes with
 // the version it was stored with, so the store rewrites only what changed.
 //
-// The previous windows are closed: once a call of every size has read
-// them at least CallTimeout after they closed, when the calls other nodes
-// started before the boundary have landed or failed, they change only by
-// late pushes, which the background tick fetches every RetryPeriod. Later
-// calls in the same windows send only the current windows (and a previous
-// one the store does not hold yet): half the store's work.
+// The previous windows are closed: they change only by the calls other
+// nodes started before the boundary, which land or fail within
+// CallTimeout, and by late pushes, which the background tick fetches
+// every RetryPeriod. So they go with the first call after the boundary
+// and the first one CallTimeout after it (see node.KeyLock.PrevRead);
+// the other calls in the same windows send only the current windows (and
+// a previous one the store does not hold yet): half the store's work.
 func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, lo, hi int) {
 	if !s.storeUp() {
 		s.fallback(errPresumedDown)

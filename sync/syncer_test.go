@@ -526,11 +526,12 @@ func TestSynchronousCallSendsUnchangedWindowsAsStored(t *testing.T) {
 	}
 }
 
-// TestSynchronousCallReadsClosedWindowsOnce: once a call has read the
-// previous windows at least CallTimeout after they closed, later calls in
-// the same windows send only the current ones; a late push to a closed
-// window reaches the node with the background tick; a new window is read
-// again.
+// TestSynchronousCallReadsClosedWindowsOnce: the previous windows go with
+// the first call after they closed and with the first one CallTimeout
+// after that; a call another node started before the boundary and that
+// lands in between is seen from then on; later calls in the same windows
+// send only the current ones; a late push to a closed window reaches the
+// node with the background tick; a new window is read again.
 func TestSynchronousCallReadsClosedWindowsOnce(t *testing.T) {
 	clock := fakeclock.New(start) // a 1 s boundary: the previous 1 s window just closed
 	store := &lostReplyStore{Store: memory.New()}
@@ -553,17 +554,33 @@ func TestSynchronousCallReadsClosedWindowsOnce(t *testing.T) {
 			t.Errorf("%s: sent %d current and %d previous windows, want 2 and %d", what, cur, prev, wantPrev)
 		}
 	}
+	secondRate := func(what string, rs []node.Rate, want float64) {
+		t.Helper()
+		if got := rs[0].Rate; got < want-1e-6 || got > want+1e-6 {
+			t.Errorf("%s: 1 s rate %v, want %v", what, got, want)
+		}
+	}
 
-	n.increment(t, "k", 1)
+	secondRate("at the boundary", n.increment(t, "k", 1), 1)
 	want("at the boundary", 2)
+	// Another node's call started before the boundary lands now: 5 hits
+	// in the previous second.
+	prevSecond := node.WindowStart(clock.Now().UnixNano(), time.Second) - int64(time.Second)
+	inflight := clustersync.Row{
+		WindowKey: clustersync.WindowKey{Namespace: "api", Size: time.Second, Start: prevSecond, Key: "k"},
+		Total:     5 * node.Micro, Version: 1, ExpireAt: clock.Now().Add(time.Hour),
+	}
+	if err := store.Push(context.Background(), "other", []clustersync.Row{inflight}); err != nil {
+		t.Fatal(err)
+	}
 	clock.Add(grace - 10*time.Millisecond)
-	n.increment(t, "k", 1)
-	want("within CallTimeout of the boundary", 2)
+	secondRate("within CallTimeout of the boundary", n.increment(t, "k", 1), 2)
+	want("within CallTimeout of the boundary", 0)
 	clock.Add(20 * time.Millisecond)
-	n.increment(t, "k", 1)
+	secondRate("the first call after CallTimeout", n.increment(t, "k", 1), 3+5*0.74)
 	want("the first call after CallTimeout", 2)
 	clock.Add(10 * time.Millisecond)
-	n.increment(t, "k", 1)
+	secondRate("a later call in the same windows", n.increment(t, "k", 1), 4+5*0.73)
 	want("a later call in the same windows", 0)
 
 	// Another incarnation's late push to the closed minute window: the

@@ -217,8 +217,11 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 // from one goroutine, as a node makes it: a real Syncer with sync_rate 0,
 // window sizes 1 s and 1 m, the default 250 ms call timeout, 1000 keys in
 // turn. "increment" is Syncer.IncrementAt (one PushFetch of the key's 2
-// sizes × (current, previous) windows), "allow" is Syncer.AllowAt over
-// both sizes (one Allow script). "go-redis-incr" is a plain INCR through
+// current windows, and of its 2 previous ones for the first call after a
+// boundary and the first one 250 ms after it), "increment-10keys" the same
+// over 10 keys (hot keys: nearly every call sends the current windows
+// only), "allow" is Syncer.AllowAt over both sizes (one Allow script).
+// "go-redis-incr" is a plain INCR through
 // go-redis from the same goroutine: the client's own floor. Each reports
 // p50/p99 latency and, next to them, the p50 of redis-benchmark -c 1 -t
 // incr on the same server, and server-µs, the server's time executing
@@ -226,7 +229,7 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 func BenchmarkSyncCall(b *testing.B) {
 	addr := redisAddr(b)
 	sizes := []time.Duration{time.Second, time.Minute}
-	for _, op := range []string{"go-redis-incr", "increment", "allow"} {
+	for _, op := range []string{"go-redis-incr", "increment", "increment-10keys", "allow"} {
 		b.Run(op, func(b *testing.B) {
 			s, _ := newStoreAt(b, addr)
 			raw := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
@@ -242,6 +245,9 @@ func BenchmarkSyncCall(b *testing.B) {
 			}
 			ctx := context.Background()
 			keys := make([]string, 1000)
+			if op == "increment-10keys" {
+				keys = keys[:10]
+			}
 			for i := range keys {
 				keys[i] = fmt.Sprint("user-", i)
 			}
@@ -257,7 +263,7 @@ func BenchmarkSyncCall(b *testing.B) {
 					cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
 					err = raw.Incr(cctx, "limiterd-bench-incr").Err()
 					cancel()
-				case "increment":
+				case "increment", "increment-10keys":
 					rates, err = sy.IncrementAt(ctx, time.Now(), key, 0, 1, rates[:0])
 				case "allow":
 					var d node.Decision

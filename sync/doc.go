@@ -28,8 +28,11 @@
 // current or previous window). Synchronous namespaces (sync_rate = 0) write
 // through on every call (IncrementAt, RateAt, AllowAt), bounded by
 // CallTimeout, after which the call answers from local counts and the key
-// stays dirty for a background tick at RetryPeriod. Local-only namespaces
-// (sync_rate < 0) have no Syncer.
+// stays dirty for a background tick at RetryPeriod. IncrementAt and
+// RateAt send the key's current windows; the previous, closed ones go
+// only with the first call after they closed and the first one
+// CallTimeout later, and the background tick fetches what late pushes
+// change in them. Local-only namespaces (sync_rate < 0) have no Syncer.
 //
 // Rows expire at window end + window size + 2 × sync_rate.
 package sync

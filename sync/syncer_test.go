@@ -561,18 +561,25 @@ func TestSynchronousCallReadsClosedWindowsOnce(t *testing.T) {
 		}
 	}
 
+	// pushPrev stores inc's total of k's previous window of size.
+	pushPrev := func(inc string, size time.Duration, total float64) (start int64) {
+		t.Helper()
+		start = node.WindowStart(clock.Now().UnixNano(), size) - int64(size)
+		row := clustersync.Row{
+			WindowKey: clustersync.WindowKey{Namespace: "api", Size: size, Start: start, Key: "k"},
+			Total:     int64(total * node.Micro), Version: 1, ExpireAt: clock.Now().Add(time.Hour),
+		}
+		if err := store.Push(context.Background(), inc, []clustersync.Row{row}); err != nil {
+			t.Fatal(err)
+		}
+		return start
+	}
+
 	secondRate("at the boundary", n.increment(t, "k", 1), 1)
 	want("at the boundary", 2)
 	// Another node's call started before the boundary lands now: 5 hits
 	// in the previous second.
-	prevSecond := node.WindowStart(clock.Now().UnixNano(), time.Second) - int64(time.Second)
-	inflight := clustersync.Row{
-		WindowKey: clustersync.WindowKey{Namespace: "api", Size: time.Second, Start: prevSecond, Key: "k"},
-		Total:     5 * node.Micro, Version: 1, ExpireAt: clock.Now().Add(time.Hour),
-	}
-	if err := store.Push(context.Background(), "other", []clustersync.Row{inflight}); err != nil {
-		t.Fatal(err)
-	}
+	pushPrev("other", time.Second, 5)
 	clock.Add(grace - 10*time.Millisecond)
 	secondRate("within CallTimeout of the boundary", n.increment(t, "k", 1), 2)
 	want("within CallTimeout of the boundary", 0)
@@ -585,14 +592,7 @@ func TestSynchronousCallReadsClosedWindowsOnce(t *testing.T) {
 
 	// Another incarnation's late push to the closed minute window: the
 	// synchronous calls leave it to the background tick.
-	prevMinute := node.WindowStart(clock.Now().UnixNano(), time.Minute) - int64(time.Minute)
-	late := clustersync.Row{
-		WindowKey: clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: prevMinute, Key: "k"},
-		Total:     60 * node.Micro, Version: 1, ExpireAt: clock.Now().Add(time.Hour),
-	}
-	if err := store.Push(context.Background(), "late", []clustersync.Row{late}); err != nil {
-		t.Fatal(err)
-	}
+	prevMinute := pushPrev("late", time.Minute, 60)
 	before := n.minuteRate(t, "k")
 	n.increment(t, "k", 1)
 	want("after a late push", 0)

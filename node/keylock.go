@@ -152,6 +152,17 @@ func (k *KeyLock) Stored(p Pending) (version int64, ok bool) {
 	return p.b.pushedVer, true
 }
 
+// Acked returns the total and version of p's window as the store last
+// acknowledged them; ok is false when nothing was acknowledged or a later
+// push failed (the store may hold either).
+func (k *KeyLock) Acked(p Pending) (total, version int64, ok bool) {
+	total = p.b.pushed.Load()
+	if total == uncertain || p.b.pushedVer == 0 {
+		return 0, 0, false
+	}
+	return total, p.b.pushedVer, true
+}
+
 // MarkUncertain is Namespace.MarkUncertain for a lock holder.
 func (k *KeyLock) MarkUncertain(p Pending) {
 	p.b.pushed.Store(uncertain)

@@ -131,3 +131,37 @@ func TestKeyLockPrevRead(t *testing.T) {
 	check(time.Minute-400*time.Millisecond, true)
 	check(time.Minute+100*time.Millisecond, false)
 }
+
+// TestKeyLockAcked: Acked is the total and version of the newest
+// acknowledged push, none before one, and none after a failed push until
+// the next success.
+func TestKeyLockAcked(t *testing.T) {
+	cfg := syncedConfig(time.Second)
+	cfg.SyncRate = 0
+	ns := newNS(t, cfg, nil)
+	k, err := ns.LockKey(epoch, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Unlock()
+	acked := func(what string, wantTotal, wantVersion int64, wantOK bool) {
+		t.Helper()
+		cur, _ := k.Own("k", 0)
+		if total, version, ok := k.Acked(cur); total != wantTotal || version != wantVersion || ok != wantOK {
+			t.Errorf("%s: Acked = %d, %d, %v; want %d, %d, %v", what, total, version, ok, wantTotal, wantVersion, wantOK)
+		}
+	}
+	acked("never pushed", 0, 0, false)
+	k.Add(0, 3)
+	cur, _ := k.Own("k", 0)
+	k.MarkPushed(cur, 7)
+	k.Add(0, 2) // counted after the push
+	acked("pushed", 3, 7, true)
+	cur, _ = k.Own("k", 0)
+	k.MarkPushed(cur, 6) // an older push acknowledged late
+	acked("older push acknowledged", 3, 7, true)
+	k.MarkUncertain(cur)
+	acked("after a failed push", 0, 0, false)
+	k.MarkPushed(cur, 9)
+	acked("pushed again", 5, 9, true)
+}

@@ -121,12 +121,12 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, l
 	for i := lo; i < hi; i++ {
 		cur, prev := k.Own(key, i)
 		pend = append(pend, cur)
-		rows = append(rows, s.row(cur, storedOr(k, cur, version)))
+		rows = append(rows, s.callRow(k, cur, version))
 		if _, stored := k.Stored(prev); prevRead && stored {
 			continue
 		}
 		pend = append(pend, prev)
-		rows = append(rows, s.row(prev, storedOr(k, prev, version)))
+		rows = append(rows, s.callRow(k, prev, version))
 	}
 	readPrev := every && !prevRead && !k.Time().After(s.ns.Now())
 	others := make([]int64, len(rows))
@@ -228,6 +228,21 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 		k.MarkPushed(pend[j], v)
 	}
 	return d, nil
+}
+
+// callRow is p's row for a synchronous call: sent with the version its
+// total was stored with when the store already holds it (the store need
+// not rewrite it), else with version and, as Acked, the row the store last
+// acknowledged (the store need not parse it).
+func (s *Syncer) callRow(k *node.KeyLock, p node.Pending, version int64) Row {
+	if v, ok := k.Stored(p); ok {
+		return s.row(p, v)
+	}
+	r := s.row(p, version)
+	if t, v, ok := k.Acked(p); ok && v < version {
+		r.Acked = Acked{Total: t, Version: v}
+	}
+	return r
 }
 
 // storedOr is the version to send p's row with: the version its total was

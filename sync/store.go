@@ -40,6 +40,18 @@ type Row struct {
 	// ExpireAt is when the row may disappear (window end + size +
 	// 2 × sync_rate). Stores round it up to their own TTL granularity.
 	ExpireAt time.Time
+	// Acked, when its Version is not 0, is the row this incarnation's
+	// last acknowledged push of the window stored (with the same
+	// ExpireAt), sent with a greater Version. A store may use it to check
+	// the stored row against it instead of parsing it, or ignore it; a
+	// stored row that differs from it is decided by Version as always.
+	Acked Acked
+}
+
+// Acked is a row's total and version as last acknowledged by the store.
+type Acked struct {
+	Total   int64
+	Version int64
 }
 
 // Store is what a shared backend provides so that nodes converge.

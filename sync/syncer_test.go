@@ -526,6 +526,53 @@ func TestSynchronousCallSendsUnchangedWindowsAsStored(t *testing.T) {
 	}
 }
 
+// TestSynchronousCallHintsAckedRow: a changed window goes with the row the
+// store last acknowledged as its Acked hint; none before the first
+// acknowledgement, nor after a call whose reply was lost (the store may
+// hold either row).
+func TestSynchronousCallHintsAckedRow(t *testing.T) {
+	clock := fakeclock.New(start)
+	store := &lostReplyStore{Store: memory.New()}
+	const callTimeout = 20 * time.Millisecond
+	n := newNode(t, "a", 0, store, clock, clustersync.Config{CallTimeout: callTimeout})
+	// check wants the current windows of call i hinted with call j's rows
+	// of the same windows (j < 0: no hint).
+	check := func(i, j int) {
+		t.Helper()
+		for _, r := range store.rows[i] {
+			if at := clock.Now().UnixNano(); at < r.Start || at >= r.Start+int64(r.Size) {
+				continue // a previous window
+			}
+			var want clustersync.Acked
+			if j >= 0 {
+				for _, p := range store.rows[j] {
+					if p.WindowKey == r.WindowKey {
+						want = clustersync.Acked{Total: p.Total, Version: p.Version}
+					}
+				}
+			}
+			if r.Acked != want {
+				t.Errorf("call %d: window %+v hinted %+v, want %+v", i, r.WindowKey, r.Acked, want)
+			}
+		}
+	}
+	n.increment(t, "k", 1)
+	check(0, -1)
+	n.increment(t, "k", 2)
+	check(1, 0)
+	store.armed = true
+	n.increment(t, "k", 1) // lands, reported failed
+	store.armed = false
+	clock.Add(callTimeout) // past the synchronous back-off
+	n.increment(t, "k", 1)
+	check(3, -1)
+	n.increment(t, "k", 1)
+	check(4, 3)
+	if len(store.rows) != 5 {
+		t.Fatalf("%d synchronous calls, want 5", len(store.rows))
+	}
+}
+
 // TestSynchronousCallReadsClosedWindowsOnce: the previous windows go with
 // the first call after they closed and with the first one CallTimeout
 // after that; a call another node started before the boundary and that

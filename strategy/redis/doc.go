@@ -76,8 +76,13 @@
 // script: on a single server (a *redis.Client: standalone or Sentinel)
 // one call covers up to 100 rows of any hashes; on a cluster or ring it
 // covers hashes of one hash tag. The windows of one key (what a
-// synchronous call sends) go in one call of a leaner script. A window repeated in one batch goes in a
-// later call, so it applies after the first as separate calls would.
+// synchronous call sends) go in one call of a leaner script, with the
+// fields and rows built by the client: a stored row that is exactly the
+// one a Row's Acked hint names is replaced without being parsed (the
+// client sends the hint only with a newer version and totals below
+// 10^15); any other stored row is decided by version as usual. A window
+// repeated in one batch goes in a later call, so it applies after the
+// first as separate calls would.
 // Fetch sends one HMGET per hash, which costs the server less than
 // reading in a script. Allow is one EVALSHA. After NOSCRIPT (a restarted
 // or failed-over server) the affected calls are re-sent once as EVAL.

@@ -156,21 +156,38 @@ func (l *locator) key(k *clustersync.WindowKey) string {
 // (size, start) of one (namespace, key), as slices of one string: the
 // namespace and key are hashed once, and one allocation holds every name.
 func keyHashes(prefix, namespace, key string, n int, window func(i int) (size, start int64)) []string {
+	ends := make([]int, n)
+	b := appendKeyHashes(make([]byte, 0, n*hashKeyLen(prefix, namespace)), prefix, namespace, key, ends, window)
+	return cut(string(b), ends)
+}
+
+// hashKeyLen is about the length of one hash key, for a buffer's capacity.
+func hashKeyLen(prefix, namespace string) int {
+	return len(prefix) + len(namespace) + tagLen + 48
+}
+
+// appendKeyHashes appends the keys of the hashes holding windows
+// window(i) of one (namespace, key) for i < len(ends), and sets ends[i] to
+// the end of key i in b.
+func appendKeyHashes(b []byte, prefix, namespace, key string, ends []int, window func(i int) (size, start int64)) []byte {
 	nsHash := fnvNamespace(namespace)
 	id := hashID{namespace: namespace, bucket: bucketOf(nsHash, key)}
 	tag := bucketTag(nsHash, id.bucket)
-	ends := make([]int, n)
-	b := make([]byte, 0, n*(len(prefix)+len(namespace)+tagLen+48))
-	for i := range n {
+	for i := range ends {
 		id.size, id.start = window(i)
 		b = appendHashKey(b, prefix, tag, &id)
 		ends[i] = len(b)
 	}
-	all := string(b)
-	keys := make([]string, n)
+	return b
+}
+
+// cut splits all at ends (each the end of one part) into its parts, which
+// share its memory.
+func cut(all string, ends []int) []string {
+	parts := make([]string, len(ends))
 	lo := 0
 	for i, hi := range ends {
-		keys[i], lo = all[lo:hi], hi
+		parts[i], lo = all[lo:hi], hi
 	}
-	return keys
+	return parts
 }

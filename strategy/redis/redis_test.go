@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -944,5 +946,85 @@ func TestLargeBatches(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeyScriptMatchesPushScript runs one history of synchronous calls
+// (the windows of one key, through keyScript and its short paths, with
+// Acked hints) and the same rows through the batch script (each call
+// joined by a row of another namespace), and wants identical hashes,
+// expiries and replies: new hashes and new keys, right, stale and wrong
+// hints, never-stored windows, unchanged rows, a later expiry, and sums
+// past 10^15 and 2^53.
+func TestKeyScriptMatchesPushScript(t *testing.T) {
+	addr := redisAddr(t)
+	key, prefixKey := newStoreAt(t, addr)
+	batch, prefixBatch := newStoreAt(t, addr)
+	raw := rawClient(t, addr)
+	exp := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	cur := wk("ks", "user", time.Minute, 60*int64(time.Minute))
+	prev := wk("ks", "user", time.Minute, 59*int64(time.Minute))
+	hour := wk("ks", "user", time.Hour, 0)
+	mate := cur // another key of cur's hash
+	for i := 0; redisstore.RedisKey(prefixKey, mate) != redisstore.RedisKey(prefixKey, cur) || mate.Key == cur.Key; i++ {
+		mate.Key = fmt.Sprint("mate-", i)
+	}
+	r := func(k clustersync.WindowKey, total, version int64, acked ...int64) clustersync.Row {
+		x := clustersync.Row{WindowKey: k, Total: total, Version: version, ExpireAt: exp}
+		if len(acked) == 2 {
+			x.Acked = clustersync.Acked{Total: acked[0], Version: acked[1]}
+		}
+		return x
+	}
+	later := func(x clustersync.Row) clustersync.Row { x.ExpireAt = x.ExpireAt.Add(time.Minute); return x }
+	type call struct {
+		inc  string
+		rows []clustersync.Row
+	}
+	history := []call{
+		{"b", []clustersync.Row{r(mate, 4, 1)}},                                      // a hash before user's rows
+		{"a", []clustersync.Row{r(cur, 1, 10), r(prev, 0, 0), r(hour, 1, 10)}},       // new key, never-stored window, new hash
+		{"a", []clustersync.Row{r(cur, 2, 11, 1, 10), r(hour, 2, 11, 1, 10)}},        // right hints
+		{"a", []clustersync.Row{r(cur, 2, 11), r(prev, 0, 0), r(hour, 2, 11)}},       // unchanged rows
+		{"b", []clustersync.Row{r(cur, 7, 2), r(hour, 3, 2)}},                        // another incarnation
+		{"a", []clustersync.Row{r(cur, 5, 13, 1, 10), r(hour, 5, 13, 2, 12)}},        // stale hint; hint with a wrong version
+		{"a", []clustersync.Row{r(cur, 4, 12, 5, 13), r(hour, 6, 14, 9, 13)}},        // older row; hint with a wrong total
+		{"a", []clustersync.Row{later(r(cur, 6, 15, 5, 13)), r(hour, 7, 15, 6, 14)}}, // hinted row with a later expiry
+		{"b", []clustersync.Row{r(cur, 1<<55, 3)}},                                   // a sum past 2^53
+		{"a", []clustersync.Row{later(r(cur, 8, 16, 6, 15)), r(hour, 999_999_999_999_999, 16, 7, 15)}},
+		{"a", []clustersync.Row{later(r(cur, 9, 17, 8, 16)), r(hour, 1_000_000_000_000_001, 17, 999_999_999_999_999, 16)}},
+		{"a", []clustersync.Row{r(prev, 3, 18), r(cur, -2, 18)}},            // a new row with no hint; a negative total
+		{"c", []clustersync.Row{r(cur, 1, 1), later(later(r(prev, 1, 1)))}}, // new rows, one with a later expiry
+	}
+	other := wk("ks-other", "x", time.Minute, 0)
+	for i, c := range history {
+		got := make([]int64, len(c.rows))
+		if err := key.PushFetch(ctxT(t), c.inc, c.rows, got); err != nil {
+			t.Fatalf("call %d: PushFetch: %v", i, err)
+		}
+		joined := append(slices.Clone(c.rows), r(other, 1, int64(i+1)))
+		for j := range joined {
+			joined[j].Acked = clustersync.Acked{}
+		}
+		want := make([]int64, len(joined))
+		if err := batch.PushFetch(ctxT(t), c.inc, joined, want); err != nil {
+			t.Fatalf("call %d: batch PushFetch: %v", i, err)
+		}
+		if !slices.Equal(got, want[:len(c.rows)]) {
+			t.Errorf("call %d: others = %v, the batch script's %v", i, got, want[:len(c.rows)])
+		}
+	}
+	for _, k := range []clustersync.WindowKey{cur, prev, hour, mate} {
+		a, b := redisstore.RedisKey(prefixKey, k), redisstore.RedisKey(prefixBatch, k)
+		ha, err1 := raw.HGetAll(ctxT(t), a).Result()
+		hb, err2 := raw.HGetAll(ctxT(t), b).Result()
+		ea, err3 := raw.Do(ctxT(t), "PEXPIRETIME", a).Int64()
+		eb, err4 := raw.Do(ctxT(t), "PEXPIRETIME", b).Int64()
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			t.Fatal(err)
+		}
+		if len(ha) == 0 || !maps.Equal(ha, hb) || ea != eb {
+			t.Errorf("hash of %+v:\n  synchronous calls %v, expiry %d\n  batch script      %v, expiry %d", k, ha, ea, hb, eb)
+		}
 	}
 }

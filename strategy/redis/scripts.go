@@ -201,47 +201,67 @@ return out
 // keyScript is pushScript for the windows of one key, each in its own
 // hash (a synchronous call): one HMGET and at most one HSET per window.
 // Its own Lua is most of what a synchronous call costs the server beyond
-// the commands, so the usual cases take short paths: a window stored
-// exactly as sent (the previous windows, mostly) is only read; a newer
-// version of a stored row with the same expiry and small numbers is one
-// HSET of the row and the sum. Anything else — a new row or hash, a
-// later expiry, an older version, big numbers — goes through put, whose
-// helpers are built only then.
-// KEYS = the windows' hashes. ARGV = inc's row prefix, key, then per
-// window: total, version, expiry. Returns what pushScript returns.
+// the commands, and every C function it calls or string it builds counts,
+// so the client sends the fields and rows ready-made and the usual cases
+// take short paths:
+//   - the row stored exactly as sent (a closed previous window) is only
+//     read;
+//   - the row stored exactly as the client's Acked hint says (the row it
+//     last stored, with the same expiry; the client sends it only with a
+//     newer version and totals below 10^15) is replaced by one HSET of
+//     row and sum, with no parsing;
+//   - a key new to an existing hash is one PEXPIRETIME and one HSET (and
+//     a PEXPIREAT if its expiry is later).
+//
+// Anything else — a new hash, an older version, a stale hint, big
+// numbers, no expiry — goes through put, whose helpers are built only
+// then.
+// KEYS = the windows' hashes. ARGV = the key's sum field and inc's row
+// field, then per window: row ("<total>:<version>:<expiry>"), total,
+// expiry, the hinted stored row (empty for none), its total. Returns what
+// pushScript returns.
 var keyScript = newScript(`
 local function lib()` + luaLib + `
   return put
 end
-local call, find, sub, byte, tonumber, format = redis.call, string.find, string.sub, string.byte, tonumber, string.format
+local call, sub, format = redis.call, string.sub, string.format
 local put
-local sf, rf = '=' .. ARGV[2], ARGV[1] .. ARGV[2]
+local sf, rf = ARGV[1], ARGV[2]
 local out = {}
 for i = 1, #KEYS do
-  local h, a = KEYS[i], 3 * i
-  local t, v, exp = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+  local h, a = KEYS[i], 5 * i - 2
+  local row, t, exp = ARGV[a], ARGV[a + 1], ARGV[a + 2]
   local r = call('HMGET', h, sf, rf)
   local s, old = r[1], r[2]
   out[2 * i - 1] = s or '0'
-  local row = t .. ':' .. v .. ':' .. exp
-  local ot
   if old == row then
-    ot = t
-  elseif old and s and #s <= 15 and #t <= 15 and (#v < 16 or #v == 16 and byte(v, 1) < 57) then
-    -- Versions of at most 16 digits not starting with 9 are exact doubles.
-    local oa = find(old, ':', 1, true)
-    local ob = find(old, ':', oa + 1, true)
-    local ov = sub(old, oa + 1, ob - 1)
-    if oa <= 16 and (#ov < 16 or #ov == 16 and byte(ov, 1) < 57) and sub(old, ob + 1) == exp and tonumber(v) > tonumber(ov) then
-      ot = sub(old, 1, oa - 1)
-      call('HSET', h, rf, row, sf, format('%d', tonumber(s) - tonumber(ot) + tonumber(t)))
+    out[2 * i] = t
+  elseif old == ARGV[a + 3] and s and #s <= 15 then
+    -- Both totals are below 10^15 (the client checks), so is s: the
+    -- arithmetic is exact in doubles.
+    local ot = ARGV[a + 4]
+    call('HSET', h, rf, row, sf, format('%d', s - ot + t))
+    out[2 * i] = ot
+  else
+    local v = sub(row, #t + 2, #row - #exp - 1)
+    if not old and v == '0' and t == '0' then
+      -- A window its incarnation never stored: absent already reads 0.
+      out[2 * i] = '0'
+    elseif not old and (not s or #s <= 15) and #t <= 15 and exp ~= '0' and #exp <= 15 then
+      local cur = call('PEXPIRETIME', h)
+      if cur == -2 then
+        put = put or lib()
+        out[2 * i] = put(h, sf, rf, t, v, exp, r)
+      else
+        call('HSET', h, rf, row, sf, format('%d', (s or 0) + t))
+        if cur < 0 or cur < exp + 0 then call('PEXPIREAT', h, exp) end
+        out[2 * i] = '0'
+      end
+    else
+      put = put or lib()
+      out[2 * i] = put(h, sf, rf, t, v, exp, r)
     end
   end
-  if not ot then
-    put = put or lib()
-    ot = put(h, sf, rf, t, v, exp, r)
-  end
-  out[2 * i] = ot
 end
 return out
 `)

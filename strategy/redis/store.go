@@ -567,24 +567,48 @@ func oneKey(rows []clustersync.Row) bool {
 }
 
 // pushKey pushes the windows of one key with one keyScript call; on a
-// cluster they share a slot.
+// cluster they share a slot. The fields and rows go ready-made (see
+// keyScript): one string holds them all.
 func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.Row, others []int64) error {
 	n := len(rows)
-	keys := keyHashes(s.prefix, rows[0].Namespace, rows[0].Key, n, func(i int) (int64, int64) {
+	key := rows[0].Key
+	// One string holds, in turn, the n hash keys, the sum and row fields,
+	// and per window its row, expiry and hinted row.
+	var ends [2 + 4*maxKeyRows]int
+	e := ends[:2+4*n]
+	b := make([]byte, 0, n*(hashKeyLen(s.prefix, rows[0].Namespace)+2*(3*20+2)+20)+1+2*len(key)+len(rp))
+	b = appendKeyHashes(b, s.prefix, rows[0].Namespace, key, e[:n], func(i int) (int64, int64) {
 		return int64(rows[i].Size), rows[i].Start
 	})
-	vals := make([]int64, 3*n)
-	args := make([]any, 0, 3+n+2+3*n)
-	args = append(args, "evalsha", &keyScript.sha, n, keys[0]) // routed by the first key, a string
-	for i := 1; i < n; i++ {
-		args = append(args, &keys[i])
-	}
-	args = append(args, &rp, &rows[0].Key)
+	b = append(append(b, sumPrefix...), key...)
+	e[n] = len(b)
+	b = append(append(b, rp...), key...)
+	e[n+1] = len(b)
+	vals := make([]int64, 2*n) // per window: total, hinted total
 	for i := range rows {
 		r := &rows[i]
-		v := vals[3*i : 3*i+3 : 3*i+3]
-		v[0], v[1], v[2] = r.Total, r.Version, expireArg(r)
-		args = append(args, &v[0], &v[1], &v[2])
+		exp := expireArg(r)
+		w := e[n+2+3*i : n+5+3*i]
+		b = appendRow(b, r.Total, r.Version, exp)
+		w[0] = len(b)
+		b = strconv.AppendInt(b, exp, 10)
+		w[1] = len(b)
+		vals[2*i] = r.Total
+		if hinted(r) {
+			b = appendRow(b, r.Acked.Total, r.Acked.Version, exp)
+			vals[2*i+1] = r.Acked.Total
+		}
+		w[2] = len(b)
+	}
+	str := cut(string(b), e)
+	args := make([]any, 0, 3+n+2+5*n)
+	args = append(args, "evalsha", &keyScript.sha, n, str[0]) // routed by the first key, a string
+	for i := 1; i < n+2; i++ {
+		args = append(args, &str[i])
+	}
+	for i := range rows {
+		w := str[n+2+3*i : n+5+3*i]
+		args = append(args, &w[0], &vals[2*i], &w[1], &w[2], &vals[2*i+1])
 	}
 	call := scriptCall{args: args, lo: 0, hi: n, ints: true}
 	if err := s.runOne(ctx, keyScript, &call); err != nil {
@@ -598,6 +622,27 @@ func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.R
 		others[i] = got[2*i] - got[2*i+1]
 	}
 	return nil
+}
+
+// hintLimit bounds the totals of a hinted row: keyScript adds them in
+// doubles, exact below 2^53.
+const hintLimit = 1e15
+
+// hinted reports whether r's Acked hint goes to keyScript: it names an
+// older version, and its totals are small.
+func hinted(r *clustersync.Row) bool {
+	a := r.Acked
+	return a.Version != 0 && a.Version < r.Version &&
+		-hintLimit < r.Total && r.Total < hintLimit && -hintLimit < a.Total && a.Total < hintLimit
+}
+
+// appendRow appends a stored row "<total>:<version>:<expiry>".
+func appendRow(b []byte, total, version, exp int64) []byte {
+	b = strconv.AppendInt(b, total, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, version, 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, exp, 10)
 }
 
 // pushCall is one script call of pushChunk: hashes [h0, h1), rows

@@ -22,6 +22,8 @@
 // newest of several rows for one window in one push wins); sums over
 // incarnations, excluding the caller's own rows from Fetch; exact int64
 // micro-hit totals (fractions, negatives, values beyond float64's 2^53);
+// rows whose Acked hint is right, stale, wrong or names a newer version
+// than the row's own, which must store exactly what they would without it;
 // distinct windows for distinct sizes, starts, namespaces and keys,
 // including keys holding '|', ':', spaces, U+0000 and non-ASCII text, and
 // sub-second windows; expiry within a bounded poll (calling

@@ -28,6 +28,7 @@ var mutants = []struct {
 	{"ignores versions", "^older_version_never_overwrites_newer$", func() clustersync.Store { return &lastWriteWins{Store: memory.New()} }},
 	{"fetch includes own rows", "^own_rows_excluded_from_fetch$", func() clustersync.Store { return &fetchAll{memory.New()} }},
 	{"namespace and key joined by |", "^key_encoding$", func() clustersync.Store { return &joinedKey{memory.New()} }},
+	{"trusts acked hints", "^acked_hints$", func() clustersync.Store { return &trustsHints{Store: memory.New()} }},
 	{"sums in float64", "^exact_totals$", func() clustersync.Store { return &floatSums{memory.New()} }},
 	{"start truncated to seconds", "^sub-second_windows$", func() clustersync.Store { return &secondStarts{memory.New()} }},
 	{"unknown keys left untouched", "^unknown_keys_read_zero$", func() clustersync.Store { return &sparseFetch{memory.New()} }},
@@ -63,6 +64,23 @@ func TestSuiteCatchesMutants(t *testing.T) {
 			}
 		})
 	}
+}
+
+// trustsHints applies every hinted row as if the hint were right: without
+// looking at the stored version.
+type trustsHints struct {
+	*memory.Store
+	v atomic.Int64
+}
+
+func (s *trustsHints) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
+	rs := append([]clustersync.Row(nil), rows...)
+	for i := range rs {
+		if rs[i].Acked.Version != 0 {
+			rs[i].Version = 1<<62 + s.v.Add(1)
+		}
+	}
+	return s.Store.Push(ctx, inc, rs)
 }
 
 // lastWriteWins replaces every version by a fresh, larger one.

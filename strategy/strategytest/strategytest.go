@@ -38,6 +38,7 @@ var subtests = []subtest{
 	{"several incarnations summed", testIncarnationsSummed, nil},
 	{"own rows excluded from fetch", testOwnRowsExcluded, nil},
 	{"exact totals", testExactTotals, nil},
+	{"acked hints", testAckedHints, nil},
 	{"distinct windows", testDistinctWindows, nil},
 	{"key encoding", testKeyEncoding, nil},
 	{"sub-second windows", testSubSecond, nil},

@@ -199,7 +199,7 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 		pend = append(pend, cur, prev)
 		areq.Limits = append(areq.Limits, AllowLimit{
 			Size: req.Limits[j].Size, Limit: limits[j],
-			Cur: s.row(cur, version), Prev: s.row(prev, storedOr(k, prev, version)),
+			Cur: s.row(cur, version), Prev: s.callRow(k, prev, version),
 		})
 	}
 	res, err := aa.Allow(cctx, areq)
@@ -243,14 +243,4 @@ func (s *Syncer) callRow(k *node.KeyLock, p node.Pending, version int64) Row {
 		r.Acked = Acked{Total: t, Version: v}
 	}
 	return r
-}
-
-// storedOr is the version to send p's row with: the version its total was
-// last stored with when the store already holds it (then the store need
-// not rewrite it), else version.
-func storedOr(k *node.KeyLock, p node.Pending, version int64) int64 {
-	if v, ok := k.Stored(p); ok {
-		return v
-	}
-	return version
 }

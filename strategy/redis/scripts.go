@@ -203,19 +203,13 @@ return out
 // Its own Lua is most of what a synchronous call costs the server beyond
 // the commands, and every C function it calls or string it builds counts,
 // so the client sends the fields and rows ready-made and the usual cases
-// take short paths:
-//   - the row stored exactly as sent (a closed previous window) is only
-//     read;
-//   - the row stored exactly as the client's Acked hint says (the row it
-//     last stored, with the same expiry; the client sends it only with a
-//     newer version and totals below 10^15) is replaced by one HSET of
-//     row and sum, with no parsing;
-//   - a key new to an existing hash is one PEXPIRETIME and one HSET (and
-//     a PEXPIREAT if its expiry is later).
-//
-// Anything else — a new hash, an older version, a stale hint, big
-// numbers, no expiry — goes through put, whose helpers are built only
-// then.
+// take short paths: a row stored exactly as sent (a closed previous
+// window) is only read; a row stored exactly as the client's Acked hint
+// says (the row it last stored, with the same expiry; the client sends it
+// only with a newer version and totals below 10^15) is replaced by one
+// HSET of row and sum, with no parsing. Anything else — a new row, an
+// older version, a stale hint, big numbers — goes through put, whose
+// helpers are built only then.
 // KEYS = the windows' hashes. ARGV = the key's sum field and inc's row
 // field, then per window: row ("<total>:<version>:<expiry>"), total,
 // expiry, the hinted stored row (empty for none), its total. Returns what
@@ -237,30 +231,14 @@ for i = 1, #KEYS do
   if old == row then
     out[2 * i] = t
   elseif old == ARGV[a + 3] and s and #s <= 15 then
-    -- Both totals are below 10^15 (the client checks), so is s: the
-    -- arithmetic is exact in doubles.
+    -- The client hints only totals below 10^15, and s has at most 15
+    -- characters: the arithmetic is exact in doubles.
     local ot = ARGV[a + 4]
     call('HSET', h, rf, row, sf, format('%d', s - ot + t))
     out[2 * i] = ot
   else
-    local v = sub(row, #t + 2, #row - #exp - 1)
-    if not old and v == '0' and t == '0' then
-      -- A window its incarnation never stored: absent already reads 0.
-      out[2 * i] = '0'
-    elseif not old and (not s or #s <= 15) and #t <= 15 and exp ~= '0' and #exp <= 15 then
-      local cur = call('PEXPIRETIME', h)
-      if cur == -2 then
-        put = put or lib()
-        out[2 * i] = put(h, sf, rf, t, v, exp, r)
-      else
-        call('HSET', h, rf, row, sf, format('%d', (s or 0) + t))
-        if cur < 0 or cur < exp + 0 then call('PEXPIREAT', h, exp) end
-        out[2 * i] = '0'
-      end
-    else
-      put = put or lib()
-      out[2 * i] = put(h, sf, rf, t, v, exp, r)
-    end
+    put = put or lib()
+    out[2 * i] = put(h, sf, rf, t, sub(row, #t + 2, #row - #exp - 1), exp, r)
   end
 end
 return out

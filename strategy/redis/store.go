@@ -568,7 +568,7 @@ func oneKey(rows []clustersync.Row) bool {
 
 // pushKey pushes the windows of one key with one keyScript call; on a
 // cluster they share a slot. The fields and rows go ready-made (see
-// keyScript): one string holds them all.
+// keyScript).
 func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.Row, others []int64) error {
 	n := len(rows)
 	key := rows[0].Key

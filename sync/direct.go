@@ -199,7 +199,7 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 		pend = append(pend, cur, prev)
 		areq.Limits = append(areq.Limits, AllowLimit{
 			Size: req.Limits[j].Size, Limit: limits[j],
-			Cur: s.row(cur, version), Prev: s.callRow(k, prev, version),
+			Cur: s.newRow(k, cur, version), Prev: s.callRow(k, prev, version),
 		})
 	}
 	res, err := aa.Allow(cctx, areq)
@@ -232,12 +232,17 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 
 // callRow is p's row for a synchronous call: sent with the version its
 // total was stored with when the store already holds it (the store need
-// not rewrite it), else with version and, as Acked, the row the store last
-// acknowledged (the store need not parse it).
+// not rewrite it), else as newRow.
 func (s *Syncer) callRow(k *node.KeyLock, p node.Pending, version int64) Row {
 	if v, ok := k.Stored(p); ok {
 		return s.row(p, v)
 	}
+	return s.newRow(k, p, version)
+}
+
+// newRow is p's row with version and, as Acked, the row the store last
+// acknowledged (the store need not parse it).
+func (s *Syncer) newRow(k *node.KeyLock, p node.Pending, version int64) Row {
 	r := s.row(p, version)
 	if t, v, ok := k.Acked(p); ok && v < version {
 		r.Acked = Acked{Total: t, Version: v}

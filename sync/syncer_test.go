@@ -573,6 +573,55 @@ func TestSynchronousCallHintsAckedRow(t *testing.T) {
 	}
 }
 
+// allowRecorder records the requests of an atomic Allow.
+type allowRecorder struct {
+	*memory.Store
+	reqs []clustersync.AllowRequest
+}
+
+func (s *allowRecorder) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
+	req.Limits = append([]clustersync.AllowLimit(nil), req.Limits...)
+	s.reqs = append(s.reqs, req)
+	return s.Store.Allow(ctx, req)
+}
+
+// TestSynchronousAllowHintsAckedRow: an atomic Allow sends each current
+// row with the row the previous Allow stored, counted or not, as its
+// Acked hint.
+func TestSynchronousAllowHintsAckedRow(t *testing.T) {
+	clock := fakeclock.New(start)
+	store := &allowRecorder{Store: memory.New()}
+	n := newNode(t, "a", 0, store, clock, clustersync.Config{})
+	allow := func(cost float64) {
+		t.Helper()
+		req := node.AllowRequest{Key: "k", Cost: cost, Limits: []node.Limit{{Size: time.Second, Limit: 2}, {Size: time.Minute, Limit: 100}}}
+		if _, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allow(2)
+	allow(1) // denied, not counted
+	allow(0)
+	if len(store.reqs) != 3 {
+		t.Fatalf("%d Allow calls, want 3", len(store.reqs))
+	}
+	for i, req := range store.reqs {
+		for j, l := range req.Limits {
+			var want clustersync.Acked
+			if i > 0 {
+				p, prev := store.reqs[i-1], store.reqs[i-1].Limits[j].Cur
+				want = clustersync.Acked{Total: prev.Total, Version: prev.Version}
+				if i == 1 { // the first call was allowed: its cost counted
+					want.Total += p.Cost
+				}
+			}
+			if l.Cur.Acked != want {
+				t.Errorf("call %d, limit %d: Acked %+v, want %+v", i, j, l.Cur.Acked, want)
+			}
+		}
+	}
+}
+
 // TestSynchronousCallReadsClosedWindowsOnce: the previous windows go with
 // the first call after they closed and with the first one CallTimeout
 // after that; a call another node started before the boundary and that

@@ -84,8 +84,9 @@
 // repeated in one batch goes in a later call, so it applies after the
 // first as separate calls would.
 // Fetch sends one HMGET per hash, which costs the server less than
-// reading in a script. Allow is one EVALSHA. After NOSCRIPT (a restarted
-// or failed-over server) the affected calls are re-sent once as EVAL.
+// reading in a script. Allow is one EVALSHA, which takes the same hint
+// for the current windows. After NOSCRIPT (a restarted or failed-over
+// server) the affected calls are re-sent once as EVAL.
 //
 // # Errors
 //

@@ -1014,8 +1014,15 @@ func TestKeyScriptMatchesPushScript(t *testing.T) {
 			t.Errorf("call %d: others = %v, the batch script's %v", i, got, want[:len(c.rows)])
 		}
 	}
-	for _, k := range []clustersync.WindowKey{cur, prev, hour, mate} {
-		a, b := redisstore.RedisKey(prefixKey, k), redisstore.RedisKey(prefixBatch, k)
+	sameHashes(t, raw, "synchronous calls", prefixKey, "batch script", prefixBatch, cur, prev, hour, mate)
+}
+
+// sameHashes wants the hashes of windows ks under two prefixes to exist
+// and to hold the same fields and expiry.
+func sameHashes(t *testing.T, raw *redis.Client, nameA, prefixA, nameB, prefixB string, ks ...clustersync.WindowKey) {
+	t.Helper()
+	for _, k := range ks {
+		a, b := redisstore.RedisKey(prefixA, k), redisstore.RedisKey(prefixB, k)
 		ha, err1 := raw.HGetAll(ctxT(t), a).Result()
 		hb, err2 := raw.HGetAll(ctxT(t), b).Result()
 		ea, err3 := raw.Do(ctxT(t), "PEXPIRETIME", a).Int64()
@@ -1024,7 +1031,80 @@ func TestKeyScriptMatchesPushScript(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(ha) == 0 || !maps.Equal(ha, hb) || ea != eb {
-			t.Errorf("hash of %+v:\n  synchronous calls %v, expiry %d\n  batch script      %v, expiry %d", k, ha, ea, hb, eb)
+			t.Errorf("hash of %+v:\n  %s: %v, expiry %d\n  %s: %v, expiry %d", k, nameA, ha, ea, nameB, hb, eb)
 		}
 	}
+}
+
+// TestAllowHintsChangeNothing runs one history of Allow calls twice, with
+// Acked hints on the current rows and without, and wants the same
+// decisions, the same others' totals and identical hashes and expiries:
+// right, stale and wrong hints, a hint whose version is not older,
+// denied calls counted or not, previous windows stored as sent, changed
+// or never stored, another incarnation's writes, and sums past 2^53.
+func TestAllowHintsChangeNothing(t *testing.T) {
+	addr := redisAddr(t)
+	hinted, prefixHinted := newStoreAt(t, addr)
+	plain, prefixPlain := newStoreAt(t, addr)
+	raw := rawClient(t, addr)
+	const m = node.Micro
+	sec, minute := wk("ah", "k", time.Second, 100*int64(time.Second)), wk("ah", "k", time.Minute, 60*int64(time.Second))
+	secPrev, minPrev := sec, minute
+	secPrev.Start -= int64(time.Second)
+	minPrev.Start -= int64(time.Minute)
+	exp := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	r := func(k clustersync.WindowKey, total, version int64, acked ...int64) clustersync.Row {
+		x := clustersync.Row{WindowKey: k, Total: total, Version: version, ExpireAt: exp}
+		if len(acked) == 2 {
+			x.Acked = clustersync.Acked{Total: acked[0], Version: acked[1]}
+		}
+		return x
+	}
+	type step struct {
+		inc           string
+		cost, limit   int64
+		countRejected bool
+		cur, prev     [2]clustersync.Row // per limit (second, minute); a zero Size leaves the minute out
+	}
+	var zero clustersync.Row
+	steps := []step{
+		{"a", m, 5 * m, false, [2]clustersync.Row{r(sec, 0, 10), r(minute, 0, 10)}, [2]clustersync.Row{r(secPrev, 0, 0), r(minPrev, 0, 0)}},
+		{"a", m, 5 * m, false, [2]clustersync.Row{r(sec, m, 11, m, 10), r(minute, m, 11, m, 10)}, [2]clustersync.Row{r(secPrev, 0, 0), r(minPrev, 0, 0)}},
+		{"b", 3 * m, 5 * m, false, [2]clustersync.Row{r(sec, 0, 1), r(minute, 0, 1)}, [2]clustersync.Row{r(secPrev, 2*m, 1), r(minPrev, 0, 0)}},
+		{"a", 2 * m, 5 * m, false, [2]clustersync.Row{r(sec, 2*m, 12, 2*m, 11), r(minute, 2*m, 12, 2*m, 11)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, 0, 0)}}, // denied
+		{"a", 2 * m, 5 * m, true, [2]clustersync.Row{r(sec, 2*m, 13, 2*m, 12), r(minute, 2*m, 13, 9*m, 12)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, 0, 0)}},  // denied, counted; a wrong hint
+		{"a", 0, 5 * m, false, [2]clustersync.Row{r(sec, 4*m, 14, 2*m, 11), r(minute, 4*m, 14, 4*m, 15)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, m, 14)}},    // a stale hint; a hint not older
+		{"a", m, 5 * m, false, [2]clustersync.Row{r(sec, 4*m, 9, 4*m, 8), zero}, [2]clustersync.Row{r(secPrev, 4*m, 12), zero}},                                          // an older row
+		{"b", 0, 1 << 60, false, [2]clustersync.Row{r(sec, 1<<55+1, 2), zero}, [2]clustersync.Row{r(secPrev, 2*m, 1), zero}},                                             // a sum past 2^53
+		{"a", m, 1 << 60, false, [2]clustersync.Row{r(sec, 4*m, 15, 4*m, 14), r(minute, 4*m, 15, 4*m, 14)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, m, 14)}},  // hinted, sum too long
+		{"a", m, 1 << 60, false, [2]clustersync.Row{r(sec, 5*m, 16, 5*m, 15), r(minute, 5*m, 16, 5*m, 15)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, 2*m, 16)}},
+	}
+	at := sec.Start + int64(time.Second)/4
+	for i, st := range steps {
+		var req clustersync.AllowRequest
+		req = clustersync.AllowRequest{Inc: st.inc, At: at, Cost: st.cost, CountRejected: st.countRejected}
+		for j := range st.cur {
+			if st.cur[j].Size == 0 {
+				continue
+			}
+			req.Limits = append(req.Limits, clustersync.AllowLimit{Size: st.cur[j].Size, Limit: st.limit, Cur: st.cur[j], Prev: st.prev[j]})
+		}
+		got, err := hinted.Allow(ctxT(t), req)
+		if err != nil {
+			t.Fatalf("step %d: Allow: %v", i, err)
+		}
+		plainReq := req
+		plainReq.Limits = slices.Clone(req.Limits)
+		for j := range plainReq.Limits {
+			plainReq.Limits[j].Cur.Acked = clustersync.Acked{}
+		}
+		want, err := plain.Allow(ctxT(t), plainReq)
+		if err != nil {
+			t.Fatalf("step %d: Allow without hints: %v", i, err)
+		}
+		if got.Allowed != want.Allowed || !slices.Equal(got.Others, want.Others) {
+			t.Errorf("step %d: with hints %+v, without %+v", i, got, want)
+		}
+	}
+	sameHashes(t, raw, "with hints", prefixHinted, "without hints", prefixPlain, sec, minute, secPrev, minPrev)
 }

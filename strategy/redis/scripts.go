@@ -244,44 +244,76 @@ end
 return out
 `)
 
-// allowScript decides an AllowRequest atomically.
+// allowScript decides an AllowRequest atomically. Like keyScript it
+// takes fields and rows ready-made and builds its helpers only when a
+// row needs them: a previous window stored exactly as sent is only read,
+// and a current window stored exactly as the Acked hint says is replaced
+// by one HSET of row and sum.
 // KEYS = per limit: the hash of the current window, of the previous one.
-// ARGV = inc's row prefix, key, cost, count_rejected ('1' or '0'), then per
-// limit 10 values: limit, size, pos (At − Cur.Start), cur total, cur total
-// with the cost counted, cur version, cur expiry, prev total, prev
-// version, prev expiry.
+// ARGV = the key's sum field, inc's row field, cost, count_rejected ('1'
+// or '0'), then per limit 13 values: limit, size, pos (At − Cur.Start),
+// cur total, cur total with the cost counted, cur version, cur expiry,
+// prev total, prev version, prev expiry, the prev row as sent, the
+// hinted stored cur row (empty for none), its total (the client hints
+// only totals below 10^15).
 // Returns allowed ('1' or '0'), then per limit the sum and inc's stored
 // total of the current window, then of the previous one, as read before
 // the writes.
-var allowScript = newScript(luaLib + `
-local sf, rf = '=' .. ARGV[2], ARGV[1] .. ARGV[2]
-local cost = tonumber(ARGV[3])
+var allowScript = newScript(`
+local function lib()` + luaLib + `
+  return put, total
+end
+local call, format = redis.call, string.format
+local put, total
+local sf, rf = ARGV[1], ARGV[2]
+local cost = ARGV[3] + 0
 local countRejected = ARGV[4] == '1'
 local n = #KEYS / 2
 local out = {'0'}
 local reads = {}
 local allowed = true
+-- own returns inc's stored total in row, which may equal known (whose
+-- total is kt).
+local function own(row, known, kt)
+  if row == known then return kt end
+  if not row then return '0' end
+  if not put then put, total = lib() end
+  return total(row)
+end
 for l = 1, n do
-  local a = 5 + 10 * (l - 1)
+  local a = 5 + 13 * (l - 1)
   local rc = call('HMGET', KEYS[2 * l - 1], sf, rf)
   local rp = call('HMGET', KEYS[2 * l], sf, rf)
   reads[2 * l - 1], reads[2 * l] = rc, rp
-  local sc, oc, sp, op = rc[1] or '0', total(rc[2]), rp[1] or '0', total(rp[2])
+  local sc, sp = rc[1] or '0', rp[1] or '0'
+  local oc, op = own(rc[2], ARGV[a + 11], ARGV[a + 12]), own(rp[2], ARGV[a + 10], ARGV[a + 7])
   out[4 * l - 2], out[4 * l - 1], out[4 * l], out[4 * l + 1] = sc, oc, sp, op
-  local cur = tonumber(ARGV[a + 3]) + (tonumber(sc) - tonumber(oc))
-  local prev = tonumber(ARGV[a + 7]) + (tonumber(sp) - tonumber(op))
-  local size = tonumber(ARGV[a + 1])
+  local cur = ARGV[a + 3] + (sc - oc)
+  local prev = ARGV[a + 7] + (sp - op)
+  local size = ARGV[a + 1] + 0
   local rate = cur
-  if prev ~= 0 then rate = cur + prev * (size - tonumber(ARGV[a + 2])) / size end
-  if rate + cost > tonumber(ARGV[a]) then allowed = false end
+  if prev ~= 0 then rate = cur + prev * (size - ARGV[a + 2]) / size end
+  if rate + cost > ARGV[a] + 0 then allowed = false end
 end
 local counted = allowed or countRejected
 for l = 1, n do
-  local a = 5 + 10 * (l - 1)
-  put(KEYS[2 * l], sf, rf, ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], reads[2 * l])
+  local a = 5 + 13 * (l - 1)
+  local rp = reads[2 * l]
+  -- A prev row stored as sent, or never stored and sent as 0 with
+  -- version 0, needs no write.
+  if rp[2] ~= ARGV[a + 10] and (rp[2] or ARGV[a + 7] ~= '0' or ARGV[a + 8] ~= '0') then
+    if not put then put, total = lib() end
+    put(KEYS[2 * l], sf, rf, ARGV[a + 7], ARGV[a + 8], ARGV[a + 9], rp)
+  end
   local t = ARGV[a + 3]
   if counted then t = ARGV[a + 4] end
-  put(KEYS[2 * l - 1], sf, rf, t, ARGV[a + 5], ARGV[a + 6], reads[2 * l - 1])
+  local rc = reads[2 * l - 1]
+  if rc[2] == ARGV[a + 11] and rc[1] and #rc[1] <= 15 then
+    call('HSET', KEYS[2 * l - 1], rf, t .. ':' .. ARGV[a + 5] .. ':' .. ARGV[a + 6], sf, format('%d', rc[1] - ARGV[a + 12] + t))
+  else
+    if not put then put, total = lib() end
+    put(KEYS[2 * l - 1], sf, rf, t, ARGV[a + 5], ARGV[a + 6], rc)
+  end
 end
 if allowed then out[1] = '1' end
 return out

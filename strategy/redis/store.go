@@ -223,37 +223,57 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 	if n == 0 {
 		return clustersync.AllowResult{Allowed: true}, nil
 	}
-	// As in push: arguments point into keys and vals, not boxed one by one.
+	// As in pushKey: one string holds the 2n hash keys, the sum and row
+	// fields, and per limit the prev row and the hinted cur row; the
+	// numbers point into vals.
 	first := &req.Limits[0].Cur
-	keys := keyHashes(s.prefix, first.Namespace, first.Key, 2*n, func(i int) (int64, int64) {
+	rp := s.rowPrefix(req.Inc)
+	e := make([]int, 2*n+2+2*n)
+	b := make([]byte, 0, 2*n*hashKeyLen(s.prefix, first.Namespace)+1+2*len(first.Key)+len(rp)+2*n*(3*20+2))
+	b = appendKeyHashes(b, s.prefix, first.Namespace, first.Key, e[:2*n], func(i int) (int64, int64) {
 		l := &req.Limits[i/2]
 		if i%2 == 0 {
 			return int64(l.Cur.Size), l.Cur.Start
 		}
 		return int64(l.Prev.Size), l.Prev.Start
 	})
-	vals := make([]int64, 1+10*n)
-	args := make([]any, 0, 3+2*n+4+10*n)
-	args = append(args, "evalsha", &allowScript.sha, 2*n, keys[0]) // routed by the first key, a string
-	for i := 1; i < 2*n; i++ {
-		args = append(args, &keys[i])
+	b = append(append(b, sumPrefix...), first.Key...)
+	e[2*n] = len(b)
+	b = append(append(b, rp...), first.Key...)
+	e[2*n+1] = len(b)
+	vals := make([]int64, 1+11*n)
+	for i := range req.Limits {
+		l := &req.Limits[i]
+		v := vals[1+11*i : 12+11*i : 12+11*i]
+		v[0], v[1], v[2] = l.Limit, int64(l.Size), req.At-l.Cur.Start
+		v[3], v[4], v[5], v[6] = l.Cur.Total, l.Cur.Total+req.Cost, l.Cur.Version, expireArg(&l.Cur)
+		v[7], v[8], v[9] = l.Prev.Total, l.Prev.Version, expireArg(&l.Prev)
+		b = appendRow(b, v[7], v[8], v[9])
+		e[2*n+2+2*i] = len(b)
+		if c := l.Cur; hinted(&c) && -hintLimit < v[4] && v[4] < hintLimit {
+			b = appendRow(b, c.Acked.Total, c.Acked.Version, v[6])
+			v[10] = c.Acked.Total
+		}
+		e[2*n+3+2*i] = len(b)
+	}
+	str := cut(string(b), e)
+	args := make([]any, 0, 3+2*n+4+13*n)
+	args = append(args, "evalsha", &allowScript.sha, 2*n, str[0]) // routed by the first key, a string
+	for i := 1; i < 2*n+2; i++ {
+		args = append(args, &str[i])
 	}
 	countRejected := "0"
 	if req.CountRejected {
 		countRejected = "1"
 	}
-	rp := s.rowPrefix(req.Inc)
 	vals[0] = req.Cost
-	args = append(args, &rp, &first.Key, &vals[0], countRejected)
+	args = append(args, &vals[0], countRejected)
 	for i := range req.Limits {
-		l := &req.Limits[i]
-		v := vals[1+10*i : 11+10*i : 11+10*i]
-		v[0], v[1], v[2] = l.Limit, int64(l.Size), req.At-l.Cur.Start
-		v[3], v[4], v[5], v[6] = l.Cur.Total, l.Cur.Total+req.Cost, l.Cur.Version, expireArg(&l.Cur)
-		v[7], v[8], v[9] = l.Prev.Total, l.Prev.Version, expireArg(&l.Prev)
-		for j := range v {
+		v := vals[1+11*i : 12+11*i : 12+11*i]
+		for j := range 10 {
 			args = append(args, &v[j])
 		}
+		args = append(args, &str[2*n+2+2*i], &str[2*n+3+2*i], &v[10])
 	}
 	call := scriptCall{args: args, lo: 0, hi: n, ints: true}
 	if err := s.runOne(ctx, allowScript, &call); err != nil {

@@ -237,10 +237,7 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 		}
 		return int64(l.Prev.Size), l.Prev.Start
 	})
-	b = append(append(b, sumPrefix...), first.Key...)
-	e[2*n] = len(b)
-	b = append(append(b, rp...), first.Key...)
-	e[2*n+1] = len(b)
+	b = appendFields(b, rp, first.Key, e[2*n:2*n+2])
 	vals := make([]int64, 1+11*n)
 	for i := range req.Limits {
 		l := &req.Limits[i]
@@ -250,9 +247,9 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 		v[7], v[8], v[9] = l.Prev.Total, l.Prev.Version, expireArg(&l.Prev)
 		b = appendRow(b, v[7], v[8], v[9])
 		e[2*n+2+2*i] = len(b)
-		if c := l.Cur; hinted(&c) && -hintLimit < v[4] && v[4] < hintLimit {
-			b = appendRow(b, c.Acked.Total, c.Acked.Version, v[6])
-			v[10] = c.Acked.Total
+		if hinted(&l.Cur) && -hintLimit < v[4] && v[4] < hintLimit {
+			b = appendRow(b, l.Cur.Acked.Total, l.Cur.Acked.Version, v[6])
+			v[10] = l.Cur.Acked.Total
 		}
 		e[2*n+3+2*i] = len(b)
 	}
@@ -600,10 +597,7 @@ func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.R
 	b = appendKeyHashes(b, s.prefix, rows[0].Namespace, key, e[:n], func(i int) (int64, int64) {
 		return int64(rows[i].Size), rows[i].Start
 	})
-	b = append(append(b, sumPrefix...), key...)
-	e[n] = len(b)
-	b = append(append(b, rp...), key...)
-	e[n+1] = len(b)
+	b = appendFields(b, rp, key, e[n:n+2])
 	vals := make([]int64, 2*n) // per window: total, hinted total
 	for i := range rows {
 		r := &rows[i]
@@ -644,16 +638,26 @@ func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.R
 	return nil
 }
 
-// hintLimit bounds the totals of a hinted row: keyScript adds them in
-// doubles, exact below 2^53.
+// hintLimit bounds the totals of a hinted row: keyScript and allowScript
+// add them in doubles, exact below 2^53.
 const hintLimit = 1e15
 
-// hinted reports whether r's Acked hint goes to keyScript: it names an
+// hinted reports whether r's Acked hint goes to the script: it names an
 // older version, and its totals are small.
 func hinted(r *clustersync.Row) bool {
 	a := r.Acked
 	return a.Version != 0 && a.Version < r.Version &&
 		-hintLimit < r.Total && r.Total < hintLimit && -hintLimit < a.Total && a.Total < hintLimit
+}
+
+// appendFields appends key's sum field and its row field under row
+// prefix rp, and sets ends to where each ends in b.
+func appendFields(b []byte, rp, key string, ends []int) []byte {
+	b = append(append(b, sumPrefix...), key...)
+	ends[0] = len(b)
+	b = append(append(b, rp...), key...)
+	ends[1] = len(b)
+	return b
 }
 
 // appendRow appends a stored row "<total>:<version>:<expiry>".

@@ -40,7 +40,7 @@ func wk(key string) clustersync.WindowKey {
 	return clustersync.WindowKey{Namespace: "ns", Size: time.Minute, Start: t0.Truncate(time.Minute).UnixNano(), Key: key}
 }
 
-func window(t *testing.T, s clustersync.Store, k clustersync.WindowKey) int64 {
+func window(t *testing.T, s clustersync.Windower, k clustersync.WindowKey) int64 {
 	t.Helper()
 	n, err := s.Window(context.Background(), k)
 	if err != nil {

@@ -30,10 +30,12 @@ func (e *env) calls(inc string) []call {
 		{"Fetch", func(c context.Context) error {
 			return e.s.Fetch(c, inc, []clustersync.WindowKey{k}, make([]int64, 1))
 		}},
-		{"Window", func(c context.Context) error {
-			_, err := e.s.Window(c, k)
+	}
+	if w, ok := e.s.(clustersync.Windower); ok {
+		cs = append(cs, call{"Window", func(c context.Context) error {
+			_, err := w.Window(c, k)
 			return err
-		}},
+		}})
 	}
 	if pf, ok := e.s.(clustersync.PushFetcher); ok {
 		cs = append(cs, call{"PushFetch", func(c context.Context) error {
@@ -111,6 +113,31 @@ func testClosed(t *testing.T, e *env) {
 	}
 	if err := promptly(t, "second Close", e.s.Close); err != nil && !errors.Is(err, clustersync.ErrClosed) {
 		t.Errorf("second Close: error = %v, want nil or one wrapping clustersync.ErrClosed", err)
+	}
+}
+
+// testWindow checks Window against Fetch by an incarnation that never
+// wrote: both are the sum over every incarnation. (The other subtests read
+// sums through Window too when the store has it.)
+func testWindow(t *testing.T, e *env) {
+	w, ok := e.s.(clustersync.Windower)
+	if !ok {
+		t.Fatalf("%T does not implement clustersync.Windower", e.s)
+	}
+	a, b := e.inc("a"), e.inc("b")
+	k, unknown := e.key("k"), e.key("unknown")
+	e.push(t, a, e.row(k, 2_500_000))
+	e.push(t, b, e.row(k, -500_000))
+	keys, want := []clustersync.WindowKey{k, unknown}, []int64{2_000_000, 0}
+	fetched := e.fetch(t, e.inc("reader"), keys...)
+	for i, key := range keys {
+		got, err := w.Window(ctx(t, callTimeout), key)
+		if err != nil {
+			t.Fatalf("Window(%s): %v", show(key), err)
+		}
+		if got != want[i] || fetched[i] != want[i] {
+			t.Errorf("%s: Window = %d, Fetch by a reader = %d, want %d", show(key), got, fetched[i], want[i])
+		}
 	}
 }
 

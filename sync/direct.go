@@ -107,12 +107,9 @@ func (s *Syncer) sizes(size time.Duration) ([]time.Duration, error) {
 // store is a PushFetcher. A window the store already holds goes with the
 // version it was stored with, so the store rewrites only what changed.
 //
-// The previous windows are closed: they change only by the calls other
-// nodes started before the boundary, which land or fail within
-// CallTimeout, and by late pushes, which the background tick fetches
-// every RetryPeriod. So a call that addresses every size sends them only
-// when they were not read since (see prevReads.fresh), and the other
-// calls in the same windows send only the current windows (and a
+// The previous windows are closed, so a call that addresses every size
+// sends them only when prevReads.fresh says they need reading again; the
+// other calls in the same windows send only the current windows (and a
 // previous one the store does not hold yet): half the store's work.
 func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, sizes []time.Duration) {
 	if !s.storeUp() {

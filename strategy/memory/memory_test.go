@@ -18,11 +18,13 @@ var (
 	_ clustersync.Store         = (*memory.Store)(nil)
 	_ clustersync.PushFetcher   = (*memory.Store)(nil)
 	_ clustersync.AtomicAllower = (*memory.Store)(nil)
+	_ clustersync.Windower      = (*memory.Store)(nil)
 	_ strategytest.Purger       = (*memory.Store)(nil)
 
 	_ clustersync.Store         = (*memory.Faulty)(nil)
 	_ clustersync.PushFetcher   = (*memory.Faulty)(nil)
 	_ clustersync.AtomicAllower = (*memory.Faulty)(nil)
+	_ clustersync.Windower      = (*memory.Faulty)(nil)
 )
 
 func TestConformance(t *testing.T) {

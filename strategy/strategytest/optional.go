@@ -120,10 +120,7 @@ func testClosed(t *testing.T, e *env) {
 // wrote: both are the sum over every incarnation. (The other subtests read
 // sums through Window too when the store has it.)
 func testWindow(t *testing.T, e *env) {
-	w, ok := e.s.(clustersync.Windower)
-	if !ok {
-		t.Fatalf("%T does not implement clustersync.Windower", e.s)
-	}
+	w := as[clustersync.Windower](t, e)
 	a, b := e.inc("a"), e.inc("b")
 	k, unknown := e.key("k"), e.key("unknown")
 	e.push(t, a, e.row(k, 2_500_000))
@@ -142,10 +139,7 @@ func testWindow(t *testing.T, e *env) {
 }
 
 func testPushFetch(t *testing.T, e *env) {
-	pf, ok := e.s.(clustersync.PushFetcher)
-	if !ok {
-		t.Fatalf("%T does not implement clustersync.PushFetcher", e.s)
-	}
+	pf := as[clustersync.PushFetcher](t, e)
 	a, b := e.inc("a"), e.inc("b")
 	k1, k2 := e.key("k1"), e.key("k2")
 	pushFetch := func(inc string, rows []clustersync.Row, want []int64) {
@@ -210,10 +204,7 @@ func (e *env) allowLimit(k clustersync.WindowKey, size time.Duration, limit, cur
 }
 
 func testAtomicAllow(t *testing.T, e *env) {
-	aa, ok := e.s.(clustersync.AtomicAllower)
-	if !ok {
-		t.Fatalf("%T does not implement clustersync.AtomicAllower", e.s)
-	}
+	aa := as[clustersync.AtomicAllower](t, e)
 	allow := func(t *testing.T, req clustersync.AllowRequest) clustersync.AllowResult {
 		t.Helper()
 		res, err := aa.Allow(ctx(t, callTimeout), req)

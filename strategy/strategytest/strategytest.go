@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -80,6 +81,17 @@ func Run(t *testing.T, newStore func(t *testing.T) clustersync.Store) {
 func is[I any](s clustersync.Store) bool {
 	_, ok := s.(I)
 	return ok
+}
+
+// as returns e's store as the optional interface I, failing t when it is
+// not one.
+func as[I any](t *testing.T, e *env) I {
+	t.Helper()
+	i, ok := e.s.(I)
+	if !ok {
+		t.Fatalf("%T does not implement %v", e.s, reflect.TypeFor[I]())
+	}
+	return i
 }
 
 // env is one subtest's store, namespace, clock base and version source.

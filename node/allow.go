@@ -51,6 +51,37 @@ type AllowRequest struct {
 	CountRejected bool
 }
 
+// AllowCheck is an AllowRequest validated by CheckAllow, in micro-hits.
+type AllowCheck struct {
+	Cost   int64 // micro-hits
+	n      int
+	limits [MaxLimits]CheckedLimit
+}
+
+// CheckedLimit is one limit of an AllowCheck.
+type CheckedLimit struct {
+	Size  time.Duration // one of the namespace's sizes
+	Limit int64         // micro-hits
+}
+
+// Limits returns the checked limits in request order.
+func (c *AllowCheck) Limits() []CheckedLimit { return c.limits[:c.n] }
+
+// CheckAllow validates an Allow request, with the same errors as AllowAt,
+// for a caller that decides under a KeyLock (KeyLock.Decide).
+func (ns *Namespace) CheckAllow(req AllowRequest) (AllowCheck, error) {
+	var buf [MaxLimits]microLimit
+	lims, cost, err := ns.checkAllow(&req, &buf)
+	if err != nil {
+		return AllowCheck{}, err
+	}
+	c := AllowCheck{Cost: cost, n: len(lims)}
+	for i, l := range lims {
+		c.limits[i] = CheckedLimit{Size: time.Duration(l.size), Limit: l.limit}
+	}
+	return c, nil
+}
+
 // microLimit is a validated limit in the namespace's terms.
 type microLimit struct {
 	idx   int   // slot index
@@ -59,22 +90,24 @@ type microLimit struct {
 	ws    int64 // start of the current window at the decision's time
 }
 
-// checkAllow validates req and fills lims (len(req.Limits) entries).
-func (ns *Namespace) checkAllow(req *AllowRequest, lims []microLimit) (cost int64, err error) {
+// checkAllow validates req and returns its limits, held in buf, and cost.
+func (ns *Namespace) checkAllow(req *AllowRequest, buf *[MaxLimits]microLimit) (lims []microLimit, cost int64, err error) {
 	if err := checkKeyLen(req.Key); err != nil {
-		return 0, err
+		return nil, 0, err
+	}
+	if len(req.Limits) <= MaxLimits { // else checkAllowRest rejects them
+		lims = buf[:len(req.Limits):len(req.Limits)]
 	}
 	if cost, err = ns.checkAllowRest(req, lims); err != nil {
-		return 0, keyErrOr(req.Key, err)
+		return nil, 0, keyErrOr(req.Key, err)
 	}
-	return cost, nil
+	return lims, cost, nil
 }
 
 // checkAllowRest is checkAllow after the key's length.
 func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost int64, err error) {
-	cost, err = ToMicro(req.Cost)
+	cost, err = ToMicroField("cost", req.Cost)
 	if err != nil {
-		err.(*FieldError).Field = "cost"
 		return 0, err
 	}
 	if cost < 0 {
@@ -87,10 +120,9 @@ func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost 
 		return 0, fieldErr("limits", ErrInvalidLimit, "at most %d limits, got %d", MaxLimits, len(req.Limits))
 	}
 	for i, l := range req.Limits {
-		idx, err := ns.sizeIndex(l.Size)
-		if err != nil {
-			err.(*FieldError).Field = fmt.Sprintf("limits[%d].window_size", i)
-			return 0, err
+		idx := ns.sizeIndex(l.Size)
+		if idx < 0 {
+			return 0, ns.unknownWindowField(fmt.Sprintf("limits[%d].window_size", i), l.Size)
 		}
 		m, err := ToMicro(l.Limit)
 		if err != nil || m < 0 {
@@ -115,11 +147,7 @@ func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost 
 // time are not serialised with it and may be counted just before or after.
 func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (Decision, error) {
 	var buf [MaxLimits]microLimit
-	var lims []microLimit // nil when too many: checkAllow rejects them
-	if len(req.Limits) <= MaxLimits {
-		lims = buf[:len(req.Limits):len(req.Limits)]
-	}
-	cost, err := ns.checkAllow(&req, lims)
+	lims, cost, err := ns.checkAllow(&req, &buf)
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}

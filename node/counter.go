@@ -51,11 +51,6 @@ type entry struct {
 	// shard. A lock-free writer that finds it set after its add retries on
 	// a fresh entry: its add went to memory no one reads any more.
 	dead atomic.Bool
-	// prevRead is when a synchronous call last read the previous windows
-	// of every size from the store (see KeyLock.MarkPrevRead): 10 ms
-	// units of the call's time, modulo 2^32, 0 for never; guarded by mu.
-	// It fills the padding after dead, so an entry stays 32 bytes.
-	prevRead int32
 }
 
 const entrySize = unsafe.Sizeof(entry{})

@@ -1,6 +1,15 @@
 // Package node is limiterd's counting engine: per-namespace sliding-window
 // counters in sharded atomic memory.
 //
+// A Namespace holds the counters of one configured namespace:
+//
+//	ns, err := node.NewNamespace(node.Config{Name: "api",
+//		WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1}, nil)
+//	rates, err := ns.IncrementAt(t, "10.0.0.1", 0, 1, nil) // size 0: every size
+//	rates, err = ns.RateAt(t, "10.0.0.1", time.Minute, 0, rates[:0])
+//	d, err := ns.AllowAt(t, node.AllowRequest{Key: "10.0.0.1", Cost: 1,
+//		Limits: []node.Limit{{Size: time.Minute, Limit: 100}}}, nil)
+//
 // Windows are aligned to the Unix epoch (start = floor(t/size)·size). The
 // sliding rate of a key at t, with c the current window and p the previous
 // one, is
@@ -9,13 +18,18 @@
 //
 // with the position measured in nanoseconds. Counts are int64 micro-hits
 // (value × 10^6, rounded half away from zero), so fractional and negative
-// values sum exactly and identically on every node.
+// values sum exactly and identically on every node. Each (key, size) keeps
+// the current and the previous window, each with this node's own exact
+// total and the other nodes' total as of the last fetch.
 //
-// Each (key, window size) keeps two buckets — the current and the previous
-// window — each with this node's own exact total and the other nodes' total
-// as of the last fetch. The package reads no clock of its own and starts no
-// goroutine except in Node.Run: the explicit-time methods (IncrementAt,
-// RateAt, AllowAt) take the time, and the short forms read the injected
-// Clock. Memory follows the keys active in the last two windows: Reclaim
-// frees the rest, and a per-namespace cap refuses new keys past MaxKeys.
+// The explicit-time methods (IncrementAt, RateAt, AllowAt) take the time;
+// the short forms read the injected Clock. Counting an existing key
+// allocates nothing and takes no lock. Memory follows the keys active in
+// the last two windows: Reclaim frees the rest (Node.Run calls it), and
+// MaxKeys caps new keys.
+//
+// Package sync drives the rest: CollectDirty, MarkPushed, CollectInterest
+// and SetOthers for its periodic ticks, and a KeyLock (LockKey, then
+// Window, Add, Decide) for a synchronous call that holds one key across a
+// store round trip.
 package node

@@ -1,12 +1,17 @@
 package node
 
 import (
+	"fmt"
 	"time"
 )
 
 // KeyLock holds one key's lock for a read-modify-write that spans a store
 // call (synchronous namespaces). Counting by others on the same key
 // continues lock-free; Allow and other KeyLocks on the key wait.
+//
+// Its methods address a window size by its duration, which must be one of
+// the namespace's Sizes, and one window by the Pending handle Window
+// returns. A KeyLock must not be used after Unlock.
 type KeyLock struct {
 	ns *Namespace
 	e  *entry
@@ -26,8 +31,8 @@ func (ns *Namespace) LockKey(t time.Time, key string) (*KeyLock, error) {
 	tn := t.UnixNano()
 	// A call whose time was read before another call rolled this key into a
 	// later window (it waited for the lock) acts at the start of that
-	// window: the key's older windows are gone, and Own and SetOthers need
-	// buckets for the lock's current and previous windows.
+	// window: the key's older windows are gone, and Window needs buckets
+	// for the lock's current and previous windows.
 	for i := range ns.sizes {
 		if p := e.slot(i).p.Load(); p != nil && p.start > tn {
 			tn = p.start
@@ -44,101 +49,55 @@ func (ns *Namespace) LockKey(t time.Time, key string) (*KeyLock, error) {
 // Time returns the time the key was locked for.
 func (k *KeyLock) Time() time.Time { return time.Unix(0, k.t) }
 
+// Key returns the locked key. The string is the namespace's own copy:
+// holding it pins no caller's buffer.
+func (k *KeyLock) Key() string { return k.e.key }
+
 // Unlock releases the key.
 func (k *KeyLock) Unlock() { k.e.mu.Unlock() }
 
-// Add counts m micro-hits in slot i's current window.
-func (k *KeyLock) Add(i int, m int64) {
+// index returns the slot index of size.
+func (k *KeyLock) index(size time.Duration) int {
+	i := k.ns.sizeIndex(size)
+	if i < 0 {
+		panic(fmt.Sprintf("node: KeyLock: %s is not a window size of %s", size, k.ns))
+	}
+	return i
+}
+
+// slot returns the slot of size and size in ns.
+func (k *KeyLock) slot(size time.Duration) (*slot, int64) {
+	return k.e.slot(k.index(size)), int64(size)
+}
+
+// Add counts m micro-hits in the current window of size.
+func (k *KeyLock) Add(size time.Duration, m int64) { k.add(k.index(size), m) }
+
+func (k *KeyLock) add(i int, m int64) {
 	size := k.ns.sizes[i]
 	if b := k.e.slot(i).bucketFor(WindowStart(k.t, time.Duration(size)), size); b != nil {
 		b.own.Add(m)
 	}
 }
 
-// Own returns slot i's current and previous windows as Pending rows holding
-// this node's own totals.
-func (k *KeyLock) Own(key string, i int) (cur, prev Pending) {
-	size := k.ns.sizes[i]
-	ws := WindowStart(k.t, time.Duration(size))
-	s := k.e.slot(i)
-	cb := s.bucketFor(ws, size)
-	pb := s.bucketFor(ws-size, size)
-	cur = Pending{Key: key, Size: time.Duration(size), Start: ws, Total: cb.own.Load(), e: k.e, b: cb}
-	prev = Pending{Key: key, Size: time.Duration(size), Start: ws - size, Total: pb.own.Load(), e: k.e, b: pb}
+// Window returns the current and previous windows of size as Pending
+// handles holding this node's own totals as they are now. A handle stays
+// valid, for the methods below, until Unlock; its Total is not updated by
+// later adds (call Window again for them).
+func (k *KeyLock) Window(size time.Duration) (cur, prev Pending) {
+	s, sz := k.slot(size)
+	ws := WindowStart(k.t, size)
+	cb := s.bucketFor(ws, sz)
+	pb := s.bucketFor(ws-sz, sz)
+	cur = Pending{Key: k.e.key, Size: size, Start: ws, Total: cb.own.Load(), e: k.e, b: cb}
+	prev = Pending{Key: k.e.key, Size: size, Start: ws - sz, Total: pb.own.Load(), e: k.e, b: pb}
 	return cur, prev
 }
 
-// SetOthers stores the other nodes' totals for slot i's current and
-// previous windows.
-func (k *KeyLock) SetOthers(i int, cur, prev int64) {
-	size := k.ns.sizes[i]
-	ws := WindowStart(k.t, time.Duration(size))
-	s := k.e.slot(i)
-	s.bucketFor(ws, size).others.Store(cur)
-	s.bucketFor(ws-size, size).others.Store(prev)
-}
-
-// SetOthersOf stores the other nodes' total of p's window.
-func (k *KeyLock) SetOthersOf(p Pending, others int64) {
+// SetOthers stores the other nodes' total of p's window.
+func (k *KeyLock) SetOthers(p Pending, others int64) {
 	p.b.others.Store(others)
 }
-
-// prevReadUnit is the unit of entry.prevRead.
-const prevReadUnit = int64(10 * time.Millisecond)
-
-// MarkPrevRead records that a call at the lock's time, which is not later
-// than the wall clock, read the previous windows of every size from the
-// store.
-func (k *KeyLock) MarkPrevRead() {
-	u := int32(uint32(floorDiv(k.t, prevReadUnit)))
-	if u == 0 {
-		u = -1 // 0 means never; one unit earlier is on the safe side
-	}
-	k.e.prevRead = u
-}
-
-// PrevRead reports whether the previous windows of every size were read
-// (MarkPrevRead) since they closed and, once grace has passed since the
-// youngest of them closed, since then. A closed window changes only by
-// pushes that were under way when it closed, which land within grace
-// (a synchronous call of another node is bounded by it), and by late
-// pushes, which the background fetch brings: so one read after the close
-// serves the calls of the grace period, one read after grace the rest of
-// the window, and a synchronous call may leave a window so read out.
-//
-// The record is in 10 ms units modulo 2^32 (about 248 days): it is
-// rounded so that every check errs towards reading again.
-func (k *KeyLock) PrevRead(grace time.Duration) bool {
-	x := k.e.prevRead
-	if x == 0 {
-		return false
-	}
-	for _, size := range k.ns.sizes {
-		ws := WindowStart(k.t, time.Duration(size))
-		since := ws
-		if k.t >= ws+int64(grace) {
-			since += int64(grace)
-		}
-		// The read happened at or after since (x·unit is at most the
-		// read's time, so x ≥ ⌈since/unit⌉) and before this window's end
-		// ((x+1)·unit ≤ ws + size).
-		if int32(x-int32(uint32(ceilDiv(since, prevReadUnit)))) < 0 ||
-			int32(int32(uint32(floorDiv(ws+size, prevReadUnit)))-(x+1)) < 0 {
-			return false
-		}
-	}
-	return true
-}
-
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b < 0 {
-		q--
-	}
-	return q
-}
-
-func ceilDiv(a, b int64) int64 { return -floorDiv(-a, b) }
 
 // Stored reports whether p.Total is the total last acknowledged by the
 // store and, if so, the version it was sent with (0 when nothing was ever
@@ -150,17 +109,6 @@ func (k *KeyLock) Stored(p Pending) (version int64, ok bool) {
 		return 0, false
 	}
 	return p.b.pushedVer, true
-}
-
-// Acked returns the total and version of p's window as the store last
-// acknowledged them; ok is false when nothing was acknowledged or a later
-// push failed (the store may hold either).
-func (k *KeyLock) Acked(p Pending) (total, version int64, ok bool) {
-	total = p.b.pushed.Load()
-	if total == uncertain || p.b.pushedVer == 0 {
-		return 0, 0, false
-	}
-	return total, p.b.pushedVer, true
 }
 
 // MarkUncertain is Namespace.MarkUncertain for a lock holder.
@@ -177,90 +125,83 @@ func (k *KeyLock) MarkPushed(p Pending, version int64) {
 	}
 }
 
-// Totals returns slot i's current and previous totals (own + others).
-func (k *KeyLock) Totals(i int) (cur, prev int64) {
-	size := k.ns.sizes[i]
-	c, p := k.e.slot(i).buckets(WindowStart(k.t, time.Duration(size)), size)
+// Totals returns the current and previous totals (own + others) of size.
+func (k *KeyLock) Totals(size time.Duration) (cur, prev int64) {
+	s, sz := k.slot(size)
+	c, p := s.buckets(WindowStart(k.t, size), sz)
 	return total(c), total(p)
 }
 
-// Rates appends the rates of slots [lo, hi) plus extra in the current window.
-func (k *KeyLock) Rates(lo, hi int, extra int64, dst []Rate) []Rate {
-	for i := lo; i < hi; i++ {
-		size := k.ns.sizes[i]
-		ws := WindowStart(k.t, time.Duration(size))
-		dst = append(dst, Rate{Size: time.Duration(size), Rate: k.ns.rate(k.e.slot(i), k.t, ws, size, extra) / Micro})
+// Rates appends the rates of sizes, with extra more micro-hits counted in
+// their current windows.
+func (k *KeyLock) Rates(sizes []time.Duration, extra int64, dst []Rate) []Rate {
+	for _, size := range sizes {
+		s, sz := k.slot(size)
+		ws := WindowStart(k.t, size)
+		dst = append(dst, Rate{Size: size, Rate: k.ns.rate(s, k.t, ws, sz, extra) / Micro})
 	}
 	return dst
 }
 
-// SizeRange returns the slot indexes [lo, hi) a call with size addresses;
-// size 0 means every size.
-func (ns *Namespace) SizeRange(size time.Duration) (lo, hi int, err error) {
-	return ns.sizeRange(size)
-}
+// Verdict is a store's atomic decision on an Allow, for Decide.
+type Verdict uint8
 
-// Sizes returns the namespace's window sizes, ascending.
-func (ns *Namespace) Sizes() []time.Duration { return ns.cfg.WindowSizes }
+const (
+	// NoVerdict: no store decided (none can, or its call failed); Decide
+	// decides from the key's totals.
+	NoVerdict Verdict = iota
+	// StoreAllowed and StoreDenied: the store decided, and wrote this
+	// node's rows accordingly.
+	StoreAllowed
+	StoreDenied
+)
 
-// CheckAllow validates an Allow request, returning its cost in micro-hits
-// and, per limit, the slot index and limit in micro-hits.
-func (ns *Namespace) CheckAllow(req AllowRequest) (cost int64, idx []int, limits []int64, err error) {
-	lims := make([]microLimit, len(req.Limits))
-	if cost, err = ns.checkAllow(&req, lims); err != nil {
-		return 0, nil, nil, err
-	}
-	for _, l := range lims {
-		idx = append(idx, l.idx)
-		limits = append(limits, l.limit)
-	}
-	return cost, idx, limits, nil
-}
-
-// Decide completes an Allow under the key lock. When storeAllowed is not
-// nil the store decided atomically and its verdict stands; otherwise the
-// decision is taken here from the key's totals. It counts cost in every size
-// when allowed or countRejected, and returns the decision computed from the
-// key's totals (own + others) as they then are.
-func (k *KeyLock) Decide(req AllowRequest, cost int64, idx []int, limits []int64, storeAllowed *bool, dst []LimitStatus) Decision {
-	lims := make([]microLimit, len(idx))
-	cur := make([]int64, len(idx))
-	prev := make([]int64, len(idx))
-	for i := range idx {
-		size := k.ns.sizes[idx[i]]
-		lims[i] = microLimit{idx: idx[i], size: size, limit: limits[i], ws: WindowStart(k.t, time.Duration(size))}
-		cur[i], prev[i] = k.Totals(idx[i])
-	}
-	var d decision
-	decide(&d, k.t, cost, lims, cur, prev, req.CountRejected)
-	if storeAllowed == nil {
-		k.count(d.counted, cost)
-		return d.finish(dst, lims, req.Limits)
-	}
-	allowed := *storeAllowed
-	d.allowed = allowed
-	d.counted = allowed || req.CountRejected
-	if d.counted {
-		for i := range d.cur[:len(lims)] {
-			d.cur[i] = cur[i] + cost
-		}
-		k.count(true, cost)
-	} else {
-		copy(d.cur[:], cur)
-	}
-	if !allowed && d.never < 0 && d.retry == 0 {
-		d.retry = retryAfter(k.t, cost, lims, d.cur[:len(lims)], d.prev[:len(lims)])
-	}
+// VerdictOf returns StoreAllowed or StoreDenied.
+func VerdictOf(allowed bool) Verdict {
 	if allowed {
+		return StoreAllowed
+	}
+	return StoreDenied
+}
+
+// Decide completes an Allow checked by CheckAllow under the key lock. With
+// NoVerdict the decision is taken here from the key's totals; otherwise the
+// store's verdict stands. It counts the cost in every size when allowed or
+// req.CountRejected, and returns the decision computed from the key's
+// totals (own + others) as they then are, appending statuses to dst.
+func (k *KeyLock) Decide(req AllowRequest, c *AllowCheck, v Verdict, dst []LimitStatus) Decision {
+	var buf [MaxLimits]microLimit
+	var cur, prev [MaxLimits]int64
+	lims := buf[:len(c.Limits())]
+	for i, l := range c.Limits() {
+		idx := k.index(l.Size)
+		lims[i] = microLimit{idx: idx, size: int64(l.Size), limit: l.Limit, ws: WindowStart(k.t, l.Size)}
+		cb, pb := k.e.slot(idx).buckets(lims[i].ws, lims[i].size)
+		cur[i], prev[i] = total(cb), total(pb)
+	}
+	n := len(lims)
+	var d decision
+	decide(&d, k.t, c.Cost, lims, cur[:n], prev[:n], req.CountRejected)
+	if v != NoVerdict {
+		// The store's verdict replaces the local one; the totals, read
+		// back from the store, are the ones it decided on.
+		d.allowed = v == StoreAllowed
+		d.counted = d.allowed || req.CountRejected
+		copy(d.cur[:], cur[:n])
+		if d.counted {
+			for i := range n {
+				d.cur[i] += c.Cost
+			}
+		}
 		d.retry = 0
+		if !d.allowed && d.never < 0 {
+			d.retry = retryAfter(k.t, c.Cost, lims, d.cur[:n], d.prev[:n])
+		}
+	}
+	if d.counted {
+		for i := range k.ns.sizes {
+			k.add(i, c.Cost)
+		}
 	}
 	return d.finish(dst, lims, req.Limits)
-}
-
-func (k *KeyLock) count(counted bool, cost int64) {
-	if counted {
-		for i := range k.ns.sizes {
-			k.Add(i, cost)
-		}
-	}
 }

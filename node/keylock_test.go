@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -21,16 +22,17 @@ func TestKeyLockBasics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.Add(0, 2*node.Micro)
-	cur, prev := k.Own("k", 0)
+	k.Add(size, 2*node.Micro)
+	cur, prev := k.Window(size)
 	if cur.Start != epoch.Add(size).UnixNano() || cur.Total != 2*node.Micro || prev.Start != epoch.UnixNano() || prev.Total != 4*node.Micro {
 		t.Errorf("Own = %+v, %+v; want cur 2e6 at +1s, prev 4e6 at +0s", cur, prev)
 	}
-	k.SetOthers(0, 1*node.Micro, 2*node.Micro)
-	if c, p := k.Totals(0); c != 3*node.Micro || p != 6*node.Micro {
+	k.SetOthers(cur, 1*node.Micro)
+	k.SetOthers(prev, 2*node.Micro)
+	if c, p := k.Totals(size); c != 3*node.Micro || p != 6*node.Micro {
 		t.Errorf("Totals = %d, %d; want 3e6, 6e6", c, p)
 	}
-	if got := k.Rates(0, 1, 0, nil); got[0].Rate != 3+6*0.5 {
+	if got := k.Rates([]time.Duration{size}, 0, nil); got[0].Rate != 3+6*0.5 {
 		t.Errorf("Rates = %v, want 6", got)
 	}
 	k.MarkPushed(cur, 5)
@@ -65,103 +67,86 @@ func TestKeyLockLateTime(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer k.Unlock()
-			for i := range 2 {
-				k.Add(i, node.Micro)
-				cur, prev := k.Own("k", i)
-				k.SetOthers(i, 0, 0)
+			for _, size := range ns.Sizes() {
+				k.Add(size, node.Micro)
+				cur, prev := k.Window(size)
+				k.SetOthers(cur, 0)
+				k.SetOthers(prev, 0)
 				k.MarkPushed(cur, 1)
 				k.MarkPushed(prev, 1)
 			}
-			if got := k.Rates(0, 2, 0, nil); len(got) != 2 {
+			if got := k.Rates(ns.Sizes(), 0, nil); len(got) != 2 {
 				t.Errorf("Rates = %v, want 2 rates", got)
 			}
 		})
 	}
 }
 
-// TestKeyLockPrevRead: the previous windows count as read once a call
-// read them since they closed and, past grace, since grace passed — for
-// every window size — and not in the next windows; times are kept in
-// 10 ms units, rounded towards reading again.
-func TestKeyLockPrevRead(t *testing.T) {
-	cfg := syncedConfig(time.Second, time.Minute)
-	cfg.SyncRate = 0
-	ns := newNS(t, cfg, nil)
-	const grace = 250 * time.Millisecond
-	minute := epoch.Truncate(time.Minute).Add(time.Minute) // a boundary of both sizes
-	at := func(d time.Duration) time.Time { return minute.Add(d) }
-	lock := func(d time.Duration) *node.KeyLock {
-		t.Helper()
-		k, err := ns.LockKey(at(d), "k")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
+// TestKeyLockDecide: without a verdict Decide decides like AllowAt; a
+// store's verdict stands against the local totals, counting the cost only
+// when allowed or CountRejected.
+func TestKeyLockDecide(t *testing.T) {
+	const size = time.Second
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: size, Limit: 2}}}
+	penalty := req
+	penalty.CountRejected = true
+	for _, tc := range []struct {
+		name        string
+		req         node.AllowRequest
+		verdict     node.Verdict
+		wantAllowed bool
+		wantRate    float64 // after the decision
+		wantRetry   bool
+	}{
+		{"no verdict, room left", req, node.NoVerdict, true, 2, false},
+		{"store allows", req, node.StoreAllowed, true, 2, false},
+		{"store denies despite room", req, node.StoreDenied, false, 1, false}, // no wait by the local totals
+		{"store denies, CountRejected", penalty, node.StoreDenied, false, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := syncedConfig(size)
+			cfg.SyncRate = 0
+			ns := newNS(t, cfg, nil)
+			at := epoch.Add(size / 2)
+			incr(t, ns, at, "k", size, 1)
+			chk, err := ns.CheckAllow(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := ns.LockKey(at, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := k.Decide(tc.req, &chk, tc.verdict, nil)
+			k.Unlock()
+			if d.Allowed != tc.wantAllowed || d.Limits[0].Rate != tc.wantRate || (d.RetryAfter > 0) != tc.wantRetry {
+				t.Errorf("Decide = allowed %v, rate %v, retry after %v; want %v, %v, retry %v",
+					d.Allowed, d.Limits[0].Rate, d.RetryAfter, tc.wantAllowed, tc.wantRate, tc.wantRetry)
+			}
+			if got := rateOf(t, ns, at, "k", size); got != tc.wantRate {
+				t.Errorf("rate after Decide = %v, want %v", got, tc.wantRate)
+			}
+		})
 	}
-	mark := func(d time.Duration) {
-		k := lock(d)
-		k.MarkPrevRead()
-		k.Unlock()
-	}
-	check := func(d time.Duration, want bool) {
-		t.Helper()
-		k := lock(d)
-		defer k.Unlock()
-		if got := k.PrevRead(grace); got != want {
-			t.Errorf("at +%v: PrevRead = %v, want %v", d, got, want)
-		}
-	}
-
-	check(0, false) // never read
-	mark(0)
-	check(0, true)
-	check(grace-10*time.Millisecond, true) // still within grace
-	check(grace, false)                    // past grace: read again
-	mark(grace - 5*time.Millisecond)       // a read just before grace passed
-	check(grace+100*time.Millisecond, false)
-	mark(grace + 5*time.Millisecond) // a read just after grace passed
-	check(grace+100*time.Millisecond, true)
-	check(time.Second-time.Millisecond, true)
-	check(time.Second, false) // the next 1 s window
-	mark(time.Second + 300*time.Millisecond)
-	check(time.Second+400*time.Millisecond, true)
-	// A read 300 ms into the minute is also past grace for the minute
-	// window; in the next minute it no longer counts.
-	mark(time.Minute - 500*time.Millisecond)
-	check(time.Minute-400*time.Millisecond, true)
-	check(time.Minute+100*time.Millisecond, false)
 }
 
-// TestKeyLockAcked: Acked is the total and version of the newest
-// acknowledged push, none before one, and none after a failed push until
-// the next success.
-func TestKeyLockAcked(t *testing.T) {
-	cfg := syncedConfig(time.Second)
-	cfg.SyncRate = 0
-	ns := newNS(t, cfg, nil)
-	k, err := ns.LockKey(epoch, "k")
+// TestCheckAllow: the checked request holds the cost and each limit's size
+// and limit in micro-hits, in request order, and the errors are AllowAt's.
+func TestCheckAllow(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second, time.Minute), nil)
+	req := node.AllowRequest{Key: "k", Cost: 0.5, Limits: []node.Limit{{Size: time.Minute, Limit: 100}, {Size: time.Second, Limit: 2.5}}}
+	chk, err := ns.CheckAllow(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer k.Unlock()
-	acked := func(what string, wantTotal, wantVersion int64, wantOK bool) {
-		t.Helper()
-		cur, _ := k.Own("k", 0)
-		if total, version, ok := k.Acked(cur); total != wantTotal || version != wantVersion || ok != wantOK {
-			t.Errorf("%s: Acked = %d, %d, %v; want %d, %d, %v", what, total, version, ok, wantTotal, wantVersion, wantOK)
-		}
+	want := []node.CheckedLimit{{Size: time.Minute, Limit: 100 * node.Micro}, {Size: time.Second, Limit: 2_500_000}}
+	if chk.Cost != node.Micro/2 || !slices.Equal(chk.Limits(), want) {
+		t.Errorf("CheckAllow = cost %d, limits %v; want %d, %v", chk.Cost, chk.Limits(), node.Micro/2, want)
 	}
-	acked("never pushed", 0, 0, false)
-	k.Add(0, 3)
-	cur, _ := k.Own("k", 0)
-	k.MarkPushed(cur, 7)
-	k.Add(0, 2) // counted after the push
-	acked("pushed", 3, 7, true)
-	cur, _ = k.Own("k", 0)
-	k.MarkPushed(cur, 6) // an older push acknowledged late
-	acked("older push acknowledged", 3, 7, true)
-	k.MarkUncertain(cur)
-	acked("after a failed push", 0, 0, false)
-	k.MarkPushed(cur, 9)
-	acked("pushed again", 5, 9, true)
+	req.Limits[1].Size = time.Hour
+	_, err = ns.CheckAllow(req)
+	_, want2 := ns.AllowAt(epoch, req, nil)
+	if err == nil || want2 == nil || err.Error() != want2.Error() {
+		t.Errorf("CheckAllow error %v, AllowAt's %v; want the same error", err, want2)
+	}
 }

@@ -88,35 +88,43 @@ func (ns *Namespace) RefusedKeys() int64 { return ns.refused.Load() }
 // counts could be pushed (only during a long store outage).
 func (ns *Namespace) DroppedWindows() int64 { return ns.dropped.Load() }
 
-// sizeIndex returns the index of size, or an error listing the sizes.
-func (ns *Namespace) sizeIndex(size time.Duration) (int, error) {
+// Sizes returns the namespace's window sizes, ascending. The caller must
+// not modify the slice.
+func (ns *Namespace) Sizes() []time.Duration { return ns.cfg.WindowSizes }
+
+// sizeIndex returns the index of size, or -1.
+func (ns *Namespace) sizeIndex(size time.Duration) int {
 	for i, s := range ns.sizes {
 		if s == int64(size) {
-			return i, nil
+			return i
 		}
 	}
-	return -1, ns.unknownWindow(size)
+	return -1
 }
 
 func (ns *Namespace) unknownWindow(size time.Duration) error {
+	return ns.unknownWindowField("window_size", size)
+}
+
+// unknownWindowField is the error of a size the namespace does not have,
+// given in field.
+func (ns *Namespace) unknownWindowField(field string, size time.Duration) error {
 	names := make([]string, len(ns.cfg.WindowSizes))
 	for i, s := range ns.cfg.WindowSizes {
 		names[i] = s.String()
 	}
-	return fieldErr("window_size", ErrUnknownWindow, "namespace %q has no window size %s (configured: %s)",
+	return fieldErr(field, ErrUnknownWindow, "namespace %q has no window size %s (configured: %s)",
 		ns.cfg.Name, size, strings.Join(names, ", "))
 }
 
-// sizeRange returns the slot indexes [lo, hi) a call with size counts in;
-// size 0 means every size.
-func (ns *Namespace) sizeRange(size time.Duration) (int, int, error) {
+// SizeRange returns the indexes [lo, hi) in Sizes of the sizes a call with
+// size addresses; size 0 means every size.
+func (ns *Namespace) SizeRange(size time.Duration) (lo, hi int, err error) {
 	if size == 0 {
 		return 0, len(ns.sizes), nil
 	}
-	for i, s := range ns.sizes {
-		if s == int64(size) {
-			return i, i + 1, nil
-		}
+	if i := ns.sizeIndex(size); i >= 0 {
+		return i, i + 1, nil
 	}
 	return 0, 0, ns.unknownWindow(size)
 }
@@ -186,7 +194,7 @@ func keyErrOr(key string, err error) error {
 // size, or in every window size when size is 0, and appends the rates after
 // the increment to dst, one per size counted, ascending.
 func (ns *Namespace) IncrementAt(t time.Time, key string, size time.Duration, value float64, dst []Rate) ([]Rate, error) {
-	// The checks of ToMicro, checkKeyLen and sizeRange, written out: this
+	// The checks of ToMicro, checkKeyLen and SizeRange, written out: this
 	// is the hottest path, and each call costs about as much as a check.
 	// Errors are built out of line, in the same order.
 	if !(math.Abs(value) <= MaxValue) || key == "" || len(key) > MaxKeyLen {
@@ -295,17 +303,14 @@ func total(b *bucket) int64 {
 // now; it counts nothing. In a syncing namespace it marks the key as
 // interesting, so the next sync fetches the other nodes' counts for it.
 func (ns *Namespace) RateAt(t time.Time, key string, size time.Duration, curDiff float64, dst []Rate) ([]Rate, error) {
-	m, err := ToMicro(curDiff)
+	m, err := ToMicroField("cur_diff", curDiff)
 	if err != nil {
-		if fe, ok := err.(*FieldError); ok {
-			fe.Field = "cur_diff"
-		}
 		return dst, err
 	}
 	if err := checkKeyLen(key); err != nil {
 		return dst, err
 	}
-	lo, hi, err := ns.sizeRange(size)
+	lo, hi, err := ns.SizeRange(size)
 	if err != nil {
 		return dst, keyErrOr(key, err)
 	}

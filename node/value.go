@@ -48,10 +48,15 @@ func fieldErr(field string, sentinel error, format string, args ...any) error {
 }
 
 // ToMicro converts a hit value to micro-hits, rounding half away from zero.
-// NaN, infinities and |v| > MaxValue are rejected.
-func ToMicro(v float64) (int64, error) {
+// NaN, infinities and |v| > MaxValue are rejected with a *FieldError
+// naming the field "value".
+func ToMicro(v float64) (int64, error) { return ToMicroField("value", v) }
+
+// ToMicroField is ToMicro for a value given in another request field
+// ("cost", "cur_diff"): its error names that field.
+func ToMicroField(field string, v float64) (int64, error) {
 	if !(math.Abs(v) <= MaxValue) { // also true for NaN
-		return 0, errValue(v)
+		return 0, errValue(field, v)
 	}
 	// Whole numbers of micro-hits (every whole hit) need no rounding.
 	x := v * Micro
@@ -64,11 +69,11 @@ func ToMicro(v float64) (int64, error) {
 func roundMicro(x float64) int64 { return int64(math.Round(x)) }
 
 // errValue builds ToMicro's error, out of the way of the valid case.
-func errValue(v float64) error {
+func errValue(field string, v float64) error {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return fieldErr("value", ErrInvalidValue, "must be a finite number, got %v", v)
+		return fieldErr(field, ErrInvalidValue, "must be a finite number, got %v", v)
 	}
-	return fieldErr("value", ErrInvalidValue, "|value| must be at most %g, got %g", float64(MaxValue), v)
+	return fieldErr(field, ErrInvalidValue, "|value| must be at most %g, got %g", float64(MaxValue), v)
 }
 
 // FromMicro converts micro-hits to hits.

@@ -56,7 +56,7 @@ func (s *Syncer) IncrementAt(ctx context.Context, t time.Time, key string, size 
 	if err != nil {
 		return dst, err
 	}
-	lo, hi, err := s.ns.SizeRange(size)
+	sizes, err := s.sizes(size)
 	if err != nil {
 		return dst, err
 	}
@@ -65,22 +65,21 @@ func (s *Syncer) IncrementAt(ctx context.Context, t time.Time, key string, size 
 		return dst, err
 	}
 	defer k.Unlock()
-	for i := lo; i < hi; i++ {
-		k.Add(i, m)
+	for _, size := range sizes {
+		k.Add(size, m)
 	}
-	s.exchange(ctx, k, key, lo, hi)
-	return k.Rates(lo, hi, 0, dst), nil
+	s.exchange(ctx, k, sizes)
+	return k.Rates(sizes, 0, dst), nil
 }
 
 // RateAt answers like node.Namespace.RateAt with the store's current
 // totals for key (falling back to local counts), counting nothing.
 func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []node.Rate) ([]node.Rate, error) {
-	m, err := node.ToMicro(curDiff)
+	m, err := node.ToMicroField("cur_diff", curDiff)
 	if err != nil {
-		err.(*node.FieldError).Field = "cur_diff"
 		return dst, err
 	}
-	lo, hi, err := s.ns.SizeRange(size)
+	sizes, err := s.sizes(size)
 	if err != nil {
 		return dst, err
 	}
@@ -89,23 +88,30 @@ func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.
 		return dst, err
 	}
 	defer k.Unlock()
-	s.exchange(ctx, k, key, lo, hi)
-	return k.Rates(lo, hi, m, dst), nil
+	s.exchange(ctx, k, sizes)
+	return k.Rates(sizes, m, dst), nil
 }
 
-// exchange pushes this node's current and previous totals of sizes [lo, hi)
-// and stores the others' totals it reads back, all in one round trip when
-// the store is a PushFetcher. A window the store already holds goes with
-// the version it was stored with, so the store rewrites only what changed.
+// sizes returns the window sizes a call with size addresses (0: every
+// size).
+func (s *Syncer) sizes(size time.Duration) ([]time.Duration, error) {
+	lo, hi, err := s.ns.SizeRange(size)
+	if err != nil {
+		return nil, err
+	}
+	return s.ns.Sizes()[lo:hi], nil
+}
+
+// exchange pushes this node's current and previous totals of sizes and
+// stores the others' totals it reads back, all in one round trip when the
+// store is a PushFetcher. A window the store already holds goes with the
+// version it was stored with, so the store rewrites only what changed.
 //
-// The previous windows are closed: they change only by the calls other
-// nodes started before the boundary, which land or fail within
-// CallTimeout, and by late pushes, which the background tick fetches
-// every RetryPeriod. So they go with the first call after the boundary
-// and the first one CallTimeout after it (see node.KeyLock.PrevRead);
-// the other calls in the same windows send only the current windows (and
-// a previous one the store does not hold yet): half the store's work.
-func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, lo, hi int) {
+// The previous windows are closed, so a call that addresses every size
+// sends them only when prevReads.fresh says they need reading again; the
+// other calls in the same windows send only the current windows (and a
+// previous one the store does not hold yet): half the store's work.
+func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, sizes []time.Duration) {
 	if !s.storeUp() {
 		s.fallback(errPresumedDown)
 		return
@@ -113,22 +119,22 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, l
 	ctx, cancel := context.WithTimeout(caller, s.cfg.CallTimeout)
 	defer cancel()
 	version := s.versions.Next()
-	n := hi - lo
-	every := lo == 0 && hi == len(s.ns.Sizes())
-	prevRead := every && k.PrevRead(s.cfg.CallTimeout)
-	pend := make([]node.Pending, 0, 2*n)
-	rows := make([]Row, 0, 2*n)
-	for i := lo; i < hi; i++ {
-		cur, prev := k.Own(key, i)
+	every := len(sizes) == len(s.ns.Sizes())
+	prevFresh := every && s.prevReads.fresh(k.Key(), k.Time(), sizes, s.cfg.CallTimeout)
+	var buf [2 * node.MaxWindowSizes]node.Pending
+	pend := buf[:0]
+	rows := make([]Row, 0, 2*len(sizes))
+	for _, size := range sizes {
+		cur, prev := k.Window(size)
 		pend = append(pend, cur)
 		rows = append(rows, s.callRow(k, cur, version))
-		if _, stored := k.Stored(prev); prevRead && stored {
+		if _, stored := k.Stored(prev); prevFresh && stored {
 			continue
 		}
 		pend = append(pend, prev)
 		rows = append(rows, s.callRow(k, prev, version))
 	}
-	readPrev := every && !prevRead && !k.Time().After(s.ns.Now())
+	readPrev := every && !prevFresh && !k.Time().After(s.ns.Now())
 	others := make([]int64, len(rows))
 	var err error
 	if pf, ok := s.store.(PushFetcher); ok {
@@ -142,20 +148,20 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, key string, l
 	}
 	s.observe(caller, err)
 	if err != nil {
-		for j := range pend {
+		for j, p := range pend {
 			if rows[j].Version == version {
-				k.MarkUncertain(pend[j])
+				k.MarkUncertain(p)
 			}
 		}
 		s.fallback(err)
 		return
 	}
-	for j := range pend {
-		k.MarkPushed(pend[j], rows[j].Version)
-		k.SetOthersOf(pend[j], others[j])
+	for j, p := range pend {
+		k.MarkPushed(p, rows[j].Version)
+		k.SetOthers(p, others[j])
 	}
 	if readPrev {
-		k.MarkPrevRead()
+		s.prevReads.mark(k.Key(), k.Time())
 	}
 }
 
@@ -169,7 +175,7 @@ func (s *Syncer) fallback(err error) {
 // (exact); otherwise the decision uses the totals read back by one
 // push-and-fetch, which other nodes may race.
 func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
-	cost, idx, limits, err := s.ns.CheckAllow(req)
+	chk, err := s.ns.CheckAllow(req)
 	if err != nil {
 		return node.Decision{Limits: dst}, err
 	}
@@ -181,71 +187,60 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 	aa, ok := s.store.(AtomicAllower)
 	if !ok {
 		// Bring the others' totals up to date, then decide here.
-		lo, hi := 0, len(s.ns.Sizes())
-		s.exchange(ctx, k, req.Key, lo, hi)
-		return k.Decide(req, cost, idx, limits, nil, dst), nil
+		s.exchange(ctx, k, s.ns.Sizes())
+		return k.Decide(req, &chk, node.NoVerdict, dst), nil
 	}
 	if !s.storeUp() {
 		s.fallback(errPresumedDown)
-		return k.Decide(req, cost, idx, limits, nil, dst), nil
+		return k.Decide(req, &chk, node.NoVerdict, dst), nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	version := s.versions.Next()
-	areq := AllowRequest{Inc: s.inc, At: t.UnixNano(), Cost: cost, CountRejected: req.CountRejected}
-	pend := make([]node.Pending, 0, 2*len(idx))
-	for j, i := range idx {
-		cur, prev := k.Own(req.Key, i)
-		pend = append(pend, cur, prev)
+	areq := AllowRequest{Inc: s.inc, At: t.UnixNano(), Cost: chk.Cost, CountRejected: req.CountRejected}
+	for _, l := range chk.Limits() {
+		cur, prev := k.Window(l.Size)
 		areq.Limits = append(areq.Limits, AllowLimit{
-			Size: req.Limits[j].Size, Limit: limits[j],
-			Cur: s.newRow(k, cur, version), Prev: s.callRow(k, prev, version),
+			Size: l.Size, Limit: l.Limit,
+			Cur: s.row(cur, version), Prev: s.callRow(k, prev, version),
 		})
 	}
 	res, err := aa.Allow(cctx, areq)
 	s.observe(ctx, err)
-	if err != nil || len(res.Others) != len(idx) {
-		for j := range pend {
-			if j%2 == 0 || areq.Limits[j/2].Prev.Version == version {
-				k.MarkUncertain(pend[j])
+	if err != nil || len(res.Others) != len(areq.Limits) {
+		// The store may have written the rows sent with a new version.
+		for _, l := range areq.Limits {
+			cur, prev := k.Window(l.Size)
+			k.MarkUncertain(cur)
+			if l.Prev.Version == version {
+				k.MarkUncertain(prev)
 			}
 		}
 		s.fallback(err)
-		return k.Decide(req, cost, idx, limits, nil, dst), nil
+		return k.Decide(req, &chk, node.NoVerdict, dst), nil
 	}
-	for j, i := range idx {
-		k.SetOthers(i, res.Others[j][0], res.Others[j][1])
+	for j, l := range areq.Limits {
+		cur, prev := k.Window(l.Size)
+		k.SetOthers(cur, res.Others[j][0])
+		k.SetOthers(prev, res.Others[j][1])
 	}
-	d := k.Decide(req, cost, idx, limits, &res.Allowed, dst)
-	// The store wrote prev as sent and cur with the cost when it was counted,
-	// which is exactly this node's total now.
-	for j := range pend {
-		v := areq.Limits[j/2].Prev.Version
-		if j%2 == 0 {
-			cur, _ := k.Own(req.Key, idx[j/2])
-			pend[j], v = cur, version
-		}
-		k.MarkPushed(pend[j], v)
+	d := k.Decide(req, &chk, node.VerdictOf(res.Allowed), dst)
+	// The store wrote prev as sent and cur with the cost when it was
+	// counted, which is exactly this node's total now.
+	for _, l := range areq.Limits {
+		cur, prev := k.Window(l.Size)
+		k.MarkPushed(cur, version)
+		k.MarkPushed(prev, l.Prev.Version)
 	}
 	return d, nil
 }
 
 // callRow is p's row for a synchronous call: sent with the version its
 // total was stored with when the store already holds it (the store need
-// not rewrite it), else as newRow.
+// not rewrite it), else with version.
 func (s *Syncer) callRow(k *node.KeyLock, p node.Pending, version int64) Row {
 	if v, ok := k.Stored(p); ok {
 		return s.row(p, v)
 	}
-	return s.newRow(k, p, version)
-}
-
-// newRow is p's row with version and, as Acked, the row the store last
-// acknowledged (the store need not parse it).
-func (s *Syncer) newRow(k *node.KeyLock, p node.Pending, version int64) Row {
-	r := s.row(p, version)
-	if t, v, ok := k.Acked(p); ok && v < version {
-		r.Acked = Acked{Total: t, Version: v}
-	}
-	return r
+	return s.row(p, version)
 }

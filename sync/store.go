@@ -40,18 +40,6 @@ type Row struct {
 	// ExpireAt is when the row may disappear (window end + size +
 	// 2 × sync_rate). Stores round it up to their own TTL granularity.
 	ExpireAt time.Time
-	// Acked, when its Version is not 0, is the row this incarnation's
-	// last acknowledged push of the window stored (with the same
-	// ExpireAt), sent with a greater Version. A store may use it to check
-	// the stored row against it instead of parsing it, or ignore it; a
-	// stored row that differs from it is decided by Version as always.
-	Acked Acked
-}
-
-// Acked is a row's total and version as last acknowledged by the store.
-type Acked struct {
-	Total   int64
-	Version int64
 }
 
 // Store is what a shared backend provides so that nodes converge.
@@ -78,12 +66,15 @@ type Store interface {
 	// len(others) must equal len(keys).
 	Fetch(ctx context.Context, inc string, keys []WindowKey, others []int64) error
 
-	// Window returns the sum over all incarnations for one window (the
-	// seed's get_window). An unknown window reads 0.
-	Window(ctx context.Context, key WindowKey) (int64, error)
-
 	// Close releases the store's resources.
 	Close() error
+}
+
+// Windower is the optional read of one window's sum over all
+// incarnations (the seed's get_window): for tests and tools, as nothing in
+// limiterd's serving path needs it. An unknown window reads 0.
+type Windower interface {
+	Window(ctx context.Context, key WindowKey) (int64, error)
 }
 
 // PushFetcher is the optional one-round-trip write-and-read: it pushes rows

@@ -89,6 +89,9 @@ type Syncer struct {
 	// fails: until then synchronous calls answer from local counts at
 	// once (see direct.go).
 	downUntil atomic.Int64
+	// prevReads serves the synchronous calls (see exchange); the tick
+	// prunes it.
+	prevReads *prevReads
 
 	statusMu    gosync.Mutex
 	lastSuccess time.Time
@@ -129,6 +132,7 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 	return &Syncer{
 		ns: ns, store: store, inc: inc, versions: v, cfg: cfg, period: period,
 		ttlPad: 2 * nc.SyncPeriod(), log: log.With("namespace", nc.Name), m: m, name: nc.Name,
+		prevReads: newPrevReads(),
 	}, nil
 }
 
@@ -174,6 +178,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
 	defer cancel()
 	now := s.ns.Now()
+	s.prevReads.prune(now, s.ns.Sizes())
 	var perr, ferr error
 	if pf, ok := s.store.(PushFetcher); ok {
 		perr, ferr = s.pushFetch(ctx, pf, now)

@@ -46,11 +46,11 @@ type Calls struct {
 // network resuming). Close is never faulted: it always closes the inner
 // store.
 //
-// Faulty has PushFetch and Allow whatever the inner store: they forward to
-// the inner store's when it has them; otherwise PushFetch runs Push then
-// Fetch (not atomically) and Allow returns an error wrapping
-// errors.ErrUnsupported. Use Store for a view that has exactly the
-// optional interfaces of the inner store.
+// Faulty has PushFetch, Allow and Window whatever the inner store: they
+// forward to the inner store's when it has them; otherwise PushFetch runs
+// Push then Fetch (not atomically), and Allow and Window return an error
+// wrapping errors.ErrUnsupported. Use Store for a view that has exactly
+// the optional PushFetcher and AtomicAllower of the inner store.
 //
 // Faulty is safe for concurrent use.
 type Faulty struct {
@@ -170,12 +170,17 @@ func (f *Faulty) Fetch(ctx context.Context, inc string, keys []clustersync.Windo
 	return f.inner.Fetch(ctx, inc, keys, others)
 }
 
-// Window forwards to the inner store unless a fault is injected.
+// Window forwards to the inner store's Window unless a fault is injected;
+// an inner store without one makes it fail with errors.ErrUnsupported.
 func (f *Faulty) Window(ctx context.Context, key clustersync.WindowKey) (int64, error) {
 	if err := f.gate(ctx, "window", &f.window); err != nil {
 		return 0, err
 	}
-	return f.inner.Window(ctx, key)
+	w, ok := f.inner.(clustersync.Windower)
+	if !ok {
+		return 0, fmt.Errorf("memory: faulty window: inner store %T: %w", f.inner, errors.ErrUnsupported)
+	}
+	return w.Window(ctx, key)
 }
 
 // PushFetch forwards to the inner store's PushFetch unless a fault is

@@ -18,11 +18,13 @@ var (
 	_ clustersync.Store         = (*memory.Store)(nil)
 	_ clustersync.PushFetcher   = (*memory.Store)(nil)
 	_ clustersync.AtomicAllower = (*memory.Store)(nil)
+	_ clustersync.Windower      = (*memory.Store)(nil)
 	_ strategytest.Purger       = (*memory.Store)(nil)
 
 	_ clustersync.Store         = (*memory.Faulty)(nil)
 	_ clustersync.PushFetcher   = (*memory.Faulty)(nil)
 	_ clustersync.AtomicAllower = (*memory.Faulty)(nil)
+	_ clustersync.Windower      = (*memory.Faulty)(nil)
 )
 
 func TestConformance(t *testing.T) {
@@ -40,7 +42,7 @@ func wk(key string) clustersync.WindowKey {
 	return clustersync.WindowKey{Namespace: "ns", Size: time.Minute, Start: t0.Truncate(time.Minute).UnixNano(), Key: key}
 }
 
-func window(t *testing.T, s clustersync.Store, k clustersync.WindowKey) int64 {
+func window(t *testing.T, s clustersync.Windower, k clustersync.WindowKey) int64 {
 	t.Helper()
 	n, err := s.Window(context.Background(), k)
 	if err != nil {

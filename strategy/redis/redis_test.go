@@ -101,7 +101,7 @@ func mustPush(tb testing.TB, s clustersync.Store, inc string, rows ...clustersyn
 	}
 }
 
-func window(tb testing.TB, s clustersync.Store, k clustersync.WindowKey) int64 {
+func window(tb testing.TB, s clustersync.Windower, k clustersync.WindowKey) int64 {
 	tb.Helper()
 	n, err := s.Window(ctxT(tb), k)
 	if err != nil {
@@ -971,9 +971,6 @@ func TestKeyScriptMatchesPushScript(t *testing.T) {
 	}
 	r := func(k clustersync.WindowKey, total, version int64, acked ...int64) clustersync.Row {
 		x := clustersync.Row{WindowKey: k, Total: total, Version: version, ExpireAt: exp}
-		if len(acked) == 2 {
-			x.Acked = clustersync.Acked{Total: acked[0], Version: acked[1]}
-		}
 		return x
 	}
 	later := func(x clustersync.Row) clustersync.Row { x.ExpireAt = x.ExpireAt.Add(time.Minute); return x }
@@ -1003,9 +1000,6 @@ func TestKeyScriptMatchesPushScript(t *testing.T) {
 			t.Fatalf("call %d: PushFetch: %v", i, err)
 		}
 		joined := append(slices.Clone(c.rows), r(other, 1, int64(i+1)))
-		for j := range joined {
-			joined[j].Acked = clustersync.Acked{}
-		}
 		want := make([]int64, len(joined))
 		if err := batch.PushFetch(ctxT(t), c.inc, joined, want); err != nil {
 			t.Fatalf("call %d: batch PushFetch: %v", i, err)
@@ -1055,9 +1049,6 @@ func TestAllowHintsChangeNothing(t *testing.T) {
 	exp := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	r := func(k clustersync.WindowKey, total, version int64, acked ...int64) clustersync.Row {
 		x := clustersync.Row{WindowKey: k, Total: total, Version: version, ExpireAt: exp}
-		if len(acked) == 2 {
-			x.Acked = clustersync.Acked{Total: acked[0], Version: acked[1]}
-		}
 		return x
 	}
 	type step struct {
@@ -1095,9 +1086,6 @@ func TestAllowHintsChangeNothing(t *testing.T) {
 		}
 		plainReq := req
 		plainReq.Limits = slices.Clone(req.Limits)
-		for j := range plainReq.Limits {
-			plainReq.Limits[j].Cur.Acked = clustersync.Acked{}
-		}
 		want, err := plain.Allow(ctxT(t), plainReq)
 		if err != nil {
 			t.Fatalf("step %d: Allow without hints: %v", i, err)

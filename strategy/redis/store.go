@@ -247,10 +247,6 @@ func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (cluste
 		v[7], v[8], v[9] = l.Prev.Total, l.Prev.Version, expireArg(&l.Prev)
 		b = appendRow(b, v[7], v[8], v[9])
 		e[2*n+2+2*i] = len(b)
-		if hinted(&l.Cur) && -hintLimit < v[4] && v[4] < hintLimit {
-			b = appendRow(b, l.Cur.Acked.Total, l.Cur.Acked.Version, v[6])
-			v[10] = l.Cur.Acked.Total
-		}
 		e[2*n+3+2*i] = len(b)
 	}
 	str := cut(string(b), e)
@@ -608,10 +604,6 @@ func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.R
 		b = strconv.AppendInt(b, exp, 10)
 		w[1] = len(b)
 		vals[2*i] = r.Total
-		if hinted(r) {
-			b = appendRow(b, r.Acked.Total, r.Acked.Version, exp)
-			vals[2*i+1] = r.Acked.Total
-		}
 		w[2] = len(b)
 	}
 	str := cut(string(b), e)
@@ -641,14 +633,6 @@ func (s *Store) pushKey(ctx context.Context, op, rp string, rows []clustersync.R
 // hintLimit bounds the totals of a hinted row: keyScript and allowScript
 // add them in doubles, exact below 2^53.
 const hintLimit = 1e15
-
-// hinted reports whether r's Acked hint goes to the script: it names an
-// older version, and its totals are small.
-func hinted(r *clustersync.Row) bool {
-	a := r.Acked
-	return a.Version != 0 && a.Version < r.Version &&
-		-hintLimit < r.Total && r.Total < hintLimit && -hintLimit < a.Total && a.Total < hintLimit
-}
 
 // appendFields appends key's sum field and its row field under row
 // prefix rp, and sets ends to where each ends in b.

@@ -28,7 +28,6 @@ var mutants = []struct {
 	{"ignores versions", "^older_version_never_overwrites_newer$", func() clustersync.Store { return &lastWriteWins{Store: memory.New()} }},
 	{"fetch includes own rows", "^own_rows_excluded_from_fetch$", func() clustersync.Store { return &fetchAll{memory.New()} }},
 	{"namespace and key joined by |", "^key_encoding$", func() clustersync.Store { return &joinedKey{memory.New()} }},
-	{"trusts acked hints", "^acked_hints$", func() clustersync.Store { return &trustsHints{Store: memory.New()} }},
 	{"sums in float64", "^exact_totals$", func() clustersync.Store { return &floatSums{memory.New()} }},
 	{"start truncated to seconds", "^sub-second_windows$", func() clustersync.Store { return &secondStarts{memory.New()} }},
 	{"unknown keys left untouched", "^unknown_keys_read_zero$", func() clustersync.Store { return &sparseFetch{memory.New()} }},
@@ -64,23 +63,6 @@ func TestSuiteCatchesMutants(t *testing.T) {
 			}
 		})
 	}
-}
-
-// trustsHints applies every hinted row as if the hint were right: without
-// looking at the stored version.
-type trustsHints struct {
-	*memory.Store
-	v atomic.Int64
-}
-
-func (s *trustsHints) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
-	rs := append([]clustersync.Row(nil), rows...)
-	for i := range rs {
-		if rs[i].Acked.Version != 0 {
-			rs[i].Version = 1<<62 + s.v.Add(1)
-		}
-	}
-	return s.Store.Push(ctx, inc, rs)
 }
 
 // lastWriteWins replaces every version by a fresh, larger one.
@@ -268,4 +250,38 @@ func (s *firstLimit) Allow(ctx context.Context, req clustersync.AllowRequest) (c
 		res.Others = append(res.Others, [2]int64{})
 	}
 	return res, nil
+}
+
+// minimal is a store with none of the optional interfaces.
+type minimal struct{ s *memory.Store }
+
+func (m minimal) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
+	return m.s.Push(ctx, inc, rows)
+}
+
+func (m minimal) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
+	return m.s.Fetch(ctx, inc, keys, others)
+}
+
+func (m minimal) Close() error { return m.s.Close() }
+
+// TestMinimalStore: a store with only the required methods passes the
+// suite, which leaves out the optional subtests.
+func TestMinimalStore(t *testing.T) {
+	strategytest.Run(t, func(*testing.T) clustersync.Store { return minimal{memory.New()} })
+}
+
+// TestOptionalSubtestAlone: an optional subtest selected alone with -run,
+// against a store without its interface, is skipped rather than failed.
+func TestOptionalSubtestAlone(t *testing.T) {
+	for _, sub := range []string{"window", "push_fetch", "atomic_allow"} {
+		t.Run(sub, func(t *testing.T) {
+			t.Parallel()
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMinimalStore$/^"+sub+"$", "-test.count=1", "-test.v")
+			out, err := cmd.CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "--- SKIP: TestMinimalStore/"+sub) {
+				t.Errorf("child error %v, want a skipped %s; output:\n%s", err, sub, out)
+			}
+		})
+	}
 }

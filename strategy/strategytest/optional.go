@@ -30,10 +30,12 @@ func (e *env) calls(inc string) []call {
 		{"Fetch", func(c context.Context) error {
 			return e.s.Fetch(c, inc, []clustersync.WindowKey{k}, make([]int64, 1))
 		}},
-		{"Window", func(c context.Context) error {
-			_, err := e.s.Window(c, k)
+	}
+	if w, ok := e.s.(clustersync.Windower); ok {
+		cs = append(cs, call{"Window", func(c context.Context) error {
+			_, err := w.Window(c, k)
 			return err
-		}},
+		}})
 	}
 	if pf, ok := e.s.(clustersync.PushFetcher); ok {
 		cs = append(cs, call{"PushFetch", func(c context.Context) error {
@@ -114,11 +116,30 @@ func testClosed(t *testing.T, e *env) {
 	}
 }
 
-func testPushFetch(t *testing.T, e *env) {
-	pf, ok := e.s.(clustersync.PushFetcher)
-	if !ok {
-		t.Fatalf("%T does not implement clustersync.PushFetcher", e.s)
+// testWindow checks Window against Fetch by an incarnation that never
+// wrote: both are the sum over every incarnation. (The other subtests read
+// sums through Window too when the store has it.)
+func testWindow(t *testing.T, e *env) {
+	w := as[clustersync.Windower](t, e)
+	a, b := e.inc("a"), e.inc("b")
+	k, unknown := e.key("k"), e.key("unknown")
+	e.push(t, a, e.row(k, 2_500_000))
+	e.push(t, b, e.row(k, -500_000))
+	keys, want := []clustersync.WindowKey{k, unknown}, []int64{2_000_000, 0}
+	fetched := e.fetch(t, e.inc("reader"), keys...)
+	for i, key := range keys {
+		got, err := w.Window(ctx(t, callTimeout), key)
+		if err != nil {
+			t.Fatalf("Window(%s): %v", show(key), err)
+		}
+		if got != want[i] || fetched[i] != want[i] {
+			t.Errorf("%s: Window = %d, Fetch by a reader = %d, want %d", show(key), got, fetched[i], want[i])
+		}
 	}
+}
+
+func testPushFetch(t *testing.T, e *env) {
+	pf := as[clustersync.PushFetcher](t, e)
 	a, b := e.inc("a"), e.inc("b")
 	k1, k2 := e.key("k1"), e.key("k2")
 	pushFetch := func(inc string, rows []clustersync.Row, want []int64) {
@@ -183,10 +204,7 @@ func (e *env) allowLimit(k clustersync.WindowKey, size time.Duration, limit, cur
 }
 
 func testAtomicAllow(t *testing.T, e *env) {
-	aa, ok := e.s.(clustersync.AtomicAllower)
-	if !ok {
-		t.Fatalf("%T does not implement clustersync.AtomicAllower", e.s)
-	}
+	aa := as[clustersync.AtomicAllower](t, e)
 	allow := func(t *testing.T, req clustersync.AllowRequest) clustersync.AllowResult {
 		t.Helper()
 		res, err := aa.Allow(ctx(t, callTimeout), req)

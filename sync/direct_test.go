@@ -1,0 +1,176 @@
+package sync_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/strategy/memory"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// allowStores are the three paths of a synchronous Allow: the store
+// decides (AtomicAllower), or one PushFetch or one Push and Fetch bring
+// the others' totals before the node decides.
+func allowStores() []struct {
+	name  string
+	store func(mem *memory.Store) clustersync.Store
+} {
+	return []struct {
+		name  string
+		store func(mem *memory.Store) clustersync.Store
+	}{
+		{"atomic", func(mem *memory.Store) clustersync.Store { return mem }},
+		{"push fetch", func(mem *memory.Store) clustersync.Store {
+			return recordingPushFetcher{&recordingStore{mem: mem}}
+		}},
+		{"push then fetch", func(mem *memory.Store) clustersync.Store { return &recordingStore{mem: mem} }},
+	}
+}
+
+// TestSynchronousAllow: calls taking turns on several nodes admit exactly
+// the limit when the store decides, and on one node whatever the store;
+// what they admit (and, with CountRejected, what they deny) reaches the
+// store — by the call itself when the store decides, else by the call's
+// successor or the background tick.
+func TestSynchronousAllow(t *testing.T) {
+	for _, st := range allowStores() {
+		nodes := 1
+		if st.name == "atomic" {
+			nodes = 3
+		}
+		for _, countRejected := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/count_rejected=%v", st.name, countRejected), func(t *testing.T) {
+				testSynchronousAllow(t, st.store, nodes, countRejected)
+			})
+		}
+	}
+}
+
+func testSynchronousAllow(t *testing.T, store func(*memory.Store) clustersync.Store, nodeCount int, countRejected bool) {
+	clock := fakeclock.New(start)
+	mem := memory.New()
+	var nodes []testNode
+	for i := range nodeCount {
+		nodes = append(nodes, newNode(t, fmt.Sprintf("n%d", i), 0, store(mem), clock, clustersync.Config{}))
+	}
+	req := node.AllowRequest{Key: "k", Cost: 1, CountRejected: countRejected,
+		Limits: []node.Limit{{Size: time.Second, Limit: 100}, {Size: time.Minute, Limit: 10}}}
+	allowed := 0
+	for i := range 30 {
+		d, err := nodes[i%nodeCount].sy.AllowAt(context.Background(), clock.Now(), req, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			allowed++
+		}
+		want := float64(min(i+1, 10))
+		if countRejected {
+			want = float64(i + 1)
+		}
+		if d.Allowed != (i < 10) || d.Limits[1].Rate != want {
+			t.Errorf("call %d: allowed %v, minute rate %v; want %v, %v", i, d.Allowed, d.Limits[1].Rate, i < 10, want)
+		}
+	}
+	if allowed != 10 {
+		t.Errorf("admitted %d, want exactly 10", allowed)
+	}
+	if nodeCount == 1 {
+		if err := nodes[0].sy.SyncOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := int64(10)
+	if countRejected {
+		want = 30
+	}
+	ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
+	if got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"}); err != nil || got != want*node.Micro {
+		t.Errorf("store holds %v hits (%v), want %d", node.FromMicro(got), err, want)
+	}
+	for i, n := range nodes {
+		if dirty := n.ns.CollectDirty(clock.Now(), nil); len(dirty) != 0 {
+			t.Errorf("node %d: %d windows dirty, want 0", i, len(dirty))
+		}
+	}
+}
+
+// TestSynchronousAllowStoreFails: a failed store call answers from local
+// counts and leaves the windows it may have written dirty, so the
+// background tick stores them.
+func TestSynchronousAllowStoreFails(t *testing.T) {
+	for _, st := range allowStores() {
+		t.Run(st.name, func(t *testing.T) {
+			clock := fakeclock.New(start)
+			mem := memory.New()
+			faulty := memory.NewFaulty(st.store(mem))
+			n := newNode(t, "a", 0, faulty.Store(), clock, clustersync.Config{CallTimeout: 10 * time.Millisecond})
+			req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 3}}}
+			allow := func() bool {
+				t.Helper()
+				d, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Allowed
+			}
+			allow()
+			faulty.Fail(nil)
+			if !allow() || !allow() || allow() {
+				t.Error("during the outage: want two more admitted from local counts, then denied")
+			}
+			faulty.Heal()
+			if err := n.sy.SyncOnce(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
+			if got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"}); err != nil || got != 3*node.Micro {
+				t.Errorf("store holds %v hits (%v) after the tick, want 3", node.FromMicro(got), err)
+			}
+		})
+	}
+}
+
+// TestSynchronousRateAtCurDiff: an invalid cur_diff is reported as such.
+func TestSynchronousRateAtCurDiff(t *testing.T) {
+	n := newNode(t, "a", 0, memory.New(), fakeclock.New(start), clustersync.Config{})
+	_, err := n.sy.RateAt(context.Background(), start, "k", 0, 2e9, nil)
+	var fe *node.FieldError
+	if !errors.As(err, &fe) || fe.Field != "cur_diff" || !errors.Is(err, node.ErrInvalidValue) {
+		t.Errorf("RateAt with cur_diff 2e9: error %v, want a FieldError for cur_diff wrapping ErrInvalidValue", err)
+	}
+}
+
+// BenchmarkSynchronousCall measures a synchronous call on an existing key
+// against the in-memory store: the Syncer's own cost, allocations
+// included.
+func BenchmarkSynchronousCall(b *testing.B) {
+	clock := fakeclock.New(start)
+	n := newNode(b, "a", 0, memory.New(), clock, clustersync.Config{})
+	ctx := context.Background()
+	rates := make([]node.Rate, 0, 2)
+	statuses := make([]node.LimitStatus, 0, 2)
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}}
+	for _, bc := range []struct {
+		name string
+		call func() error
+	}{
+		{"IncrementAt", func() error { _, err := n.sy.IncrementAt(ctx, clock.Now(), "k", 0, 1, rates); return err }},
+		{"RateAt", func() error { _, err := n.sy.RateAt(ctx, clock.Now(), "k", 0, 0, rates); return err }},
+		{"AllowAt", func() error { _, err := n.sy.AllowAt(ctx, clock.Now(), req, statuses); return err }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := bc.call(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -68,6 +68,23 @@ func (s *Service) resolve(name string, last *route) (route, error) {
 	return r, nil
 }
 
+// target checks the start every call of kind k shares, in order: its
+// namespace, its time (zero: now), its key and its window size (0: every
+// size, or none). It returns the call's route and time.
+func (s *Service) target(last *route, k Kind, namespace string, t time.Time, key string, size time.Duration) (route, time.Time, error) {
+	r, err := s.resolve(namespace, last)
+	if err != nil {
+		return r, t, err
+	}
+	if t, err = at(k, r.ns, t); err != nil {
+		return r, t, err
+	}
+	if err := node.ValidateKey(key); err != nil {
+		return r, t, err
+	}
+	return r, t, checkSize(r.ns, "window_size", size)
+}
+
 // at validates a call's time for kind in ns, defaulting to now.
 func at(k Kind, ns *node.Namespace, t time.Time) (time.Time, error) {
 	now := ns.Now()
@@ -129,18 +146,8 @@ func (s *Service) Increment(ctx context.Context, req IncrementRequest, dst []Rat
 }
 
 func (s *Service) increment(ctx context.Context, req IncrementRequest, last *route, dst []Rate) ([]Rate, error) {
-	r, err := s.resolve(req.Namespace, last)
+	r, t, err := s.target(last, SlidingWindow, req.Namespace, req.At, req.Key, req.WindowSize)
 	if err != nil {
-		return dst, err
-	}
-	t, err := at(SlidingWindow, r.ns, req.At)
-	if err != nil {
-		return dst, err
-	}
-	if err := node.ValidateKey(req.Key); err != nil {
-		return dst, err
-	}
-	if err := checkSize(r.ns, "window_size", req.WindowSize); err != nil {
 		return dst, err
 	}
 	value := valueOr(req.Value, 1)
@@ -157,18 +164,8 @@ func (s *Service) increment(ctx context.Context, req IncrementRequest, last *rou
 // size asked for, ascending) as if req.CurDiff more were counted now; it
 // counts nothing.
 func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate) ([]Rate, error) {
-	r, err := s.resolve(req.Namespace, nil)
+	r, t, err := s.target(nil, SlidingWindow, req.Namespace, req.At, req.Key, req.WindowSize)
 	if err != nil {
-		return dst, err
-	}
-	t, err := at(SlidingWindow, r.ns, req.At)
-	if err != nil {
-		return dst, err
-	}
-	if err := node.ValidateKey(req.Key); err != nil {
-		return dst, err
-	}
-	if err := checkSize(r.ns, "window_size", req.WindowSize); err != nil {
 		return dst, err
 	}
 	if err := checkValue("cur_diff", req.CurDiff); err != nil {
@@ -188,15 +185,8 @@ func (s *Service) Allow(ctx context.Context, req AllowRequest, dst []LimitStatus
 }
 
 func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst []LimitStatus) (Decision, error) {
-	r, err := s.resolve(req.Namespace, last)
+	r, t, err := s.target(last, SlidingWindow, req.Namespace, req.At, req.Key, 0)
 	if err != nil {
-		return Decision{Limits: dst}, err
-	}
-	t, err := at(SlidingWindow, r.ns, req.At)
-	if err != nil {
-		return Decision{Limits: dst}, err
-	}
-	if err := node.ValidateKey(req.Key); err != nil {
 		return Decision{Limits: dst}, err
 	}
 	cost := valueOr(req.Cost, 1)

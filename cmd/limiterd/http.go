@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"sort"
@@ -9,7 +13,36 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	clustersync "github.com/limiterd/limiterd/sync"
 )
+
+func init() { listenerOpeners = append(listenerOpeners, listenHTTP) }
+
+// listenHTTP opens the operators' endpoints on cfg.HTTPAddr, unless it is
+// "off" (or empty).
+func listenHTTP(d *daemon) (*listener, error) {
+	if d.cfg.HTTPAddr == "" || d.cfg.HTTPAddr == "off" {
+		return nil, nil
+	}
+	lis, err := net.Listen("tcp", d.cfg.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("http listen: %w", err)
+	}
+	srv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	return &listener{
+		name: "http",
+		lis:  lis,
+		serve: func(l net.Listener) error {
+			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+		shutdown: func(ctx context.Context) { _ = srv.Shutdown(ctx) },
+		operator: true,
+	}, nil
+}
 
 // httpHandler serves /metrics, /healthz, /readyz and Go's profiles under
 // /debug/pprof/ (the listener is loopback unless configured otherwise, as
@@ -75,4 +108,19 @@ func (d *daemon) registerNodeMetrics() {
 				func() float64 { return float64(ns.DroppedWindows()) }),
 		)
 	}
+}
+
+// registerSyncMetrics exposes how long ago namespace last synced.
+func (d *daemon) registerSyncMetrics(namespace string, s *clustersync.Syncer) {
+	started := time.Now()
+	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "limiterd_sync_seconds_since_success", Help: "Seconds since the namespace's last fully successful sync (since start if none yet).",
+		ConstLabels: prometheus.Labels{"namespace": namespace},
+	}, func() float64 {
+		last, _ := s.Status()
+		if last.IsZero() {
+			last = started
+		}
+		return time.Since(last).Seconds()
+	}))
 }

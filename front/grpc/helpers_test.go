@@ -1,4 +1,4 @@
-package main
+package grpcfront
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -21,6 +20,7 @@ import (
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/service"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -41,14 +41,20 @@ func testNamespaces() []node.Config {
 // testServer is limiterd's gRPC API served in process over bufconn.
 type testServer struct {
 	node   *node.Node
-	srv    *server
+	srv    *handler
 	client limiterv1.RateLimiterClient
 	conn   *grpc.ClientConn
 }
 
-// newTestServer serves newServer over bufconn with the server options serve
-// uses. clock nil means the system clock.
+// newTestServer serves the namespaces cfgs (none: testNamespaces) with
+// NewServer over bufconn. clock nil means the system clock.
 func newTestServer(tb testing.TB, clock node.Clock, cfgs ...node.Config) *testServer {
+	return newSyncingTestServer(tb, clock, nil, cfgs...)
+}
+
+// newSyncingTestServer is newTestServer with the syncers syncers makes for
+// the node.
+func newSyncingTestServer(tb testing.TB, clock node.Clock, syncers func(*node.Node) []*clustersync.Syncer, cfgs ...node.Config) *testServer {
 	tb.Helper()
 	if len(cfgs) == 0 {
 		cfgs = testNamespaces()
@@ -57,10 +63,16 @@ func newTestServer(tb testing.TB, clock node.Clock, cfgs ...node.Config) *testSe
 	if err != nil {
 		tb.Fatalf("node.New: %v", err)
 	}
-	d := &daemon{node: n, syncers: map[string]*clustersync.Syncer{}, health: health.NewServer()}
-	srv := newServer(d)
+	var sys []*clustersync.Syncer
+	if syncers != nil {
+		sys = syncers(n)
+	}
+	svc, err := service.New(n, sys...)
+	if err != nil {
+		tb.Fatalf("service.New: %v", err)
+	}
 	lis := bufconn.Listen(1 << 20)
-	gs := newGRPCServer(d, make(chan struct{}))
+	gs := NewServer(svc)
 	go gs.Serve(lis)
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
@@ -73,7 +85,7 @@ func newTestServer(tb testing.TB, clock node.Clock, cfgs ...node.Config) *testSe
 		conn.Close()
 		gs.Stop()
 	})
-	return &testServer{node: n, srv: srv, client: limiterv1.NewRateLimiterClient(conn), conn: conn}
+	return &testServer{node: n, srv: newHandler(svc), client: limiterv1.NewRateLimiterClient(conn), conn: conn}
 }
 
 func ts(t time.Time) *timestamppb.Timestamp    { return timestamppb.New(t) }

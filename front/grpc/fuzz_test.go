@@ -1,4 +1,4 @@
-package main
+package grpcfront
 
 import (
 	"context"
@@ -22,17 +22,17 @@ import (
 func fuzzServer(tb testing.TB) *testServer {
 	tb.Helper()
 	cfgs := append(testNamespaces(), node.Config{Name: "sync", WindowSizes: []time.Duration{time.Second, time.Minute}, Store: "mem"})
-	s := newTestServer(tb, fakeclock.New(minute.Add(500*time.Millisecond)), cfgs...)
-	ns, err := s.node.Namespace("sync")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sy, err := clustersync.NewSyncer(ns, memory.New(), clustersync.NewIncarnation("fuzz"), clustersync.NewVersions(time.Now), clustersync.Config{}, nil, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s.srv.syncers["sync"] = sy
-	return s
+	return newSyncingTestServer(tb, fakeclock.New(minute.Add(500*time.Millisecond)), func(n *node.Node) []*clustersync.Syncer {
+		ns, err := n.Namespace("sync")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sy, err := clustersync.NewSyncer(ns, memory.New(), clustersync.NewIncarnation("fuzz"), clustersync.NewVersions(time.Now), clustersync.Config{}, nil, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return []*clustersync.Syncer{sy}
+	}, cfgs...)
 }
 
 // The request kinds FuzzHandlers decodes its bytes as.

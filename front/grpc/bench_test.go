@@ -1,4 +1,4 @@
-package main
+package grpcfront
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"github.com/limiterd/limiterd/internal/grpccodec"
 )
 
-// The gRPC benchmarks serve newServer over bufconn (in-process, no
+// The gRPC benchmarks serve NewServer over bufconn (in-process, no
 // sockets) on the system clock, with the default namespace (1s and 60s,
 // local only): they measure the gRPC stack plus the adapter plus the
 // engine. The server encodes with grpccodec, as limiterd does; the client

@@ -1,4 +1,4 @@
-package main
+package grpcfront
 
 import (
 	"fmt"
@@ -17,6 +17,7 @@ import (
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/service"
 )
 
 // badCase is one malformed request and the status it must get.
@@ -296,18 +297,18 @@ func TestInvalidUTF8Key(t *testing.T) {
 	}
 }
 
-// TestOversizeMessage: a request over maxRecvMsgSize is refused with
+// TestOversizeMessage: a request over MaxRecvMsgSize is refused with
 // RESOURCE_EXHAUSTED and counts nothing; one just under it is served.
 func TestOversizeMessage(t *testing.T) {
 	s := newTestServer(t, fakeclock.New(badNow))
 	// One Increment item whose key alone exceeds the limit.
-	big := strings.Repeat("k", maxRecvMsgSize+1)
+	big := strings.Repeat("k", MaxRecvMsgSize+1)
 	_, err := s.client.Increment(bg, &limiterv1.IncrementRequest{Key: big})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("Increment of %d bytes: %v, want RESOURCE_EXHAUSTED", len(big), err)
 	}
 	// A full batch of the most items with long keys fits.
-	items := make([]*limiterv1.IncrementRequest, MaxBatchItems)
+	items := make([]*limiterv1.IncrementRequest, service.MaxBatchItems)
 	for i := range items {
 		items[i] = &limiterv1.IncrementRequest{Key: fmt.Sprintf("%0512d", i)}
 	}
@@ -315,7 +316,7 @@ func TestOversizeMessage(t *testing.T) {
 	if err != nil {
 		t.Fatalf("IncrementBatch of %d items with 512-byte keys: %v", len(items), err)
 	}
-	if n := len(resp.GetResults()); n != MaxBatchItems {
-		t.Fatalf("%d results, want %d", n, MaxBatchItems)
+	if n := len(resp.GetResults()); n != service.MaxBatchItems {
+		t.Fatalf("%d results, want %d", n, service.MaxBatchItems)
 	}
 }

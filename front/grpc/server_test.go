@@ -1,4 +1,4 @@
-package main
+package grpcfront
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/service"
 )
 
 var bg = context.Background()
@@ -461,8 +462,8 @@ func TestAllowBatch(t *testing.T) {
 // counting nothing.
 func TestBatchItemLimit(t *testing.T) {
 	s := newTestServer(t, fakeclock.New(minute))
-	incs := make([]*limiterv1.IncrementRequest, MaxBatchItems+1)
-	allows := make([]*limiterv1.AllowRequest, MaxBatchItems+1)
+	incs := make([]*limiterv1.IncrementRequest, service.MaxBatchItems+1)
+	allows := make([]*limiterv1.AllowRequest, service.MaxBatchItems+1)
 	for i := range incs {
 		incs[i] = &limiterv1.IncrementRequest{Key: "i"}
 		allows[i] = &limiterv1.AllowRequest{Key: "a", Limits: []*limiterv1.Limit{{WindowSize: dur(time.Second), Limit: 1e9}}}
@@ -475,20 +476,20 @@ func TestBatchItemLimit(t *testing.T) {
 		t.Fatalf("active keys = %d after refused batches, want 0", n)
 	}
 
-	ir, err := s.client.IncrementBatch(bg, &limiterv1.IncrementBatchRequest{Items: incs[:MaxBatchItems]})
+	ir, err := s.client.IncrementBatch(bg, &limiterv1.IncrementBatchRequest{Items: incs[:service.MaxBatchItems]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ar, err := s.client.AllowBatch(bg, &limiterv1.AllowBatchRequest{Items: allows[:MaxBatchItems]})
+	ar, err := s.client.AllowBatch(bg, &limiterv1.AllowBatchRequest{Items: allows[:service.MaxBatchItems]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ir.GetResults()) != MaxBatchItems || len(ar.GetResults()) != MaxBatchItems {
-		t.Fatalf("results: %d and %d, want %d", len(ir.GetResults()), len(ar.GetResults()), MaxBatchItems)
+	if len(ir.GetResults()) != service.MaxBatchItems || len(ar.GetResults()) != service.MaxBatchItems {
+		t.Fatalf("results: %d and %d, want %d", len(ir.GetResults()), len(ar.GetResults()), service.MaxBatchItems)
 	}
-	checkRates(t, "last increment", ir.GetResults()[MaxBatchItems-1].GetResponse().GetRates(), rate{time.Second, MaxBatchItems}, rate{time.Minute, MaxBatchItems})
-	if got := s.rates(t, "", "a", nil); !equalRates(got, []rate{{time.Second, MaxBatchItems}, {time.Minute, MaxBatchItems}}) {
-		t.Errorf("a: %v, want %d", got, MaxBatchItems)
+	checkRates(t, "last increment", ir.GetResults()[service.MaxBatchItems-1].GetResponse().GetRates(), rate{time.Second, service.MaxBatchItems}, rate{time.Minute, service.MaxBatchItems})
+	if got := s.rates(t, "", "a", nil); !equalRates(got, []rate{{time.Second, service.MaxBatchItems}, {time.Minute, service.MaxBatchItems}}) {
+		t.Errorf("a: %v, want %d", got, service.MaxBatchItems)
 	}
 }
 

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"strings"
+	"time"
+)
+
+// Environment variables, each overridden by its flag.
+const (
+	envConfig   = "LIMITERD_CONFIG"
+	envGRPCAddr = "LIMITERD_GRPC_ADDR"
+	envHTTPAddr = "LIMITERD_HTTP_ADDR"
+	envNodeName = "LIMITERD_NODE_NAME"
+	envLogLevel = "LIMITERD_LOG_LEVEL"
+)
+
+const usageHead = `Usage:
+  limiterd [flags]                 serve (until SIGINT or SIGTERM)
+  limiterd schema postgres|cassandra [--config file] [--store name]
+                                   print a store's schema
+  limiterd probe URL               GET URL, succeed on 200 (container health check)
+  limiterd version                 print the version (also --version)
+  limiterd help                    print this help (also -h, --help)
+
+Flags:
+`
+
+// usageError is a command line limiterd does not understand; main prints
+// the usage after it and exits with status 2.
+type usageError struct {
+	msg   string
+	usage string
+}
+
+func (e *usageError) Error() string { return e.msg }
+
+// run is limiterd: it returns when ctx is done (after a graceful shutdown),
+// at once for the commands other than serving, or on an error (a
+// *usageError when the command line is wrong).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs, flags := serveFlags(getenv)
+	usage := usageText(fs)
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		switch cmd, rest := args[0], args[1:]; cmd {
+		case "schema":
+			return printSchema(rest, stdout)
+		case "probe":
+			return probe(ctx, rest)
+		case "version", "help":
+			if len(rest) > 0 {
+				return &usageError{msg: fmt.Sprintf("%s takes no arguments, got %q", cmd, rest), usage: usage}
+			}
+			if cmd == "help" {
+				_, err := io.WriteString(stdout, usage)
+				return err
+			}
+			_, err := fmt.Fprintln(stdout, version())
+			return err
+		default:
+			return &usageError{msg: fmt.Sprintf("unknown command %q", cmd), usage: usage}
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			_, err = io.WriteString(stdout, usage)
+			return err
+		}
+		return &usageError{msg: err.Error(), usage: usage}
+	}
+	if fs.NArg() > 0 {
+		return &usageError{msg: fmt.Sprintf("unexpected argument %q (a config file is given with --config FILE)", fs.Arg(0)), usage: usage}
+	}
+	if *flags.version {
+		_, err := fmt.Fprintln(stdout, version())
+		return err
+	}
+	cfg, err := flags.config()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+	return serve(ctx, cfg, log)
+}
+
+// flagValues are the serving flags, defaulted from the environment.
+type flagValues struct {
+	configPath, grpcAddr, httpAddr, nodeName, logLevel *string
+	version                                            *bool
+}
+
+func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
+	fs := flag.NewFlagSet("limiterd", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // run reports errors and usage itself
+	return fs, flagValues{
+		configPath: fs.String("config", getenv(envConfig), "YAML config file (env "+envConfig+"); none: a local-only \"default\" namespace with 1s and 60s windows"),
+		grpcAddr:   fs.String("grpc-addr", getenv(envGRPCAddr), "gRPC listen address (env "+envGRPCAddr+", default 127.0.0.1:7070)"),
+		httpAddr:   fs.String("http-addr", getenv(envHTTPAddr), "HTTP address for /metrics, /healthz, /readyz (env "+envHTTPAddr+", default 127.0.0.1:7071; \"off\" disables)"),
+		nodeName:   fs.String("node-name", getenv(envNodeName), "node name for people (env "+envNodeName+", default the host name)"),
+		logLevel:   fs.String("log-level", getenv(envLogLevel), "debug, info, warn or error (env "+envLogLevel+")"),
+		version:    fs.Bool("version", false, "print the version and exit"),
+	}
+}
+
+// config is the config file (or the default) with the flags over it,
+// validated.
+func (f flagValues) config() (Config, error) {
+	cfg := DefaultConfig()
+	if *f.configPath != "" {
+		var err error
+		if cfg, err = LoadConfig(*f.configPath); err != nil {
+			return cfg, err
+		}
+	}
+	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel} {
+		if v != "" {
+			*dst = v
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName, _ = os.Hostname()
+	}
+	return cfg, nil
+}
+
+func usageText(fs *flag.FlagSet) string {
+	var b strings.Builder
+	b.WriteString(usageHead)
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	return b.String()
+}
+
+func parseLevel(s string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// version is the module's version and the VCS revision it was built from.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "limiterd (no build information)"
+	}
+	v := "limiterd " + bi.Main.Version
+	var rev, modified string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				modified = " (modified)"
+			}
+		}
+	}
+	if rev == "" {
+		rev = "unknown"
+	}
+	return v + " revision " + rev + modified + " " + bi.GoVersion
+}
+
+// probe is the container health check (the image has no curl): GET a URL,
+// succeed on 200.
+func probe(ctx context.Context, args []string) error {
+	if len(args) != 1 {
+		return errors.New("usage: limiterd probe URL")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", args[0], resp.Status)
+	}
+	return nil
+}

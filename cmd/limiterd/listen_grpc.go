@@ -1,0 +1,26 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	grpcfront "github.com/limiterd/limiterd/front/grpc"
+)
+
+func init() { listenerOpeners = append(listenerOpeners, listenGRPC) }
+
+// listenGRPC opens the gRPC front on cfg.GRPCAddr.
+func listenGRPC(d *daemon) (*listener, error) {
+	lis, err := net.Listen("tcp", d.cfg.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("grpc listen: %w", err)
+	}
+	gs := grpcfront.NewServer(d.svc)
+	return &listener{
+		name:     "grpc",
+		lis:      lis,
+		serve:    gs.Serve,
+		shutdown: func(ctx context.Context) { gs.Shutdown(ctx) },
+	}, nil
+}

@@ -1,0 +1,61 @@
+package service_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/service"
+	"github.com/limiterd/limiterd/strategy/memory"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// now is the fake clock's time in these tests: 30 s into a minute.
+var now = time.Unix(1_700_000_040, 0).UTC().Add(30 * time.Second)
+
+// The sync_rate of each mode.
+var modes = []struct {
+	name     string
+	syncRate float64
+}{
+	{"local", -1},
+	{"periodic", 0.1},
+	{"synchronous", 0},
+}
+
+// newService serves one namespace, "default", with windows of 1 s and
+// 1 min in the mode of syncRate, over the in-memory store when it syncs.
+// It returns the service and its namespace.
+func newService(tb testing.TB, syncRate float64) (*service.Service, *node.Namespace) {
+	tb.Helper()
+	clock := fakeclock.New(now)
+	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: syncRate}
+	if syncRate >= 0 {
+		cfg.Store = "mem"
+	}
+	n, err := node.New([]node.Config{cfg}, clock)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ns, err := n.Namespace("")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var syncers []*clustersync.Syncer
+	if syncRate >= 0 {
+		sy, err := clustersync.NewSyncer(ns, memory.New(memory.WithClock(clock.Now)), clustersync.NewIncarnation("test"),
+			clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		syncers = append(syncers, sy)
+	}
+	s, err := service.New(n, syncers...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s, ns
+}
+
+func f64(v float64) *float64 { return &v }

@@ -1,0 +1,85 @@
+package service
+
+import (
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// The engine's types and errors, as fronts see them: a front imports this
+// package, not node.
+type (
+	// Rate is one window size's sliding rate.
+	Rate = node.Rate
+	// Limit is "at most Limit hits per sliding window of Size".
+	Limit = node.Limit
+	// LimitStatus is one limit's state after an Allow decision.
+	LimitStatus = node.LimitStatus
+	// Decision is the answer to an Allow.
+	Decision = node.Decision
+	// FieldError names the request field that was wrong and wraps one of
+	// the sentinels below.
+	FieldError = node.FieldError
+)
+
+// Sentinel errors, wrapped by every FieldError a call returns.
+var (
+	ErrInvalidKey       = node.ErrInvalidKey
+	ErrInvalidValue     = node.ErrInvalidValue
+	ErrInvalidWindow    = node.ErrInvalidWindow
+	ErrUnknownWindow    = node.ErrUnknownWindow
+	ErrInvalidLimit     = node.ErrInvalidLimit
+	ErrUnknownNamespace = node.ErrUnknownNamespace
+	ErrKeyLimit         = node.ErrKeyLimit
+)
+
+// Request limits.
+const (
+	// MaxLimits is the most limits one Allow may check.
+	MaxLimits = node.MaxLimits
+	// MaxWindowSizes is the most window sizes a namespace has, so the most
+	// rates one Increment or SlidingWindow answers.
+	MaxWindowSizes = node.MaxWindowSizes
+	// MaxBatchItems is the most items one batch may carry.
+	MaxBatchItems = 10_000
+)
+
+// IncrementRequest counts hits for a key.
+type IncrementRequest struct {
+	// Namespace; empty means "default".
+	Namespace string
+	// At is the time of the hits; zero means the namespace clock's now.
+	At time.Time
+	// Key is non-empty UTF-8 of at most 1 KiB.
+	Key string
+	// WindowSize counts in that window size only; 0 counts in every one.
+	WindowSize time.Duration
+	// Value is how much the hit counts; nil means 1. It may be fractional
+	// or negative (a release); |value| ≤ 10^9.
+	Value *float64
+}
+
+// RateRequest reads a key's sliding rates, counting nothing.
+type RateRequest struct {
+	Namespace  string
+	At         time.Time
+	Key        string
+	WindowSize time.Duration
+	// CurDiff answers as if this much more were counted now (a what-if).
+	CurDiff float64
+}
+
+// AllowRequest decides whether Cost more hits fit under every limit and,
+// if so, counts them in every window size of the namespace.
+type AllowRequest struct {
+	Namespace string
+	At        time.Time
+	Key       string
+	// Cost is the hits to take; nil means 1; it must not be negative.
+	Cost *float64
+	// Limits are 1 to MaxLimits limits on distinct configured window
+	// sizes; a limit with no (zero) window size is an error.
+	Limits []Limit
+	// CountRejected counts Cost even when denied (penalty mode).
+	CountRejected bool
+}

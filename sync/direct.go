@@ -166,7 +166,7 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, sizes []time.
 }
 
 func (s *Syncer) fallback(err error) {
-	s.m.SyncFallback.WithLabelValues(s.name).Inc()
+	s.m.Fallback(s.name)
 	s.log.Debug("synchronous store call failed; answered from local counts", "err", err)
 }
 

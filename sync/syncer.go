@@ -82,7 +82,7 @@ type Syncer struct {
 	period   time.Duration
 	ttlPad   time.Duration // 2 × sync_rate
 	log      *slog.Logger
-	m        *Metrics
+	m        Metrics
 	name     string
 
 	// downUntil (Unix ns, 0: none) is set when a synchronous store call
@@ -110,7 +110,7 @@ type Syncer struct {
 
 // NewSyncer returns a Syncer for ns (which must not be local only) writing
 // as incarnation inc with versions from v. log and m may be nil.
-func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Config, log *slog.Logger, m *Metrics) (*Syncer, error) {
+func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Config, log *slog.Logger, m Metrics) (*Syncer, error) {
 	nc := ns.Config()
 	if nc.Mode() == node.LocalOnly {
 		return nil, fmt.Errorf("sync: namespace %q is local only", nc.Name)
@@ -122,7 +122,7 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 		log = slog.New(slog.DiscardHandler)
 	}
 	if m == nil {
-		m = NewMetrics(nil)
+		m = NopMetrics{}
 	}
 	cfg = cfg.withDefaults(max(nc.SyncRate, 0))
 	period := nc.SyncPeriod()
@@ -189,19 +189,13 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 			ferr = s.fetch(ctx, nil)
 		}
 	}
-	if perr != nil {
-		s.m.PushErrors.WithLabelValues(s.name).Inc()
-	}
-	if ferr != nil {
-		s.m.FetchErrors.WithLabelValues(s.name).Inc()
-	}
-	s.m.Duration.WithLabelValues(s.name).Observe(time.Since(start).Seconds())
+	s.m.Tick(s.name, time.Since(start), perr != nil, ferr != nil)
 	err := errors.Join(perr, ferr)
 	s.statusMu.Lock()
 	s.lastErr = err
 	if err == nil {
 		s.lastSuccess = time.Now()
-		s.m.LastSuccess.WithLabelValues(s.name).Set(float64(s.lastSuccess.UnixNano()) / 1e9)
+		s.m.Synced(s.name, s.lastSuccess)
 	}
 	s.statusMu.Unlock()
 	return err
@@ -227,7 +221,7 @@ func (s *Syncer) row(p node.Pending, version int64) Row {
 // marked pushed, the others stay dirty for the next tick.
 func (s *Syncer) push(ctx context.Context, now time.Time) error {
 	s.pending = s.ns.CollectDirty(now, s.pending[:0])
-	s.m.Pending.WithLabelValues(s.name).Set(float64(len(s.pending)))
+	s.m.Dirty(s.name, len(s.pending))
 	if len(s.pending) == 0 {
 		return nil
 	}
@@ -245,7 +239,7 @@ func (s *Syncer) push(ctx context.Context, now time.Time) error {
 		for _, p := range batch {
 			s.ns.MarkPushed(p, version)
 		}
-		s.m.RowsPushed.WithLabelValues(s.name).Add(float64(len(batch)))
+		s.m.Pushed(s.name, len(batch))
 	}
 	clear(s.pending) // drop references to entries
 	return nil
@@ -266,7 +260,7 @@ func (s *Syncer) uncertain(batch []node.Pending) {
 // rest.
 func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (perr, ferr error) {
 	s.pending = s.ns.CollectDirty(now, s.pending[:0])
-	s.m.Pending.WithLabelValues(s.name).Set(float64(len(s.pending)))
+	s.m.Dirty(s.name, len(s.pending))
 	// Collected after the dirty windows, so a key first touched in between
 	// is only in the interest set, which keeps the two lists in step.
 	s.windows = s.ns.CollectInterest(now, s.windows[:0])
@@ -295,8 +289,8 @@ func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (
 					s.fetched[w] = true
 				}
 			}
-			s.m.RowsPushed.WithLabelValues(s.name).Add(float64(len(batch)))
-			s.m.RowsFetched.WithLabelValues(s.name).Add(float64(len(batch)))
+			s.m.Pushed(s.name, len(batch))
+			s.m.Fetched(s.name, len(batch))
 		}
 		clear(s.pending) // drop references to entries
 	}
@@ -377,7 +371,7 @@ func (s *Syncer) fetch(ctx context.Context, skip []bool) error {
 		for j, i := range s.idx {
 			s.ns.SetOthers(s.windows[i], s.others[j])
 		}
-		s.m.RowsFetched.WithLabelValues(s.name).Add(float64(len(s.keys)))
+		s.m.Fetched(s.name, len(s.keys))
 	}
 	return nil
 }

@@ -138,7 +138,7 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 	}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.registerNodeMetrics()
-	metrics := clustersync.NewMetrics(d.reg)
+	metrics := newSyncMetrics(d.reg)
 	versions := clustersync.NewVersions(time.Now)
 	var syncers []*clustersync.Syncer
 	for _, ns := range n.Namespaces() {

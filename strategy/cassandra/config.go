@@ -435,9 +435,13 @@ func createKeyspaceCQL(cfg Config) string {
 	return fmt.Sprintf("CREATE KEYSPACE IF NOT EXISTS %s\n  WITH replication = %s", cfg.Keyspace, cfg.Replication.CQL())
 }
 
-// The table: one partition per window of one key, one row per
-// incarnation. Every write carries its own TTL and its version as write
-// timestamp; see doc.go.
+// createTableCQL is the table: one partition per window of one key, one
+// row per incarnation, so no partition grows with the namespace or with
+// time (a window's partition lives for about two window sizes) and a busy
+// namespace's partitions spread over the whole ring. The key is a blob:
+// text would reject invalid UTF-8, and a blob keeps any two distinct keys
+// distinct. Totals are plain bigints, not counters: a counter increment
+// that times out cannot be retried safely, and counters cannot expire.
 func createTableCQL(cfg Config) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
   namespace   text,
@@ -450,6 +454,10 @@ func createTableCQL(cfg Config) string {
 ) WITH %s`, cfg.Keyspace, cfg.Table, tableOptions)
 }
 
+// tableOptions: time-window compaction (1 h windows), so whole SSTables
+// of expired windows are dropped; LZ4 in 4 KiB chunks, as reads are point
+// reads of a few rows; gc_grace_seconds of 3 h, the default hint window,
+// as no row is ever deleted, only overwritten or expired.
 const tableOptions = `compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'HOURS', 'compaction_window_size': '1'}
   AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': '4'}
   AND gc_grace_seconds = 10800

@@ -21,8 +21,12 @@ const maxBatchBytes = 4 << 10
 // Push stores rows for incarnation inc: each row one INSERT ... USING
 // TTL ... AND TIMESTAMP <Version>, grouped into unlogged batches of up to
 // BatchRows rows, at most Concurrency requests in flight. Cassandra keeps
-// the cell with the highest write timestamp, so an older version never
-// overwrites a newer one and a repeated push changes nothing.
+// the cell with the highest write timestamp, on every replica and through
+// compaction, so an older version never overwrites a newer one and a
+// repeated push changes nothing: the version check needs no read before
+// the write and no lightweight transaction. (Two writes with one
+// timestamp and different values would resolve to the larger value; an
+// incarnation's versions only grow, so it never sends those.)
 func (s *Store) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
 	if err := s.precheck(inc); err != nil {
 		return err

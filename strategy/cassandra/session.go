@@ -134,6 +134,10 @@ func (s *Store) newSession() (*gocql.Session, error) {
 	if s.cfg.LocalDC != "" {
 		fallback = gocql.DCAwareRoundRobinPolicy(s.cfg.LocalDC)
 	}
+	// Token-aware, replicas shuffled: the session has no keyspace (it
+	// must be able to create it), and driver v2, unlike gocql v1, computes
+	// the replicas of statements naming their keyspace, so reads spread
+	// over every replica of a partition.
 	c.PoolConfig.HostSelectionPolicy = gocql.TokenAwareHostPolicy(fallback, gocql.ShuffleReplicas())
 	sess, err := gocql.NewSession(c)
 	if err != nil {

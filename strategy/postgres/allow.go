@@ -16,7 +16,8 @@ import (
 // clustersync.AtomicAllower specifies, in one round trip: a transaction of
 // two statements sent as one pipeline. The first takes a transaction-scoped
 // advisory lock on the request's (namespace, key), so the decisions on one
-// key are serialised across nodes; the second, whose snapshot therefore
+// key are serialised across nodes (row locks could not do it: the other
+// incarnations' rows may not exist yet); the second, whose snapshot therefore
 // sees every decision committed before it, reads the other incarnations'
 // totals, decides in float8 and writes the version-checked rows. Committing
 // releases the lock. Under READ COMMITTED this never fails with a

@@ -36,8 +36,10 @@ type Config struct {
 	// Say sslmode explicitly: verify-full (TLS, certificate and host name
 	// checked) in production; disable only on a trusted loopback. Without
 	// it pgx tries TLS and falls back to plain text (prefer). Behind
-	// PgBouncer in transaction mode add default_query_exec_mode=exec: the
-	// store otherwise uses prepared statements. Required.
+	// PgBouncer in transaction mode add default_query_exec_mode=exec (the
+	// store otherwise uses prepared statements) and list the startup
+	// parameters Open sets in PgBouncer's ignore_startup_parameters; the
+	// server's defaults then apply, and must be READ COMMITTED. Required.
 	DSN string `yaml:"dsn"`
 	// PoolSize is the most connections this node opens; 0 means pgxpool's
 	// default, max(4, number of CPUs). Every node holds its own pool, so

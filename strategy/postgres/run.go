@@ -14,10 +14,9 @@ const (
 	// connection) outweighs the backend CPU it would spread.
 	minRowsPerStatement = 500
 	// maxParallel bounds the statements one call runs at once, each on its
-	// own connection, so each in its own backend process and on its own
-	// server core: a backend spends about as much CPU per row as the
-	// round trip costs, so one statement at a time would keep one server
-	// core busy however many the server has.
+	// own connection. A statement runs in one backend process, on one
+	// server core: one statement at a time would leave a tick of many
+	// thousand keys bound to a single core however many the server has.
 	maxParallel = 4
 )
 

@@ -53,6 +53,12 @@ func SchemaSQL(cfg Config) string {
 	return schemaSQL(cfg, true)
 }
 
+// schemaSQL is the DDL of cfg's table, with CREATE SCHEMA when
+// createSchema. Window size and start are nanoseconds, as
+// clustersync.WindowKey holds them, so no rounding can merge two windows.
+// Keys are bytea, since text cannot hold U+0000: any two distinct keys
+// stay distinct. Text columns are COLLATE "C", so the primary key's order
+// is the bytewise order in which newRowBatch sorts rows.
 func schemaSQL(cfg Config, createSchema bool) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "-- limiterd window rows: one row per (namespace, window size, window start,\n")

@@ -3,8 +3,6 @@ package harness
 import (
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"net"
 	"os"
 	"os/exec"
@@ -17,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 )
 
 // EnvCassandra names the environment variable with the host:port of a
@@ -328,7 +326,7 @@ func cassandraReady(host string, port int) error {
 	cluster.ConnectTimeout = 5 * time.Second
 	cluster.Timeout = 5 * time.Second
 	cluster.NumConns = 1
-	cluster.Logger = log.New(io.Discard, "", 0)
+	cluster.Logger = gocql.NewLogger(gocql.LogLevelNone)
 	session, err := cluster.CreateSession()
 	if err != nil {
 		return err

@@ -2,15 +2,13 @@ package harness
 
 import (
 	"context"
-	"io"
-	"log"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gocql/gocql"
+	gocql "github.com/apache/cassandra-gocql-driver/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 )
@@ -165,7 +163,7 @@ func cassandraSession(t *testing.T, hosts []string) *gocql.Session {
 	cluster.DisableInitialHostLookup = true
 	cluster.Timeout = 10 * time.Second
 	cluster.ConnectTimeout = 10 * time.Second
-	cluster.Logger = log.New(io.Discard, "", 0)
+	cluster.Logger = gocql.NewLogger(gocql.LogLevelNone)
 	s, err := cluster.CreateSession()
 	if err != nil {
 		t.Fatalf("gocql session to %v: %v", hosts, err)

@@ -16,6 +16,7 @@ import (
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
 	"github.com/limiterd/limiterd/internal/confval"
+	"github.com/limiterd/limiterd/node"
 )
 
 // Defaults of Config, as DefaultConfig sets them. A zero Port, Timeout,
@@ -190,12 +191,18 @@ func (c Config) withDefaults() Config {
 
 var identifier = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
-// Validate reports the first invalid field, naming it. Zero fields that
-// have a default are valid.
+// ErrInvalidConfig is wrapped by every error of Config.Validate.
+var ErrInvalidConfig = errors.New("cassandra: invalid config")
+
+// Validate reports the first invalid field: its error wraps a
+// *node.FieldError naming the field (as written in YAML) and the reason,
+// which wraps ErrInvalidConfig. Zero fields that have a default are valid.
 func (c Config) Validate() error {
 	c = c.withDefaults()
+	// The package prefix, then a *node.FieldError, so a caller can name
+	// the field without parsing text.
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("cassandra: %s: %s", field, fmt.Sprintf(format, args...))
+		return fmt.Errorf("cassandra: %w", &node.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidConfig})
 	}
 	if len(c.Hosts) == 0 {
 		return bad("hosts", "at least one host is required")
@@ -428,9 +435,13 @@ func createKeyspaceCQL(cfg Config) string {
 	return fmt.Sprintf("CREATE KEYSPACE IF NOT EXISTS %s\n  WITH replication = %s", cfg.Keyspace, cfg.Replication.CQL())
 }
 
-// The table: one partition per window of one key, one row per
-// incarnation. Every write carries its own TTL and its version as write
-// timestamp; see doc.go.
+// createTableCQL is the table: one partition per window of one key, one
+// row per incarnation, so no partition grows with the namespace or with
+// time (a window's partition lives for about two window sizes) and a busy
+// namespace's partitions spread over the whole ring. The key is a blob:
+// text would reject invalid UTF-8, and a blob keeps any two distinct keys
+// distinct. Totals are plain bigints, not counters: a counter increment
+// that times out cannot be retried safely, and counters cannot expire.
 func createTableCQL(cfg Config) string {
 	return fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
   namespace   text,
@@ -443,6 +454,10 @@ func createTableCQL(cfg Config) string {
 ) WITH %s`, cfg.Keyspace, cfg.Table, tableOptions)
 }
 
+// tableOptions: time-window compaction (1 h windows), so whole SSTables
+// of expired windows are dropped; LZ4 in 4 KiB chunks, as reads are point
+// reads of a few rows; gc_grace_seconds of 3 h, the default hint window,
+// as no row is ever deleted, only overwritten or expired.
 const tableOptions = `compaction = {'class': 'TimeWindowCompactionStrategy', 'compaction_window_unit': 'HOURS', 'compaction_window_size': '1'}
   AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': '4'}
   AND gc_grace_seconds = 10800

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/limiterd/limiterd/integration/harness"
+	"github.com/limiterd/limiterd/node"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -90,6 +91,13 @@ func TestValidate(t *testing.T) {
 		}
 		if !strings.HasPrefix(err.Error(), "cassandra: "+tc.field+": ") {
 			t.Errorf("Validate() = %q, want it to name %q", err, tc.field)
+		}
+		var fe *node.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || fe.Reason == "" {
+			t.Errorf("Validate() = %#v, want a *node.FieldError with field %q and a reason", err, tc.field)
+		}
+		if !errors.Is(err, cassandrastore.ErrInvalidConfig) {
+			t.Errorf("Validate() = %v, want it to wrap ErrInvalidConfig", err)
 		}
 		if _, oerr := cassandrastore.Open(cfg); oerr == nil {
 			t.Errorf("%s: Open accepted an invalid config", tc.field)

@@ -20,10 +20,10 @@ func Sessions(s *Store) int64 { return s.connects.Load() }
 // TTL is ttl, for tests.
 var TTL = ttl
 
-// SetReplaceSessionAfter sets how long a session may find no host before
-// it is replaced, until the returned restore is called.
-func SetReplaceSessionAfter(d time.Duration) (restore func()) {
-	old := replaceSessionAfter
-	replaceSessionAfter = d
-	return func() { replaceSessionAfter = old }
+// SetReplaceSessionAfter sets how long a session of s may find no host
+// before it is replaced.
+func SetReplaceSessionAfter(s *Store, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.replaceSessionAfter = d
 }

@@ -505,8 +505,8 @@ func testClosed(t *testing.T, e *env) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if err := s.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
+	if err := s.Close(); !errors.Is(err, clustersync.ErrClosed) {
+		t.Errorf("second Close = %v, want ErrClosed", err)
 	}
 	_, werr := s.Window(ctx(t), k)
 	for name, err := range map[string]error{
@@ -603,8 +603,8 @@ func testConsistency(t *testing.T, e *env) {
 // for longer than the replacement delay is replaced, and every store
 // recovers without being reopened.
 func testOutage(t *testing.T, c *harness.Cassandra, e *env) {
-	defer cassandrastore.SetReplaceSessionAfter(time.Second)()
 	s := open(t, e.config())
+	cassandrastore.SetReplaceSessionAfter(s, time.Second)
 	k := wk("outage", "k", time.Second, 0)
 	push(t, s, "inc", row(k, 1, 1))
 	if n := cassandrastore.Sessions(s); n != 1 {
@@ -613,6 +613,7 @@ func testOutage(t *testing.T, c *harness.Cassandra, e *env) {
 
 	c.Kill()
 	late := open(t, e.config()) // opened during the outage
+	cassandrastore.SetReplaceSessionAfter(late, time.Second)
 	down := time.Now()
 	for time.Since(down) < 3*time.Second {
 		for name, st := range map[string]*cassandrastore.Store{"store opened before": s, "store opened during the outage": late} {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/limiterd/limiterd/internal/confval"
+	"github.com/limiterd/limiterd/node"
 )
 
 // Defaults of Config.
@@ -35,8 +36,10 @@ type Config struct {
 	// Say sslmode explicitly: verify-full (TLS, certificate and host name
 	// checked) in production; disable only on a trusted loopback. Without
 	// it pgx tries TLS and falls back to plain text (prefer). Behind
-	// PgBouncer in transaction mode add default_query_exec_mode=exec: the
-	// store otherwise uses prepared statements. Required.
+	// PgBouncer in transaction mode add default_query_exec_mode=exec (the
+	// store otherwise uses prepared statements) and list the startup
+	// parameters Open sets in PgBouncer's ignore_startup_parameters; the
+	// server's defaults then apply, and must be READ COMMITTED. Required.
 	DSN string `yaml:"dsn"`
 	// PoolSize is the most connections this node opens; 0 means pgxpool's
 	// default, max(4, number of CPUs). Every node holds its own pool, so
@@ -84,28 +87,32 @@ func DefaultConfig() Config {
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// Validate reports the first invalid field, naming it. Empty Schema and
-// Table mean their defaults.
+// ErrInvalidConfig is wrapped by every error of Config.Validate.
+var ErrInvalidConfig = errors.New("postgres: invalid config")
+
+// Validate reports the first invalid field: its error wraps a
+// *node.FieldError naming the field (as written in YAML) and the reason,
+// which wraps ErrInvalidConfig. Empty Schema and Table mean their defaults.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if strings.TrimSpace(c.DSN) == "" {
-		return errors.New("postgres: dsn: required, e.g. postgres://user:password@host:5432/db?sslmode=verify-full")
+		return configErr("dsn", "required, e.g. postgres://user:password@host:5432/db?sslmode=verify-full")
 	}
 	if _, err := pgxpool.ParseConfig(c.DSN); err != nil {
 		// pgconn redacts the password from its parse errors.
-		return fmt.Errorf("postgres: dsn: %w", err)
+		return configErr("dsn", "%v", err)
 	}
 	switch {
 	case c.PoolSize < 0:
-		return fmt.Errorf("postgres: pool_size: must not be negative, got %d", c.PoolSize)
+		return configErr("pool_size", "must not be negative, got %d", c.PoolSize)
 	case c.PoolSize > math.MaxInt32:
-		return fmt.Errorf("postgres: pool_size: too large, got %d", c.PoolSize)
+		return configErr("pool_size", "too large, got %d", c.PoolSize)
 	case c.StatementTimeout < 0:
-		return fmt.Errorf("postgres: statement_timeout: must not be negative, got %s", c.StatementTimeout)
+		return configErr("statement_timeout", "must not be negative, got %s", c.StatementTimeout)
 	case time.Duration(c.StatementTimeout)%time.Millisecond != 0:
-		return fmt.Errorf("postgres: statement_timeout: must be a whole number of milliseconds, got %s", c.StatementTimeout)
+		return configErr("statement_timeout", "must be a whole number of milliseconds, got %s", c.StatementTimeout)
 	case time.Duration(c.StatementTimeout) > math.MaxInt32*time.Millisecond:
-		return fmt.Errorf("postgres: statement_timeout: must be at most %s, got %s", math.MaxInt32*time.Millisecond, c.StatementTimeout)
+		return configErr("statement_timeout", "must be at most %s, got %s", math.MaxInt32*time.Millisecond, c.StatementTimeout)
 	}
 	if err := checkIdent("schema", c.Schema, 63); err != nil {
 		return err
@@ -116,13 +123,19 @@ func (c Config) Validate() error {
 func checkIdent(field, v string, maxLen int) error {
 	switch {
 	case v == "":
-		return fmt.Errorf("postgres: %s: must not be empty", field)
+		return configErr(field, "must not be empty")
 	case !identRE.MatchString(v):
-		return fmt.Errorf("postgres: %s: must be a plain identifier (letters, digits and _, not starting with a digit), got %q", field, v)
+		return configErr(field, "must be a plain identifier (letters, digits and _, not starting with a digit), got %q", v)
 	case len(v) > maxLen:
-		return fmt.Errorf("postgres: %s: must be at most %d bytes, got %d", field, maxLen, len(v))
+		return configErr(field, "must be at most %d bytes, got %d", maxLen, len(v))
 	}
 	return nil
+}
+
+// configErr is an error of Validate: the package prefix, then a
+// *node.FieldError, so a caller can name the field without parsing text.
+func configErr(field, format string, args ...any) error {
+	return fmt.Errorf("postgres: %w", &node.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidConfig})
 }
 
 // withDefaults fills the fields whose zero value means "default".
@@ -141,41 +154,6 @@ func (c Config) withDefaults() Config {
 
 // tableName is the quoted, schema-qualified table name.
 func (c Config) tableName() string { return pgx.Identifier{c.Schema, c.Table}.Sanitize() }
-
-// SchemaSQL returns the DDL that creates cfg's schema, table and index, for
-// teams that run migrations themselves (limiterd schema postgres). It is
-// what the store runs on first use when CreateSchema is set, and it may be
-// run any number of times. Empty Schema and Table mean their defaults;
-// they must be plain identifiers (see Validate).
-func SchemaSQL(cfg Config) string {
-	cfg = cfg.withDefaults()
-	return schemaSQL(cfg, true)
-}
-
-func schemaSQL(cfg Config, createSchema bool) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "-- limiterd window rows: one row per (namespace, window size, window start,\n")
-	fmt.Fprintf(&b, "-- key, node incarnation) holding that incarnation's absolute total in\n")
-	fmt.Fprintf(&b, "-- micro-hits and its version; limiterd purges rows past expire_at.\n")
-	if createSchema {
-		fmt.Fprintf(&b, "CREATE SCHEMA IF NOT EXISTS %s;\n", pgx.Identifier{cfg.Schema}.Sanitize())
-	}
-	fmt.Fprintf(&b, `CREATE TABLE IF NOT EXISTS %s (
-    namespace   text COLLATE "C" NOT NULL,
-    size_ns     bigint NOT NULL,          -- window size, nanoseconds
-    start_ns    bigint NOT NULL,          -- window start, Unix nanoseconds
-    key         bytea NOT NULL,           -- the key's UTF-8 bytes
-    incarnation text COLLATE "C" NOT NULL,
-    total       bigint NOT NULL,          -- micro-hits (hits x 10^6)
-    version     bigint NOT NULL,
-    expire_at   timestamptz,              -- NULL: never
-    PRIMARY KEY (namespace, size_ns, start_ns, key, incarnation)
-) WITH (fillfactor = 90);
-`, cfg.tableName())
-	fmt.Fprintf(&b, "CREATE INDEX IF NOT EXISTS %s ON %s (expire_at);\n",
-		pgx.Identifier{cfg.Table + "_expire_at"}.Sanitize(), cfg.tableName())
-	return b.String()
-}
 
 // Duration is a time.Duration written in config as a Go duration string
 // ("250ms", "1s") or a bare number of seconds (1, 0.5).

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/limiterd/limiterd/node"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -67,6 +68,16 @@ func TestValidate(t *testing.T) {
 				t.Errorf("got %v, want an error naming %s", err, tt.field)
 			case err != nil && strings.Contains(err.Error(), "secret"):
 				t.Errorf("error leaks the password: %v", err)
+			}
+			if err == nil {
+				return
+			}
+			var fe *node.FieldError
+			if !errors.As(err, &fe) || fe.Field != tt.field || fe.Reason == "" {
+				t.Errorf("got %#v, want a *node.FieldError with field %s and a reason", err, tt.field)
+			}
+			if !errors.Is(err, pgstore.ErrInvalidConfig) {
+				t.Errorf("got %v, want it to wrap ErrInvalidConfig", err)
 			}
 		})
 	}

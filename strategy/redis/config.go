@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/limiterd/limiterd/internal/confval"
+	"github.com/limiterd/limiterd/node"
 )
 
 // DefaultKeyPrefix starts every Redis key unless Config.KeyPrefix says
@@ -70,38 +71,49 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first invalid field, naming it.
+// ErrInvalidConfig is wrapped by every error of Config.Validate.
+var ErrInvalidConfig = errors.New("redis: invalid config")
+
+// Validate reports the first invalid field: its error wraps a
+// *node.FieldError naming the field (as written in YAML) and the reason,
+// which wraps ErrInvalidConfig.
 func (c Config) Validate() error {
 	if len(c.Addrs) == 0 {
-		return errors.New("redis: addrs: at least one address is required")
+		return configErr("addrs", "at least one address is required")
 	}
 	for i, a := range c.Addrs {
 		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-			return fmt.Errorf("redis: addrs[%d]: %q is not host:port", i, a)
+			return configErr(fmt.Sprintf("addrs[%d]", i), "%q is not host:port", a)
 		}
 	}
 	cluster := c.MasterName == "" && (len(c.Addrs) > 1 || c.Cluster)
 	switch {
 	case c.DB < 0:
-		return fmt.Errorf("redis: db: must not be negative, got %d", c.DB)
+		return configErr("db", "must not be negative, got %d", c.DB)
 	case c.DB != 0 && cluster:
-		return fmt.Errorf("redis: db: a cluster has only db 0, got %d", c.DB)
+		return configErr("db", "a cluster has only db 0, got %d", c.DB)
 	case c.PoolSize < 0:
-		return fmt.Errorf("redis: pool_size: must not be negative, got %d", c.PoolSize)
+		return configErr("pool_size", "must not be negative, got %d", c.PoolSize)
 	case c.DialTimeout < 0:
-		return fmt.Errorf("redis: dial_timeout: must not be negative, got %s", c.DialTimeout)
+		return configErr("dial_timeout", "must not be negative, got %s", c.DialTimeout)
 	case c.ReadTimeout < 0:
-		return fmt.Errorf("redis: read_timeout: must not be negative, got %s", c.ReadTimeout)
+		return configErr("read_timeout", "must not be negative, got %s", c.ReadTimeout)
 	case c.WriteTimeout < 0:
-		return fmt.Errorf("redis: write_timeout: must not be negative, got %s", c.WriteTimeout)
+		return configErr("write_timeout", "must not be negative, got %s", c.WriteTimeout)
 	case c.KeyPrefix == "":
-		return errors.New("redis: key_prefix: must not be empty")
+		return configErr("key_prefix", "must not be empty")
 	case strings.ContainsAny(c.KeyPrefix, "{}"):
-		return fmt.Errorf("redis: key_prefix: must not contain '{' or '}' (they would break the hash tag), got %q", c.KeyPrefix)
+		return configErr("key_prefix", "must not contain '{' or '}' (they would break the hash tag), got %q", c.KeyPrefix)
 	case !c.TLS.Enabled && (c.TLS.CAFile != "" || c.TLS.ServerName != "" || c.TLS.InsecureSkipVerify):
-		return errors.New("redis: tls.enabled: must be true when other tls fields are set")
+		return configErr("tls.enabled", "must be true when other tls fields are set")
 	}
 	return nil
+}
+
+// configErr is an error of Validate: the package prefix, then a
+// *node.FieldError, so a caller can name the field without parsing text.
+func configErr(field, format string, args ...any) error {
+	return fmt.Errorf("redis: %w", &node.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidConfig})
 }
 
 // Open validates cfg and returns a Store on a new client. It does not

@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/limiterd/limiterd/integration/harness"
+	"github.com/limiterd/limiterd/node"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
 )
 
@@ -118,8 +120,15 @@ func TestConfigValidate(t *testing.T) {
 		cfg := redisstore.DefaultConfig()
 		c.edit(&cfg)
 		err := cfg.Validate()
-		if err == nil || !strings.Contains(err.Error(), c.field+":") {
+		if err == nil || !strings.HasPrefix(err.Error(), "redis: "+c.field+": ") {
 			t.Errorf("%s: Validate() = %v, want an error naming %s", c.field, err, c.field)
+		}
+		var fe *node.FieldError
+		if !errors.As(err, &fe) || fe.Field != c.field || fe.Reason == "" {
+			t.Errorf("%s: Validate() = %#v, want a *node.FieldError with that field and a reason", c.field, err)
+		}
+		if !errors.Is(err, redisstore.ErrInvalidConfig) {
+			t.Errorf("%s: Validate() = %v, want it to wrap ErrInvalidConfig", c.field, err)
 		}
 		if _, oerr := redisstore.Open(cfg); oerr == nil {
 			t.Errorf("%s: Open accepted an invalid config", c.field)

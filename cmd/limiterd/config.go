@@ -345,6 +345,10 @@ func (c *Config) Validate() error {
 			return bad("stores."+name+".type", "must be one of %s, got %q", strings.Join(storeTypes, ", "), s.Type)
 		}
 		if _, err := decodeStoreOptions(s); err != nil {
+			var fe *node.FieldError
+			if errors.As(err, &fe) {
+				return bad("stores."+name+"."+fe.Field, "%s", fe.Reason)
+			}
 			return bad("stores."+name, "%v", err)
 		}
 	}

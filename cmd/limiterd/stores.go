@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/limiterd/limiterd/node"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
@@ -69,9 +70,13 @@ func decodeStoreOptions(s StoreConfig) (any, error) {
 		return nil, err
 	}
 	if err := validate(); err != nil {
-		// The store packages prefix their errors with their type, which
-		// the caller's field path already names.
-		return nil, errors.New(strings.TrimPrefix(err.Error(), s.Type+": "))
+		// "field: reason", the field as written in YAML: the caller's
+		// path already names the store and its type.
+		var fe *node.FieldError
+		if errors.As(err, &fe) {
+			return nil, fe
+		}
+		return nil, err
 	}
 	return opts, nil
 }

@@ -9,8 +9,8 @@
 //	}
 //
 // Run calls newStore once per subtest and closes the store when the
-// subtest ends (newStore may register its own Close too; a second Close
-// may return nil or an error wrapping clustersync.ErrClosed). Every subtest
+// subtest ends (newStore may register its own Close too: a second Close
+// returns an error wrapping clustersync.ErrClosed). Every subtest
 // writes under its own namespace, drawn from the test's name and a random
 // suffix, so stores backed by a real server may share one server, schema,
 // keyspace or key prefix across subtests and runs; nothing is cleaned up

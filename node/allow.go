@@ -120,6 +120,12 @@ func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost 
 		return 0, fieldErr("limits", ErrInvalidLimit, "at most %d limits, got %d", MaxLimits, len(req.Limits))
 	}
 	for i, l := range req.Limits {
+		switch {
+		case l.Size == 0:
+			return 0, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidLimit, "is required")
+		case l.Size < 0:
+			return 0, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidWindow, "must be positive, got %s", l.Size)
+		}
 		idx := ns.sizeIndex(l.Size)
 		if idx < 0 {
 			return 0, ns.unknownWindowField(fmt.Sprintf("limits[%d].window_size", i), l.Size)

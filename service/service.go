@@ -82,7 +82,7 @@ func (s *Service) target(last *route, k Kind, namespace string, t time.Time, key
 	if err := node.ValidateKey(key); err != nil {
 		return r, t, err
 	}
-	return r, t, checkSize(r.ns, "window_size", size)
+	return r, t, checkSize(r.ns, size)
 }
 
 // at validates a call's time for kind in ns, defaulting to now.
@@ -100,34 +100,18 @@ func at(k Kind, ns *node.Namespace, t time.Time) (time.Time, error) {
 	return t, nil
 }
 
-// checkSize validates a window size of ns named field; 0 passes (every
-// size, where the call allows it).
-func checkSize(ns *node.Namespace, field string, size time.Duration) error {
+// checkSize validates a call's window size in ns; 0 passes (every size).
+func checkSize(ns *node.Namespace, size time.Duration) error {
 	if size < 0 {
-		return &FieldError{Field: field, Err: ErrInvalidWindow, Reason: fmt.Sprintf("must be positive, got %s", size)}
+		return &FieldError{Field: "window_size", Err: ErrInvalidWindow, Reason: fmt.Sprintf("must be positive, got %s", size)}
 	}
-	if size == 0 {
-		return nil
-	}
-	if _, _, err := ns.SizeRange(size); err != nil {
-		return renamed(err, field)
-	}
-	return nil
+	_, _, err := ns.SizeRange(size)
+	return err
 }
 
 // checkValue validates a hit count named field.
 func checkValue(field string, v float64) error {
-	if _, err := node.ToMicro(v); err != nil {
-		return renamed(err, field)
-	}
-	return nil
-}
-
-// renamed sets the field of err, a *FieldError, to field.
-func renamed(err error, field string) error {
-	if fe, ok := err.(*FieldError); ok {
-		fe.Field = field
-	}
+	_, err := node.ToMicroField(field, v)
 	return err
 }
 
@@ -189,59 +173,15 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}
-	cost := valueOr(req.Cost, 1)
-	if err := checkCost(cost); err != nil {
+	// The cost and the limits: node's rules, checked here so that they
+	// come after the namespace, time and key in every mode.
+	ar := node.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: req.Limits, CountRejected: req.CountRejected}
+	if _, err := r.ns.CheckAllow(ar); err != nil {
 		return Decision{Limits: dst}, err
 	}
-	if err := checkLimits(r.ns, req.Limits); err != nil {
-		return Decision{Limits: dst}, err
-	}
-	ar := node.AllowRequest{Key: req.Key, Cost: cost, Limits: req.Limits, CountRejected: req.CountRejected}
 	if r.sy != nil {
 		return r.sy.AllowAt(ctx, t, ar, dst)
 	}
 	return r.ns.AllowAt(t, ar, dst)
 }
 
-// checkCost validates an Allow's cost: a hit count that is not negative.
-func checkCost(cost float64) error {
-	m, err := node.ToMicro(cost)
-	if err != nil {
-		return renamed(err, "cost")
-	}
-	if m < 0 {
-		return &FieldError{Field: "cost", Err: ErrInvalidValue, Reason: fmt.Sprintf("must not be negative, got %g", cost)}
-	}
-	return nil
-}
-
-// checkLimits validates an Allow's limits: their count, then each limit's
-// window size (given, configured, not given before) and limit.
-func checkLimits(ns *node.Namespace, limits []Limit) error {
-	switch n := len(limits); {
-	case n == 0:
-		return &FieldError{Field: "limits", Err: ErrInvalidLimit, Reason: "at least one limit is required"}
-	case n > MaxLimits:
-		return &FieldError{Field: "limits", Err: ErrInvalidLimit, Reason: fmt.Sprintf("at most %d limits, got %d", MaxLimits, n)}
-	}
-	for i, l := range limits {
-		if l.Size == 0 {
-			return &FieldError{Field: limitField(i, "window_size"), Err: ErrInvalidLimit, Reason: "is required"}
-		}
-		if err := checkSize(ns, "window_size", l.Size); err != nil {
-			return renamed(err, limitField(i, "window_size"))
-		}
-		if m, err := node.ToMicro(l.Limit); err != nil || m < 0 {
-			return &FieldError{Field: limitField(i, "limit"), Err: ErrInvalidLimit,
-				Reason: fmt.Sprintf("must be a finite number between 0 and %g, got %g", float64(node.MaxValue), l.Limit)}
-		}
-		for _, prev := range limits[:i] {
-			if prev.Size == l.Size {
-				return &FieldError{Field: limitField(i, "window_size"), Err: ErrInvalidLimit, Reason: fmt.Sprintf("window size %s given twice", l.Size)}
-			}
-		}
-	}
-	return nil
-}
-
-func limitField(i int, name string) string { return fmt.Sprintf("limits[%d].%s", i, name) }

@@ -42,10 +42,10 @@ type listener struct {
 	operator bool
 }
 
-// listenerOpeners open the listeners of a daemon; each listener's file
-// adds its opener in its init. An opener returns nil when the config
+// listenerOpeners open the listeners of a daemon, each defined in a file of
+// its own (listen_*.go, http.go). An opener returns nil when the config
 // turns its listener off.
-var listenerOpeners []func(*daemon) (*listener, error)
+var listenerOpeners = []func(*daemon) (*listener, error){listenGRPC, listenHTTP}
 
 // shutdownTimeout bounds the graceful stop of the fronts: calls still
 // running after it are cut off.

@@ -17,8 +17,6 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-func init() { listenerOpeners = append(listenerOpeners, listenHTTP) }
-
 // listenHTTP opens the operators' endpoints on cfg.HTTPAddr, unless it is
 // "off" (or empty).
 func listenHTTP(d *daemon) (*listener, error) {

@@ -8,8 +8,6 @@ import (
 	grpcfront "github.com/limiterd/limiterd/front/grpc"
 )
 
-func init() { listenerOpeners = append(listenerOpeners, listenGRPC) }
-
 // listenGRPC opens the gRPC front on cfg.GRPCAddr.
 func listenGRPC(d *daemon) (*listener, error) {
 	lis, err := net.Listen("tcp", d.cfg.GRPCAddr)

@@ -184,4 +184,3 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	}
 	return r.ns.AllowAt(t, ar, dst)
 }
-

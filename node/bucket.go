@@ -161,9 +161,10 @@ func (b *Buckets) shard(key string) *bucketShard {
 
 // apply runs step on the state of id under its lock; found is false for a
 // bucket not held yet, whose state step initialises. With write, a missing
-// bucket is created (within the cap) and step's changes are kept;
-// without, step runs on a copy and nothing is stored.
-func (b *Buckets) apply(id *bucketID, write bool, step func(s *bucketVal, found bool)) error {
+// bucket is created (within the cap) and the state step returns is
+// stored; without, nothing is stored. (step takes and returns values, not
+// a pointer, so a read's copy stays on the stack.)
+func (b *Buckets) apply(id *bucketID, write bool, step func(s bucketVal, found bool) bucketVal) error {
 	if err := checkKeyLen(id.key); err != nil {
 		return err
 	}
@@ -171,11 +172,8 @@ func (b *Buckets) apply(id *bucketID, write bool, step func(s *bucketVal, found 
 	sh.mu.RLock()
 	if e := sh.m[*id]; e != nil {
 		e.mu.Lock()
-		if write {
-			step(&e.val, true)
-		} else {
-			v := e.val
-			step(&v, true)
+		if v := step(e.val, true); write {
+			e.val = v
 		}
 		e.mu.Unlock()
 		sh.mu.RUnlock()
@@ -186,8 +184,7 @@ func (b *Buckets) apply(id *bucketID, write bool, step func(s *bucketVal, found 
 		return errKeyUTF8()
 	}
 	if !write {
-		var v bucketVal
-		step(&v, false)
+		step(bucketVal{}, false)
 		return nil
 	}
 	return b.insert(sh, id, step)
@@ -195,11 +192,11 @@ func (b *Buckets) apply(id *bucketID, write bool, step func(s *bucketVal, found 
 
 // insert creates id's bucket under the shard's write lock and runs step
 // on it, unless another call created it meanwhile.
-func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s *bucketVal, found bool)) error {
+func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, found bool) bucketVal) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.m[*id]; e != nil {
-		step(&e.val, true) // no reader holds the shard: e.mu is free
+		e.val = step(e.val, true) // no reader holds the shard: e.mu is free
 		return nil
 	}
 	for {
@@ -212,8 +209,7 @@ func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s *bucketVal, 
 			break
 		}
 	}
-	e := new(bucketEntry)
-	step(&e.val, false)
+	e := &bucketEntry{val: step(bucketVal{}, false)}
 	nid := *id
 	nid.key = strings.Clone(id.key)
 	sh.m[nid] = e

@@ -94,8 +94,9 @@ func (b *Buckets) TakeFixedAt(t time.Time, key string, p FixedBucket, take float
 	id := bucketID{key: key, kind: kindFixed, a: q.period, b: q.limit}
 	tn := t.UnixNano()
 	var st BucketStatus
-	err = b.apply(&id, n > 0, func(s *bucketVal, found bool) {
-		st = q.take(s, found, tn, n)
+	err = b.apply(&id, n > 0, func(s bucketVal, found bool) bucketVal {
+		st = q.take(&s, found, tn, n)
+		return s
 	})
 	return st, err
 }

@@ -128,8 +128,9 @@ func (b *Buckets) TakeLeakyAt(t time.Time, key string, p LeakyBucket, take float
 	id := bucketID{key: key, kind: kindLeaky, a: q.size, b: q.interval, c: q.drip}
 	tn := t.UnixNano()
 	var st BucketStatus
-	err = b.apply(&id, n > 0, func(s *bucketVal, found bool) {
-		st = q.take(s, found, tn, n)
+	err = b.apply(&id, n > 0, func(s bucketVal, found bool) bucketVal {
+		st = q.take(&s, found, tn, n)
+		return s
 	})
 	return st, err
 }

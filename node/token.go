@@ -126,8 +126,9 @@ func (b *Buckets) TakeTokenAt(t time.Time, key string, p TokenBucket, take float
 	id := bucketID{key: key, kind: kindToken, a: q.max, b: q.refill, c: q.amount}
 	tn := t.UnixNano()
 	var st BucketStatus
-	err = b.apply(&id, n > 0, func(s *bucketVal, found bool) {
-		st = q.take(s, found, tn, n, strict)
+	err = b.apply(&id, n > 0, func(s bucketVal, found bool) bucketVal {
+		st = q.take(&s, found, tn, n, strict)
+		return s
 	})
 	return st, err
 }

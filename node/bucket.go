@@ -218,7 +218,7 @@ func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, f
 
 // Reclaim removes the buckets that are back at their idle state at now: a
 // token bucket refilled to its max, a leaky bucket drained to 0, a fixed
-// bucket whose period ended. A bucket created again later starts from that
+// bucket whose period ended (or that counted nothing in it). A bucket created again later starts from that
 // state (a token bucket's refill marks then count from its new first
 // call). It returns the number of buckets removed.
 func (b *Buckets) Reclaim(now time.Time) int {

@@ -55,9 +55,11 @@ func (p fixedParams) advance(s *bucketVal, t int64) int64 {
 	return t
 }
 
-// idle reports whether s's period has ended at t.
+// idle reports whether s counts nothing at t (its period ended, or
+// nothing was counted in it), so a new bucket would be the same.
 func (p fixedParams) idle(s bucketVal, t int64) bool {
-	return t-s.last >= p.period
+	p.advance(&s, t)
+	return s.v == 0
 }
 
 // take applies a take of n at t to s (found: s is stored; else a new

@@ -45,21 +45,21 @@ func (c *bucketClock) Sleep(ctx context.Context, d time.Duration) error {
 // bucketEpoch is a whole hour, aligned to every period in these tests.
 var bucketEpoch = time.Unix(1_700_000_000-1_700_000_000%3600, 0)
 
-func at(d time.Duration) time.Time { return bucketEpoch.Add(d) }
+func bt(d time.Duration) time.Time { return bucketEpoch.Add(d) }
 
 func newBuckets(maxKeys int) *node.Buckets {
 	return node.NewBuckets(node.BucketsConfig{Name: "test", MaxKeys: maxKeys}, &bucketClock{t: bucketEpoch})
 }
 
-// want checks the fields of a status that a test names; a negative
+// bucketWant is the fields of a status that a test names; a negative
 // duration or NaN means "not checked".
-type want struct {
+type bucketWant struct {
 	allowed, never    bool
 	before, remaining float64
 	reset, retry      time.Duration
 }
 
-func check(t *testing.T, what string, got node.BucketStatus, err error, w want) {
+func checkBucket(t *testing.T, what string, got node.BucketStatus, err error, w bucketWant) {
 	t.Helper()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -87,18 +87,18 @@ func wantBucketFieldError(t *testing.T, what string, err error, field string, se
 func TestTokenBucketSmyteTranscript(t *testing.T) {
 	b := newBuckets(0)
 	p := node.TokenBucket{Max: 2, RefillTime: time.Minute}
-	for i, w := range []want{
+	for i, w := range []bucketWant{
 		{allowed: true, before: 2, remaining: 1, reset: time.Minute, retry: 0},
 		{allowed: true, before: 1, remaining: 0, reset: time.Minute - time.Second, retry: 0},
 		{allowed: false, before: 0, remaining: 0, reset: time.Minute - 2*time.Second, retry: time.Minute - 2*time.Second},
 	} {
-		st, err := b.TakeTokenAt(at(time.Duration(i)*time.Second), "twoPerMin", p, 1, false)
-		check(t, "take "+string(rune('1'+i)), st, err, w)
+		st, err := b.TakeTokenAt(bt(time.Duration(i)*time.Second), "twoPerMin", p, 1, false)
+		checkBucket(t, "take "+string(rune('1'+i)), st, err, w)
 	}
 	// A minute after the first call one refill of Max (REFILL defaults to
 	// Max) fills it again.
-	st, err := b.TakeTokenAt(at(time.Minute), "twoPerMin", p, 1, false)
-	check(t, "take after a minute", st, err, want{allowed: true, before: 2, remaining: 1, reset: time.Minute, retry: 0})
+	st, err := b.TakeTokenAt(bt(time.Minute), "twoPerMin", p, 1, false)
+	checkBucket(t, "take after a minute", st, err, bucketWant{allowed: true, before: 2, remaining: 1, reset: time.Minute, retry: 0})
 }
 
 // REFILL: refills are stepwise, capped at Max, and the refill mark moves
@@ -107,18 +107,18 @@ func TestTokenBucketRefill(t *testing.T) {
 	b := newBuckets(0)
 	p := node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}
 	take := func(d time.Duration, n float64) (node.BucketStatus, error) {
-		return b.TakeTokenAt(at(d), "k", p, n, false)
+		return b.TakeTokenAt(bt(d), "k", p, n, false)
 	}
 	st, err := take(0, 10)
-	check(t, "take 10", st, err, want{allowed: true, before: 10, remaining: 0, reset: time.Minute, retry: 0})
+	checkBucket(t, "take 10", st, err, bucketWant{allowed: true, before: 10, remaining: 0, reset: time.Minute, retry: 0})
 	st, err = take(59*time.Second, 0)
-	check(t, "read at 59s", st, err, want{allowed: true, before: 0, remaining: 0, reset: time.Second, retry: 0})
+	checkBucket(t, "read at 59s", st, err, bucketWant{allowed: true, before: 0, remaining: 0, reset: time.Second, retry: 0})
 	st, err = take(90*time.Second, 1) // one refill (mark 0 → 60 s): 3
-	check(t, "take at 90s", st, err, want{allowed: true, before: 3, remaining: 2, reset: 30 * time.Second, retry: 0})
+	checkBucket(t, "take at 90s", st, err, bucketWant{allowed: true, before: 3, remaining: 2, reset: 30 * time.Second, retry: 0})
 	st, err = take(120*time.Second, 0) // mark 60 s → 120 s, though the last call was 30 s ago
-	check(t, "read at 120s", st, err, want{allowed: true, before: 5, remaining: 5, reset: time.Minute, retry: 0})
+	checkBucket(t, "read at 120s", st, err, bucketWant{allowed: true, before: 5, remaining: 5, reset: time.Minute, retry: 0})
 	st, err = take(10*time.Minute, 0) // capped at Max
-	check(t, "read at 10m", st, err, want{allowed: true, before: 10, remaining: 10, reset: 0, retry: 0})
+	checkBucket(t, "read at 10m", st, err, bucketWant{allowed: true, before: 10, remaining: 10, reset: 0, retry: 0})
 }
 
 // TAKE: a take of n is admitted when at least n tokens are left; a refused
@@ -127,17 +127,17 @@ func TestTokenBucketRefill(t *testing.T) {
 func TestTokenBucketTake(t *testing.T) {
 	b := newBuckets(0)
 	p := node.TokenBucket{Max: 5, RefillTime: time.Minute, RefillAmount: 2}
-	st, err := b.TakeTokenAt(at(0), "k", p, 3, false)
-	check(t, "take 3 of 5", st, err, want{allowed: true, before: 5, remaining: 2, reset: time.Minute, retry: 0})
-	st, err = b.TakeTokenAt(at(time.Second), "k", p, 3, false)
+	st, err := b.TakeTokenAt(bt(0), "k", p, 3, false)
+	checkBucket(t, "take 3 of 5", st, err, bucketWant{allowed: true, before: 5, remaining: 2, reset: time.Minute, retry: 0})
+	st, err = b.TakeTokenAt(bt(time.Second), "k", p, 3, false)
 	// Refused: emptied; two refills (4 tokens >= 3) come at 120 s.
-	check(t, "take 3 of 2", st, err, want{allowed: false, before: 2, remaining: 0, reset: 59 * time.Second, retry: 119 * time.Second})
-	st, err = b.TakeTokenAt(at(2*time.Second), "k", p, 0, false)
-	check(t, "take 0", st, err, want{allowed: true, before: 0, remaining: 0, reset: 58 * time.Second, retry: 0})
-	st, err = b.TakeTokenAt(at(2*time.Minute), "k", p, 2.5, false)
-	check(t, "take 2.5 of 4", st, err, want{allowed: true, before: 4, remaining: 1.5, reset: time.Minute, retry: 0})
-	st, err = b.TakeTokenAt(at(2*time.Minute), "k", p, 6, false)
-	check(t, "take 6 of max 5", st, err, want{allowed: false, never: true, before: 1.5, remaining: 0, reset: time.Minute, retry: 0})
+	checkBucket(t, "take 3 of 2", st, err, bucketWant{allowed: false, before: 2, remaining: 0, reset: 59 * time.Second, retry: 119 * time.Second})
+	st, err = b.TakeTokenAt(bt(2*time.Second), "k", p, 0, false)
+	checkBucket(t, "take 0", st, err, bucketWant{allowed: true, before: 0, remaining: 0, reset: 58 * time.Second, retry: 0})
+	st, err = b.TakeTokenAt(bt(2*time.Minute), "k", p, 2.5, false)
+	checkBucket(t, "take 2.5 of 4", st, err, bucketWant{allowed: true, before: 4, remaining: 1.5, reset: time.Minute, retry: 0})
+	st, err = b.TakeTokenAt(bt(2*time.Minute), "k", p, 6, false)
+	checkBucket(t, "take 6 of max 5", st, err, bucketWant{allowed: false, never: true, before: 1.5, remaining: 0, reset: time.Minute, retry: 0})
 }
 
 // STRICT: a take that leaves the bucket empty (admitted or not) sets the
@@ -148,25 +148,25 @@ func TestTokenBucketStrict(t *testing.T) {
 	for _, strict := range []bool{false, true} {
 		b := newBuckets(0)
 		take := func(d time.Duration) (node.BucketStatus, error) {
-			return b.TakeTokenAt(at(d), "k", p, 1, strict)
+			return b.TakeTokenAt(bt(d), "k", p, 1, strict)
 		}
 		take(0)
 		st, err := take(10 * time.Second) // empties the bucket
 		if !strict {
-			check(t, "lenient second take", st, err, want{allowed: true, before: 1, remaining: 0, reset: 50 * time.Second, retry: 0})
+			checkBucket(t, "lenient second take", st, err, bucketWant{allowed: true, before: 1, remaining: 0, reset: 50 * time.Second, retry: 0})
 			st, err = take(time.Minute)
-			check(t, "lenient take at 60s", st, err, want{allowed: true, before: 2, remaining: 1, reset: time.Minute, retry: 0})
+			checkBucket(t, "lenient take at 60s", st, err, bucketWant{allowed: true, before: 2, remaining: 1, reset: time.Minute, retry: 0})
 			continue
 		}
-		check(t, "strict second take", st, err, want{allowed: true, before: 1, remaining: 0, reset: time.Minute, retry: 0})
-		st, err = b.TokenAt(at(50*time.Second), "k", p)
-		check(t, "strict read at 50s", st, err, want{allowed: true, before: 0, remaining: 0, reset: 20 * time.Second, retry: 0})
+		checkBucket(t, "strict second take", st, err, bucketWant{allowed: true, before: 1, remaining: 0, reset: time.Minute, retry: 0})
+		st, err = b.TokenAt(bt(50*time.Second), "k", p)
+		checkBucket(t, "strict read at 50s", st, err, bucketWant{allowed: true, before: 0, remaining: 0, reset: 20 * time.Second, retry: 0})
 		st, err = take(time.Minute) // mark 10 s: no refill yet; refused, mark → 60 s
-		check(t, "strict take at 60s", st, err, want{allowed: false, before: 0, remaining: 0, reset: time.Minute, retry: time.Minute})
+		checkBucket(t, "strict take at 60s", st, err, bucketWant{allowed: false, before: 0, remaining: 0, reset: time.Minute, retry: time.Minute})
 		st, err = take(time.Minute + 59*time.Second)
-		check(t, "strict take at 119s", st, err, want{allowed: false, before: 0, remaining: 0, reset: time.Minute, retry: time.Minute})
+		checkBucket(t, "strict take at 119s", st, err, bucketWant{allowed: false, before: 0, remaining: 0, reset: time.Minute, retry: time.Minute})
 		st, err = take(time.Minute + 59*time.Second + time.Minute)
-		check(t, "strict take after a quiet minute", st, err, want{allowed: true, before: 2, remaining: 1, reset: time.Minute, retry: 0})
+		checkBucket(t, "strict take after a quiet minute", st, err, bucketWant{allowed: true, before: 2, remaining: 1, reset: time.Minute, retry: 0})
 	}
 }
 
@@ -179,18 +179,18 @@ func TestTokenBucketAt(t *testing.T) {
 	p := node.TokenBucket{Max: 2, RefillTime: time.Minute, RefillAmount: 1}
 	hist := time.Date(2016, 10, 12, 0, 0, 0, 0, time.UTC)
 	st, err := b.TakeTokenAt(hist, "k", p, 2, false)
-	check(t, "take 2 in 2016", st, err, want{allowed: true, before: 2, remaining: 0, reset: time.Minute, retry: 0})
+	checkBucket(t, "take 2 in 2016", st, err, bucketWant{allowed: true, before: 2, remaining: 0, reset: time.Minute, retry: 0})
 	st, err = b.TakeTokenAt(hist.Add(2*time.Minute+5*time.Second), "k", p, 1, false)
-	check(t, "take at +2m5s", st, err, want{allowed: true, before: 2, remaining: 1, reset: 55 * time.Second, retry: 0})
+	checkBucket(t, "take at +2m5s", st, err, bucketWant{allowed: true, before: 2, remaining: 1, reset: 55 * time.Second, retry: 0})
 	// Older than the mark (+2m): counted at the mark, no refill.
 	st, err = b.TakeTokenAt(hist.Add(30*time.Second), "k", p, 1, true)
-	check(t, "strict take at +30s", st, err, want{allowed: true, before: 1, remaining: 0, reset: time.Minute, retry: 0})
+	checkBucket(t, "strict take at +30s", st, err, bucketWant{allowed: true, before: 1, remaining: 0, reset: time.Minute, retry: 0})
 	// The strict take set the mark to +2m (the mark), not back to +30 s.
 	st, err = b.TokenAt(hist.Add(3*time.Minute), "k", p)
-	check(t, "read at +3m", st, err, want{allowed: true, before: 1, remaining: 1, reset: time.Minute, retry: 0})
+	checkBucket(t, "read at +3m", st, err, bucketWant{allowed: true, before: 1, remaining: 1, reset: time.Minute, retry: 0})
 	// The clock's time is another, later, time: everything has refilled.
 	st, err = b.Token("k", p)
-	check(t, "read at the clock", st, err, want{allowed: true, before: 2, remaining: 2, reset: 0, retry: 0})
+	checkBucket(t, "read at the clock", st, err, bucketWant{allowed: true, before: 2, remaining: 2, reset: 0, retry: 0})
 }
 
 // Sidekiq's example: leaky("ip", 10, 10 s) drains a drop a second; ten
@@ -201,21 +201,21 @@ func TestLeakyBucketSidekiq(t *testing.T) {
 	p := node.LeakyBucket{Size: 10, Interval: 10 * time.Second}
 	for i := range 10 {
 		d := time.Duration(i) * 90 * time.Millisecond
-		st, err := b.TakeLeakyAt(at(d), "ip-1", p, 1)
-		check(t, "call", st, err, want{allowed: true, before: float64(i), remaining: float64(9 - i), reset: time.Second - d, retry: 0})
+		st, err := b.TakeLeakyAt(bt(d), "ip-1", p, 1)
+		checkBucket(t, "call", st, err, bucketWant{allowed: true, before: float64(i), remaining: float64(9 - i), reset: time.Second - d, retry: 0})
 	}
-	st, err := b.TakeLeakyAt(at(950*time.Millisecond), "ip-1", p, 1)
-	check(t, "11th call", st, err, want{allowed: false, before: 10, remaining: 0, reset: 50 * time.Millisecond, retry: 50 * time.Millisecond})
+	st, err := b.TakeLeakyAt(bt(950*time.Millisecond), "ip-1", p, 1)
+	checkBucket(t, "11th call", st, err, bucketWant{allowed: false, before: 10, remaining: 0, reset: 50 * time.Millisecond, retry: 50 * time.Millisecond})
 	if st.ResetAfter <= 0 || st.ResetAfter > time.Second {
 		t.Errorf("next_drip = %v, want in (0, 1s]", st.ResetAfter)
 	}
-	st, err = b.TakeLeakyAt(at(950*time.Millisecond+st.ResetAfter), "ip-1", p, 1)
-	check(t, "call after the drip", st, err, want{allowed: true, before: 9, remaining: 0, reset: time.Second, retry: 0})
+	st, err = b.TakeLeakyAt(bt(950*time.Millisecond+st.ResetAfter), "ip-1", p, 1)
+	checkBucket(t, "call after the drip", st, err, bucketWant{allowed: true, before: 9, remaining: 0, reset: time.Second, retry: 0})
 	// Two drops fit only after two drips: 2 s from the mark at 1 s.
-	st, err = b.TakeLeakyAt(at(1500*time.Millisecond), "ip-1", p, 2)
-	check(t, "take 2 when full", st, err, want{allowed: false, before: 10, remaining: 0, reset: 500 * time.Millisecond, retry: 1500 * time.Millisecond})
-	st, err = b.TakeLeakyAt(at(time.Second), "ip-1", p, 11)
-	check(t, "take 11 of size 10", st, err, want{allowed: false, never: true, before: 10, remaining: 0, reset: time.Second, retry: 0})
+	st, err = b.TakeLeakyAt(bt(1500*time.Millisecond), "ip-1", p, 2)
+	checkBucket(t, "take 2 when full", st, err, bucketWant{allowed: false, before: 10, remaining: 0, reset: 500 * time.Millisecond, retry: 1500 * time.Millisecond})
+	st, err = b.TakeLeakyAt(bt(time.Second), "ip-1", p, 11)
+	checkBucket(t, "take 11 of size 10", st, err, bucketWant{allowed: false, never: true, before: 10, remaining: 0, reset: time.Second, retry: 0})
 }
 
 // Drops never go below 0 (Sidekiq's script can), and an emptied bucket's
@@ -223,13 +223,13 @@ func TestLeakyBucketSidekiq(t *testing.T) {
 func TestLeakyBucketClampsAtZero(t *testing.T) {
 	b := newBuckets(0)
 	p := node.LeakyBucket{Size: 4, Interval: 4 * time.Second} // a drop a second
-	b.TakeLeakyAt(at(0), "k", p, 1.5)
-	st, err := b.LeakyAt(at(time.Second), "k", p) // one drip drains 1 of 1.5
-	check(t, "read at 1s", st, err, want{allowed: true, before: 0.5, remaining: 3.5, reset: time.Second, retry: 0})
-	st, err = b.LeakyAt(at(time.Hour), "k", p)
-	check(t, "read after an hour", st, err, want{allowed: true, before: 0, remaining: 4, reset: 0, retry: 0})
-	st, err = b.TakeLeakyAt(at(time.Hour+300*time.Millisecond), "k", p, 4)
-	check(t, "fill after an hour", st, err, want{allowed: true, before: 0, remaining: 0, reset: time.Second, retry: 0})
+	b.TakeLeakyAt(bt(0), "k", p, 1.5)
+	st, err := b.LeakyAt(bt(time.Second), "k", p) // one drip drains 1 of 1.5
+	checkBucket(t, "read at 1s", st, err, bucketWant{allowed: true, before: 0.5, remaining: 3.5, reset: time.Second, retry: 0})
+	st, err = b.LeakyAt(bt(time.Hour), "k", p)
+	checkBucket(t, "read after an hour", st, err, bucketWant{allowed: true, before: 0, remaining: 4, reset: 0, retry: 0})
+	st, err = b.TakeLeakyAt(bt(time.Hour+300*time.Millisecond), "k", p, 4)
+	checkBucket(t, "fill after an hour", st, err, bucketWant{allowed: true, before: 0, remaining: 0, reset: time.Second, retry: 0})
 }
 
 // wait_timeout: a refused call whose wait fits waits on the clock, without
@@ -244,12 +244,12 @@ func TestLeakyBucketWait(t *testing.T) {
 	}
 	clock.Advance(300 * time.Millisecond)
 	st, err := b.TakeLeakyWait(ctx, "k", p, 1, 500*time.Millisecond)
-	check(t, "wait too short", st, err, want{allowed: false, before: 2, remaining: 0, reset: 700 * time.Millisecond, retry: 700 * time.Millisecond})
+	checkBucket(t, "wait too short", st, err, bucketWant{allowed: false, before: 2, remaining: 0, reset: 700 * time.Millisecond, retry: 700 * time.Millisecond})
 	if len(clock.slept) != 0 {
 		t.Errorf("slept %v, want no sleep", clock.slept)
 	}
 	st, err = b.TakeLeakyWait(ctx, "k", p, 1, time.Second)
-	check(t, "wait long enough", st, err, want{allowed: true, before: 1, remaining: 0, reset: time.Second, retry: 0})
+	checkBucket(t, "wait long enough", st, err, bucketWant{allowed: true, before: 1, remaining: 0, reset: time.Second, retry: 0})
 	if len(clock.slept) != 1 || clock.slept[0] != 700*time.Millisecond {
 		t.Errorf("slept %v, want [700ms]", clock.slept)
 	}
@@ -272,28 +272,28 @@ func TestLeakyBucketWait(t *testing.T) {
 func TestFixedBucket(t *testing.T) {
 	b := newBuckets(0)
 	p := node.FixedBucket{Period: 10 * time.Second, Limit: 3}
-	st, err := b.TakeFixedAt(at(4*time.Second), "k", p, 2)
-	check(t, "take 2", st, err, want{allowed: true, before: 0, remaining: 1, reset: 6 * time.Second, retry: 0})
-	st, err = b.TakeFixedAt(at(5*time.Second), "k", p, 2)
-	check(t, "take 2 of 1", st, err, want{allowed: false, before: 2, remaining: 1, reset: 5 * time.Second, retry: 5 * time.Second})
-	st, err = b.TakeFixedAt(at(9*time.Second), "k", p, 1)
-	check(t, "take 1 of 1", st, err, want{allowed: true, before: 2, remaining: 0, reset: time.Second, retry: 0})
-	st, err = b.TakeFixedAt(at(10*time.Second), "k", p, 3)
-	check(t, "next period", st, err, want{allowed: true, before: 0, remaining: 0, reset: 10 * time.Second, retry: 0})
+	st, err := b.TakeFixedAt(bt(4*time.Second), "k", p, 2)
+	checkBucket(t, "take 2", st, err, bucketWant{allowed: true, before: 0, remaining: 1, reset: 6 * time.Second, retry: 0})
+	st, err = b.TakeFixedAt(bt(5*time.Second), "k", p, 2)
+	checkBucket(t, "take 2 of 1", st, err, bucketWant{allowed: false, before: 2, remaining: 1, reset: 5 * time.Second, retry: 5 * time.Second})
+	st, err = b.TakeFixedAt(bt(9*time.Second), "k", p, 1)
+	checkBucket(t, "take 1 of 1", st, err, bucketWant{allowed: true, before: 2, remaining: 0, reset: time.Second, retry: 0})
+	st, err = b.TakeFixedAt(bt(10*time.Second), "k", p, 3)
+	checkBucket(t, "next period", st, err, bucketWant{allowed: true, before: 0, remaining: 0, reset: 10 * time.Second, retry: 0})
 	// An older period counts in the bucket's own.
-	st, err = b.TakeFixedAt(at(3*time.Second), "k", p, 1)
-	check(t, "older period", st, err, want{allowed: false, before: 3, remaining: 0, reset: 10 * time.Second, retry: 10 * time.Second})
-	st, err = b.TakeFixedAt(at(12*time.Second), "k", p, 4)
-	check(t, "take 4 of limit 3", st, err, want{allowed: false, never: true, before: 3, remaining: 0, reset: 8 * time.Second, retry: 0})
-	st, err = b.FixedAt(at(25*time.Second), "k", p)
-	check(t, "read", st, err, want{allowed: true, before: 0, remaining: 3, reset: 5 * time.Second, retry: 0})
+	st, err = b.TakeFixedAt(bt(3*time.Second), "k", p, 1)
+	checkBucket(t, "older period", st, err, bucketWant{allowed: false, before: 3, remaining: 0, reset: 10 * time.Second, retry: 10 * time.Second})
+	st, err = b.TakeFixedAt(bt(12*time.Second), "k", p, 4)
+	checkBucket(t, "take 4 of limit 3", st, err, bucketWant{allowed: false, never: true, before: 3, remaining: 0, reset: 8 * time.Second, retry: 0})
+	st, err = b.FixedAt(bt(25*time.Second), "k", p)
+	checkBucket(t, "read", st, err, bucketWant{allowed: true, before: 0, remaining: 3, reset: 5 * time.Second, retry: 0})
 }
 
 // The same key with other parameters, or of another kind, is another
 // bucket.
 func TestBucketIdentity(t *testing.T) {
 	b := newBuckets(0)
-	now := at(0)
+	now := bt(0)
 	b.TakeTokenAt(now, "k", node.TokenBucket{Max: 2, RefillTime: time.Minute}, 2, false)
 	for _, p := range []node.TokenBucket{
 		{Max: 3, RefillTime: time.Minute},
@@ -301,17 +301,17 @@ func TestBucketIdentity(t *testing.T) {
 		{Max: 2, RefillTime: time.Minute, RefillAmount: 1},
 	} {
 		st, err := b.TakeTokenAt(now, "k", p, 1, false)
-		check(t, "token bucket with other parameters", st, err, want{allowed: true, before: p.Max, remaining: p.Max - 1, reset: -1, retry: 0})
+		checkBucket(t, "token bucket with other parameters", st, err, bucketWant{allowed: true, before: p.Max, remaining: p.Max - 1, reset: -1, retry: 0})
 	}
 	// RefillAmount 0 is Max: the same bucket as RefillAmount = Max.
 	st, err := b.TakeTokenAt(now, "k", node.TokenBucket{Max: 2, RefillTime: time.Minute, RefillAmount: 2}, 1, false)
-	check(t, "refill amount = max", st, err, want{allowed: false, before: 0, remaining: 0, reset: -1, retry: -1})
+	checkBucket(t, "refill amount = max", st, err, bucketWant{allowed: false, before: 0, remaining: 0, reset: -1, retry: -1})
 	b.TakeLeakyAt(now, "k", node.LeakyBucket{Size: 2, Interval: time.Minute}, 2)
 	st, err = b.TakeLeakyAt(now, "k", node.LeakyBucket{Size: 2, Interval: time.Hour}, 2)
-	check(t, "leaky with another interval", st, err, want{allowed: true, before: 0, remaining: 0, reset: -1, retry: 0})
+	checkBucket(t, "leaky with another interval", st, err, bucketWant{allowed: true, before: 0, remaining: 0, reset: -1, retry: 0})
 	b.TakeFixedAt(now, "k", node.FixedBucket{Period: time.Minute, Limit: 2}, 2)
 	st, err = b.TakeFixedAt(now, "k", node.FixedBucket{Period: time.Minute, Limit: 3}, 2)
-	check(t, "fixed with another limit", st, err, want{allowed: true, before: 0, remaining: 1, reset: -1, retry: 0})
+	checkBucket(t, "fixed with another limit", st, err, bucketWant{allowed: true, before: 0, remaining: 1, reset: -1, retry: 0})
 	if got := b.Len(); got != 8 {
 		t.Errorf("Len() = %d, want 8", got)
 	}
@@ -319,7 +319,7 @@ func TestBucketIdentity(t *testing.T) {
 
 func TestBucketInvalidParameters(t *testing.T) {
 	b := newBuckets(0)
-	now := at(0)
+	now := bt(0)
 	tok := node.TokenBucket{Max: 2, RefillTime: time.Minute}
 	leaky := node.LeakyBucket{Size: 10, Interval: 10 * time.Second}
 	fixed := node.FixedBucket{Period: time.Minute, Limit: 5}
@@ -399,25 +399,25 @@ func TestBucketKeyLimit(t *testing.T) {
 	b := newBuckets(2)
 	p := node.FixedBucket{Period: time.Second, Limit: 5}
 	for _, k := range []string{"a", "b"} {
-		if _, err := b.TakeFixedAt(at(0), k, p, 1); err != nil {
+		if _, err := b.TakeFixedAt(bt(0), k, p, 1); err != nil {
 			t.Fatalf("take %q: %v", k, err)
 		}
 	}
-	_, err := b.TakeFixedAt(at(0), "c", p, 1)
+	_, err := b.TakeFixedAt(bt(0), "c", p, 1)
 	wantBucketFieldError(t, "third bucket", err, "key", node.ErrKeyLimit)
-	_, err = b.TakeTokenAt(at(0), "a", node.TokenBucket{Max: 1, RefillTime: time.Second}, 1, false)
+	_, err = b.TakeTokenAt(bt(0), "a", node.TokenBucket{Max: 1, RefillTime: time.Second}, 1, false)
 	wantBucketFieldError(t, "same key, another kind", err, "key", node.ErrKeyLimit)
 	if got := b.RefusedKeys(); got != 2 {
 		t.Errorf("RefusedKeys() = %d, want 2", got)
 	}
-	st, err := b.TakeFixedAt(at(0), "a", p, 1)
-	check(t, "existing bucket", st, err, want{allowed: true, before: 1, remaining: 3, reset: time.Second, retry: 0})
-	st, err = b.FixedAt(at(0), "c", p)
-	check(t, "read of a new key", st, err, want{allowed: true, before: 0, remaining: 5, reset: time.Second, retry: 0})
-	if n := b.Reclaim(at(time.Second)); n != 2 {
+	st, err := b.TakeFixedAt(bt(0), "a", p, 1)
+	checkBucket(t, "existing bucket", st, err, bucketWant{allowed: true, before: 1, remaining: 3, reset: time.Second, retry: 0})
+	st, err = b.FixedAt(bt(0), "c", p)
+	checkBucket(t, "read of a new key", st, err, bucketWant{allowed: true, before: 0, remaining: 5, reset: time.Second, retry: 0})
+	if n := b.Reclaim(bt(time.Second)); n != 2 {
 		t.Errorf("Reclaim = %d, want 2", n)
 	}
-	if _, err := b.TakeFixedAt(at(time.Second), "c", p, 1); err != nil {
+	if _, err := b.TakeFixedAt(bt(time.Second), "c", p, 1); err != nil {
 		t.Errorf("take after Reclaim: %v", err)
 	}
 }
@@ -430,32 +430,32 @@ func TestBucketReclaim(t *testing.T) {
 	fixed := node.FixedBucket{Period: 10 * time.Second, Limit: 4}
 	for _, n := range []float64{1, 2} {
 		key := map[float64]string{1: "one", 2: "two"}[n]
-		b.TakeTokenAt(at(0), key, tok, n, false)
-		b.TakeLeakyAt(at(0), key, leaky, n)
-		b.TakeFixedAt(at(5*time.Second), key, fixed, n)
+		b.TakeTokenAt(bt(0), key, tok, n, false)
+		b.TakeLeakyAt(bt(0), key, leaky, n)
+		b.TakeFixedAt(bt(5*time.Second), key, fixed, n)
 	}
-	if n := b.Reclaim(at(9 * time.Second)); n != 0 || b.Len() != 6 {
+	if n := b.Reclaim(bt(9 * time.Second)); n != 0 || b.Len() != 6 {
 		t.Errorf("Reclaim at 9s removed %d, left %d; want 0, 6", n, b.Len())
 	}
-	if n := b.Reclaim(at(10 * time.Second)); n != 4 || b.Len() != 2 {
+	if n := b.Reclaim(bt(10 * time.Second)); n != 4 || b.Len() != 2 {
 		// token "one" (refilled), leaky "one" (drained), both fixed (period ended)
 		t.Errorf("Reclaim at 10s removed %d, left %d; want 4, 2", n, b.Len())
 	}
-	if n := b.Reclaim(at(19 * time.Second)); n != 0 || b.Len() != 2 {
+	if n := b.Reclaim(bt(19 * time.Second)); n != 0 || b.Len() != 2 {
 		t.Errorf("Reclaim at 19s removed %d, left %d; want 0, 2", n, b.Len())
 	}
-	if n := b.Reclaim(at(20 * time.Second)); n != 2 || b.Len() != 0 {
+	if n := b.Reclaim(bt(20 * time.Second)); n != 2 || b.Len() != 0 {
 		t.Errorf("Reclaim at 20s removed %d, left %d; want 2, 0", n, b.Len())
 	}
 	// A reclaimed bucket comes back in its idle state.
-	st, err := b.TokenAt(at(20*time.Second), "two", tok)
-	check(t, "token after Reclaim", st, err, want{allowed: true, before: 4, remaining: 4, reset: 0, retry: 0})
+	st, err := b.TokenAt(bt(20*time.Second), "two", tok)
+	checkBucket(t, "token after Reclaim", st, err, bucketWant{allowed: true, before: 4, remaining: 4, reset: 0, retry: 0})
 }
 
 // Concurrent takes on one bucket admit exactly its capacity.
 func TestBucketConcurrentTakes(t *testing.T) {
 	const workers, takes, capacity = 8, 1000, 100
-	now := at(0)
+	now := bt(0)
 	for _, c := range []struct {
 		kind string
 		take func(b *node.Buckets) (node.BucketStatus, error)
@@ -503,7 +503,7 @@ func TestBucketConcurrentTakes(t *testing.T) {
 // A call on an existing bucket does not allocate.
 func TestBucketAllocs(t *testing.T) {
 	b := newBuckets(0)
-	now := at(0)
+	now := bt(0)
 	tok := node.TokenBucket{Max: 1e6, RefillTime: time.Second}
 	leaky := node.LeakyBucket{Size: 1e6, Interval: time.Second}
 	fixed := node.FixedBucket{Period: time.Second, Limit: 1e6}

@@ -1,0 +1,326 @@
+package node
+
+import (
+	"context"
+	"hash/maphash"
+	"math"
+	"math/bits"
+	"strings"
+	gosync "sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// MaxBucketDuration is the longest refill time, leak interval, drip or
+// fixed period a bucket may have: the longest window size.
+const MaxBucketDuration = MaxWindowSize
+
+// BucketsConfig configures a Buckets table.
+type BucketsConfig struct {
+	// Name names the table's namespace in errors.
+	Name string
+	// MaxKeys caps the buckets held (one per kind, key and parameters);
+	// 0 means DefaultMaxKeys.
+	MaxKeys int
+}
+
+// BucketStatus is the answer of a bucket call: what a LimitStatus needs.
+// Amounts are in hits (tokens, drops or counts); durations are measured
+// from the call's time.
+type BucketStatus struct {
+	// Allowed reports whether the take was admitted (always true for a
+	// read or a take of 0).
+	Allowed bool
+	// Never is set when the take exceeds the bucket's capacity (max, size
+	// or limit): waiting cannot help, and RetryAfter is 0.
+	Never bool
+	// Limit is the bucket's capacity: max tokens, size in drops, or limit
+	// per period.
+	Limit float64
+	// Before is the level before the take: tokens in a token bucket (what
+	// Smyte's RL.REDUCE replies), drops in a leaky bucket, the period's
+	// count in a fixed bucket.
+	Before float64
+	// Remaining is what is left to take after the call: tokens, free
+	// drops (size − drops), or limit − count.
+	Remaining float64
+	// ResetAfter is the time until the bucket's next change by time alone:
+	// the next refill (0 when full), the next drip (0 when empty), or the
+	// end of the period.
+	ResetAfter time.Duration
+	// RetryAfter, when refused and not Never, is the least wait after
+	// which the same take is admitted if nothing else is taken.
+	RetryAfter time.Duration
+}
+
+// Wait reports whether a refused take may be retried after waiting at most
+// maxWait (Sidekiq's wait_timeout), and how long to wait. It never says so
+// for an admitted take or a Never.
+func (s BucketStatus) Wait(maxWait time.Duration) (time.Duration, bool) {
+	if s.Allowed || s.Never || s.RetryAfter > maxWait {
+		return 0, false
+	}
+	return s.RetryAfter, true
+}
+
+// Sleeper is an optional ability of a Clock: waiting d on that clock's
+// time, or until ctx is done. The waiting forms (TakeLeakyWait) use it when
+// the clock has it, and a time.Timer otherwise.
+type Sleeper interface {
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// Buckets holds the state of token, leaky and fixed buckets of one
+// namespace, one per (kind, key, parameters): the same key with other
+// parameters is another bucket.
+//
+// A call on an existing bucket takes its shard's read lock and the
+// bucket's own mutex, and does not allocate; only a new bucket takes the
+// shard's write lock. Reclaim removes buckets back at their idle state.
+// The explicit-time methods (TakeTokenAt, ...) read no clock; the short
+// forms read the injected Clock. All methods are safe for concurrent use.
+type Buckets struct {
+	cfg     BucketsConfig
+	clock   Clock
+	seed    maphash.Seed
+	n       atomic.Int64 // buckets held
+	refused atomic.Int64 // new buckets refused at the cap
+	shards  [bucketShards]bucketShard
+}
+
+// bucketKind tells the kinds apart in a bucket's identity.
+type bucketKind uint8
+
+const (
+	kindToken bucketKind = iota + 1
+	kindLeaky
+	kindFixed
+)
+
+// bucketID is a bucket's identity: kind, key and validated parameters.
+type bucketID struct {
+	key     string
+	kind    bucketKind
+	a, b, c int64
+}
+
+// bucketVal is a bucket's state: a level in micro-hits (tokens, drops or
+// count) and an instant in Unix ns (last refill mark, last drip mark or
+// period start).
+type bucketVal struct {
+	v, last int64
+}
+
+type bucketEntry struct {
+	mu  gosync.Mutex
+	val bucketVal
+}
+
+// bucketShard is one part of the table. Calls hold mu for reading for
+// their whole duration, so Reclaim, holding it for writing, never races
+// a call on an entry it removes.
+type bucketShard struct {
+	mu gosync.RWMutex
+	m  map[bucketID]*bucketEntry
+	// Pad to a whole 64-byte cache line, so neighbouring shards do not
+	// share one.
+	_ [64 - (unsafe.Sizeof(gosync.RWMutex{})+unsafe.Sizeof(map[int]int(nil)))%64]byte
+}
+
+const bucketShards = 256
+
+// NewBuckets returns an empty table reading clock (nil: SystemClock).
+func NewBuckets(cfg BucketsConfig, clock Clock) *Buckets {
+	if cfg.MaxKeys <= 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	b := &Buckets{cfg: cfg, clock: clock, seed: maphash.MakeSeed()}
+	for i := range b.shards {
+		b.shards[i].m = make(map[bucketID]*bucketEntry)
+	}
+	return b
+}
+
+// Len returns the number of buckets held.
+func (b *Buckets) Len() int64 { return b.n.Load() }
+
+// RefusedKeys returns how many new buckets were refused at the cap.
+func (b *Buckets) RefusedKeys() int64 { return b.refused.Load() }
+
+// Now reads the table's clock.
+func (b *Buckets) Now() time.Time { return b.clock.Now() }
+
+func (b *Buckets) shard(key string) *bucketShard {
+	return &b.shards[maphash.String(b.seed, key)%bucketShards]
+}
+
+// apply runs step on the state of id under its lock; found is false for a
+// bucket not held yet, whose state step initialises. With write, a missing
+// bucket is created (within the cap) and the state step returns is
+// stored; without, nothing is stored. (step takes and returns values, not
+// a pointer, so a read's copy stays on the stack.)
+func (b *Buckets) apply(id *bucketID, write bool, step func(s bucketVal, found bool) bucketVal) error {
+	if err := checkKeyLen(id.key); err != nil {
+		return err
+	}
+	sh := b.shard(id.key)
+	sh.mu.RLock()
+	if e := sh.m[*id]; e != nil {
+		e.mu.Lock()
+		if v := step(e.val, true); write {
+			e.val = v
+		}
+		e.mu.Unlock()
+		sh.mu.RUnlock()
+		return nil
+	}
+	sh.mu.RUnlock()
+	if !utf8.ValidString(id.key) {
+		return errKeyUTF8()
+	}
+	if !write {
+		step(bucketVal{}, false)
+		return nil
+	}
+	return b.insert(sh, id, step)
+}
+
+// insert creates id's bucket under the shard's write lock and runs step
+// on it, unless another call created it meanwhile.
+func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, found bool) bucketVal) error {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[*id]; e != nil {
+		e.val = step(e.val, true) // no reader holds the shard: e.mu is free
+		return nil
+	}
+	for {
+		n := b.n.Load()
+		if n >= int64(b.cfg.MaxKeys) {
+			b.refused.Add(1)
+			return fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d buckets", b.cfg.Name, b.cfg.MaxKeys)
+		}
+		if b.n.CompareAndSwap(n, n+1) {
+			break
+		}
+	}
+	e := &bucketEntry{val: step(bucketVal{}, false)}
+	nid := *id
+	nid.key = strings.Clone(id.key)
+	sh.m[nid] = e
+	return nil
+}
+
+// Reclaim removes the buckets that are back at their idle state at now: a
+// token bucket refilled to its max, a leaky bucket drained to 0, a fixed
+// bucket whose period ended (or that counted nothing in it). A bucket created again later starts from that
+// state (a token bucket's refill marks then count from its new first
+// call). It returns the number of buckets removed.
+func (b *Buckets) Reclaim(now time.Time) int {
+	tn := now.UnixNano()
+	removed := 0
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.Lock()
+		for id, e := range sh.m {
+			if bucketIdle(id, e.val, tn) {
+				delete(sh.m, id)
+				removed++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	b.n.Add(-int64(removed))
+	return removed
+}
+
+func bucketIdle(id bucketID, s bucketVal, t int64) bool {
+	switch id.kind {
+	case kindToken:
+		return tokenParams{max: id.a, refill: id.b, amount: id.c}.idle(s, t)
+	case kindLeaky:
+		return leakyParams{size: id.a, interval: id.b, drip: id.c}.idle(s, t)
+	case kindFixed:
+		return fixedParams{period: id.a, limit: id.b}.idle(s, t)
+	}
+	return false
+}
+
+// sleep waits d on the table's clock, or until ctx is done.
+func (b *Buckets) sleep(ctx context.Context, d time.Duration) error {
+	if s, ok := b.clock.(Sleeper); ok {
+		return s.Sleep(ctx, d)
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-tm.C:
+		return nil
+	}
+}
+
+// ---- parameter checks and arithmetic shared by the kinds ----------------
+
+// bucketAmount converts a capacity or refill amount to micro-hits: a
+// finite number in [0.000001, MaxValue] after rounding.
+func bucketAmount(field string, v float64) (int64, error) {
+	m, err := ToMicro(v)
+	if err != nil || m < 1 {
+		return 0, fieldErr(field, ErrInvalidLimit, "must be a number between 0.000001 and %g, got %g", float64(MaxValue), v)
+	}
+	return m, nil
+}
+
+// bucketTake converts a take to micro-hits: a finite number in
+// [0, MaxValue].
+func bucketTake(v float64) (int64, error) {
+	m, err := ToMicro(v)
+	if err != nil || m < 0 {
+		return 0, fieldErr("take", ErrInvalidValue, "must be a number between 0 and %g, got %g", float64(MaxValue), v)
+	}
+	return m, nil
+}
+
+// bucketDuration checks a refill time, interval or period.
+func bucketDuration(field string, d time.Duration) (int64, error) {
+	if d <= 0 || d > MaxBucketDuration {
+		return 0, fieldErr(field, ErrInvalidLimit, "must be between 1ns and %s, got %s", MaxBucketDuration, d)
+	}
+	return int64(d), nil
+}
+
+// bucketCeilDiv is ⌈a/b⌉ for a >= 0, b > 0.
+func bucketCeilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// bucketMulSat is a×b for a, b >= 0, saturated at math.MaxInt64.
+func bucketMulSat(a, b int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(lo)
+}
+
+// bucketAddSat is a+b for a, b >= 0, saturated at math.MaxInt64.
+func bucketAddSat(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// bucketErr returns key's validation error, if any, else err: a bad key is
+// reported first, as if checked before the rest of the request.
+func bucketErr(key string, err error) error {
+	if kerr := ValidateKey(key); kerr != nil {
+		return kerr
+	}
+	return err
+}

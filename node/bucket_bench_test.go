@@ -1,0 +1,154 @@
+package node_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// Benchmarks of the bucket kinds, in the shape of the sliding-window ones:
+// a hot set of 1,024 keys and a large set of 1,000,000 keys of 16 bytes,
+// walked in a fixed shuffled order, serially or from per-goroutine
+// offsets under RunParallel. Buckets exist before the timer starts, and
+// their capacity (10^9) never runs out, so the benchmarks measure takes
+// on existing buckets.
+
+var bucketBenchSets = []struct {
+	name string
+	n    int
+}{
+	{"hot-1k", 1 << 10},
+	{"large-1M", 1_000_000},
+}
+
+var bucketBenchTime = bucketEpoch.Add(500 * time.Millisecond)
+
+var (
+	benchTok   = node.TokenBucket{Max: 1e9, RefillTime: time.Second}
+	benchLeaky = node.LeakyBucket{Size: 1e9, Interval: time.Hour}
+	benchFixed = node.FixedBucket{Period: time.Hour, Limit: 1e9}
+)
+
+// bucketBenchState is the table and keys of the running benchmark, built
+// once per benchmark name (RunParallel calls the function again to ramp
+// b.N).
+var bucketBenchState struct {
+	name string
+	b    *node.Buckets
+	keys []string
+}
+
+func bucketsFor(b *testing.B, n int, clock node.Clock, take func(bk *node.Buckets, t time.Time, key string)) (*node.Buckets, []string) {
+	if bucketBenchState.name == b.Name() {
+		return bucketBenchState.b, bucketBenchState.keys
+	}
+	bucketBenchState.name, bucketBenchState.b, bucketBenchState.keys = "", nil, nil
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key:%012d", i)
+	}
+	rng := rand.New(rand.NewPCG(7, uint64(n)))
+	rng.Shuffle(n, func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	bk := node.NewBuckets(node.BucketsConfig{Name: "bench", MaxKeys: 2 * n}, clock)
+	for _, k := range keys {
+		take(bk, bk.Now(), k)
+	}
+	bucketBenchState.name, bucketBenchState.b, bucketBenchState.keys = b.Name(), bk, keys
+	return bk, keys
+}
+
+// walkBuckets runs op over n keys, serially or under RunParallel.
+func walkBuckets(b *testing.B, parallel bool, n int, op func(i int)) {
+	b.ReportAllocs()
+	if !parallel {
+		i := 0
+		for b.Loop() {
+			op(i)
+			if i++; i == n {
+				i = 0
+			}
+		}
+		return
+	}
+	var g atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(g.Add(1)*7919) % n
+		for pb.Next() {
+			op(i)
+			if i++; i == n {
+				i = 0
+			}
+		}
+	})
+}
+
+func benchBucketKind(b *testing.B, clock func() node.Clock, take func(bk *node.Buckets, t time.Time, key string)) {
+	for _, set := range bucketBenchSets {
+		for _, par := range []bool{false, true} {
+			mode := "serial"
+			if par {
+				mode = "parallel"
+			}
+			b.Run(set.name+"/"+mode, func(b *testing.B) {
+				bk, keys := bucketsFor(b, set.n, clock(), take)
+				walkBuckets(b, par, set.n, func(i int) { take(bk, bucketBenchTime, keys[i]) })
+			})
+		}
+	}
+}
+
+func fixedBenchClock() node.Clock { return &bucketClock{t: bucketBenchTime} }
+
+func mustBench(b *testing.B) func(node.BucketStatus, error) {
+	return func(_ node.BucketStatus, err error) {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTokenTakeAt takes 1 token from an existing token bucket.
+func BenchmarkTokenTakeAt(b *testing.B) {
+	ok := mustBench(b)
+	benchBucketKind(b, fixedBenchClock, func(bk *node.Buckets, t time.Time, key string) {
+		ok(bk.TakeTokenAt(t, key, benchTok, 1, false))
+	})
+}
+
+// BenchmarkTokenAt reads an existing token bucket.
+func BenchmarkTokenAt(b *testing.B) {
+	ok := mustBench(b)
+	benchBucketKind(b, fixedBenchClock, func(bk *node.Buckets, t time.Time, key string) {
+		ok(bk.TokenAt(t, key, benchTok))
+	})
+}
+
+// BenchmarkLeakyTakeAt adds 1 drop to an existing leaky bucket.
+func BenchmarkLeakyTakeAt(b *testing.B) {
+	ok := mustBench(b)
+	benchBucketKind(b, fixedBenchClock, func(bk *node.Buckets, t time.Time, key string) {
+		ok(bk.TakeLeakyAt(t, key, benchLeaky, 1))
+	})
+}
+
+// BenchmarkFixedTakeAt counts 1 in an existing fixed bucket.
+func BenchmarkFixedTakeAt(b *testing.B) {
+	ok := mustBench(b)
+	benchBucketKind(b, fixedBenchClock, func(bk *node.Buckets, t time.Time, key string) {
+		ok(bk.TakeFixedAt(t, key, benchFixed, 1))
+	})
+}
+
+// BenchmarkTokenTake is TakeTokenAt reading the system clock: refills
+// happen as real time passes.
+func BenchmarkTokenTake(b *testing.B) {
+	ok := mustBench(b)
+	benchBucketKind(b, func() node.Clock { return node.SystemClock{} }, func(bk *node.Buckets, _ time.Time, key string) {
+		ok(bk.TakeToken(key, benchTok, 1, false))
+	})
+}

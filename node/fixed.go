@@ -1,0 +1,120 @@
+package node
+
+import "time"
+
+// FixedBucket is a fixed bucket's parameters, as Sidekiq's
+// Limiter.bucket(name, limit, interval): at most Limit per clock-aligned
+// Period (start = floor(t/Period)·Period, as windows are aligned). They are
+// part of the bucket's identity.
+//
+// A take of n is admitted when the period's count + n <= Limit, and then
+// counted; a refused take counts nothing. A call whose period is older
+// than the bucket's counts in the bucket's period: time never moves
+// backwards.
+type FixedBucket struct {
+	// Period is the length of a period, in (0, MaxBucketDuration].
+	Period time.Duration
+	// Limit is the most counted per period, in (0, MaxValue].
+	Limit float64
+}
+
+// fixedParams is a validated FixedBucket: period in ns, limit in
+// micro-hits.
+type fixedParams struct {
+	period, limit int64
+}
+
+// Validate reports the first bad parameter as a *FieldError ("period" or
+// "limit") wrapping ErrInvalidLimit.
+func (p FixedBucket) Validate() error {
+	_, err := p.params()
+	return err
+}
+
+func (p FixedBucket) params() (fixedParams, error) {
+	var q fixedParams
+	var err error
+	if q.period, err = bucketDuration("period", p.Period); err != nil {
+		return q, err
+	}
+	if q.limit, err = bucketAmount("limit", p.Limit); err != nil {
+		return q, err
+	}
+	return q, nil
+}
+
+// advance moves s to the period holding t and returns the time used: a t
+// before the bucket's period counts as that period's start.
+func (p fixedParams) advance(s *bucketVal, t int64) int64 {
+	if t < s.last {
+		return s.last
+	}
+	if t-s.last >= p.period {
+		s.v, s.last = 0, WindowStart(t, time.Duration(p.period))
+	}
+	return t
+}
+
+// idle reports whether s counts nothing at t (its period ended, or
+// nothing was counted in it), so a new bucket would be the same.
+func (p fixedParams) idle(s bucketVal, t int64) bool {
+	p.advance(&s, t)
+	return s.v == 0
+}
+
+// take applies a take of n at t to s (found: s is stored; else a new
+// bucket) and returns the answer.
+func (p fixedParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
+	if !found {
+		s.v, s.last = 0, WindowStart(t, time.Duration(p.period))
+	}
+	t = p.advance(s, t)
+	before := s.v
+	st := BucketStatus{Allowed: before+n <= p.limit, Never: n > p.limit, Limit: FromMicro(p.limit), Before: FromMicro(before)}
+	if st.Allowed {
+		s.v += n
+	}
+	st.Remaining = FromMicro(p.limit - s.v)
+	st.ResetAfter = time.Duration(s.last + p.period - t)
+	if !st.Allowed && !st.Never {
+		st.RetryAfter = st.ResetAfter
+	}
+	return st
+}
+
+// TakeFixedAt counts take (1 by default in the API; 0 only reads) at t in
+// key's fixed bucket p if it fits under the limit.
+func (b *Buckets) TakeFixedAt(t time.Time, key string, p FixedBucket, take float64) (BucketStatus, error) {
+	q, err := p.params()
+	if err != nil {
+		return BucketStatus{}, bucketErr(key, err)
+	}
+	n, err := bucketTake(take)
+	if err != nil {
+		return BucketStatus{}, bucketErr(key, err)
+	}
+	id := bucketID{key: key, kind: kindFixed, a: q.period, b: q.limit}
+	tn := t.UnixNano()
+	var st BucketStatus
+	err = b.apply(&id, n > 0, func(s bucketVal, found bool) bucketVal {
+		st = q.take(&s, found, tn, n)
+		return s
+	})
+	return st, err
+}
+
+// TakeFixed is TakeFixedAt at the clock's time.
+func (b *Buckets) TakeFixed(key string, p FixedBucket, take float64) (BucketStatus, error) {
+	return b.TakeFixedAt(b.clock.Now(), key, p, take)
+}
+
+// FixedAt reads key's fixed bucket p at t without counting: Before is the
+// period's count.
+func (b *Buckets) FixedAt(t time.Time, key string, p FixedBucket) (BucketStatus, error) {
+	return b.TakeFixedAt(t, key, p, 0)
+}
+
+// Fixed is FixedAt at the clock's time.
+func (b *Buckets) Fixed(key string, p FixedBucket) (BucketStatus, error) {
+	return b.FixedAt(b.clock.Now(), key, p)
+}

@@ -1,0 +1,150 @@
+package node
+
+import "time"
+
+// TokenBucket is a token bucket's parameters, as in Smyte's ratelimit
+// (RL.REDUCE key max refilltime [REFILL amount] [TAKE n] [AT time]). They
+// are part of the bucket's identity.
+//
+// A new bucket holds Max tokens. Every whole RefillTime since the last
+// refill mark adds RefillAmount tokens, up to Max, and moves the mark by
+// that many RefillTimes (not to the call's time, so partial progress
+// towards the next refill is kept). A take of n is admitted when the
+// tokens before it are at least n; either way the bucket keeps
+// max(tokens − n, 0), so a refused take empties it (Smyte's code does
+// exactly this). A take of 0 only reads.
+type TokenBucket struct {
+	// Max is the most tokens the bucket holds, in (0, MaxValue].
+	Max float64
+	// RefillTime is the time between refills, in (0, MaxBucketDuration].
+	RefillTime time.Duration
+	// RefillAmount is the tokens one refill adds; 0 means Max.
+	RefillAmount float64
+}
+
+// tokenParams is a validated TokenBucket in micro-hits and ns.
+type tokenParams struct {
+	max, refill, amount int64
+}
+
+// Validate reports the first bad parameter as a *FieldError ("max",
+// "refill_time" or "refill_amount") wrapping ErrInvalidLimit.
+func (p TokenBucket) Validate() error {
+	_, err := p.params()
+	return err
+}
+
+func (p TokenBucket) params() (tokenParams, error) {
+	var q tokenParams
+	var err error
+	if q.max, err = bucketAmount("max", p.Max); err != nil {
+		return q, err
+	}
+	if q.refill, err = bucketDuration("refill_time", p.RefillTime); err != nil {
+		return q, err
+	}
+	q.amount = q.max
+	if p.RefillAmount != 0 {
+		if q.amount, err = bucketAmount("refill_amount", p.RefillAmount); err != nil {
+			return q, err
+		}
+	}
+	return q, nil
+}
+
+// advance brings s up to t: whole refills since the last mark, capped at
+// max, the mark moved by as many refill times. A t before the mark counts
+// as the mark: time never moves backwards. It returns the time used.
+func (p tokenParams) advance(s *bucketVal, t int64) int64 {
+	if t < s.last {
+		return s.last
+	}
+	n := (t - s.last) / p.refill
+	if n == 0 {
+		return t
+	}
+	if s.v < p.max {
+		if n >= bucketCeilDiv(p.max-s.v, p.amount) {
+			s.v = p.max
+		} else {
+			s.v += n * p.amount
+		}
+	}
+	s.last += n * p.refill
+	return t
+}
+
+// idle reports whether s is full at t, so a new bucket would be the same.
+func (p tokenParams) idle(s bucketVal, t int64) bool {
+	p.advance(&s, t)
+	return s.v >= p.max
+}
+
+// take applies a take of n at t to s (found: s is stored; else a new
+// bucket) and returns the answer. strict restarts the refill clock when a
+// take leaves the bucket empty.
+func (p tokenParams) take(s *bucketVal, found bool, t, n int64, strict bool) BucketStatus {
+	if !found {
+		s.v, s.last = p.max, t
+	}
+	t = p.advance(s, t)
+	before := s.v
+	st := BucketStatus{Allowed: before >= n, Never: n > p.max, Limit: FromMicro(p.max), Before: FromMicro(before)}
+	if n > 0 {
+		s.v = max(before-n, 0)
+		if strict && s.v == 0 {
+			s.last = t
+		}
+	}
+	st.Remaining = FromMicro(s.v)
+	if s.v < p.max {
+		st.ResetAfter = time.Duration(s.last + p.refill - t)
+	}
+	if !st.Allowed && !st.Never {
+		// Refused: the bucket is now empty; wait for enough refills.
+		k := bucketCeilDiv(n-s.v, p.amount)
+		st.RetryAfter = time.Duration(bucketAddSat(s.last-t, bucketMulSat(k, p.refill)))
+	}
+	return st
+}
+
+// TakeTokenAt takes take tokens (Smyte's TAKE; 1 by default in the API,
+// 0 only reads) at t (Smyte's AT, which may be historical: a t before the
+// bucket's last refill mark counts as that mark) from key's token bucket
+// p. With strict (Smyte's STRICT), a take that leaves the bucket empty
+// restarts its refill clock at t, so a caller that keeps trying stays
+// refused until it pauses a whole refill time.
+func (b *Buckets) TakeTokenAt(t time.Time, key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
+	q, err := p.params()
+	if err != nil {
+		return BucketStatus{}, bucketErr(key, err)
+	}
+	n, err := bucketTake(take)
+	if err != nil {
+		return BucketStatus{}, bucketErr(key, err)
+	}
+	id := bucketID{key: key, kind: kindToken, a: q.max, b: q.refill, c: q.amount}
+	tn := t.UnixNano()
+	var st BucketStatus
+	err = b.apply(&id, n > 0, func(s bucketVal, found bool) bucketVal {
+		st = q.take(&s, found, tn, n, strict)
+		return s
+	})
+	return st, err
+}
+
+// TakeToken is TakeTokenAt at the clock's time.
+func (b *Buckets) TakeToken(key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
+	return b.TakeTokenAt(b.clock.Now(), key, p, take, strict)
+}
+
+// TokenAt reads key's token bucket p at t without taking (Smyte's RL.GET):
+// Before and Remaining are the tokens.
+func (b *Buckets) TokenAt(t time.Time, key string, p TokenBucket) (BucketStatus, error) {
+	return b.TakeTokenAt(t, key, p, 0, false)
+}
+
+// Token is TokenAt at the clock's time.
+func (b *Buckets) Token(key string, p TokenBucket) (BucketStatus, error) {
+	return b.TokenAt(b.clock.Now(), key, p)
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,6 +41,16 @@ func named(v []any) map[string]string {
 	return m
 }
 
+// adds returns Lua lines add(item .. ' <name>', <base><NAME>]) per field
+// name, NAME being the name in Lua's style ("cur total" is CUR_TOTAL).
+func adds(item, base string, names ...string) string {
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "add(%s .. '%s', %s%s])\n", item, n, base, strings.ToUpper(strings.ReplaceAll(n, " ", "_")))
+	}
+	return b.String()
+}
+
 // probeLib is the start of every probe: add(name, value) appends a pair.
 const probeLib = `
 local out = {}
@@ -65,14 +76,12 @@ func TestEncodersMatchLayouts(t *testing.T) {
 		prefix := rp
 		call := encodePush(&g, pushCall{h0: 0, h1: len(g.hashes), j0: 0, j1: len(rows)}, &prefix, rows)
 		got := named(probe(t, c, "push", probeLib+`
-add('row prefix', ARGV[PUSH_HEAD_ROW_PREFIX])
+`+adds("''", "ARGV[PUSH_HEAD_", "row prefix")+`
 for i = 1, (#ARGV - PUSH_HEAD_WIDTH) / PUSH_ROW_WIDTH do
   local a = PUSH_HEAD_WIDTH + (i - 1) * PUSH_ROW_WIDTH
   local k = ARGV[a + PUSH_ROW_KEY]
   add(k .. ' hash', KEYS[tonumber(ARGV[a + PUSH_ROW_HASH])])
-  add(k .. ' total', ARGV[a + PUSH_ROW_TOTAL])
-  add(k .. ' version', ARGV[a + PUSH_ROW_VERSION])
-  add(k .. ' expire', ARGV[a + PUSH_ROW_EXPIRE])
+  `+adds("k .. ' '", "ARGV[a + PUSH_ROW_", "total", "version", "expire")+`
 end
 return out`, call))
 		want := map[string]string{"row prefix": rp}
@@ -91,24 +100,21 @@ return out`, call))
 		rows := []clustersync.Row{rw("n", "k", time.Second, 7, 11, 12), rw("n", "k", time.Minute, 60, -21, 22)}
 		call := encodeKey("p", rp, rows)
 		got := named(probe(t, c, "key", probeLib+`
-add('sum field', ARGV[KEY_HEAD_SUM_FIELD])
-add('row field', ARGV[KEY_HEAD_ROW_FIELD])
+`+adds("''", "ARGV[KEY_HEAD_", "sum field", "row field")+`
 for i = 1, #KEYS do
   local a = KEY_HEAD_WIDTH + (i - 1) * KEY_WINDOW_WIDTH
   add(i .. ' hash', KEYS[i])
-  add(i .. ' row', ARGV[a + KEY_WINDOW_ROW])
-  add(i .. ' total', ARGV[a + KEY_WINDOW_TOTAL])
-  add(i .. ' version', ARGV[a + KEY_WINDOW_VERSION])
-  add(i .. ' expire', ARGV[a + KEY_WINDOW_EXPIRE])
+  `+adds("i .. ' '", "ARGV[a + KEY_WINDOW_", "row", "total", "version", "expire")+`
 end
 return out`, call))
 		want := map[string]string{"sum field": "=k", "row field": rp + "k"}
 		for i, r := range rows {
-			want[fmt.Sprint(i+1, " hash")] = redisKey("p", &r.WindowKey)
-			want[fmt.Sprint(i+1, " row")] = fmt.Sprint(r.Total, ":", r.Version, ":1800000000123")
-			want[fmt.Sprint(i+1, " total")] = fmt.Sprint(r.Total)
-			want[fmt.Sprint(i+1, " version")] = fmt.Sprint(r.Version)
-			want[fmt.Sprint(i+1, " expire")] = "1800000000123"
+			for name, v := range map[string]any{
+				"hash": redisKey("p", &r.WindowKey), "row": fmt.Sprint(r.Total, ":", r.Version, ":1800000000123"),
+				"total": r.Total, "version": r.Version, "expire": "1800000000123",
+			} {
+				want[fmt.Sprint(i+1, " ", name)] = fmt.Sprint(v)
+			}
 		}
 		if !maps.Equal(got, want) {
 			t.Errorf("the key script reads\n%v\nwant\n%v", got, want)
@@ -149,45 +155,28 @@ return out`, scriptCall{})
 	t.Run("allow", func(t *testing.T) {
 		call := encodeAllow("p", rp, &req)
 		got := named(probe(t, c, "allow", probeLib+`
-add('sum field', ARGV[ALLOW_HEAD_SUM_FIELD])
-add('row field', ARGV[ALLOW_HEAD_ROW_FIELD])
-add('cost', ARGV[ALLOW_HEAD_COST])
-add('count rejected', ARGV[ALLOW_HEAD_COUNT_REJECTED])
+`+adds("''", "ARGV[ALLOW_HEAD_", "sum field", "row field", "cost", "count rejected")+`
 for l = 1, #KEYS / ALLOW_KEYS_WIDTH do
   local a = ALLOW_HEAD_WIDTH + (l - 1) * ALLOW_LIMIT_WIDTH
   local k = (l - 1) * ALLOW_KEYS_WIDTH
   add(l .. ' cur hash', KEYS[k + ALLOW_KEYS_CUR])
   add(l .. ' prev hash', KEYS[k + ALLOW_KEYS_PREV])
-  add(l .. ' limit', ARGV[a + ALLOW_LIMIT_LIMIT])
-  add(l .. ' size', ARGV[a + ALLOW_LIMIT_SIZE])
-  add(l .. ' pos', ARGV[a + ALLOW_LIMIT_POS])
-  add(l .. ' cur total', ARGV[a + ALLOW_LIMIT_CUR_TOTAL])
-  add(l .. ' cur counted', ARGV[a + ALLOW_LIMIT_CUR_COUNTED])
-  add(l .. ' cur version', ARGV[a + ALLOW_LIMIT_CUR_VERSION])
-  add(l .. ' cur expire', ARGV[a + ALLOW_LIMIT_CUR_EXPIRE])
-  add(l .. ' prev total', ARGV[a + ALLOW_LIMIT_PREV_TOTAL])
-  add(l .. ' prev version', ARGV[a + ALLOW_LIMIT_PREV_VERSION])
-  add(l .. ' prev expire', ARGV[a + ALLOW_LIMIT_PREV_EXPIRE])
-  add(l .. ' prev row', ARGV[a + ALLOW_LIMIT_PREV_ROW])
+  `+adds("l .. ' '", "ARGV[a + ALLOW_LIMIT_", "limit", "size", "pos", "cur total", "cur counted", "cur version", "cur expire",
+			"prev total", "prev version", "prev expire", "prev row")+`
 end
 return out`, call))
 		want := map[string]string{"sum field": "=k", "row field": rp + "k", "cost": "3", "count rejected": "1"}
 		for i, l := range req.Limits {
-			p := fmt.Sprint(i+1, " ")
 			pe := expireArg(&l.Prev)
-			want[p+"cur hash"] = redisKey("p", &l.Cur.WindowKey)
-			want[p+"prev hash"] = redisKey("p", &l.Prev.WindowKey)
-			want[p+"limit"] = fmt.Sprint(l.Limit)
-			want[p+"size"] = fmt.Sprint(int64(l.Size))
-			want[p+"pos"] = "500"
-			want[p+"cur total"] = fmt.Sprint(l.Cur.Total)
-			want[p+"cur counted"] = fmt.Sprint(l.Cur.Total + 3)
-			want[p+"cur version"] = fmt.Sprint(l.Cur.Version)
-			want[p+"cur expire"] = "1800000000123"
-			want[p+"prev total"] = fmt.Sprint(l.Prev.Total)
-			want[p+"prev version"] = fmt.Sprint(l.Prev.Version)
-			want[p+"prev expire"] = fmt.Sprint(pe)
-			want[p+"prev row"] = fmt.Sprint(l.Prev.Total, ":", l.Prev.Version, ":", pe)
+			for name, v := range map[string]any{
+				"cur hash": redisKey("p", &l.Cur.WindowKey), "prev hash": redisKey("p", &l.Prev.WindowKey),
+				"limit": l.Limit, "size": int64(l.Size), "pos": 500,
+				"cur total": l.Cur.Total, "cur counted": l.Cur.Total + 3, "cur version": l.Cur.Version, "cur expire": "1800000000123",
+				"prev total": l.Prev.Total, "prev version": l.Prev.Version, "prev expire": pe,
+				"prev row": fmt.Sprint(l.Prev.Total, ":", l.Prev.Version, ":", pe),
+			} {
+				want[fmt.Sprint(i+1, " ", name)] = fmt.Sprint(v)
+			}
 		}
 		if !maps.Equal(got, want) {
 			t.Errorf("the allow script reads\n%v\nwant\n%v", got, want)

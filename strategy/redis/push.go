@@ -32,9 +32,6 @@ const (
 // than the stored one: ⌈len(rows)/1000⌉ pipelined round trips, at most
 // two in flight.
 func (s *Store) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
-	if s.closed.Load() {
-		return fmt.Errorf("redis: push: %w", clustersync.ErrClosed)
-	}
 	return s.push(ctx, "push", inc, rows, nil)
 }
 
@@ -42,9 +39,6 @@ func (s *Store) Push(ctx context.Context, inc string, rows []clustersync.Row) er
 // would return for rows[i].WindowKey, in the same round trip (one per
 // 1000 rows).
 func (s *Store) PushFetch(ctx context.Context, inc string, rows []clustersync.Row, others []int64) error {
-	if s.closed.Load() {
-		return fmt.Errorf("redis: pushfetch: %w", clustersync.ErrClosed)
-	}
 	if len(others) != len(rows) {
 		return fmt.Errorf("redis: pushfetch: %d results for %d rows", len(others), len(rows))
 	}
@@ -241,6 +235,9 @@ func (s *Store) group(n int, key func(i int) *clustersync.WindowKey) grouping {
 // key script. When others is not nil it receives, per row, the others'
 // sum.
 func (s *Store) push(ctx context.Context, op, inc string, rows []clustersync.Row, others []int64) error {
+	if s.closed.Load() {
+		return fmt.Errorf("redis: %s: %w", op, clustersync.ErrClosed)
+	}
 	rp := s.rowPrefix(inc)
 	if oneKey(rows) {
 		return s.pushKey(ctx, op, rp, rows, others)

@@ -4,8 +4,7 @@ import clustersync "github.com/limiterd/limiterd/sync"
 
 // RedisKey returns the Redis key of the hash holding window k under prefix.
 func RedisKey(prefix string, k clustersync.WindowKey) string {
-	l := locator{prefix: escapePrefix(prefix)}
-	return l.key(&k)
+	return redisKey(escapePrefix(prefix), &k)
 }
 
 // SumField and RowField return the fields of window k's sum and of

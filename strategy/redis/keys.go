@@ -1,8 +1,13 @@
 package redis
 
 import (
+	"encoding/binary"
+	"encoding/hex"
+	"hash"
+	"hash/fnv"
 	"strconv"
 	"strings"
+	"time"
 
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -18,34 +23,21 @@ const buckets = 64
 // tagLen is the length of a hash tag: 16 hexadecimal digits.
 const tagLen = 16
 
-// fnv is FNV-1a 64, the hash of keys' buckets and of hash tags.
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-)
-
-func fnvNamespace(namespace string) uint64 {
-	h := uint64(fnvOffset)
-	var n [20]byte
-	for _, c := range strconv.AppendUint(n[:0], uint64(len(namespace)), 10) {
-		h = (h ^ uint64(c)) * fnvPrime
-	}
-	h = (h ^ ':') * fnvPrime
-	for i := 0; i < len(namespace); i++ {
-		h = (h ^ uint64(namespace[i])) * fnvPrime
-	}
-	return h
+// writeNamespace starts an FNV-1a 64 hash of a namespace's key or bucket
+// with the length-prefixed namespace "<len>:<namespace>".
+func writeNamespace(h hash.Hash64, namespace string) {
+	var n [24]byte
+	h.Write(append(strconv.AppendUint(n[:0], uint64(len(namespace)), 10), ':'))
+	h.Write([]byte(namespace))
 }
 
-// bucketOf returns key's bucket in a namespace whose fnvNamespace is nsHash:
-// FNV-1a 64 of the length-prefixed namespace followed by the key, modulo
-// buckets.
-func bucketOf(nsHash uint64, key string) int {
-	h := nsHash
-	for i := 0; i < len(key); i++ {
-		h = (h ^ uint64(key[i])) * fnvPrime
-	}
-	return int(h % buckets)
+// bucketOf returns key's bucket in namespace: FNV-1a 64 of the
+// length-prefixed namespace followed by the key, modulo buckets.
+func bucketOf(namespace, key string) int {
+	h := fnv.New64a()
+	writeNamespace(h, namespace)
+	h.Write([]byte(key))
+	return int(h.Sum64() % buckets)
 }
 
 // bucketTag returns the hash tag of a namespace's bucket: FNV-1a 64 of the
@@ -53,18 +45,13 @@ func bucketOf(nsHash uint64, key string) int {
 // hexadecimal digits. It only decides placement (slot, ring shard) and is
 // never read back, so a collision merely puts two buckets in one slot. It
 // never holds a brace, whatever the namespace holds.
-func bucketTag(nsHash uint64, bucket int) [tagLen]byte {
-	h := (nsHash ^ ':') * fnvPrime
-	var n [4]byte
-	for _, c := range strconv.AppendUint(n[:0], uint64(bucket), 10) {
-		h = (h ^ uint64(c)) * fnvPrime
-	}
-	const hex = "0123456789abcdef"
+func bucketTag(namespace string, bucket int) [tagLen]byte {
+	h := fnv.New64a()
+	writeNamespace(h, namespace)
+	var n [24]byte
+	h.Write(strconv.AppendUint(append(n[:0], ':'), uint64(bucket), 10))
 	var t [tagLen]byte
-	for i := tagLen - 1; i >= 0; i-- {
-		t[i] = hex[h&0xf]
-		h >>= 4
-	}
+	hex.Encode(t[:], binary.BigEndian.AppendUint64(n[:0], h.Sum64()))
 	return t
 }
 
@@ -121,73 +108,42 @@ func escapePrefix(p string) string {
 	return strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D").Replace(p)
 }
 
-// locator finds the hashes of windows, hashing each namespace once for
-// consecutive windows of the same namespace.
-type locator struct {
+// hashOf returns the hash holding window k.
+func hashOf(k *clustersync.WindowKey) hashID {
+	return hashID{namespace: k.Namespace, size: int64(k.Size), start: k.Start, bucket: bucketOf(k.Namespace, k.Key)}
+}
+
+// appendKey appends the Redis key of hash id under prefix.
+func appendKey(b []byte, prefix string, id *hashID) []byte {
+	return appendHashKey(b, prefix, bucketTag(id.namespace, id.bucket), id)
+}
+
+// redisKey returns the Redis key of the hash holding window k.
+func redisKey(prefix string, k *clustersync.WindowKey) string {
+	id := hashOf(k)
+	return string(appendKey(nil, prefix, &id))
+}
+
+// keyHasher appends the Redis keys of the hashes holding the windows of
+// one (namespace, key), hashing the namespace and key once.
+type keyHasher struct {
 	prefix string
-	ns     string
-	nsHash uint64
-	valid  bool
+	tag    [tagLen]byte
+	id     hashID
 }
 
-// id returns the hash holding window k.
-func (l *locator) id(k *clustersync.WindowKey) hashID {
-	if !l.valid || l.ns != k.Namespace {
-		l.ns, l.nsHash, l.valid = k.Namespace, fnvNamespace(k.Namespace), true
-	}
-	return hashID{namespace: k.Namespace, size: int64(k.Size), start: k.Start, bucket: bucketOf(l.nsHash, k.Key)}
+func newKeyHasher(prefix, namespace, key string) keyHasher {
+	b := bucketOf(namespace, key)
+	return keyHasher{prefix: prefix, tag: bucketTag(namespace, b), id: hashID{namespace: namespace, bucket: b}}
 }
 
-// appendKey appends the Redis key of hash id.
-func (l *locator) appendKey(b []byte, id *hashID) []byte {
-	if !l.valid || l.ns != id.namespace {
-		l.ns, l.nsHash, l.valid = id.namespace, fnvNamespace(id.namespace), true
-	}
-	return appendHashKey(b, l.prefix, bucketTag(l.nsHash, id.bucket), id)
-}
-
-// key returns the Redis key of the hash holding window k.
-func (l *locator) key(k *clustersync.WindowKey) string {
-	id := l.id(k)
-	return string(l.appendKey(nil, &id))
-}
-
-// keyHashes returns the Redis keys of the hashes holding windows
-// (size, start) of one (namespace, key), as slices of one string: the
-// namespace and key are hashed once, and one allocation holds every name.
-func keyHashes(prefix, namespace, key string, n int, window func(i int) (size, start int64)) []string {
-	ends := make([]int, n)
-	b := appendKeyHashes(make([]byte, 0, n*hashKeyLen(prefix, namespace)), prefix, namespace, key, ends, window)
-	return cut(string(b), ends)
+// appendKey appends the Redis key of the hash holding window (size, start).
+func (k *keyHasher) appendKey(b []byte, size time.Duration, start int64) []byte {
+	k.id.size, k.id.start = int64(size), start
+	return appendHashKey(b, k.prefix, k.tag, &k.id)
 }
 
 // hashKeyLen is about the length of one hash key, for a buffer's capacity.
 func hashKeyLen(prefix, namespace string) int {
 	return len(prefix) + len(namespace) + tagLen + 48
-}
-
-// appendKeyHashes appends the keys of the hashes holding windows
-// window(i) of one (namespace, key) for i < len(ends), and sets ends[i] to
-// the end of key i in b.
-func appendKeyHashes(b []byte, prefix, namespace, key string, ends []int, window func(i int) (size, start int64)) []byte {
-	nsHash := fnvNamespace(namespace)
-	id := hashID{namespace: namespace, bucket: bucketOf(nsHash, key)}
-	tag := bucketTag(nsHash, id.bucket)
-	for i := range ends {
-		id.size, id.start = window(i)
-		b = appendHashKey(b, prefix, tag, &id)
-		ends[i] = len(b)
-	}
-	return b
-}
-
-// cut splits all at ends (each the end of one part) into its parts, which
-// share its memory.
-func cut(all string, ends []int) []string {
-	parts := make([]string, len(ends))
-	lo := 0
-	for i, hi := range ends {
-		parts[i], lo = all[lo:hi], hi
-	}
-	return parts
 }

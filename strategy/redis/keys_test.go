@@ -47,14 +47,13 @@ func FuzzKey(f *testing.F) {
 		if strings.ContainsAny(p, "{}") {
 			t.Fatalf("escaped prefix %q holds a brace", p)
 		}
-		l := locator{prefix: p}
 		k := clustersync.WindowKey{Namespace: ns, Size: time.Duration(size), Start: start, Key: key}
-		in := l.id(&k)
+		in := hashOf(&k)
 		if in.bucket < 0 || in.bucket >= buckets {
 			t.Fatalf("bucket %d out of range", in.bucket)
 		}
-		s := l.key(&k)
-		tag := bucketTag(fnvNamespace(ns), in.bucket)
+		s := redisKey(p, &k)
+		tag := bucketTag(ns, in.bucket)
 		gotTag, out, ok := decodeKey(s, p)
 		if !ok || out != in || gotTag != string(tag[:]) {
 			t.Fatalf("decode(%q) = %q %+v %v, want %q %+v", s, gotTag, out, ok, tag, in)
@@ -100,9 +99,8 @@ func TestBucketsSpread(t *testing.T) {
 	// The keys of one namespace fill its buckets evenly.
 	const n = 64_000
 	var count [buckets]int
-	h := fnvNamespace("api")
 	for i := range n {
-		count[bucketOf(h, "user-"+strconv.Itoa(i))]++
+		count[bucketOf("api", "user-"+strconv.Itoa(i))]++
 	}
 	for b, c := range count {
 		if c < n/buckets*8/10 || c > n/buckets*12/10 {

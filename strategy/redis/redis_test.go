@@ -101,7 +101,7 @@ func mustPush(tb testing.TB, s clustersync.Store, inc string, rows ...clustersyn
 	}
 }
 
-func window(tb testing.TB, s clustersync.Windower, k clustersync.WindowKey) int64 {
+func window(tb testing.TB, s clustersync.Store, k clustersync.WindowKey) int64 {
 	tb.Helper()
 	n, err := s.Window(ctxT(tb), k)
 	if err != nil {
@@ -950,12 +950,12 @@ func TestLargeBatches(t *testing.T) {
 }
 
 // TestKeyScriptMatchesPushScript runs one history of synchronous calls
-// (the windows of one key, through keyScript and its short paths, with
-// Acked hints) and the same rows through the batch script (each call
-// joined by a row of another namespace), and wants identical hashes,
-// expiries and replies: new hashes and new keys, right, stale and wrong
-// hints, never-stored windows, unchanged rows, a later expiry, and sums
-// past 10^15 and 2^53.
+// (the windows of one key, through the key script and its short paths)
+// and the same rows through the push script (each call joined by a row
+// of another namespace), and wants identical hashes, expiries and
+// replies: new hashes and new keys, never-stored windows, unchanged rows,
+// newer rows of the same expiry (replace) and of a later one, an older
+// row, versions that grow a digit, and sums past 10^15 and 2^53.
 func TestKeyScriptMatchesPushScript(t *testing.T) {
 	addr := redisAddr(t)
 	key, prefixKey := newStoreAt(t, addr)
@@ -969,9 +969,8 @@ func TestKeyScriptMatchesPushScript(t *testing.T) {
 	for i := 0; redisstore.RedisKey(prefixKey, mate) != redisstore.RedisKey(prefixKey, cur) || mate.Key == cur.Key; i++ {
 		mate.Key = fmt.Sprint("mate-", i)
 	}
-	r := func(k clustersync.WindowKey, total, version int64, acked ...int64) clustersync.Row {
-		x := clustersync.Row{WindowKey: k, Total: total, Version: version, ExpireAt: exp}
-		return x
+	r := func(k clustersync.WindowKey, total, version int64) clustersync.Row {
+		return clustersync.Row{WindowKey: k, Total: total, Version: version, ExpireAt: exp}
 	}
 	later := func(x clustersync.Row) clustersync.Row { x.ExpireAt = x.ExpireAt.Add(time.Minute); return x }
 	type call struct {
@@ -979,18 +978,21 @@ func TestKeyScriptMatchesPushScript(t *testing.T) {
 		rows []clustersync.Row
 	}
 	history := []call{
-		{"b", []clustersync.Row{r(mate, 4, 1)}},                                      // a hash before user's rows
-		{"a", []clustersync.Row{r(cur, 1, 10), r(prev, 0, 0), r(hour, 1, 10)}},       // new key, never-stored window, new hash
-		{"a", []clustersync.Row{r(cur, 2, 11, 1, 10), r(hour, 2, 11, 1, 10)}},        // right hints
-		{"a", []clustersync.Row{r(cur, 2, 11), r(prev, 0, 0), r(hour, 2, 11)}},       // unchanged rows
-		{"b", []clustersync.Row{r(cur, 7, 2), r(hour, 3, 2)}},                        // another incarnation
-		{"a", []clustersync.Row{r(cur, 5, 13, 1, 10), r(hour, 5, 13, 2, 12)}},        // stale hint; hint with a wrong version
-		{"a", []clustersync.Row{r(cur, 4, 12, 5, 13), r(hour, 6, 14, 9, 13)}},        // older row; hint with a wrong total
-		{"a", []clustersync.Row{later(r(cur, 6, 15, 5, 13)), r(hour, 7, 15, 6, 14)}}, // hinted row with a later expiry
-		{"b", []clustersync.Row{r(cur, 1<<55, 3)}},                                   // a sum past 2^53
-		{"a", []clustersync.Row{later(r(cur, 8, 16, 6, 15)), r(hour, 999_999_999_999_999, 16, 7, 15)}},
-		{"a", []clustersync.Row{later(r(cur, 9, 17, 8, 16)), r(hour, 1_000_000_000_000_001, 17, 999_999_999_999_999, 16)}},
-		{"a", []clustersync.Row{r(prev, 3, 18), r(cur, -2, 18)}},            // a new row with no hint; a negative total
+		{"b", []clustersync.Row{r(mate, 4, 1)}},                              // a hash before user's rows
+		{"a", []clustersync.Row{r(cur, 1, 8), r(prev, 0, 0), r(hour, 1, 8)}}, // new key, never-stored window, new hash
+		{"a", []clustersync.Row{r(cur, 2, 9), r(hour, 2, 9)}},                // newer rows
+		{"a", []clustersync.Row{r(cur, 2, 9), r(prev, 0, 0), r(hour, 2, 9)}}, // unchanged rows
+		{"a", []clustersync.Row{r(cur, 3, 10), r(hour, 2, 10)}},              // a version one digit longer; an unchanged total
+		{"b", []clustersync.Row{r(cur, 7, 2), r(hour, 3, 2)}},                // another incarnation
+		{"a", []clustersync.Row{r(cur, 5, 13), r(hour, 5, 13)}},              //
+		{"a", []clustersync.Row{r(cur, 4, 12), r(hour, 6, 12)}},              // older rows
+		{"a", []clustersync.Row{later(r(cur, 6, 15)), r(hour, 7, 15)}},       // a later expiry
+		{"b", []clustersync.Row{r(cur, 1<<55, 3)}},                           // a sum past 2^53
+		{"a", []clustersync.Row{later(r(cur, 8, 16)), r(hour, 999_999_999_999_999, 16)}},
+		{"a", []clustersync.Row{later(r(cur, 9, 17)), r(hour, 1_000_000_000_000_001, 17)}},
+		{"a", []clustersync.Row{later(r(cur, 9, 18)), r(hour, 5, 18)}},      // a total back below 10^15
+		{"a", []clustersync.Row{r(prev, 3, 18), r(cur, -2, 19)}},            // a new row; a negative total
+		{"a", []clustersync.Row{r(prev, 3, 18), r(cur, -3, 20)}},            //
 		{"c", []clustersync.Row{r(cur, 1, 1), later(later(r(prev, 1, 1)))}}, // new rows, one with a later expiry
 	}
 	other := wk("ks-other", "x", time.Minute, 0)
@@ -1030,16 +1032,18 @@ func sameHashes(t *testing.T, raw *redis.Client, nameA, prefixA, nameB, prefixB 
 	}
 }
 
-// TestAllowHintsChangeNothing runs one history of Allow calls twice, with
-// Acked hints on the current rows and without, and wants the same
-// decisions, the same others' totals and identical hashes and expiries:
-// right, stale and wrong hints, a hint whose version is not older,
-// denied calls counted or not, previous windows stored as sent, changed
-// or never stored, another incarnation's writes, and sums past 2^53.
-func TestAllowHintsChangeNothing(t *testing.T) {
+// TestAllowMatchesPushScript runs one history of Allow calls and, beside
+// it, pushes through the push script the rows each call's decision
+// stores (the previous rows, and the current ones with the cost counted
+// when allowed or when denied calls count), and wants the others' totals
+// the push script read, the decision they give, and identical hashes and
+// expiries: allowed and denied calls, counted or not, newer current rows
+// (replace), older ones, previous windows stored as sent, changed or
+// never stored, another incarnation's writes, and sums past 2^53.
+func TestAllowMatchesPushScript(t *testing.T) {
 	addr := redisAddr(t)
-	hinted, prefixHinted := newStoreAt(t, addr)
-	plain, prefixPlain := newStoreAt(t, addr)
+	allow, prefixAllow := newStoreAt(t, addr)
+	batch, prefixBatch := newStoreAt(t, addr)
 	raw := rawClient(t, addr)
 	const m = node.Micro
 	sec, minute := wk("ah", "k", time.Second, 100*int64(time.Second)), wk("ah", "k", time.Minute, 60*int64(time.Second))
@@ -1047,10 +1051,10 @@ func TestAllowHintsChangeNothing(t *testing.T) {
 	secPrev.Start -= int64(time.Second)
 	minPrev.Start -= int64(time.Minute)
 	exp := time.Now().Add(time.Hour).Truncate(time.Millisecond)
-	r := func(k clustersync.WindowKey, total, version int64, acked ...int64) clustersync.Row {
-		x := clustersync.Row{WindowKey: k, Total: total, Version: version, ExpireAt: exp}
-		return x
+	r := func(k clustersync.WindowKey, total, version int64) clustersync.Row {
+		return clustersync.Row{WindowKey: k, Total: total, Version: version, ExpireAt: exp}
 	}
+	later := func(x clustersync.Row) clustersync.Row { x.ExpireAt = x.ExpireAt.Add(time.Minute); return x }
 	type step struct {
 		inc           string
 		cost, limit   int64
@@ -1060,39 +1064,50 @@ func TestAllowHintsChangeNothing(t *testing.T) {
 	var zero clustersync.Row
 	steps := []step{
 		{"a", m, 5 * m, false, [2]clustersync.Row{r(sec, 0, 10), r(minute, 0, 10)}, [2]clustersync.Row{r(secPrev, 0, 0), r(minPrev, 0, 0)}},
-		{"a", m, 5 * m, false, [2]clustersync.Row{r(sec, m, 11, m, 10), r(minute, m, 11, m, 10)}, [2]clustersync.Row{r(secPrev, 0, 0), r(minPrev, 0, 0)}},
+		{"a", m, 5 * m, false, [2]clustersync.Row{r(sec, m, 11), r(minute, m, 11)}, [2]clustersync.Row{r(secPrev, 0, 0), r(minPrev, 0, 0)}},
 		{"b", 3 * m, 5 * m, false, [2]clustersync.Row{r(sec, 0, 1), r(minute, 0, 1)}, [2]clustersync.Row{r(secPrev, 2*m, 1), r(minPrev, 0, 0)}},
-		{"a", 2 * m, 5 * m, false, [2]clustersync.Row{r(sec, 2*m, 12, 2*m, 11), r(minute, 2*m, 12, 2*m, 11)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, 0, 0)}}, // denied
-		{"a", 2 * m, 5 * m, true, [2]clustersync.Row{r(sec, 2*m, 13, 2*m, 12), r(minute, 2*m, 13, 9*m, 12)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, 0, 0)}},  // denied, counted; a wrong hint
-		{"a", 0, 5 * m, false, [2]clustersync.Row{r(sec, 4*m, 14, 2*m, 11), r(minute, 4*m, 14, 4*m, 15)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, m, 14)}},    // a stale hint; a hint not older
-		{"a", m, 5 * m, false, [2]clustersync.Row{r(sec, 4*m, 9, 4*m, 8), zero}, [2]clustersync.Row{r(secPrev, 4*m, 12), zero}},                                          // an older row
-		{"b", 0, 1 << 60, false, [2]clustersync.Row{r(sec, 1<<55+1, 2), zero}, [2]clustersync.Row{r(secPrev, 2*m, 1), zero}},                                             // a sum past 2^53
-		{"a", m, 1 << 60, false, [2]clustersync.Row{r(sec, 4*m, 15, 4*m, 14), r(minute, 4*m, 15, 4*m, 14)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, m, 14)}},  // hinted, sum too long
-		{"a", m, 1 << 60, false, [2]clustersync.Row{r(sec, 5*m, 16, 5*m, 15), r(minute, 5*m, 16, 5*m, 15)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, 2*m, 16)}},
+		{"a", 2 * m, 5 * m, false, [2]clustersync.Row{r(sec, 2*m, 12), r(minute, 2*m, 12)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, 0, 0)}},     // denied
+		{"a", 2 * m, 5 * m, true, [2]clustersync.Row{r(sec, 2*m, 13), r(minute, 2*m, 13)}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, 0, 0)}},      // denied, counted
+		{"a", 0, 5 * m, false, [2]clustersync.Row{r(sec, 4*m, 14), later(r(minute, 4*m, 14))}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, m, 14)}}, // a later expiry
+		{"a", m, 5 * m, false, [2]clustersync.Row{r(sec, 4*m, 9), zero}, [2]clustersync.Row{r(secPrev, 4*m, 12), zero}},                                    // an older row
+		{"b", 0, 1 << 60, false, [2]clustersync.Row{r(sec, 1<<55+1, 2), zero}, [2]clustersync.Row{r(secPrev, 2*m, 1), zero}},                               // a sum past 2^53
+		{"a", m, 1 << 60, false, [2]clustersync.Row{r(sec, 4*m, 15), later(r(minute, 4*m, 15))}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, m, 14)}},
+		{"a", m, 1 << 60, false, [2]clustersync.Row{r(sec, 5*m, 160), later(r(minute, 5*m, 160))}, [2]clustersync.Row{r(secPrev, 4*m, 12), r(minPrev, 2*m, 16)}}, // versions a digit longer
 	}
 	at := sec.Start + int64(time.Second)/4
+	other := wk("ah-other", "x", time.Minute, 0)
 	for i, st := range steps {
-		var req clustersync.AllowRequest
-		req = clustersync.AllowRequest{Inc: st.inc, At: at, Cost: st.cost, CountRejected: st.countRejected}
+		req := clustersync.AllowRequest{Inc: st.inc, At: at, Cost: st.cost, CountRejected: st.countRejected}
 		for j := range st.cur {
-			if st.cur[j].Size == 0 {
-				continue
+			if st.cur[j].Size != 0 {
+				req.Limits = append(req.Limits, clustersync.AllowLimit{Size: st.cur[j].Size, Limit: st.limit, Cur: st.cur[j], Prev: st.prev[j]})
 			}
-			req.Limits = append(req.Limits, clustersync.AllowLimit{Size: st.cur[j].Size, Limit: st.limit, Cur: st.cur[j], Prev: st.prev[j]})
 		}
-		got, err := hinted.Allow(ctxT(t), req)
+		got, err := allow.Allow(ctxT(t), req)
 		if err != nil {
 			t.Fatalf("step %d: Allow: %v", i, err)
 		}
-		plainReq := req
-		plainReq.Limits = slices.Clone(req.Limits)
-		want, err := plain.Allow(ctxT(t), plainReq)
-		if err != nil {
-			t.Fatalf("step %d: Allow without hints: %v", i, err)
+		var rows []clustersync.Row
+		for _, l := range req.Limits {
+			rows = append(rows, l.Cur, l.Prev)
 		}
-		if got.Allowed != want.Allowed || !slices.Equal(got.Others, want.Others) {
-			t.Errorf("step %d: with hints %+v, without %+v", i, got, want)
+		if got.Allowed || req.CountRejected {
+			for j := 0; j < len(rows); j += 2 {
+				rows[j].Total += req.Cost
+			}
+		}
+		rows = append(rows, r(other, 1, int64(i+1)))
+		others := make([]int64, len(rows))
+		if err := batch.PushFetch(ctxT(t), st.inc, rows, others); err != nil {
+			t.Fatalf("step %d: batch PushFetch: %v", i, err)
+		}
+		want := make([][2]int64, len(req.Limits))
+		for j := range want {
+			want[j] = [2]int64{others[2*j], others[2*j+1]}
+		}
+		if !slices.Equal(got.Others, want) || got.Allowed != wantAllowed(req, want) {
+			t.Errorf("step %d: Allow = %+v; the push script read others %v, allowed %v", i, got, want, wantAllowed(req, want))
 		}
 	}
-	sameHashes(t, raw, "with hints", prefixHinted, "without hints", prefixPlain, sec, minute, secPrev, minPrev)
+	sameHashes(t, raw, "Allow", prefixAllow, "push script", prefixBatch, sec, minute, secPrev, minPrev)
 }

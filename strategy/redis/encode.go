@@ -1,0 +1,240 @@
+package redis
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// The encoders of the scripts' calls and the decoders of their replies.
+// Every position comes from the records of layout.go, which the scripts'
+// headers share.
+//
+// A synchronous call's cost is mostly what the client allocates, so the
+// strings of a call (hash keys, fields, rows) are built in one buffer and
+// cut from one string, and every argument goes in as a pointer: a
+// number or string boxed on its own would cost an allocation.
+
+// argv is a script call's ARGV: numbers held in ints and strings in strs,
+// each passed by pointer.
+type argv struct {
+	args []any
+	ints []int64
+	strs []string
+}
+
+func newArgv(n int) *argv { return &argv{args: make([]any, n), ints: make([]int64, n)} }
+
+// int sets ARGV[i] to v.
+func (a *argv) int(i int, v int64) {
+	a.ints[i] = v
+	a.args[i] = &a.ints[i]
+}
+
+// str returns where ARGV[i], a string, is to be written.
+func (a *argv) str(i int) *string {
+	if a.strs == nil {
+		a.strs = make([]string, len(a.args))
+	}
+	a.args[i] = &a.strs[i]
+	return &a.strs[i]
+}
+
+// strs builds strings in one buffer and then cuts them from one string:
+// any number of strings for one allocation.
+type strs struct {
+	b    []byte
+	dsts []*string
+	ends []int
+}
+
+func newStrs(size, n int) *strs {
+	return &strs{b: make([]byte, 0, size), dsts: make([]*string, 0, n), ends: make([]int, 0, n)}
+}
+
+// cut ends the string appended to b since the last cut; done writes it
+// to *dst.
+func (s *strs) cut(dst *string) {
+	s.dsts = append(s.dsts, dst)
+	s.ends = append(s.ends, len(s.b))
+}
+
+// done writes every string to its destination.
+func (s *strs) done() {
+	all := string(s.b)
+	lo := 0
+	for i, dst := range s.dsts {
+		*dst, lo = all[lo:s.ends[i]], s.ends[i]
+	}
+}
+
+// appendFields appends key's sum field and its row field under row
+// prefix rp, each cut to its destination.
+func (s *strs) appendFields(rp, key string, sum, row *string) {
+	s.b = append(append(s.b, sumPrefix...), key...)
+	s.cut(sum)
+	s.b = append(append(s.b, rp...), key...)
+	s.cut(row)
+}
+
+// appendRow appends a stored row "<total>:<version>:<expiry>".
+func appendRow(b []byte, total, version, exp int64) []byte {
+	b = strconv.AppendInt(b, total, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, version, 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, exp, 10)
+}
+
+// expireArg is r's expiry as the scripts take it: Unix ms, rounded up,
+// 0 for none.
+func expireArg(r *clustersync.Row) int64 {
+	if r.ExpireAt.IsZero() {
+		return 0
+	}
+	ms := r.ExpireAt.UnixMilli()
+	if r.ExpireAt.Nanosecond()%1_000_000 != 0 {
+		ms++
+	}
+	return ms
+}
+
+// pushCall is one call of the push script: hashes [h0, h1) of a grouping,
+// rows order[j0:j1] (the first and last hash may be cut).
+type pushCall struct{ h0, h1, j0, j1 int }
+
+// encodePush encodes call c of rows grouped by g, for row prefix *rp.
+func encodePush(g *grouping, c pushCall, rp *string, rows []clustersync.Row) scriptCall {
+	a := newArgv(int(pushRow(0).at(c.j1 - c.j0)))
+	a.args[pushHeadRowPrefix] = rp
+	for h := c.h0; h < c.h1; h++ {
+		for j := max(g.first[h], c.j0); j < min(g.first[h+1], c.j1); j++ {
+			r, i := &rows[g.order[j]], j-c.j0
+			a.int(pushRowHash.at(i), int64(h-c.h0+1))
+			a.args[pushRowKey.at(i)] = &r.Key
+			a.int(pushRowTotal.at(i), r.Total)
+			a.int(pushRowVersion.at(i), r.Version)
+			a.int(pushRowExpire.at(i), expireArg(r))
+		}
+	}
+	return scriptCall{keys: g.hashes[c.h0:c.h1], args: a.args}
+}
+
+// encodeKey encodes the key script's call for rows, distinct windows of
+// one (namespace, key), under key prefix and row prefix rp.
+func encodeKey(prefix, rp string, rows []clustersync.Row) scriptCall {
+	first := &rows[0]
+	keys := make([]string, len(rows))
+	a := newArgv(keyWindow(0).at(len(rows)))
+	s := newStrs(len(rows)*(hashKeyLen(prefix, first.Namespace)+3*20+2)+1+2*len(first.Key)+len(rp), len(keys)+2+len(rows))
+	hk := newKeyHasher(prefix, first.Namespace, first.Key)
+	for i := range rows {
+		s.b = hk.appendKey(s.b, rows[i].Size, rows[i].Start)
+		s.cut(&keys[i])
+	}
+	s.appendFields(rp, first.Key, a.str(int(keyHeadSumField)), a.str(int(keyHeadRowField)))
+	for i := range rows {
+		r := &rows[i]
+		exp := expireArg(r)
+		s.b = appendRow(s.b, r.Total, r.Version, exp)
+		s.cut(a.str(keyWindowRow.at(i)))
+		a.int(keyWindowTotal.at(i), r.Total)
+		a.int(keyWindowVersion.at(i), r.Version)
+		a.int(keyWindowExpire.at(i), exp)
+	}
+	s.done()
+	return scriptCall{keys: keys, args: a.args}
+}
+
+// decodeRows writes into others[i] the others' sum of row i of a push or
+// key script's reply of n rows.
+func decodeRows(reply []int64, n int, others []int64) error {
+	if len(reply) != rowReplySum.at(n) {
+		return fmt.Errorf("unexpected reply %v for %d rows", reply, n)
+	}
+	for i := range others {
+		others[i] = reply[rowReplySum.at(i)] - reply[rowReplyOwn.at(i)]
+	}
+	return nil
+}
+
+// encodeAllow encodes the allow script's call for req, whose rows are
+// windows of one (namespace, key), under key prefix and row prefix rp.
+func encodeAllow(prefix, rp string, req *clustersync.AllowRequest) scriptCall {
+	n := len(req.Limits)
+	first := &req.Limits[0].Cur
+	keys := make([]string, allowKeys(0).at(n))
+	a := newArgv(allowLimit(0).at(n))
+	s := newStrs(2*n*hashKeyLen(prefix, first.Namespace)+1+2*len(first.Key)+len(rp)+n*(3*20+2), len(keys)+2+n)
+	hk := newKeyHasher(prefix, first.Namespace, first.Key)
+	for i := range req.Limits {
+		l := &req.Limits[i]
+		s.b = hk.appendKey(s.b, l.Cur.Size, l.Cur.Start)
+		s.cut(&keys[allowKeysCur.at(i)])
+		s.b = hk.appendKey(s.b, l.Prev.Size, l.Prev.Start)
+		s.cut(&keys[allowKeysPrev.at(i)])
+	}
+	s.appendFields(rp, first.Key, a.str(int(allowHeadSumField)), a.str(int(allowHeadRowField)))
+	a.int(int(allowHeadCost), req.Cost)
+	a.args[allowHeadCountRejected] = "0"
+	if req.CountRejected {
+		a.args[allowHeadCountRejected] = "1"
+	}
+	for i := range req.Limits {
+		l := &req.Limits[i]
+		a.int(allowLimitLimit.at(i), l.Limit)
+		a.int(allowLimitSize.at(i), int64(l.Size))
+		a.int(allowLimitPos.at(i), req.At-l.Cur.Start)
+		a.int(allowLimitCurTotal.at(i), l.Cur.Total)
+		a.int(allowLimitCurCounted.at(i), l.Cur.Total+req.Cost)
+		a.int(allowLimitCurVersion.at(i), l.Cur.Version)
+		a.int(allowLimitCurExpire.at(i), expireArg(&l.Cur))
+		prevExp := expireArg(&l.Prev)
+		a.int(allowLimitPrevTotal.at(i), l.Prev.Total)
+		a.int(allowLimitPrevVersion.at(i), l.Prev.Version)
+		a.int(allowLimitPrevExpire.at(i), prevExp)
+		s.b = appendRow(s.b, l.Prev.Total, l.Prev.Version, prevExp)
+		s.cut(a.str(allowLimitPrevRow.at(i)))
+	}
+	s.done()
+	return scriptCall{keys: keys, args: a.args}
+}
+
+// decodeAllow returns the result of the allow script's reply for n
+// limits.
+func decodeAllow(reply []int64, n int) (clustersync.AllowResult, error) {
+	if len(reply) != allowReplyCurSum.at(n) {
+		return clustersync.AllowResult{}, fmt.Errorf("unexpected reply %v for %d limits", reply, n)
+	}
+	res := clustersync.AllowResult{Allowed: reply[allowReplyHeadAllowed] == 1, Others: make([][2]int64, n)}
+	for i := range res.Others {
+		res.Others[i] = [2]int64{
+			reply[allowReplyCurSum.at(i)] - reply[allowReplyCurOwn.at(i)],
+			reply[allowReplyPrevSum.at(i)] - reply[allowReplyPrevOwn.at(i)],
+		}
+	}
+	return res, nil
+}
+
+// others1 returns a window's sum minus one incarnation's total, from the
+// sum field and the incarnation's row as stored ("" for none).
+func others1(sum, row string) (int64, error) {
+	own, _, _ := strings.Cut(row, ":")
+	s, err1 := parseInt(sum)
+	o, err2 := parseInt(own)
+	return s - o, errors.Join(err1, err2)
+}
+
+func parseInt(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("unexpected stored number %q", s)
+	}
+	return n, nil
+}

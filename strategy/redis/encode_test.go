@@ -1,0 +1,206 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/limiterd/limiterd/integration/harness"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// probe runs, on a real Redis, a script's layout header followed by body,
+// with call's KEYS and ARGV, and returns its reply.
+func probe(t *testing.T, c *redis.Client, script, body string, call scriptCall) []any {
+	t.Helper()
+	header, err := lua.ReadFile(script + "_layout.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	v, err := c.Eval(ctx, string(header)+body, call.keys, call.args...).Slice()
+	if err != nil {
+		t.Fatalf("%s probe: %v", script, err)
+	}
+	return v
+}
+
+// named reads a probe's reply of name, value pairs.
+func named(v []any) map[string]string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(v); i += 2 {
+		m[fmt.Sprint(v[i])] = fmt.Sprint(v[i+1])
+	}
+	return m
+}
+
+// adds returns Lua lines add(item .. ' <name>', <base><NAME>]) per field
+// name, NAME being the name in Lua's style ("cur total" is CUR_TOTAL).
+func adds(item, base string, names ...string) string {
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "add(%s .. '%s', %s%s])\n", item, n, base, strings.ToUpper(strings.ReplaceAll(n, " ", "_")))
+	}
+	return b.String()
+}
+
+// probeLib is the start of every probe: add(name, value) appends a pair.
+const probeLib = `
+local out = {}
+local function add(name, v) out[#out + 1] = name; out[#out + 1] = v end
+`
+
+// TestEncodersMatchLayouts encodes known calls with the Go encoders and
+// reads every field back by name in Lua, through the scripts' layout
+// headers; and decodes replies the Lua side builds by name. It fails when
+// an encoder or decoder and a script's header disagree on any position.
+func TestEncodersMatchLayouts(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: harness.SharedRedis(t).Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	exp := time.UnixMilli(1_800_000_000_123)
+	rw := func(ns, key string, size time.Duration, start, total, version int64) clustersync.Row {
+		return clustersync.Row{WindowKey: clustersync.WindowKey{Namespace: ns, Key: key, Size: size, Start: start}, Total: total, Version: version, ExpireAt: exp}
+	}
+	const rp = "+3:inc:"
+
+	t.Run("push", func(t *testing.T) {
+		rows := []clustersync.Row{rw("n", "a", time.Second, 7, 11, 12), rw("n", "b", time.Second, 7, 21, 22), rw("n", "c", time.Minute, 60, 31, 32)}
+		g := (&Store{prefix: "p"}).group(len(rows), func(i int) *clustersync.WindowKey { return &rows[i].WindowKey })
+		prefix := rp
+		call := encodePush(&g, pushCall{h0: 0, h1: len(g.hashes), j0: 0, j1: len(rows)}, &prefix, rows)
+		got := named(probe(t, c, "push", probeLib+`
+`+adds("''", "ARGV[PUSH_HEAD_", "row prefix")+`
+for i = 1, (#ARGV - PUSH_HEAD_WIDTH) / PUSH_ROW_WIDTH do
+  local a = PUSH_HEAD_WIDTH + (i - 1) * PUSH_ROW_WIDTH
+  local k = ARGV[a + PUSH_ROW_KEY]
+  add(k .. ' hash', KEYS[tonumber(ARGV[a + PUSH_ROW_HASH])])
+  `+adds("k .. ' '", "ARGV[a + PUSH_ROW_", "total", "version", "expire")+`
+end
+return out`, call))
+		want := map[string]string{"row prefix": rp}
+		for _, r := range rows {
+			want[r.Key+" hash"] = redisKey("p", &r.WindowKey)
+			want[r.Key+" total"] = fmt.Sprint(r.Total)
+			want[r.Key+" version"] = fmt.Sprint(r.Version)
+			want[r.Key+" expire"] = "1800000000123"
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("the push script reads\n%v\nwant\n%v", got, want)
+		}
+	})
+
+	t.Run("key", func(t *testing.T) {
+		rows := []clustersync.Row{rw("n", "k", time.Second, 7, 11, 12), rw("n", "k", time.Minute, 60, -21, 22)}
+		call := encodeKey("p", rp, rows)
+		got := named(probe(t, c, "key", probeLib+`
+`+adds("''", "ARGV[KEY_HEAD_", "sum field", "row field")+`
+for i = 1, #KEYS do
+  local a = KEY_HEAD_WIDTH + (i - 1) * KEY_WINDOW_WIDTH
+  add(i .. ' hash', KEYS[i])
+  `+adds("i .. ' '", "ARGV[a + KEY_WINDOW_", "row", "total", "version", "expire")+`
+end
+return out`, call))
+		want := map[string]string{"sum field": "=k", "row field": rp + "k"}
+		for i, r := range rows {
+			for name, v := range map[string]any{
+				"hash": redisKey("p", &r.WindowKey), "row": fmt.Sprint(r.Total, ":", r.Version, ":1800000000123"),
+				"total": r.Total, "version": r.Version, "expire": "1800000000123",
+			} {
+				want[fmt.Sprint(i+1, " ", name)] = fmt.Sprint(v)
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("the key script reads\n%v\nwant\n%v", got, want)
+		}
+	})
+
+	t.Run("row reply", func(t *testing.T) {
+		for _, script := range []string{"push", "key"} {
+			v := probe(t, c, script, `
+local out = {}
+for i = 1, 3 do
+  local o = (i - 1) * ROW_REPLY_WIDTH
+  out[o + ROW_REPLY_SUM], out[o + ROW_REPLY_OWN] = tostring(100 * i), tostring(i)
+end
+return out`, scriptCall{})
+			reply := make([]int64, len(v))
+			for i := range v {
+				fmt.Sscan(v[i].(string), &reply[i])
+			}
+			others := make([]int64, 3)
+			if err := decodeRows(reply, 3, others); err != nil || !slices.Equal(others, []int64{99, 198, 297}) {
+				t.Errorf("%s: decodeRows(%v) = %v, %v; want [99 198 297]", script, reply, others, err)
+			}
+		}
+	})
+
+	req := clustersync.AllowRequest{Inc: "inc", At: 1_500, Cost: 3, CountRejected: true}
+	for i, size := range []time.Duration{1000, 60_000} {
+		n := int64(10 * (i + 1))
+		req.Limits = append(req.Limits, clustersync.AllowLimit{
+			Size: size, Limit: n + 1,
+			Cur:  rw("n", "k", size, 1000, n+2, n+3),
+			Prev: rw("n", "k", size, 1000-int64(size), n+4, n+5),
+		})
+		req.Limits[i].Prev.ExpireAt = exp.Add(time.Duration(n) * time.Millisecond)
+	}
+
+	t.Run("allow", func(t *testing.T) {
+		call := encodeAllow("p", rp, &req)
+		got := named(probe(t, c, "allow", probeLib+`
+`+adds("''", "ARGV[ALLOW_HEAD_", "sum field", "row field", "cost", "count rejected")+`
+for l = 1, #KEYS / ALLOW_KEYS_WIDTH do
+  local a = ALLOW_HEAD_WIDTH + (l - 1) * ALLOW_LIMIT_WIDTH
+  local k = (l - 1) * ALLOW_KEYS_WIDTH
+  add(l .. ' cur hash', KEYS[k + ALLOW_KEYS_CUR])
+  add(l .. ' prev hash', KEYS[k + ALLOW_KEYS_PREV])
+  `+adds("l .. ' '", "ARGV[a + ALLOW_LIMIT_", "limit", "size", "pos", "cur total", "cur counted", "cur version", "cur expire",
+			"prev total", "prev version", "prev expire", "prev row")+`
+end
+return out`, call))
+		want := map[string]string{"sum field": "=k", "row field": rp + "k", "cost": "3", "count rejected": "1"}
+		for i, l := range req.Limits {
+			pe := expireArg(&l.Prev)
+			for name, v := range map[string]any{
+				"cur hash": redisKey("p", &l.Cur.WindowKey), "prev hash": redisKey("p", &l.Prev.WindowKey),
+				"limit": l.Limit, "size": int64(l.Size), "pos": 500,
+				"cur total": l.Cur.Total, "cur counted": l.Cur.Total + 3, "cur version": l.Cur.Version, "cur expire": "1800000000123",
+				"prev total": l.Prev.Total, "prev version": l.Prev.Version, "prev expire": pe,
+				"prev row": fmt.Sprint(l.Prev.Total, ":", l.Prev.Version, ":", pe),
+			} {
+				want[fmt.Sprint(i+1, " ", name)] = fmt.Sprint(v)
+			}
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("the allow script reads\n%v\nwant\n%v", got, want)
+		}
+	})
+
+	t.Run("allow reply", func(t *testing.T) {
+		v := probe(t, c, "allow", `
+local out = {}
+out[ALLOW_REPLY_HEAD_ALLOWED] = '1'
+for l = 1, 2 do
+  local o = ALLOW_REPLY_HEAD_WIDTH + (l - 1) * ALLOW_REPLY_WIDTH
+  out[o + ALLOW_REPLY_CUR_SUM], out[o + ALLOW_REPLY_CUR_OWN] = tostring(1000 * l), tostring(l)
+  out[o + ALLOW_REPLY_PREV_SUM], out[o + ALLOW_REPLY_PREV_OWN] = tostring(100 * l), tostring(10 * l)
+end
+return out`, scriptCall{})
+		reply := make([]int64, len(v))
+		for i := range v {
+			fmt.Sscan(v[i].(string), &reply[i])
+		}
+		res, err := decodeAllow(reply, 2)
+		want := clustersync.AllowResult{Allowed: true, Others: [][2]int64{{999, 90}, {1998, 180}}}
+		if err != nil || res.Allowed != want.Allowed || !slices.Equal(res.Others, want.Others) {
+			t.Errorf("decodeAllow(%v) = %+v, %v; want %+v", reply, res, err, want)
+		}
+	})
+}

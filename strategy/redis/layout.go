@@ -1,0 +1,132 @@
+package redis
+
+// The argument and reply layouts of the scripts, defined here once.
+//
+// Each script's KEYS, ARGV and reply is a head record followed by one
+// record per item (row, window or limit). A record is a named int type;
+// its constants, from iota, are its fields in order, and the last one,
+// <record>Width, is its length. The encoders index by these constants;
+// `go generate` writes the same names, in Lua's style and 1-based (field
+// pushRowTotal is PUSH_ROW_TOTAL = 3), into each script's *_layout.lua
+// header, and TestLayoutHeaders fails while a header differs from what
+// this file generates.
+
+//go:generate go test -run ^TestLayoutHeaders$ -update .
+
+// pushHead is the head of the push script's ARGV.
+type pushHead int
+
+const (
+	pushHeadRowPrefix pushHead = iota // the incarnation's row prefix
+	pushHeadWidth
+)
+
+// pushRow is one row of the push script's ARGV. Rows of one hash are
+// consecutive; the hashes are the script's KEYS.
+type pushRow int
+
+const (
+	pushRowHash    pushRow = iota // the index of the row's hash in KEYS, 1-based
+	pushRowKey                    // the key
+	pushRowTotal                  // the total
+	pushRowVersion                // the version
+	pushRowExpire                 // the expiry, Unix ms (0 for none)
+	pushRowWidth
+)
+
+// rowReply is one row's reply of the push and key scripts: the key's
+// sum and the incarnation's total, as stored before the write.
+type rowReply int
+
+const (
+	rowReplySum rowReply = iota
+	rowReplyOwn
+	rowReplyWidth
+)
+
+// keyHead is the head of the key script's ARGV; its KEYS are the
+// windows' hashes, one per window.
+type keyHead int
+
+const (
+	keyHeadSumField keyHead = iota // the key's sum field
+	keyHeadRowField                // the incarnation's row field of the key
+	keyHeadWidth
+)
+
+// keyWindow is one window of the key script's ARGV.
+type keyWindow int
+
+const (
+	keyWindowRow     keyWindow = iota // the row as stored: "<total>:<version>:<expiry>"
+	keyWindowTotal                    // its total
+	keyWindowVersion                  // its version
+	keyWindowExpire                   // its expiry
+	keyWindowWidth
+)
+
+// allowKeys is one limit's KEYS of the allow script.
+type allowKeys int
+
+const (
+	allowKeysCur  allowKeys = iota // the hash of the current window
+	allowKeysPrev                  // the hash of the previous window
+	allowKeysWidth
+)
+
+// allowHead is the head of the allow script's ARGV.
+type allowHead int
+
+const (
+	allowHeadSumField      allowHead = iota // the key's sum field
+	allowHeadRowField                       // the incarnation's row field of the key
+	allowHeadCost                           // the cost
+	allowHeadCountRejected                  // '1' to count a denied cost, else '0'
+	allowHeadWidth
+)
+
+// allowLimit is one limit of the allow script's ARGV.
+type allowLimit int
+
+const (
+	allowLimitLimit       allowLimit = iota // the limit
+	allowLimitSize                          // the window size
+	allowLimitPos                           // At − the current window's start
+	allowLimitCurTotal                      // the current total without the cost
+	allowLimitCurCounted                    // the current total with the cost
+	allowLimitCurVersion                    // the current row's version
+	allowLimitCurExpire                     // the current row's expiry
+	allowLimitPrevTotal                     // the previous total
+	allowLimitPrevVersion                   // the previous row's version
+	allowLimitPrevExpire                    // the previous row's expiry
+	allowLimitPrevRow                       // the previous row as stored
+	allowLimitWidth
+)
+
+// allowReplyHead is the head of the allow script's reply.
+type allowReplyHead int
+
+const (
+	allowReplyHeadAllowed allowReplyHead = iota // '1' or '0'
+	allowReplyHeadWidth
+)
+
+// allowReply is one limit's reply of the allow script: the sums and the
+// incarnation's totals as stored before the writes.
+type allowReply int
+
+const (
+	allowReplyCurSum allowReply = iota
+	allowReplyCurOwn
+	allowReplyPrevSum
+	allowReplyPrevOwn
+	allowReplyWidth
+)
+
+// Where field f of item i is, 0-based.
+func (f pushRow) at(i int) int    { return int(pushHeadWidth) + i*int(pushRowWidth) + int(f) }
+func (f rowReply) at(i int) int   { return i*int(rowReplyWidth) + int(f) }
+func (f keyWindow) at(i int) int  { return int(keyHeadWidth) + i*int(keyWindowWidth) + int(f) }
+func (f allowKeys) at(i int) int  { return i*int(allowKeysWidth) + int(f) }
+func (f allowLimit) at(i int) int { return int(allowHeadWidth) + i*int(allowLimitWidth) + int(f) }
+func (f allowReply) at(i int) int { return int(allowReplyHeadWidth) + i*int(allowReplyWidth) + int(f) }

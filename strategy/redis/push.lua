@@ -1,0 +1,67 @@
+-- Pushes rows and replies, per row, the key's sum and the incarnation's
+-- total as they were before the write (their difference is the others'
+-- sum, which the write does not change). Per hash it sends one HMGET and
+-- at most one HSET (plus PEXPIRETIME and PEXPIREAT when a row asks for a
+-- later expiry than it had). A key appears at most once per hash: all
+-- reads come before the writes.
+local L = lib()
+local step, later, bigSum, expire, WIDE = L.step, L.later, L.bigSum, L.expire, L.WIDE
+local rp = ARGV[PUSH_HEAD_ROW_PREFIX]
+local n = (#ARGV - PUSH_HEAD_WIDTH) / PUSH_ROW_WIDTH
+local out, fs, w = {}, {}, {}
+local i = 1
+while i <= n do
+  -- Rows i to j − 1 are those of hash h.
+  local hi = ARGV[PUSH_HEAD_WIDTH + (i - 1) * PUSH_ROW_WIDTH + PUSH_ROW_HASH]
+  local j, nf = i, 0
+  while j <= n do
+    local a = PUSH_HEAD_WIDTH + (j - 1) * PUSH_ROW_WIDTH
+    if ARGV[a + PUSH_ROW_HASH] ~= hi then break end
+    local k = ARGV[a + PUSH_ROW_KEY]
+    fs[nf + 1], fs[nf + 2] = '=' .. k, rp .. k
+    nf = nf + 2
+    j = j + 1
+  end
+  local h = KEYS[tonumber(hi)]
+  local r = call('HMGET', h, unpack(fs, 1, nf))
+  local m, e = 0, '0'
+  for x = i, j - 1 do
+    local a = PUSH_HEAD_WIDTH + (x - 1) * PUSH_ROW_WIDTH
+    local y = 2 * (x - i)
+    local sf, rf = fs[y + 1], fs[y + 2]
+    local s, old = r[y + 1], r[y + 2]
+    local t = ARGV[a + PUSH_ROW_TOTAL]
+    local row, sum, big, ot, ex = step(t, ARGV[a + PUSH_ROW_VERSION], ARGV[a + PUSH_ROW_EXPIRE], s, old)
+    local o = (x - 1) * ROW_REPLY_WIDTH
+    out[o + ROW_REPLY_SUM], out[o + ROW_REPLY_OWN] = s or '0', ot
+    e = later(e, ex)
+    if row then
+      if big then
+        if m > 0 then call('HSET', h, unpack(w, 1, m)) m = 0 end
+        call('HSET', h, rf, row)
+        sum = bigSum(h, sf, t, ot)
+      else
+        w[m + 1], w[m + 2] = rf, row
+        m = m + 2
+        if sum then
+          w[m + 1], w[m + 2] = sf, sum
+          m = m + 2
+        end
+      end
+    end
+  end
+  if e ~= '0' then
+    -- A row new to the hash (or moving its expiry): maybe a new hash.
+    local cur = call('PEXPIRETIME', h)
+    if cur == -2 and m > 0 then
+      w[m + 1], w[m + 2] = '~', WIDE
+      m = m + 2
+    end
+    if m > 0 then call('HSET', h, unpack(w, 1, m)) end
+    if cur ~= -2 or m > 0 then expire(h, e, cur) end
+  elseif m > 0 then
+    call('HSET', h, unpack(w, 1, m))
+  end
+  i = j
+end
+return out

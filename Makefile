@@ -6,7 +6,7 @@ test:
 
 # Unit tests only: no store needed.
 unit:
-	go test -race -count=1 ./node/... ./sync/... ./strategy/memory/... ./cmd/...
+	go test -race -count=1 ./...
 
 bench:
 	go test -run '^$$' -bench . -benchmem -count 6 ./node/ | tee bench-node.txt

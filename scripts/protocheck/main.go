@@ -16,6 +16,11 @@
 // version does not reserve; or changes a field's number, name, type,
 // cardinality (singular, optional, repeated), JSON name or oneof, an enum
 // value's name, or an RPC's request or response type or streaming.
+//
+// buf's breaking-change check covers the same ground, but building buf
+// from a cold module cache took about 3 minutes of CI's time on a 2-core
+// machine; this check needs only protoc and the protobuf runtime the
+// module already has, and runs in under a second.
 package main
 
 import (

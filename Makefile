@@ -4,9 +4,11 @@
 test:
 	bash scripts/test.sh
 
-# Unit tests only: no store needed.
+# Every package's tests, without the integration tag. A store package's
+# tests use LIMITERD_TEST_REDIS/_POSTGRES/_CASSANDRA, or start a private
+# server when one is installed, or skip.
 unit:
-	go test -race -count=1 ./node/... ./sync/... ./strategy/memory/... ./cmd/...
+	go test -race -count=1 ./...
 
 bench:
 	go test -run '^$$' -bench . -benchmem -count 6 ./node/ | tee bench-node.txt

@@ -124,8 +124,11 @@ type IncrementRequest struct {
 	// 10^9. An explicit 0 counts nothing and just returns the rates.
 	Value *float64 `protobuf:"fixed64,4,opt,name=value,proto3,oneof" json:"value,omitempty"`
 	// When the hits happened. Absent means now (the server's clock). Meant for
-	// replays and tests. Only a key's two newest windows of each size are
-	// kept, so hits at a time before both of them count for nothing.
+	// replays and tests. It must lie within [now - the namespace's largest
+	// window size, now + 1s] by the server's clock, bounds included (only a
+	// key's two newest windows of each size are kept); a request with an `at`
+	// outside it is refused with INVALID_ARGUMENT naming `at` and counts
+	// nothing.
 	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -259,7 +262,10 @@ type SlidingWindowRequest struct {
 	// as IncrementRequest.value.
 	CurDiff *float64 `protobuf:"fixed64,4,opt,name=cur_diff,json=curDiff,proto3,oneof" json:"cur_diff,omitempty"`
 	// The time to compute the rates at. Absent means now (the server's clock).
-	// Meant for replays and tests.
+	// Meant for replays and tests. It must lie within [now - the namespace's
+	// largest window size, now + 1s] by the server's clock, bounds included
+	// (only a key's two newest windows of each size are kept); a request with an
+	// `at` outside it is refused with INVALID_ARGUMENT naming `at`.
 	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -454,8 +460,12 @@ type AllowRequest struct {
 	// a client that keeps retrying stays denied. By default a denied request
 	// counts nothing.
 	CountRejected bool `protobuf:"varint,5,opt,name=count_rejected,json=countRejected,proto3" json:"count_rejected,omitempty"`
-	// The time of the decision. Absent means now (the server's clock). Meant
-	// for replays and tests.
+	// The time of the decision. Absent means now (the server's clock). Meant for
+	// replays and tests. It must lie within [now - the namespace's largest
+	// window size, now + 1s] by the server's clock, bounds included (only a
+	// key's two newest windows of each size are kept); a request with an `at`
+	// outside it is refused with INVALID_ARGUMENT naming `at` and counts
+	// nothing.
 	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

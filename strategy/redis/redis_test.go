@@ -101,7 +101,7 @@ func mustPush(tb testing.TB, s clustersync.Store, inc string, rows ...clustersyn
 	}
 }
 
-func window(tb testing.TB, s clustersync.Store, k clustersync.WindowKey) int64 {
+func window(tb testing.TB, s clustersync.Windower, k clustersync.WindowKey) int64 {
 	tb.Helper()
 	n, err := s.Window(ctxT(tb), k)
 	if err != nil {

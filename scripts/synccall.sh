@@ -18,6 +18,13 @@
 #
 #   bash scripts/synccall.sh
 #   RUNS=10 PLACEMENT=free bash scripts/synccall.sh
+#
+# With BASE=<git revision> it compares instead: the benchmark built from
+# BASE and from the work tree run in alternation, RUNS times each, the
+# synchronous increment and allow only, and benchstat prints p50, server
+# time and allocations side by side:
+#
+#   BASE=58cbc2a RUNS=10 bash scripts/synccall.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -62,6 +69,25 @@ done
 redis-cli -p "$port" ping >/dev/null
 
 go test -c -o "$tmp/redis.test" ./strategy/redis/
+
+if [ -n "${BASE:-}" ]; then
+	git worktree add -q --detach "$tmp/base" "$BASE"
+	(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./strategy/redis/)
+	git worktree remove --force "$tmp/base"
+	for run in $(seq "$runs"); do
+		for side in base head; do
+			bin="$tmp/redis.test"
+			[ "$side" = base ] && bin="$tmp/base.test"
+			redis-cli -p "$port" flushall >/dev/null
+			LIMITERD_TEST_REDIS="127.0.0.1:$port" GOGC=400 "${client[@]}" "$bin" \
+				-test.run '^$' -test.bench 'BenchmarkSyncCall/(increment|allow)$' \
+				-test.benchtime 20000x -test.benchmem | grep '^Benchmark' >>"$tmp/$side.txt"
+			echo "synccall.sh: run $run $side done" >&2
+		done
+	done
+	go tool benchstat "base=$tmp/base.txt" "head=$tmp/head.txt"
+	exit 0
+fi
 
 # metric prints the value before unit $2 on the line of sub-benchmark $1.
 metric() {

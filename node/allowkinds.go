@@ -314,17 +314,19 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 			h.st = bucketStep(&h.id, &h.val, h.e != nil, tn, 0, false)
 		}
 	}
+	// The windows' statuses, appended to dst and copied out, to be merged
+	// with the buckets' in request order.
 	var winSt [MaxLimits]LimitStatus
-	out := d.finish(winSt[:0], wins, winReq[:len(wins)])
-	return ns.mergeKinds(out, req, hs, dst), nil
+	out := d.finish(dst, wins, winReq[:len(wins)])
+	copy(winSt[:], out.Limits[len(dst):])
+	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), nil
 }
 
-// mergeKinds completes the decision out of an Allow's windows with its
-// buckets hs: the statuses in request order appended to dst, the retry
-// after, never and the wait.
-func (ns *Namespace) mergeKinds(out Decision, req *AllowRequest, hs []heldBucket, dst []LimitStatus) Decision {
+// mergeKinds completes the decision out of an Allow's windows, whose
+// statuses are win, with its buckets hs: the statuses in request order
+// appended to dst, the retry after, never and the wait.
+func (ns *Namespace) mergeKinds(out Decision, req *AllowRequest, hs []heldBucket, win, dst []LimitStatus) Decision {
 	windowsOK := out.Allowed
-	win := out.Limits
 	var byIndex [MaxLimits]*heldBucket
 	for k := range hs {
 		byIndex[hs[k].i] = &hs[k]

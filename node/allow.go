@@ -10,21 +10,50 @@ import (
 // MaxLimits is the most limits one Allow may check.
 const MaxLimits = MaxWindowSizes
 
-// Limit is "at most Limit hits per sliding window of Size".
+// Limit is one limit of an Allow: by default (Kind WindowLimit) "at most
+// Limit hits per sliding window of Size"; with another Kind, a token,
+// leaky or fixed bucket of the key, whose parameters are in the field of
+// that kind (and Size and Limit are unset).
 type Limit struct {
 	Size  time.Duration
 	Limit float64
+	// Kind selects the kind of limit; the zero value is a sliding window.
+	Kind LimitKind
+	// Token is a TokenLimit's bucket; Strict is Smyte's STRICT (see
+	// Buckets.TakeTokenAt).
+	Token  TokenBucket
+	Strict bool
+	// Leaky is a LeakyLimit's bucket; WaitTimeout, at most MaxWaitTimeout,
+	// is Sidekiq's wait_timeout: how long a caller (the service) may wait
+	// for it to drain before trying once more. Decision.Wait reports it.
+	Leaky       LeakyBucket
+	WaitTimeout time.Duration
+	// Fixed is a FixedLimit's bucket.
+	Fixed FixedBucket
 }
 
 // LimitStatus is one limit's state after an Allow decision.
 type LimitStatus struct {
-	Size  time.Duration
+	Kind LimitKind
+	// Size is a sliding window's size (0 for a bucket).
+	Size time.Duration
+	// Limit is a sliding window's limit, or a bucket's capacity (max
+	// tokens, size in drops, limit per period).
 	Limit float64
+	// Before is the level before the decision: a window's sliding rate, a
+	// token bucket's tokens (Smyte's reply), a leaky bucket's drops or a
+	// fixed bucket's count in its period.
+	Before float64
 	// Rate is the sliding rate after the decision (including the cost when
-	// it was counted); Remaining = max(0, Limit − Rate).
+	// it was counted); for a bucket, the capacity in use after it (max −
+	// tokens, drops, or the period's count). Remaining = max(0, Limit −
+	// Rate): the hits, tokens or drops that still fit.
 	Rate      float64
 	Remaining float64
-	// ResetAfter is the time until the current window of Size ends.
+	// ResetAfter is the time until the current window of Size ends; for a
+	// bucket, until its next change by time alone (the next refill, the
+	// next drip, or the end of the period; 0 when a token bucket is full
+	// or a leaky bucket empty).
 	ResetAfter time.Duration
 }
 
@@ -40,6 +69,10 @@ type Decision struct {
 	// Reason says which.
 	Never  bool
 	Reason string
+	// Wait, when denied only by leaky buckets each of which admits the
+	// cost after a wait within its WaitTimeout, is the longest of those
+	// waits: a caller may wait that long and try once more. 0 otherwise.
+	Wait time.Duration
 }
 
 // AllowRequest is the input of Allow.
@@ -71,9 +104,13 @@ func (c *AllowCheck) Limits() []CheckedLimit { return c.limits[:c.n] }
 // for a caller that decides under a KeyLock (KeyLock.Decide).
 func (ns *Namespace) CheckAllow(req AllowRequest) (AllowCheck, error) {
 	var buf [MaxLimits]microLimit
-	lims, cost, err := ns.checkAllow(&req, &buf)
+	lims, cost, kinds, err := ns.checkAllow(&req, &buf)
 	if err != nil {
 		return AllowCheck{}, err
+	}
+	if kinds {
+		// Only AllowAt serves bucket limits: a KeyLock holds windows only.
+		return AllowCheck{}, ns.checkLocal(req.Limits)
 	}
 	c := AllowCheck{Cost: cost, n: len(lims)}
 	for i, l := range lims {
@@ -90,58 +127,68 @@ type microLimit struct {
 	ws    int64 // start of the current window at the decision's time
 }
 
-// checkAllow validates req and returns its limits, held in buf, and cost.
-func (ns *Namespace) checkAllow(req *AllowRequest, buf *[MaxLimits]microLimit) (lims []microLimit, cost int64, err error) {
+// checkAllow validates req and returns its limits, held in buf, its cost,
+// and whether some limit is a bucket (whose entry in lims is then unused,
+// with idx -1).
+func (ns *Namespace) checkAllow(req *AllowRequest, buf *[MaxLimits]microLimit) (lims []microLimit, cost int64, kinds bool, err error) {
 	if err := checkKeyLen(req.Key); err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	if len(req.Limits) <= MaxLimits { // else checkAllowRest rejects them
 		lims = buf[:len(req.Limits):len(req.Limits)]
 	}
-	if cost, err = ns.checkAllowRest(req, lims); err != nil {
-		return nil, 0, keyErrOr(req.Key, err)
+	if cost, kinds, err = ns.checkAllowRest(req, lims); err != nil {
+		return nil, 0, false, keyErrOr(req.Key, err)
 	}
-	return lims, cost, nil
+	return lims, cost, kinds, nil
 }
 
 // checkAllowRest is checkAllow after the key's length.
-func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost int64, err error) {
+func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost int64, kinds bool, err error) {
 	cost, err = ToMicroField("cost", req.Cost)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if cost < 0 {
-		return 0, fieldErr("cost", ErrInvalidValue, "must not be negative, got %g", req.Cost)
+		return 0, false, fieldErr("cost", ErrInvalidValue, "must not be negative, got %g", req.Cost)
 	}
 	if len(req.Limits) == 0 {
-		return 0, fieldErr("limits", ErrInvalidLimit, "at least one limit is required")
+		return 0, false, fieldErr("limits", ErrInvalidLimit, "at least one limit is required")
 	}
 	if len(req.Limits) > MaxLimits {
-		return 0, fieldErr("limits", ErrInvalidLimit, "at most %d limits, got %d", MaxLimits, len(req.Limits))
+		return 0, false, fieldErr("limits", ErrInvalidLimit, "at most %d limits, got %d", MaxLimits, len(req.Limits))
 	}
 	for i, l := range req.Limits {
+		if l.Kind != WindowLimit {
+			if err := checkBucketLimit(req.Limits, i); err != nil {
+				return 0, false, err
+			}
+			lims[i] = microLimit{idx: -1}
+			kinds = true
+			continue
+		}
 		switch {
 		case l.Size == 0:
-			return 0, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidLimit, "is required")
+			return 0, false, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidLimit, "is required")
 		case l.Size < 0:
-			return 0, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidWindow, "must be positive, got %s", l.Size)
+			return 0, false, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidWindow, "must be positive, got %s", l.Size)
 		}
 		idx := ns.sizeIndex(l.Size)
 		if idx < 0 {
-			return 0, ns.unknownWindowField(fmt.Sprintf("limits[%d].window_size", i), l.Size)
+			return 0, false, ns.unknownWindowField(fmt.Sprintf("limits[%d].window_size", i), l.Size)
 		}
 		m, err := ToMicro(l.Limit)
 		if err != nil || m < 0 {
-			return 0, fieldErr(fmt.Sprintf("limits[%d].limit", i), ErrInvalidLimit, "must be a finite number between 0 and %g, got %g", float64(MaxValue), l.Limit)
+			return 0, false, fieldErr(fmt.Sprintf("limits[%d].limit", i), ErrInvalidLimit, "must be a finite number between 0 and %g, got %g", float64(MaxValue), l.Limit)
 		}
 		for _, prev := range lims[:i] {
 			if prev.idx == idx {
-				return 0, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidLimit, "window size %s given twice", l.Size)
+				return 0, false, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidLimit, "window size %s given twice", l.Size)
 			}
 		}
 		lims[i] = microLimit{idx: idx, size: int64(l.Size), limit: m}
 	}
-	return cost, nil
+	return cost, kinds, nil
 }
 
 // AllowAt decides at t whether req.Cost more hits fit under every limit and,
@@ -151,11 +198,18 @@ func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost 
 // Allow is exact on one node: calls for the same key are serialised, so no
 // two racing calls both take the last unit. Increments running at the same
 // time are not serialised with it and may be counted just before or after.
+//
+// Limits of other kinds (buckets, in a local-only namespace only) are
+// decided together with the windows: the cost is admitted in every limit
+// or in none (see allowKinds).
 func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (Decision, error) {
 	var buf [MaxLimits]microLimit
-	lims, cost, err := ns.checkAllow(&req, &buf)
+	lims, cost, kinds, err := ns.checkAllow(&req, &buf)
 	if err != nil {
 		return Decision{Limits: dst}, err
+	}
+	if kinds {
+		return ns.allowKinds(t, &req, lims, cost, dst)
 	}
 	e, err := ns.acquireLocked(req.Key)
 	if err != nil {
@@ -172,16 +226,22 @@ func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (
 	var d decision
 	decide(&d, tn, cost, lims, cur[:len(lims)], prev[:len(lims)], req.CountRejected)
 	if d.counted {
-		for i, size := range ns.sizes {
-			s := e.slot(i)
-			if p := s.p.Load(); p != nil && uint64(tn-p.start) < uint64(size) {
-				p.cur.own.Add(cost) // current window known without dividing
-			} else if b := s.bucketFor(WindowStart(tn, time.Duration(size)), size); b != nil {
-				b.own.Add(cost)
-			}
-		}
+		ns.countAll(e, tn, cost)
 	}
 	return d.finish(dst, lims, req.Limits), nil
+}
+
+// countAll counts cost at tn in every window size of e, whose lock the
+// caller holds.
+func (ns *Namespace) countAll(e *entry, tn, cost int64) {
+	for i, size := range ns.sizes {
+		s := e.slot(i)
+		if p := s.p.Load(); p != nil && uint64(tn-p.start) < uint64(size) {
+			p.cur.own.Add(cost) // current window known without dividing
+		} else if b := s.bucketFor(WindowStart(tn, time.Duration(size)), size); b != nil {
+			b.own.Add(cost)
+		}
+	}
 }
 
 // Allow is AllowAt at the namespace clock's time.
@@ -229,12 +289,18 @@ func decide(d *decision, t, cost int64, lims []microLimit, cur, prev []int64, co
 
 func (d *decision) finish(dst []LimitStatus, lims []microLimit, req []Limit) Decision {
 	out := Decision{Allowed: d.allowed, RetryAfter: time.Duration(d.retry)}
+	var counted int64
+	if d.counted {
+		counted = d.cost
+	}
 	for i, l := range lims {
 		ws := l.ws
-		r := SlidingRate(d.cur[i], d.prev[i], time.Duration(l.size), d.t-ws) / Micro
+		rm := SlidingRate(d.cur[i], d.prev[i], time.Duration(l.size), d.t-ws)
+		r := rm / Micro
 		dst = append(dst, LimitStatus{
 			Size:       req[i].Size,
 			Limit:      req[i].Limit,
+			Before:     (rm - float64(counted)) / Micro,
 			Rate:       r,
 			Remaining:  math.Max(0, FromMicro(l.limit)-r),
 			ResetAfter: time.Duration(ws + l.size - d.t),

@@ -26,7 +26,7 @@ func allow(t testing.TB, ns *node.Namespace, at time.Time, req node.AllowRequest
 func TestAllowBasics(t *testing.T) {
 	const size = time.Second
 	ns := newNS(t, localConfig(size, time.Minute), nil)
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{size, 10}}}
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: size, Limit: 10}}}
 	for i := range 10 {
 		d := allow(t, ns, epoch, req)
 		if !d.Allowed || d.Never || d.RetryAfter != 0 {
@@ -67,12 +67,12 @@ func TestAllowNeverAndCost(t *testing.T) {
 		never     bool
 		reasonHas string
 	}{
-		{"cost above the only limit", 11, []node.Limit{{time.Second, 10}}, false, true, "per 1s"},
-		{"cost above the second limit", 11, []node.Limit{{time.Minute, 100}, {time.Second, 10}}, false, true, "limit 10 per 1s"},
-		{"cost equal to the limit", 10, []node.Limit{{time.Second, 10}}, true, false, ""},
-		{"cost 0 fits a full limit of 0", 0, []node.Limit{{time.Second, 0}}, true, false, ""},
-		{"cost 1e-6 above a limit of 0", 1e-6, []node.Limit{{time.Second, 0}}, false, true, "per 1s"},
-		{"fractional", 0.25, []node.Limit{{time.Second, 0.5}}, true, false, ""},
+		{"cost above the only limit", 11, []node.Limit{{Size: time.Second, Limit: 10}}, false, true, "per 1s"},
+		{"cost above the second limit", 11, []node.Limit{{Size: time.Minute, Limit: 100}, {Size: time.Second, Limit: 10}}, false, true, "limit 10 per 1s"},
+		{"cost equal to the limit", 10, []node.Limit{{Size: time.Second, Limit: 10}}, true, false, ""},
+		{"cost 0 fits a full limit of 0", 0, []node.Limit{{Size: time.Second, Limit: 0}}, true, false, ""},
+		{"cost 1e-6 above a limit of 0", 1e-6, []node.Limit{{Size: time.Second, Limit: 0}}, false, true, "per 1s"},
+		{"fractional", 0.25, []node.Limit{{Size: time.Second, Limit: 0.5}}, true, false, ""},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -97,7 +97,7 @@ func TestAllowNeverAndCost(t *testing.T) {
 
 func TestAllowCountRejected(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second), nil)
-	req := node.AllowRequest{Key: "k", Cost: 2, Limits: []node.Limit{{time.Second, 3}}, CountRejected: true}
+	req := node.AllowRequest{Key: "k", Cost: 2, Limits: []node.Limit{{Size: time.Second, Limit: 3}}, CountRejected: true}
 	tests := []struct {
 		allowed bool
 		rate    float64
@@ -134,16 +134,16 @@ func TestAllowInvalid(t *testing.T) {
 		field    string
 		sentinel error
 	}{
-		{"negative cost", node.AllowRequest{Key: "k", Cost: -1, Limits: []node.Limit{{time.Second, 1}}}, "cost", node.ErrInvalidValue},
-		{"NaN cost", node.AllowRequest{Key: "k", Cost: math.NaN(), Limits: []node.Limit{{time.Second, 1}}}, "cost", node.ErrInvalidValue},
-		{"huge cost", node.AllowRequest{Key: "k", Cost: 2e9, Limits: []node.Limit{{time.Second, 1}}}, "cost", node.ErrInvalidValue},
+		{"negative cost", node.AllowRequest{Key: "k", Cost: -1, Limits: []node.Limit{{Size: time.Second, Limit: 1}}}, "cost", node.ErrInvalidValue},
+		{"NaN cost", node.AllowRequest{Key: "k", Cost: math.NaN(), Limits: []node.Limit{{Size: time.Second, Limit: 1}}}, "cost", node.ErrInvalidValue},
+		{"huge cost", node.AllowRequest{Key: "k", Cost: 2e9, Limits: []node.Limit{{Size: time.Second, Limit: 1}}}, "cost", node.ErrInvalidValue},
 		{"no limits", node.AllowRequest{Key: "k", Cost: 1}, "limits", node.ErrInvalidLimit},
 		{"17 limits", node.AllowRequest{Key: "k", Cost: 1, Limits: many}, "limits", node.ErrInvalidLimit},
-		{"duplicate size", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{time.Second, 1}, {time.Minute, 1}, {time.Second, 2}}}, "limits[2].window_size", node.ErrInvalidLimit},
-		{"negative limit", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{time.Second, -1}}}, "limits[0].limit", node.ErrInvalidLimit},
-		{"NaN limit", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{time.Minute, 1}, {time.Second, math.NaN()}}}, "limits[1].limit", node.ErrInvalidLimit},
-		{"Inf limit", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{time.Second, math.Inf(1)}}}, "limits[0].limit", node.ErrInvalidLimit},
-		{"unknown size", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{2 * time.Second, 1}}}, "limits[0].window_size", node.ErrUnknownWindow},
+		{"duplicate size", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1}, {Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: 2}}}, "limits[2].window_size", node.ErrInvalidLimit},
+		{"negative limit", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: -1}}}, "limits[0].limit", node.ErrInvalidLimit},
+		{"NaN limit", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: math.NaN()}}}, "limits[1].limit", node.ErrInvalidLimit},
+		{"Inf limit", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: math.Inf(1)}}}, "limits[0].limit", node.ErrInvalidLimit},
+		{"unknown size", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: 2 * time.Second, Limit: 1}}}, "limits[0].window_size", node.ErrUnknownWindow},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,7 +183,7 @@ func TestAllowInvalid(t *testing.T) {
 func TestAllowRace(t *testing.T) {
 	clock := newFakeClock(epoch.Add(123 * time.Millisecond))
 	ns := newNS(t, localConfig(time.Second, time.Minute), clock)
-	req := node.AllowRequest{Key: "hot", Cost: 1, Limits: []node.Limit{{time.Minute, 100}}}
+	req := node.AllowRequest{Key: "hot", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 100}}}
 	var admitted, denied atomic.Int64
 	var wg gosync.WaitGroup
 	start := make(chan struct{})

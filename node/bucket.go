@@ -253,7 +253,12 @@ func bucketIdle(id bucketID, s bucketVal, t int64) bool {
 
 // sleep waits d on the table's clock, or until ctx is done.
 func (b *Buckets) sleep(ctx context.Context, d time.Duration) error {
-	if s, ok := b.clock.(Sleeper); ok {
+	return sleepOn(ctx, b.clock, d)
+}
+
+// sleepOn waits d on clock, or until ctx is done.
+func sleepOn(ctx context.Context, clock Clock, d time.Duration) error {
+	if s, ok := clock.(Sleeper); ok {
 		return s.Sleep(ctx, d)
 	}
 	tm := time.NewTimer(d)

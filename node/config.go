@@ -59,7 +59,9 @@ type Config struct {
 	SyncRate float64
 	// Store names the store a syncing namespace uses; empty when local only.
 	Store string
-	// MaxKeys caps the active keys; 0 means DefaultMaxKeys.
+	// MaxKeys caps the active keys; 0 means DefaultMaxKeys. The same cap
+	// applies, counted separately, to the namespace's buckets (one per
+	// kind, key and parameters).
 	MaxKeys int
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -46,6 +47,9 @@ type Namespace struct {
 	dropped atomic.Int64 // unpushed windows reclaimed
 
 	shards shards
+
+	// buckets holds the namespace's token, leaky and fixed buckets.
+	buckets *Buckets
 }
 
 // NewNamespace validates cfg and returns an empty namespace reading clock.
@@ -66,6 +70,7 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 		ns.sizes = append(ns.sizes, int64(s))
 	}
 	ns.shards.init()
+	ns.buckets = NewBuckets(BucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys}, clock)
 	return ns, nil
 }
 
@@ -83,6 +88,20 @@ func (ns *Namespace) ActiveKeys() int64 { return ns.keys.Load() }
 
 // RefusedKeys returns how many new keys were refused at the key cap.
 func (ns *Namespace) RefusedKeys() int64 { return ns.refused.Load() }
+
+// Buckets returns the namespace's table of token, leaky and fixed buckets,
+// which Allow's bucket limits use. It holds at most the namespace's
+// MaxKeys buckets, counted apart from the keys of the windows.
+func (ns *Namespace) Buckets() *Buckets { return ns.buckets }
+
+// ActiveBuckets returns the number of buckets held in memory.
+func (ns *Namespace) ActiveBuckets() int64 { return ns.buckets.Len() }
+
+// Sleep waits d on the namespace's clock (through its Sleeper, when the
+// clock has one), or until ctx is done, returning ctx's error then.
+func (ns *Namespace) Sleep(ctx context.Context, d time.Duration) error {
+	return sleepOn(ctx, ns.clock, d)
+}
 
 // DroppedWindows returns how many windows were reclaimed before their
 // counts could be pushed (only during a long store outage).

@@ -344,7 +344,7 @@ func TestUnknownWindowSize(t *testing.T) {
 		check(t, err, "window_size")
 	})
 	t.Run("Allow", func(t *testing.T) {
-		_, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{time.Second, 5}, {2 * time.Second, 5}}}, nil)
+		_, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 5}, {Size: 2 * time.Second, Limit: 5}}}, nil)
 		check(t, err, "limits[1].window_size")
 	})
 	if n := ns.ActiveKeys(); n != 0 {
@@ -394,7 +394,7 @@ func TestInvalidInputsCountNothing(t *testing.T) {
 			if tt.field == "key" {
 				_, err := ns.RateAt(epoch, tt.key, time.Second, 0, nil)
 				wantFieldError(t, err, "key", node.ErrInvalidKey)
-				_, err = ns.AllowAt(epoch, node.AllowRequest{Key: tt.key, Cost: 1, Limits: []node.Limit{{time.Second, 1}}}, nil)
+				_, err = ns.AllowAt(epoch, node.AllowRequest{Key: tt.key, Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1}}}, nil)
 				wantFieldError(t, err, "key", node.ErrInvalidKey)
 			}
 		})
@@ -577,7 +577,7 @@ func TestShortFormsReadTheClock(t *testing.T) {
 	if r[0].Rate != 3 {
 		t.Errorf("Rate after 1.25 windows = %v, want 3", r[0].Rate)
 	}
-	d, err := ns.Allow(node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{time.Second, 4}}}, nil)
+	d, err := ns.Allow(node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 4}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -725,11 +725,11 @@ func TestKeyCap(t *testing.T) {
 			if got := incr(t, ns, epoch, "k3", time.Second, 1); got[0].Rate != 2 {
 				t.Errorf("Increment of an existing key at the cap = %v, want 2", got[0].Rate)
 			}
-			d, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k4", Cost: 1, Limits: []node.Limit{{time.Second, 10}}}, nil)
+			d, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k4", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 10}}}, nil)
 			if err != nil || !d.Allowed {
 				t.Errorf("Allow of an existing key at the cap = %+v, %v; want allowed", d, err)
 			}
-			_, err = ns.AllowAt(epoch, node.AllowRequest{Key: "k11", Cost: 1, Limits: []node.Limit{{time.Second, 10}}}, nil)
+			_, err = ns.AllowAt(epoch, node.AllowRequest{Key: "k11", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 10}}}, nil)
 			wantFieldError(t, err, "key", node.ErrKeyLimit)
 			if got := ns.RefusedKeys(); got != 2 {
 				t.Errorf("RefusedKeys = %d, want 2", got)

@@ -67,7 +67,8 @@ func ReclaimInterval(c Config) time.Duration {
 	return min(max(slices.Min(c.WindowSizes), time.Second), 30*time.Second)
 }
 
-// Run reclaims dead windows of every namespace until ctx is done.
+// Run reclaims dead windows, and buckets back at their idle state, of
+// every namespace until ctx is done.
 func (n *Node) Run(ctx context.Context) {
 	tick := time.Second
 	for _, ns := range n.byName {
@@ -86,6 +87,7 @@ func (n *Node) Run(ctx context.Context) {
 		for _, ns := range n.byName {
 			if now.Sub(last[ns]) >= ReclaimInterval(ns.cfg) {
 				ns.Reclaim(now)
+				ns.buckets.Reclaim(now)
 				last[ns] = now
 			}
 		}

@@ -17,7 +17,13 @@ func TestNoAllocation(t *testing.T) {
 	var statuses [service.MaxLimits]service.LimitStatus
 	limits := []service.Limit{lim(time.Second, 1e9), lim(time.Minute, 1e9)}
 	b, _ := s.Batch(2)
+	local, _ := newService(t, -1)
+	kinds := []service.Limit{lim(time.Second, 1e9), token(1e9, time.Second), leaky(1e9, time.Second, 0), fixed(time.Second, 1e9)}
 	for name, f := range map[string]func() error{
+		"Allow with buckets": func() error {
+			_, err := local.Allow(ctx, service.AllowRequest{Key: "k", Limits: kinds}, statuses[:0])
+			return err
+		},
 		"Increment": func() error {
 			_, err := s.Increment(ctx, service.IncrementRequest{Key: "k", At: now}, rates[:0])
 			return err

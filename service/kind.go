@@ -15,7 +15,58 @@ const (
 	// SlidingWindow is Kong's sliding window: Increment, SlidingWindow and
 	// Allow.
 	SlidingWindow Kind = iota
+	// TokenKind is Smyte's token bucket: a TokenBucket limit in Allow.
+	TokenKind
+	// LeakyKind is Sidekiq's leaky bucket: a LeakyBucket limit in Allow.
+	LeakyKind
+	// FixedKind is Sidekiq's fixed bucket: a FixedBucket limit in Allow.
+	FixedKind
 )
+
+// kindOf returns the kind of a limit of kind k.
+func kindOf(k node.LimitKind) Kind {
+	switch k {
+	case node.TokenLimit:
+		return TokenKind
+	case node.LeakyLimit:
+		return LeakyKind
+	case node.FixedLimit:
+		return FixedKind
+	}
+	return SlidingWindow
+}
+
+// kindSet is a set of kinds, one bit each: the kinds one call involves.
+type kindSet uint8
+
+// only is the set of k alone.
+func only(k Kind) kindSet { return 1 << k }
+
+// limitKinds is the set of the kinds of limits; a sliding window when
+// there is none (such an Allow is refused later, as a sliding window's).
+func limitKinds(limits []Limit) kindSet {
+	var s kindSet
+	for i := range limits {
+		s |= only(kindOf(limits[i].Kind))
+	}
+	if s == 0 {
+		s = only(SlidingWindow)
+	}
+	return s
+}
+
+// atRange is the range of times every kind of s accepts: the narrowest
+// of their ranges.
+func (s kindSet) atRange(ns *node.Namespace) (past, future time.Duration) {
+	past, future = node.MaxBucketDuration, MaxFuture
+	for k := range kinds {
+		if s&only(Kind(k)) != 0 {
+			p, f := kinds[k].atRange(ns)
+			past, future = min(past, p), min(future, f)
+		}
+	}
+	return past, future
+}
 
 // MaxFuture is how far ahead of the namespace clock a call's `at` may be:
 // room for the clock skew between a caller and the node.
@@ -39,6 +90,18 @@ var kinds = [...]rules{
 			return sizes[len(sizes)-1], MaxFuture
 		},
 	},
+	TokenKind: {name: "token bucket", atRange: bucketAtRange},
+	LeakyKind: {name: "leaky bucket", atRange: bucketAtRange},
+	FixedKind: {name: "fixed bucket", atRange: bucketAtRange},
+}
+
+// bucketAtRange is the range of a bucket's time: client time for
+// historical data (Smyte's AT), as far back as the longest refill time,
+// interval or period. A time before a bucket's last update counts as that
+// update (node: a bucket's time never moves backwards), so an old time
+// never undoes a later take; it only refills or drains nothing.
+func bucketAtRange(*node.Namespace) (time.Duration, time.Duration) {
+	return node.MaxBucketDuration, MaxFuture
 }
 
 // String names the kind.
@@ -52,6 +115,6 @@ func (s *Service) AtRange(k Kind, namespace string) (earliest, latest time.Time,
 		return time.Time{}, time.Time{}, err
 	}
 	now := ns.Now()
-	past, future := kinds[k].atRange(ns)
+	past, future := only(k).atRange(ns)
 	return now.Add(-past), now.Add(future), nil
 }

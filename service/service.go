@@ -68,15 +68,15 @@ func (s *Service) resolve(name string, last *route) (route, error) {
 	return r, nil
 }
 
-// target checks the start every call of kind k shares, in order: its
-// namespace, its time (zero: now), its key and its window size (0: every
-// size, or none). It returns the call's route and time.
-func (s *Service) target(last *route, k Kind, namespace string, t time.Time, key string, size time.Duration) (route, time.Time, error) {
+// target checks the start every call of the kinds ks shares, in order:
+// its namespace, its time (zero: now), its key and its window size (0:
+// every size, or none). It returns the call's route and time.
+func (s *Service) target(last *route, ks kindSet, namespace string, t time.Time, key string, size time.Duration) (route, time.Time, error) {
 	r, err := s.resolve(namespace, last)
 	if err != nil {
 		return r, t, err
 	}
-	if t, err = at(k, r.ns, t); err != nil {
+	if t, err = at(ks, r.ns, t); err != nil {
 		return r, t, err
 	}
 	if err := node.ValidateKey(key); err != nil {
@@ -85,13 +85,14 @@ func (s *Service) target(last *route, k Kind, namespace string, t time.Time, key
 	return r, t, checkSize(r.ns, size)
 }
 
-// at validates a call's time for kind in ns, defaulting to now.
-func at(k Kind, ns *node.Namespace, t time.Time) (time.Time, error) {
+// at validates a call's time for the kinds ks in ns, defaulting to now:
+// it must be in the range of every kind.
+func at(ks kindSet, ns *node.Namespace, t time.Time) (time.Time, error) {
 	now := ns.Now()
 	if t.IsZero() {
 		return now, nil
 	}
-	past, future := kinds[k].atRange(ns)
+	past, future := ks.atRange(ns)
 	if t.Before(now.Add(-past)) || t.After(now.Add(future)) {
 		return t, &FieldError{Field: "at", Err: ErrInvalidValue,
 			Reason: fmt.Sprintf("must be within [now - %s, now + %s] (now is %s), got %s",
@@ -130,7 +131,7 @@ func (s *Service) Increment(ctx context.Context, req IncrementRequest, dst []Rat
 }
 
 func (s *Service) increment(ctx context.Context, req IncrementRequest, last *route, dst []Rate) ([]Rate, error) {
-	r, t, err := s.target(last, SlidingWindow, req.Namespace, req.At, req.Key, req.WindowSize)
+	r, t, err := s.target(last, only(SlidingWindow), req.Namespace, req.At, req.Key, req.WindowSize)
 	if err != nil {
 		return dst, err
 	}
@@ -148,7 +149,7 @@ func (s *Service) increment(ctx context.Context, req IncrementRequest, last *rou
 // size asked for, ascending) as if req.CurDiff more were counted now; it
 // counts nothing.
 func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate) ([]Rate, error) {
-	r, t, err := s.target(nil, SlidingWindow, req.Namespace, req.At, req.Key, req.WindowSize)
+	r, t, err := s.target(nil, only(SlidingWindow), req.Namespace, req.At, req.Key, req.WindowSize)
 	if err != nil {
 		return dst, err
 	}
@@ -164,23 +165,43 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 // Allow decides whether req.Cost more hits fit under every limit and, if
 // so (or with CountRejected), counts them; the limits' statuses are
 // appended to dst. In a synchronous namespace the store decides.
+//
+// Limits may be sliding windows and buckets together: the cost is
+// admitted in all or in none. Buckets need a local-only namespace (else
+// ErrFailedPrecondition, after every other check). When the request is
+// refused only by leaky buckets whose waits fit their WaitTimeout
+// (Decision.Wait), Allow waits on the namespace clock, holding no lock,
+// and decides once more; it returns ctx's error if ctx ends first.
 func (s *Service) Allow(ctx context.Context, req AllowRequest, dst []LimitStatus) (Decision, error) {
 	return s.allow(ctx, req, nil, dst)
 }
 
 func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst []LimitStatus) (Decision, error) {
-	r, t, err := s.target(last, SlidingWindow, req.Namespace, req.At, req.Key, 0)
+	r, t, err := s.target(last, limitKinds(req.Limits), req.Namespace, req.At, req.Key, 0)
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}
 	// The cost and the limits: node's rules, checked here so that they
-	// come after the namespace, time and key in every mode.
+	// come after the namespace, time and key in every mode; then whether
+	// the mode serves the limits' kinds.
 	ar := node.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: req.Limits, CountRejected: req.CountRejected}
 	if _, err := r.ns.CheckAllow(ar); err != nil {
 		return Decision{Limits: dst}, err
 	}
 	if r.sy != nil {
 		return r.sy.AllowAt(ctx, t, ar, dst)
+	}
+	d, err := r.ns.AllowAt(t, ar, dst)
+	if err != nil || d.Wait == 0 {
+		return d, err
+	}
+	if err := r.ns.Sleep(ctx, d.Wait); err != nil {
+		return Decision{Limits: dst}, err
+	}
+	if req.At.IsZero() {
+		t = r.ns.Now()
+	} else {
+		t = t.Add(d.Wait)
 	}
 	return r.ns.AllowAt(t, ar, dst)
 }

@@ -20,6 +20,23 @@ type (
 	// FieldError names the request field that was wrong and wraps one of
 	// the sentinels below.
 	FieldError = node.FieldError
+	// LimitKind is the kind of a Limit: a sliding window (the zero value)
+	// or a bucket.
+	LimitKind = node.LimitKind
+	// TokenBucket is a token bucket's parameters (Smyte's).
+	TokenBucket = node.TokenBucket
+	// LeakyBucket is a leaky bucket's parameters (Sidekiq's leaky).
+	LeakyBucket = node.LeakyBucket
+	// FixedBucket is a fixed bucket's parameters (Sidekiq's bucket).
+	FixedBucket = node.FixedBucket
+)
+
+// The kinds of Limit.
+const (
+	WindowLimit = node.WindowLimit
+	TokenLimit  = node.TokenLimit
+	LeakyLimit  = node.LeakyLimit
+	FixedLimit  = node.FixedLimit
 )
 
 // Sentinel errors, wrapped by every FieldError a call returns.
@@ -31,6 +48,9 @@ var (
 	ErrInvalidLimit     = node.ErrInvalidLimit
 	ErrUnknownNamespace = node.ErrUnknownNamespace
 	ErrKeyLimit         = node.ErrKeyLimit
+	// ErrFailedPrecondition: the request is valid but the namespace's mode
+	// cannot serve it (a bucket limit outside a local-only namespace).
+	ErrFailedPrecondition = node.ErrNotLocal
 )
 
 // Request limits.
@@ -77,8 +97,10 @@ type AllowRequest struct {
 	Key       string
 	// Cost is the hits to take; nil means 1; it must not be negative.
 	Cost *float64
-	// Limits are 1 to MaxLimits limits on distinct configured window
-	// sizes; a limit with no (zero) window size is an error.
+	// Limits are 1 to MaxLimits limits: sliding windows on distinct
+	// configured window sizes (a window limit with no (zero) window size
+	// is an error) and distinct buckets, all admitted or none. The cost is
+	// what a bucket takes (0 only reads).
 	Limits []Limit
 	// CountRejected counts Cost even when denied (penalty mode).
 	CountRejected bool

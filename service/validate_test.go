@@ -102,7 +102,40 @@ func badRequests() []badRequest {
 		{"allow negative limit", "limits[0].limit", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{lim(sec, -1), lim(7*sec, 1)}})},
 		{"allow NaN limit", "limits[1].limit", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{lim(sec, 1), lim(min, math.NaN())}})},
 		{"allow limit above 1e9", "limits[0].limit", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{lim(min, 2e9)}})},
+		// bucket limits: bad in every mode alike, before the mode's refusal
+		{"allow token, at beyond a year", "at", service.ErrInvalidValue, allow(al{At: now.Add(-367 * 24 * time.Hour), Key: "k", Limits: []service.Limit{token(1, sec)}})},
+		{"allow token and window, at beyond the window", "at", service.ErrInvalidValue, allow(al{At: now.Add(-2 * min), Key: "k", Limits: []service.Limit{token(1, sec), lim(sec, 1)}})},
+		{"allow token, bad key", "key", service.ErrInvalidKey, allow(al{Key: "\xff", Limits: []service.Limit{token(0, sec)}})},
+		{"allow token, cost above 1e9", "cost", service.ErrInvalidValue, allow(al{Key: "k", Cost: f64(1e9 + 1), Limits: []service.Limit{token(1, sec)}})},
+		{"allow token zero max", "limits[1].token.max", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{lim(sec, 1), token(0, -sec)}})},
+		{"allow token negative max", "limits[0].token.max", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(-1, sec), lim(-sec, 1)}})},
+		{"allow token NaN max", "limits[0].token.max", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(math.NaN(), sec)}})},
+		{"allow token max above 1e9", "limits[0].token.max", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(2e9, sec)}})},
+		{"allow token zero refill time", "limits[0].token.refill_time", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(1, 0)}})},
+		{"allow token refill time above a year", "limits[0].token.refill_time", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(1, 367*24*time.Hour)}})},
+		{"allow token NaN refill amount", "limits[0].token.refill_amount", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{{Kind: service.TokenLimit, Token: service.TokenBucket{Max: 1, RefillTime: sec, RefillAmount: math.NaN()}}}})},
+		{"allow leaky zero size", "limits[0].leaky.size", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{leaky(0, sec, 0)}})},
+		{"allow leaky negative interval", "limits[0].leaky.interval", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{leaky(1, -sec, 0)}})},
+		{"allow leaky drip below 1ns", "limits[0].leaky.size", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{leaky(1e9, sec/2, 0)}})},
+		{"allow leaky negative wait timeout", "limits[0].leaky.wait_timeout", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{leaky(1, sec, -1)}})},
+		{"allow leaky wait timeout above a minute", "limits[0].leaky.wait_timeout", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{leaky(1, sec, min+1)}})},
+		{"allow fixed zero period", "limits[0].fixed.period", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{fixed(0, 0)}})},
+		{"allow fixed Inf limit", "limits[0].fixed.limit", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{fixed(sec, math.Inf(1))}})},
+		{"allow bucket with a window size", "limits[0].window_size", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{{Size: sec, Kind: service.FixedLimit, Fixed: service.FixedBucket{Period: sec, Limit: 1}}}})},
+		{"allow the same bucket twice", "limits[2].token", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(1, sec), fixed(sec, 1), token(1, sec)}})},
 	}
+}
+
+func token(max float64, refill time.Duration) service.Limit {
+	return service.Limit{Kind: service.TokenLimit, Token: service.TokenBucket{Max: max, RefillTime: refill}}
+}
+
+func leaky(size float64, interval, wait time.Duration) service.Limit {
+	return service.Limit{Kind: service.LeakyLimit, Leaky: service.LeakyBucket{Size: size, Interval: interval}, WaitTimeout: wait}
+}
+
+func fixed(period time.Duration, limit float64) service.Limit {
+	return service.Limit{Kind: service.FixedLimit, Fixed: service.FixedBucket{Period: period, Limit: limit}}
 }
 
 // TestFirstErrorSameInEveryMode is the acceptance test of the validation
@@ -128,8 +161,8 @@ func TestFirstErrorSameInEveryMode(t *testing.T) {
 				} else if *fe != *first {
 					t.Errorf("%s: error %+v\n%s: error %+v", m.name, *fe, modes[0].name, *first)
 				}
-				if n := ns.ActiveKeys(); n != 0 {
-					t.Errorf("%s: %d active keys after a rejected call, want 0", m.name, n)
+				if n := ns.ActiveKeys() + ns.ActiveBuckets(); n != 0 {
+					t.Errorf("%s: %d active keys and buckets after a rejected call, want 0", m.name, n)
 				}
 			}
 		})

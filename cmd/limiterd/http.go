@@ -102,6 +102,10 @@ func (d *daemon) registerNodeMetrics() {
 				func() float64 { return float64(ns.ActiveKeys()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_keys_refused_total", Help: "New keys refused at the namespace's key cap.", ConstLabels: labels},
 				func() float64 { return float64(ns.RefusedKeys()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "limiterd_active_buckets", Help: "Token, leaky and fixed buckets held in memory.", ConstLabels: labels},
+				func() float64 { return float64(ns.ActiveBuckets()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_buckets_refused_total", Help: "New buckets refused at the namespace's key cap.", ConstLabels: labels},
+				func() float64 { return float64(ns.Buckets().RefusedKeys()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_windows_dropped_total", Help: "Windows reclaimed before their counts could be pushed (long store outage).", ConstLabels: labels},
 				func() float64 { return float64(ns.DroppedWindows()) }),
 		)

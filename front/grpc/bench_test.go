@@ -28,6 +28,17 @@ var benchLimits = []*limiterv1.Limit{{WindowSize: dur(time.Second), Limit: 1e9},
 
 const batchItems = 100
 
+// benchBuckets are bucket limits that never deny within a benchmark's
+// hits, by kind, for the Allow cases next to the sliding windows'.
+var benchBuckets = []struct {
+	name  string
+	limit *limiterv1.Limit
+}{
+	{"AllowToken", &limiterv1.Limit{Kind: &limiterv1.Limit_Token{Token: &limiterv1.TokenBucket{Max: 1e9, RefillTime: dur(time.Second)}}}},
+	{"AllowLeaky", &limiterv1.Limit{Kind: &limiterv1.Limit_Leaky{Leaky: &limiterv1.LeakyBucket{Size: 1e9, Interval: dur(time.Second)}}}},
+	{"AllowFixed", &limiterv1.Limit{Kind: &limiterv1.Limit_Fixed{Fixed: &limiterv1.FixedBucket{Period: dur(time.Second), Limit: 1e9}}}},
+}
+
 // meterDecisions starts counting this process's CPU time; the function it
 // returns reports decisions/s and, on Linux, cpu-ns/decision: user+system
 // time of every goroutine (in BenchmarkGRPC client and server both) per
@@ -108,6 +119,20 @@ func BenchmarkGRPC(b *testing.B) {
 			}
 		})
 	})
+	for _, bb := range benchBuckets {
+		b.Run(bb.name, func(b *testing.B) {
+			serialOrParallel(b, 1, func(key string) func() error {
+				req := &limiterv1.AllowRequest{Key: key, Limits: []*limiterv1.Limit{bb.limit}}
+				return func() error {
+					resp, err := s.client.Allow(bg, req)
+					if err == nil && !resp.GetAllowed() {
+						err = errors.New("denied")
+					}
+					return err
+				}
+			})
+		})
+	}
 	b.Run("Increment", func(b *testing.B) {
 		serialOrParallel(b, 1, func(key string) func() error {
 			req := &limiterv1.IncrementRequest{Key: key}
@@ -175,6 +200,17 @@ func BenchmarkAdapter(b *testing.B) {
 			}
 		}
 	})
+	for _, bb := range benchBuckets {
+		b.Run(bb.name, func(b *testing.B) {
+			req := &limiterv1.AllowRequest{Key: "k", Limits: []*limiterv1.Limit{bb.limit}}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.srv.Allow(bg, req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 	b.Run("Increment", func(b *testing.B) {
 		req := &limiterv1.IncrementRequest{Key: "k"}
 		b.ReportAllocs()

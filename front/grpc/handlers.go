@@ -49,13 +49,57 @@ func toTime(at *timestamppb.Timestamp) (time.Time, error) {
 }
 
 func toSize(field string, d *durationpb.Duration) (time.Duration, error) {
+	return toDuration(field, d, service.ErrInvalidWindow)
+}
+
+// toDuration decodes d (nil: 0); an invalid d is an error on field
+// wrapping sentinel.
+func toDuration(field string, d *durationpb.Duration, sentinel error) (time.Duration, error) {
 	if d == nil {
 		return 0, nil
 	}
 	if err := d.CheckValid(); err != nil {
-		return 0, &service.FieldError{Field: field, Reason: err.Error(), Err: service.ErrInvalidWindow}
+		return 0, &service.FieldError{Field: field, Reason: err.Error(), Err: sentinel}
 	}
 	return d.AsDuration(), nil
+}
+
+// bucketDuration decodes a bucket's duration named field of limits[i].
+func bucketDuration(i int, field string, d *durationpb.Duration) (time.Duration, error) {
+	if d == nil || d.CheckValid() == nil {
+		return d.AsDuration(), nil // nil: 0, refused by the service
+	}
+	return toDuration(fmt.Sprintf("limits[%d].%s", i, field), d, service.ErrInvalidLimit)
+}
+
+// toLimit decodes limits[i].
+func toLimit(i int, l *limiterv1.Limit) (service.Limit, error) {
+	size, err := toSize("", l.GetWindowSize())
+	if err != nil {
+		err.(*service.FieldError).Field = fmt.Sprintf("limits[%d].window_size", i)
+		return service.Limit{}, err
+	}
+	out := service.Limit{Size: size, Limit: l.GetLimit()}
+	var errs [2]error
+	switch k := l.GetKind().(type) {
+	case *limiterv1.Limit_Token:
+		out.Kind, out.Strict = service.TokenLimit, k.Token.GetStrict()
+		out.Token = service.TokenBucket{Max: k.Token.GetMax(), RefillAmount: k.Token.GetRefillAmount()}
+		out.Token.RefillTime, errs[0] = bucketDuration(i, "token.refill_time", k.Token.GetRefillTime())
+	case *limiterv1.Limit_Leaky:
+		out.Kind, out.Leaky.Size = service.LeakyLimit, k.Leaky.GetSize()
+		out.Leaky.Interval, errs[0] = bucketDuration(i, "leaky.interval", k.Leaky.GetInterval())
+		out.WaitTimeout, errs[1] = bucketDuration(i, "leaky.wait_timeout", k.Leaky.GetWaitTimeout())
+	case *limiterv1.Limit_Fixed:
+		out.Kind, out.Fixed.Limit = service.FixedLimit, k.Fixed.GetLimit()
+		out.Fixed.Period, errs[0] = bucketDuration(i, "fixed.period", k.Fixed.GetPeriod())
+	}
+	for _, err := range errs {
+		if err != nil {
+			return service.Limit{}, err
+		}
+	}
+	return out, nil
 }
 
 func incrementRequest(req *limiterv1.IncrementRequest) (service.IncrementRequest, error) {
@@ -81,12 +125,11 @@ func allowRequest(req *limiterv1.AllowRequest, sc *scratch) (service.AllowReques
 		limits = make([]service.Limit, 0, n) // refused by the service
 	}
 	for i, l := range req.GetLimits() {
-		size, err := toSize("", l.GetWindowSize())
+		lim, err := toLimit(i, l)
 		if err != nil {
-			err.(*service.FieldError).Field = fmt.Sprintf("limits[%d].window_size", i)
 			return service.AllowRequest{}, err
 		}
-		limits = append(limits, service.Limit{Size: size, Limit: l.GetLimit()})
+		limits = append(limits, lim)
 	}
 	return service.AllowRequest{Namespace: req.GetNamespace(), At: at, Key: req.GetKey(), Cost: req.Cost,
 		Limits: limits, CountRejected: req.GetCountRejected()}, nil
@@ -167,9 +210,13 @@ func (b *allowSlabs) response(d service.Decision) *limiterv1.AllowResponse {
 	durs := take(&b.durs, 2*n+1)
 	for i, l := range d.Limits {
 		st := &statuses[i]
-		st.WindowSize = setDuration(&durs[2*i], l.Size)
-		st.Limit, st.Rate, st.Remaining = l.Limit, l.Rate, l.Remaining
-		st.ResetAfter = setDuration(&durs[2*i+1], l.ResetAfter)
+		if l.Kind == service.WindowLimit {
+			st.WindowSize = setDuration(&durs[2*i], l.Size)
+		}
+		st.Limit, st.Rate, st.Remaining, st.Before = l.Limit, l.Rate, l.Remaining, l.Before
+		if l.Kind == service.WindowLimit || l.ResetAfter != 0 {
+			st.ResetAfter = setDuration(&durs[2*i+1], l.ResetAfter)
+		}
 		resp.Limits[i] = st
 	}
 	if !d.Allowed && !d.Never {

@@ -30,6 +30,8 @@ func toStatus(err error) error {
 		code = codes.NotFound
 	case errors.Is(err, service.ErrKeyLimit):
 		code = codes.ResourceExhausted
+	case errors.Is(err, service.ErrFailedPrecondition):
+		code = codes.FailedPrecondition
 	}
 	st := status.New(code, fe.Error())
 	if code == codes.InvalidArgument {

@@ -4,7 +4,8 @@
 // 	protoc        v3.21.12
 // source: limiter/v1/limiter.proto
 
-// limiterd's public API: a clustered sliding-window rate limiter.
+// limiterd's public API: a clustered sliding-window rate limiter, with
+// token, leaky and fixed buckets as further kinds of limit in Allow.
 //
 // Counting model. A namespace is configured (on the server) with one or more
 // window sizes, for example 1s and 60s. For each (namespace, key, window size)
@@ -26,9 +27,11 @@
 //
 // Errors. A malformed request fails with INVALID_ARGUMENT (empty or
 // over-long key, non-finite value, window size the namespace does not have,
-// and so on), an unknown namespace with NOT_FOUND, and a new key past the
-// namespace's cap on active keys with RESOURCE_EXHAUSTED. The batch calls
-// report such errors per item instead (see IncrementResult, AllowResult).
+// and so on), an unknown namespace with NOT_FOUND, a new key past the
+// namespace's cap on active keys with RESOURCE_EXHAUSTED, and a bucket
+// limit in a namespace that is not local-only with FAILED_PRECONDITION.
+// The batch calls report such errors per item instead (see
+// IncrementResult, AllowResult).
 
 package limiterv1
 
@@ -383,7 +386,12 @@ func (x *SlidingWindowResponse) GetRates() []*WindowRate {
 	return nil
 }
 
-// Limit is "at most `limit` hits per sliding window of `window_size`".
+// Limit is, by default, "at most `limit` hits per sliding window of
+// `window_size`". With one of `token`, `leaky` or `fixed` set it is instead
+// a bucket of the request's key (and window_size and limit must be unset).
+// A bucket's parameters are part of its identity: the same key with other
+// parameters is another bucket. Bucket limits need a local-only namespace
+// for now: elsewhere they fail with FAILED_PRECONDITION.
 type Limit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The window size; it must be one of the namespace's window sizes, and
@@ -391,7 +399,15 @@ type Limit struct {
 	WindowSize *durationpb.Duration `protobuf:"bytes,1,opt,name=window_size,json=windowSize,proto3" json:"window_size,omitempty"`
 	// The most hits allowed per sliding window of window_size: a request is
 	// admitted when rate + cost <= limit. Finite, from 0 to 10^9.
-	Limit         float64 `protobuf:"fixed64,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit float64 `protobuf:"fixed64,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The kind of bucket, when this limit is not a sliding window.
+	//
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*Limit_Token
+	//	*Limit_Leaky
+	//	*Limit_Fixed
+	Kind          isLimit_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -440,6 +456,269 @@ func (x *Limit) GetLimit() float64 {
 	return 0
 }
 
+func (x *Limit) GetKind() isLimit_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *Limit) GetToken() *TokenBucket {
+	if x != nil {
+		if x, ok := x.Kind.(*Limit_Token); ok {
+			return x.Token
+		}
+	}
+	return nil
+}
+
+func (x *Limit) GetLeaky() *LeakyBucket {
+	if x != nil {
+		if x, ok := x.Kind.(*Limit_Leaky); ok {
+			return x.Leaky
+		}
+	}
+	return nil
+}
+
+func (x *Limit) GetFixed() *FixedBucket {
+	if x != nil {
+		if x, ok := x.Kind.(*Limit_Fixed); ok {
+			return x.Fixed
+		}
+	}
+	return nil
+}
+
+type isLimit_Kind interface {
+	isLimit_Kind()
+}
+
+type Limit_Token struct {
+	Token *TokenBucket `protobuf:"bytes,3,opt,name=token,proto3,oneof"`
+}
+
+type Limit_Leaky struct {
+	Leaky *LeakyBucket `protobuf:"bytes,4,opt,name=leaky,proto3,oneof"`
+}
+
+type Limit_Fixed struct {
+	Fixed *FixedBucket `protobuf:"bytes,5,opt,name=fixed,proto3,oneof"`
+}
+
+func (*Limit_Token) isLimit_Kind() {}
+
+func (*Limit_Leaky) isLimit_Kind() {}
+
+func (*Limit_Fixed) isLimit_Kind() {}
+
+// TokenBucket is a token bucket, as Smyte's ratelimit (RL.REDUCE key max
+// refill_time [REFILL amount] [TAKE cost] [STRICT] [AT at]). A new bucket
+// holds `max` tokens; every whole refill_time since the last refill adds
+// refill_amount tokens, up to max. A cost of n is admitted when the bucket
+// holds at least n tokens. A refused cost empties the bucket (as Smyte's
+// code does), unless another limit of the request refused it.
+type TokenBucket struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most tokens the bucket holds: from 0.000001 to 10^9.
+	Max float64 `protobuf:"fixed64,1,opt,name=max,proto3" json:"max,omitempty"`
+	// The time between refills: from 1 ns to 366 days.
+	RefillTime *durationpb.Duration `protobuf:"bytes,2,opt,name=refill_time,json=refillTime,proto3" json:"refill_time,omitempty"`
+	// The tokens one refill adds. Absent or 0 means max.
+	RefillAmount *float64 `protobuf:"fixed64,3,opt,name=refill_amount,json=refillAmount,proto3,oneof" json:"refill_amount,omitempty"`
+	// Smyte's STRICT: a take that leaves the bucket empty (admitted or not)
+	// restarts the refill clock, so a client that keeps trying stays refused
+	// until it pauses for a whole refill_time.
+	Strict        bool `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenBucket) Reset() {
+	*x = TokenBucket{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenBucket) ProtoMessage() {}
+
+func (x *TokenBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenBucket.ProtoReflect.Descriptor instead.
+func (*TokenBucket) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TokenBucket) GetMax() float64 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *TokenBucket) GetRefillTime() *durationpb.Duration {
+	if x != nil {
+		return x.RefillTime
+	}
+	return nil
+}
+
+func (x *TokenBucket) GetRefillAmount() float64 {
+	if x != nil && x.RefillAmount != nil {
+		return *x.RefillAmount
+	}
+	return 0
+}
+
+func (x *TokenBucket) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+// LeakyBucket is a leaky bucket, as Sidekiq's Limiter.leaky(name, size,
+// interval): it holds at most `size` drops and drains one drop every
+// interval / size (the drip). A cost of n adds n drops when they fit.
+type LeakyBucket struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The most drops the bucket holds: from 0.000001 to 10^9.
+	Size float64 `protobuf:"fixed64,1,opt,name=size,proto3" json:"size,omitempty"`
+	// The time to drain `size` drops: from 1 ns to 366 days (and the drip,
+	// interval / size, at least 1 ns).
+	Interval *durationpb.Duration `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Sidekiq's wait_timeout: when the request is refused only by leaky
+	// buckets that each admit it after a wait within their wait_timeout, the
+	// server waits (within the call's deadline) and tries once more. Absent
+	// means no wait; at most 1 minute.
+	WaitTimeout   *durationpb.Duration `protobuf:"bytes,3,opt,name=wait_timeout,json=waitTimeout,proto3" json:"wait_timeout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeakyBucket) Reset() {
+	*x = LeakyBucket{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeakyBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeakyBucket) ProtoMessage() {}
+
+func (x *LeakyBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeakyBucket.ProtoReflect.Descriptor instead.
+func (*LeakyBucket) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *LeakyBucket) GetSize() float64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *LeakyBucket) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *LeakyBucket) GetWaitTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.WaitTimeout
+	}
+	return nil
+}
+
+// FixedBucket is a fixed bucket, as Sidekiq's Limiter.bucket(name, limit,
+// period): at most `limit` per period, periods aligned to the Unix epoch
+// as windows are.
+type FixedBucket struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The length of a period: from 1 ns to 366 days.
+	Period *durationpb.Duration `protobuf:"bytes,1,opt,name=period,proto3" json:"period,omitempty"`
+	// The most counted per period: from 0.000001 to 10^9.
+	Limit         float64 `protobuf:"fixed64,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FixedBucket) Reset() {
+	*x = FixedBucket{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FixedBucket) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FixedBucket) ProtoMessage() {}
+
+func (x *FixedBucket) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FixedBucket.ProtoReflect.Descriptor instead.
+func (*FixedBucket) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *FixedBucket) GetPeriod() *durationpb.Duration {
+	if x != nil {
+		return x.Period
+	}
+	return nil
+}
+
+func (x *FixedBucket) GetLimit() float64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
 // AllowRequest asks whether `cost` more hits of a key fit under its limits.
 type AllowRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -448,24 +727,31 @@ type AllowRequest struct {
 	// The key to check, for example a user ID or client IP. Required:
 	// non-empty valid UTF-8, at most 1024 bytes.
 	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
-	// How many hits this request costs. Absent means 1. May be fractional
-	// (rounded to the nearest 10^-6) or 0 (just check and report); must not be
-	// negative, and at most 10^9.
+	// How many hits this request costs, or tokens, drops or counts it takes
+	// from a bucket (Smyte's TAKE). Absent means 1. May be fractional
+	// (rounded to the nearest 10^-6) or 0: just check and report, taking and
+	// counting nothing (Smyte's RL.GET); must not be negative, and at most
+	// 10^9.
 	Cost *float64 `protobuf:"fixed64,3,opt,name=cost,proto3,oneof" json:"cost,omitempty"`
 	// The limits to check, all of which must hold for the request to be
-	// admitted. At least one, and at most one per window size of the
-	// namespace.
+	// admitted: the cost is admitted in every limit (sliding windows and
+	// buckets) or in none. At least one, at most 16, at most one sliding
+	// window per window size of the namespace, and no bucket twice.
 	Limits []*Limit `protobuf:"bytes,4,rep,name=limits,proto3" json:"limits,omitempty"`
 	// Penalty mode: count the cost even when the request is denied, so that
 	// a client that keeps retrying stays denied. By default a denied request
-	// counts nothing.
+	// counts nothing. It applies to sliding windows only.
 	CountRejected bool `protobuf:"varint,5,opt,name=count_rejected,json=countRejected,proto3" json:"count_rejected,omitempty"`
-	// The time of the decision. Absent means now (the server's clock). Meant for
-	// replays and tests. It must lie within [now - the namespace's largest
-	// window size, now + 1s] by the server's clock, bounds included (only a
-	// key's two newest windows of each size are kept); a request with an `at`
-	// outside it is refused with INVALID_ARGUMENT naming `at` and counts
-	// nothing.
+	// The time of the decision. Absent means now (the server's clock). Meant
+	// for replays and tests; with bucket limits, client time for historical
+	// data (Smyte's AT): up to 366 days back, and a time before a bucket's
+	// last update counts as that update (a bucket's time never moves
+	// backwards). With sliding windows it must lie within [now - the
+	// namespace's largest window size, now + 1s] by the server's clock,
+	// bounds included (only a key's two newest windows of each size are
+	// kept); a request with both kinds must satisfy both. A request with an
+	// `at` outside its range is refused with INVALID_ARGUMENT naming `at` and
+	// counts nothing.
 	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -473,7 +759,7 @@ type AllowRequest struct {
 
 func (x *AllowRequest) Reset() {
 	*x = AllowRequest{}
-	mi := &file_limiter_v1_limiter_proto_msgTypes[6]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +771,7 @@ func (x *AllowRequest) String() string {
 func (*AllowRequest) ProtoMessage() {}
 
 func (x *AllowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_v1_limiter_proto_msgTypes[6]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +784,7 @@ func (x *AllowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowRequest.ProtoReflect.Descriptor instead.
 func (*AllowRequest) Descriptor() ([]byte, []int) {
-	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{6}
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *AllowRequest) GetNamespace() string {
@@ -543,7 +829,12 @@ func (x *AllowRequest) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// LimitStatus is the state of one limit after an Allow decision.
+// LimitStatus is the state of one limit after an Allow decision. For a
+// bucket: window_size is unset; limit is its capacity (max tokens, size in
+// drops, limit per period); remaining the tokens left, or the drops or
+// counts that still fit; rate the capacity in use (limit - remaining);
+// reset_after the time until the next refill (unset when full), the next
+// drip (Sidekiq's next_drip; unset when empty) or the period's end.
 type LimitStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The limit's window size, as requested.
@@ -558,14 +849,19 @@ type LimitStatus struct {
 	// The time until the current window of window_size ends, when the
 	// previous window's share starts to drop out entirely. Suitable for an
 	// X-RateLimit-Reset style header.
-	ResetAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	ResetAfter *durationpb.Duration `protobuf:"bytes,5,opt,name=reset_after,json=resetAfter,proto3" json:"reset_after,omitempty"`
+	// The level before this decision: a token bucket's tokens before the
+	// take (Smyte's reply: a bucket of max 2 answers 2, 1, 0), a leaky
+	// bucket's drops, a fixed bucket's count in its period, or a sliding
+	// window's rate.
+	Before        float64 `protobuf:"fixed64,6,opt,name=before,proto3" json:"before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LimitStatus) Reset() {
 	*x = LimitStatus{}
-	mi := &file_limiter_v1_limiter_proto_msgTypes[7]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +873,7 @@ func (x *LimitStatus) String() string {
 func (*LimitStatus) ProtoMessage() {}
 
 func (x *LimitStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_v1_limiter_proto_msgTypes[7]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +886,7 @@ func (x *LimitStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LimitStatus.ProtoReflect.Descriptor instead.
 func (*LimitStatus) Descriptor() ([]byte, []int) {
-	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{7}
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LimitStatus) GetWindowSize() *durationpb.Duration {
@@ -628,6 +924,13 @@ func (x *LimitStatus) GetResetAfter() *durationpb.Duration {
 	return nil
 }
 
+func (x *LimitStatus) GetBefore() float64 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
 // AllowResponse is the decision on an AllowRequest.
 type AllowResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -640,8 +943,8 @@ type AllowResponse struct {
 	// counted meanwhile. Suitable for a Retry-After header. Unset when allowed
 	// or when never is true.
 	RetryAfter *durationpb.Duration `protobuf:"bytes,3,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
-	// True when the cost exceeds some limit by itself, so it can never be
-	// admitted however long the client waits. allowed is then false and
+	// True when the cost exceeds some limit (or a bucket's capacity) by
+	// itself, so it can never be admitted however long the client waits. allowed is then false and
 	// retry_after unset.
 	Never bool `protobuf:"varint,4,opt,name=never,proto3" json:"never,omitempty"`
 	// A human-readable explanation of why the request can never be admitted
@@ -653,7 +956,7 @@ type AllowResponse struct {
 
 func (x *AllowResponse) Reset() {
 	*x = AllowResponse{}
-	mi := &file_limiter_v1_limiter_proto_msgTypes[8]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -665,7 +968,7 @@ func (x *AllowResponse) String() string {
 func (*AllowResponse) ProtoMessage() {}
 
 func (x *AllowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_v1_limiter_proto_msgTypes[8]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -678,7 +981,7 @@ func (x *AllowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowResponse.ProtoReflect.Descriptor instead.
 func (*AllowResponse) Descriptor() ([]byte, []int) {
-	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{8}
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AllowResponse) GetAllowed() bool {
@@ -727,7 +1030,7 @@ type IncrementBatchRequest struct {
 
 func (x *IncrementBatchRequest) Reset() {
 	*x = IncrementBatchRequest{}
-	mi := &file_limiter_v1_limiter_proto_msgTypes[9]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +1042,7 @@ func (x *IncrementBatchRequest) String() string {
 func (*IncrementBatchRequest) ProtoMessage() {}
 
 func (x *IncrementBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_v1_limiter_proto_msgTypes[9]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +1055,7 @@ func (x *IncrementBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncrementBatchRequest.ProtoReflect.Descriptor instead.
 func (*IncrementBatchRequest) Descriptor() ([]byte, []int) {
-	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{9}
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *IncrementBatchRequest) GetItems() []*IncrementRequest {
@@ -773,7 +1076,7 @@ type IncrementBatchResponse struct {
 
 func (x *IncrementBatchResponse) Reset() {
 	*x = IncrementBatchResponse{}
-	mi := &file_limiter_v1_limiter_proto_msgTypes[10]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -785,7 +1088,7 @@ func (x *IncrementBatchResponse) String() string {
 func (*IncrementBatchResponse) ProtoMessage() {}
 
 func (x *IncrementBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_v1_limiter_proto_msgTypes[10]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -798,7 +1101,7 @@ func (x *IncrementBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncrementBatchResponse.ProtoReflect.Descriptor instead.
 func (*IncrementBatchResponse) Descriptor() ([]byte, []int) {
-	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{10}
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *IncrementBatchResponse) GetResults() []*IncrementResult {
@@ -823,7 +1126,7 @@ type IncrementResult struct {
 
 func (x *IncrementResult) Reset() {
 	*x = IncrementResult{}
-	mi := &file_limiter_v1_limiter_proto_msgTypes[11]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +1138,7 @@ func (x *IncrementResult) String() string {
 func (*IncrementResult) ProtoMessage() {}
 
 func (x *IncrementResult) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_v1_limiter_proto_msgTypes[11]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +1151,7 @@ func (x *IncrementResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IncrementResult.ProtoReflect.Descriptor instead.
 func (*IncrementResult) Descriptor() ([]byte, []int) {
-	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{11}
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *IncrementResult) GetResponse() *IncrementResponse {
@@ -876,7 +1179,7 @@ type AllowBatchRequest struct {
 
 func (x *AllowBatchRequest) Reset() {
 	*x = AllowBatchRequest{}
-	mi := &file_limiter_v1_limiter_proto_msgTypes[12]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1191,7 @@ func (x *AllowBatchRequest) String() string {
 func (*AllowBatchRequest) ProtoMessage() {}
 
 func (x *AllowBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_v1_limiter_proto_msgTypes[12]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1204,7 @@ func (x *AllowBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowBatchRequest.ProtoReflect.Descriptor instead.
 func (*AllowBatchRequest) Descriptor() ([]byte, []int) {
-	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{12}
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AllowBatchRequest) GetItems() []*AllowRequest {
@@ -922,7 +1225,7 @@ type AllowBatchResponse struct {
 
 func (x *AllowBatchResponse) Reset() {
 	*x = AllowBatchResponse{}
-	mi := &file_limiter_v1_limiter_proto_msgTypes[13]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1237,7 @@ func (x *AllowBatchResponse) String() string {
 func (*AllowBatchResponse) ProtoMessage() {}
 
 func (x *AllowBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_v1_limiter_proto_msgTypes[13]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1250,7 @@ func (x *AllowBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowBatchResponse.ProtoReflect.Descriptor instead.
 func (*AllowBatchResponse) Descriptor() ([]byte, []int) {
-	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{13}
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AllowBatchResponse) GetResults() []*AllowResult {
@@ -973,7 +1276,7 @@ type AllowResult struct {
 
 func (x *AllowResult) Reset() {
 	*x = AllowResult{}
-	mi := &file_limiter_v1_limiter_proto_msgTypes[14]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1288,7 @@ func (x *AllowResult) String() string {
 func (*AllowResult) ProtoMessage() {}
 
 func (x *AllowResult) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_v1_limiter_proto_msgTypes[14]
+	mi := &file_limiter_v1_limiter_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1301,7 @@ func (x *AllowResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllowResult.ProtoReflect.Descriptor instead.
 func (*AllowResult) Descriptor() ([]byte, []int) {
-	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{14}
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AllowResult) GetResponse() *AllowResponse {
@@ -1045,10 +1348,28 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02atB\v\n" +
 	"\t_cur_diff\"E\n" +
 	"\x15SlidingWindowResponse\x12,\n" +
-	"\x05rates\x18\x01 \x03(\v2\x16.limiter.v1.WindowRateR\x05rates\"Y\n" +
+	"\x05rates\x18\x01 \x03(\v2\x16.limiter.v1.WindowRateR\x05rates\"\xf4\x01\n" +
 	"\x05Limit\x12:\n" +
 	"\vwindow_size\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"windowSize\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x01R\x05limit\x12/\n" +
+	"\x05token\x18\x03 \x01(\v2\x17.limiter.v1.TokenBucketH\x00R\x05token\x12/\n" +
+	"\x05leaky\x18\x04 \x01(\v2\x17.limiter.v1.LeakyBucketH\x00R\x05leaky\x12/\n" +
+	"\x05fixed\x18\x05 \x01(\v2\x17.limiter.v1.FixedBucketH\x00R\x05fixedB\x06\n" +
+	"\x04kind\"\xaf\x01\n" +
+	"\vTokenBucket\x12\x10\n" +
+	"\x03max\x18\x01 \x01(\x01R\x03max\x12:\n" +
+	"\vrefill_time\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"refillTime\x12(\n" +
+	"\rrefill_amount\x18\x03 \x01(\x01H\x00R\frefillAmount\x88\x01\x01\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strictB\x10\n" +
+	"\x0e_refill_amount\"\x96\x01\n" +
+	"\vLeakyBucket\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x01R\x04size\x125\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12<\n" +
+	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"V\n" +
+	"\vFixedBucket\x121\n" +
+	"\x06period\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x01R\x05limit\"\xde\x01\n" +
 	"\fAllowRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
@@ -1057,7 +1378,7 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\x06limits\x18\x04 \x03(\v2\x11.limiter.v1.LimitR\x06limits\x12%\n" +
 	"\x0ecount_rejected\x18\x05 \x01(\bR\rcountRejected\x12*\n" +
 	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02atB\a\n" +
-	"\x05_cost\"\xcd\x01\n" +
+	"\x05_cost\"\xe5\x01\n" +
 	"\vLimitStatus\x12:\n" +
 	"\vwindow_size\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"windowSize\x12\x14\n" +
@@ -1065,7 +1386,8 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\x04rate\x18\x03 \x01(\x01R\x04rate\x12\x1c\n" +
 	"\tremaining\x18\x04 \x01(\x01R\tremaining\x12:\n" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"resetAfter\"\xc4\x01\n" +
+	"resetAfter\x12\x16\n" +
+	"\x06before\x18\x06 \x01(\x01R\x06before\"\xc4\x01\n" +
 	"\rAllowResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12/\n" +
 	"\x06limits\x18\x02 \x03(\v2\x17.limiter.v1.LimitStatusR\x06limits\x12:\n" +
@@ -1107,7 +1429,7 @@ func file_limiter_v1_limiter_proto_rawDescGZIP() []byte {
 	return file_limiter_v1_limiter_proto_rawDescData
 }
 
-var file_limiter_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_limiter_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_limiter_v1_limiter_proto_goTypes = []any{
 	(*WindowRate)(nil),             // 0: limiter.v1.WindowRate
 	(*IncrementRequest)(nil),       // 1: limiter.v1.IncrementRequest
@@ -1115,57 +1437,67 @@ var file_limiter_v1_limiter_proto_goTypes = []any{
 	(*SlidingWindowRequest)(nil),   // 3: limiter.v1.SlidingWindowRequest
 	(*SlidingWindowResponse)(nil),  // 4: limiter.v1.SlidingWindowResponse
 	(*Limit)(nil),                  // 5: limiter.v1.Limit
-	(*AllowRequest)(nil),           // 6: limiter.v1.AllowRequest
-	(*LimitStatus)(nil),            // 7: limiter.v1.LimitStatus
-	(*AllowResponse)(nil),          // 8: limiter.v1.AllowResponse
-	(*IncrementBatchRequest)(nil),  // 9: limiter.v1.IncrementBatchRequest
-	(*IncrementBatchResponse)(nil), // 10: limiter.v1.IncrementBatchResponse
-	(*IncrementResult)(nil),        // 11: limiter.v1.IncrementResult
-	(*AllowBatchRequest)(nil),      // 12: limiter.v1.AllowBatchRequest
-	(*AllowBatchResponse)(nil),     // 13: limiter.v1.AllowBatchResponse
-	(*AllowResult)(nil),            // 14: limiter.v1.AllowResult
-	(*durationpb.Duration)(nil),    // 15: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 16: google.protobuf.Timestamp
-	(*status.Status)(nil),          // 17: google.rpc.Status
+	(*TokenBucket)(nil),            // 6: limiter.v1.TokenBucket
+	(*LeakyBucket)(nil),            // 7: limiter.v1.LeakyBucket
+	(*FixedBucket)(nil),            // 8: limiter.v1.FixedBucket
+	(*AllowRequest)(nil),           // 9: limiter.v1.AllowRequest
+	(*LimitStatus)(nil),            // 10: limiter.v1.LimitStatus
+	(*AllowResponse)(nil),          // 11: limiter.v1.AllowResponse
+	(*IncrementBatchRequest)(nil),  // 12: limiter.v1.IncrementBatchRequest
+	(*IncrementBatchResponse)(nil), // 13: limiter.v1.IncrementBatchResponse
+	(*IncrementResult)(nil),        // 14: limiter.v1.IncrementResult
+	(*AllowBatchRequest)(nil),      // 15: limiter.v1.AllowBatchRequest
+	(*AllowBatchResponse)(nil),     // 16: limiter.v1.AllowBatchResponse
+	(*AllowResult)(nil),            // 17: limiter.v1.AllowResult
+	(*durationpb.Duration)(nil),    // 18: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 19: google.protobuf.Timestamp
+	(*status.Status)(nil),          // 20: google.rpc.Status
 }
 var file_limiter_v1_limiter_proto_depIdxs = []int32{
-	15, // 0: limiter.v1.WindowRate.window_size:type_name -> google.protobuf.Duration
-	15, // 1: limiter.v1.IncrementRequest.window_size:type_name -> google.protobuf.Duration
-	16, // 2: limiter.v1.IncrementRequest.at:type_name -> google.protobuf.Timestamp
+	18, // 0: limiter.v1.WindowRate.window_size:type_name -> google.protobuf.Duration
+	18, // 1: limiter.v1.IncrementRequest.window_size:type_name -> google.protobuf.Duration
+	19, // 2: limiter.v1.IncrementRequest.at:type_name -> google.protobuf.Timestamp
 	0,  // 3: limiter.v1.IncrementResponse.rates:type_name -> limiter.v1.WindowRate
-	15, // 4: limiter.v1.SlidingWindowRequest.window_size:type_name -> google.protobuf.Duration
-	16, // 5: limiter.v1.SlidingWindowRequest.at:type_name -> google.protobuf.Timestamp
+	18, // 4: limiter.v1.SlidingWindowRequest.window_size:type_name -> google.protobuf.Duration
+	19, // 5: limiter.v1.SlidingWindowRequest.at:type_name -> google.protobuf.Timestamp
 	0,  // 6: limiter.v1.SlidingWindowResponse.rates:type_name -> limiter.v1.WindowRate
-	15, // 7: limiter.v1.Limit.window_size:type_name -> google.protobuf.Duration
-	5,  // 8: limiter.v1.AllowRequest.limits:type_name -> limiter.v1.Limit
-	16, // 9: limiter.v1.AllowRequest.at:type_name -> google.protobuf.Timestamp
-	15, // 10: limiter.v1.LimitStatus.window_size:type_name -> google.protobuf.Duration
-	15, // 11: limiter.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
-	7,  // 12: limiter.v1.AllowResponse.limits:type_name -> limiter.v1.LimitStatus
-	15, // 13: limiter.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
-	1,  // 14: limiter.v1.IncrementBatchRequest.items:type_name -> limiter.v1.IncrementRequest
-	11, // 15: limiter.v1.IncrementBatchResponse.results:type_name -> limiter.v1.IncrementResult
-	2,  // 16: limiter.v1.IncrementResult.response:type_name -> limiter.v1.IncrementResponse
-	17, // 17: limiter.v1.IncrementResult.error:type_name -> google.rpc.Status
-	6,  // 18: limiter.v1.AllowBatchRequest.items:type_name -> limiter.v1.AllowRequest
-	14, // 19: limiter.v1.AllowBatchResponse.results:type_name -> limiter.v1.AllowResult
-	8,  // 20: limiter.v1.AllowResult.response:type_name -> limiter.v1.AllowResponse
-	17, // 21: limiter.v1.AllowResult.error:type_name -> google.rpc.Status
-	1,  // 22: limiter.v1.RateLimiter.Increment:input_type -> limiter.v1.IncrementRequest
-	3,  // 23: limiter.v1.RateLimiter.SlidingWindow:input_type -> limiter.v1.SlidingWindowRequest
-	6,  // 24: limiter.v1.RateLimiter.Allow:input_type -> limiter.v1.AllowRequest
-	9,  // 25: limiter.v1.RateLimiter.IncrementBatch:input_type -> limiter.v1.IncrementBatchRequest
-	12, // 26: limiter.v1.RateLimiter.AllowBatch:input_type -> limiter.v1.AllowBatchRequest
-	2,  // 27: limiter.v1.RateLimiter.Increment:output_type -> limiter.v1.IncrementResponse
-	4,  // 28: limiter.v1.RateLimiter.SlidingWindow:output_type -> limiter.v1.SlidingWindowResponse
-	8,  // 29: limiter.v1.RateLimiter.Allow:output_type -> limiter.v1.AllowResponse
-	10, // 30: limiter.v1.RateLimiter.IncrementBatch:output_type -> limiter.v1.IncrementBatchResponse
-	13, // 31: limiter.v1.RateLimiter.AllowBatch:output_type -> limiter.v1.AllowBatchResponse
-	27, // [27:32] is the sub-list for method output_type
-	22, // [22:27] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	18, // 7: limiter.v1.Limit.window_size:type_name -> google.protobuf.Duration
+	6,  // 8: limiter.v1.Limit.token:type_name -> limiter.v1.TokenBucket
+	7,  // 9: limiter.v1.Limit.leaky:type_name -> limiter.v1.LeakyBucket
+	8,  // 10: limiter.v1.Limit.fixed:type_name -> limiter.v1.FixedBucket
+	18, // 11: limiter.v1.TokenBucket.refill_time:type_name -> google.protobuf.Duration
+	18, // 12: limiter.v1.LeakyBucket.interval:type_name -> google.protobuf.Duration
+	18, // 13: limiter.v1.LeakyBucket.wait_timeout:type_name -> google.protobuf.Duration
+	18, // 14: limiter.v1.FixedBucket.period:type_name -> google.protobuf.Duration
+	5,  // 15: limiter.v1.AllowRequest.limits:type_name -> limiter.v1.Limit
+	19, // 16: limiter.v1.AllowRequest.at:type_name -> google.protobuf.Timestamp
+	18, // 17: limiter.v1.LimitStatus.window_size:type_name -> google.protobuf.Duration
+	18, // 18: limiter.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
+	10, // 19: limiter.v1.AllowResponse.limits:type_name -> limiter.v1.LimitStatus
+	18, // 20: limiter.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
+	1,  // 21: limiter.v1.IncrementBatchRequest.items:type_name -> limiter.v1.IncrementRequest
+	14, // 22: limiter.v1.IncrementBatchResponse.results:type_name -> limiter.v1.IncrementResult
+	2,  // 23: limiter.v1.IncrementResult.response:type_name -> limiter.v1.IncrementResponse
+	20, // 24: limiter.v1.IncrementResult.error:type_name -> google.rpc.Status
+	9,  // 25: limiter.v1.AllowBatchRequest.items:type_name -> limiter.v1.AllowRequest
+	17, // 26: limiter.v1.AllowBatchResponse.results:type_name -> limiter.v1.AllowResult
+	11, // 27: limiter.v1.AllowResult.response:type_name -> limiter.v1.AllowResponse
+	20, // 28: limiter.v1.AllowResult.error:type_name -> google.rpc.Status
+	1,  // 29: limiter.v1.RateLimiter.Increment:input_type -> limiter.v1.IncrementRequest
+	3,  // 30: limiter.v1.RateLimiter.SlidingWindow:input_type -> limiter.v1.SlidingWindowRequest
+	9,  // 31: limiter.v1.RateLimiter.Allow:input_type -> limiter.v1.AllowRequest
+	12, // 32: limiter.v1.RateLimiter.IncrementBatch:input_type -> limiter.v1.IncrementBatchRequest
+	15, // 33: limiter.v1.RateLimiter.AllowBatch:input_type -> limiter.v1.AllowBatchRequest
+	2,  // 34: limiter.v1.RateLimiter.Increment:output_type -> limiter.v1.IncrementResponse
+	4,  // 35: limiter.v1.RateLimiter.SlidingWindow:output_type -> limiter.v1.SlidingWindowResponse
+	11, // 36: limiter.v1.RateLimiter.Allow:output_type -> limiter.v1.AllowResponse
+	13, // 37: limiter.v1.RateLimiter.IncrementBatch:output_type -> limiter.v1.IncrementBatchResponse
+	16, // 38: limiter.v1.RateLimiter.AllowBatch:output_type -> limiter.v1.AllowBatchResponse
+	34, // [34:39] is the sub-list for method output_type
+	29, // [29:34] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_limiter_v1_limiter_proto_init() }
@@ -1175,14 +1507,20 @@ func file_limiter_v1_limiter_proto_init() {
 	}
 	file_limiter_v1_limiter_proto_msgTypes[1].OneofWrappers = []any{}
 	file_limiter_v1_limiter_proto_msgTypes[3].OneofWrappers = []any{}
+	file_limiter_v1_limiter_proto_msgTypes[5].OneofWrappers = []any{
+		(*Limit_Token)(nil),
+		(*Limit_Leaky)(nil),
+		(*Limit_Fixed)(nil),
+	}
 	file_limiter_v1_limiter_proto_msgTypes[6].OneofWrappers = []any{}
+	file_limiter_v1_limiter_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limiter_v1_limiter_proto_rawDesc), len(file_limiter_v1_limiter_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

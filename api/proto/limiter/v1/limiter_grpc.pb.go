@@ -4,7 +4,8 @@
 // - protoc             v3.21.12
 // source: limiter/v1/limiter.proto
 
-// limiterd's public API: a clustered sliding-window rate limiter.
+// limiterd's public API: a clustered sliding-window rate limiter, with
+// token, leaky and fixed buckets as further kinds of limit in Allow.
 //
 // Counting model. A namespace is configured (on the server) with one or more
 // window sizes, for example 1s and 60s. For each (namespace, key, window size)
@@ -26,9 +27,11 @@
 //
 // Errors. A malformed request fails with INVALID_ARGUMENT (empty or
 // over-long key, non-finite value, window size the namespace does not have,
-// and so on), an unknown namespace with NOT_FOUND, and a new key past the
-// namespace's cap on active keys with RESOURCE_EXHAUSTED. The batch calls
-// report such errors per item instead (see IncrementResult, AllowResult).
+// and so on), an unknown namespace with NOT_FOUND, a new key past the
+// namespace's cap on active keys with RESOURCE_EXHAUSTED, and a bucket
+// limit in a namespace that is not local-only with FAILED_PRECONDITION.
+// The batch calls report such errors per item instead (see
+// IncrementResult, AllowResult).
 
 package limiterv1
 

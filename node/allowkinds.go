@@ -1,0 +1,368 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// LimitKind is the kind of a Limit: a sliding window or a bucket.
+type LimitKind uint8
+
+// The kinds of limit an Allow checks.
+const (
+	// WindowLimit is a sliding window: Limit.Size and Limit.Limit.
+	WindowLimit LimitKind = iota
+	// TokenLimit is a token bucket: Limit.Token and Limit.Strict.
+	TokenLimit
+	// LeakyLimit is a leaky bucket: Limit.Leaky and Limit.WaitTimeout.
+	LeakyLimit
+	// FixedLimit is a fixed bucket: Limit.Fixed.
+	FixedLimit
+)
+
+// String names the kind.
+func (k LimitKind) String() string {
+	switch k {
+	case WindowLimit:
+		return "sliding window"
+	case TokenLimit:
+		return "token bucket"
+	case LeakyLimit:
+		return "leaky bucket"
+	case FixedLimit:
+		return "fixed bucket"
+	}
+	return fmt.Sprintf("LimitKind(%d)", uint8(k))
+}
+
+// field is the request field holding a bucket limit of kind k.
+func (k LimitKind) field() string {
+	switch k {
+	case TokenLimit:
+		return "token"
+	case LeakyLimit:
+		return "leaky"
+	case FixedLimit:
+		return "fixed"
+	}
+	return "kind"
+}
+
+// MaxWaitTimeout is the longest wait_timeout a leaky limit may ask for.
+const MaxWaitTimeout = time.Minute
+
+// ErrNotLocal is wrapped by the *FieldError of a bucket limit in a
+// periodic or synchronous namespace: buckets are counted on one node only
+// until the cluster counts them.
+var ErrNotLocal = errors.New("node: bucket limits need a local-only namespace")
+
+// checkLocal refuses the first bucket limit of limits unless ns is local
+// only.
+func (ns *Namespace) checkLocal(limits []Limit) error {
+	if ns.cfg.Mode() == LocalOnly {
+		return nil
+	}
+	for i, l := range limits {
+		if l.Kind != WindowLimit {
+			return fieldErr(fmt.Sprintf("limits[%d].%s", i, l.Kind.field()), ErrNotLocal,
+				"bucket limits need a local-only namespace until cluster support lands (namespace %q is %s)", ns.cfg.Name, ns.cfg.Mode())
+		}
+	}
+	return nil
+}
+
+// checkBucketLimit validates limits[i], a bucket limit: its parameters,
+// named as limits[i].<kind>.<field>, and that no earlier limit is the same
+// bucket.
+func checkBucketLimit(limits []Limit, i int) error {
+	l := &limits[i]
+	field := func(f string) string { return fmt.Sprintf("limits[%d].%s", i, f) }
+	switch {
+	case l.Kind > FixedLimit:
+		return fieldErr(field("kind"), ErrInvalidLimit, "unknown limit kind %d", l.Kind)
+	case l.Size != 0:
+		return fieldErr(field("window_size"), ErrInvalidLimit, "must be unset in a %s limit", l.Kind)
+	case l.Limit != 0:
+		return fieldErr(field("limit"), ErrInvalidLimit, "must be unset in a %s limit", l.Kind)
+	}
+	id, err := bucketIdentity(l)
+	if err != nil {
+		fe := err.(*FieldError)
+		fe.Field = field(l.Kind.field() + "." + fe.Field)
+		return fe
+	}
+	if l.Kind == LeakyLimit && (l.WaitTimeout < 0 || l.WaitTimeout > MaxWaitTimeout) {
+		return fieldErr(field("leaky.wait_timeout"), ErrInvalidLimit, "must be between 0 and %s, got %s", MaxWaitTimeout, l.WaitTimeout)
+	}
+	for j := range limits[:i] {
+		if limits[j].Kind == l.Kind {
+			if prev, _ := bucketIdentity(&limits[j]); prev == id {
+				return fieldErr(field(l.Kind.field()), ErrInvalidLimit, "is the same %s as limits[%d]", l.Kind, j)
+			}
+		}
+	}
+	return nil
+}
+
+// bucketIdentity returns the identity of bucket limit l, without its key,
+// or its first bad parameter.
+func bucketIdentity(l *Limit) (bucketID, error) {
+	switch l.Kind {
+	case TokenLimit:
+		q, err := l.Token.params()
+		return bucketID{kind: kindToken, a: q.max, b: q.refill, c: q.amount}, err
+	case LeakyLimit:
+		q, err := l.Leaky.params()
+		return bucketID{kind: kindLeaky, a: q.size, b: q.interval, c: q.drip}, err
+	default:
+		q, err := l.Fixed.params()
+		return bucketID{kind: kindFixed, a: q.period, b: q.limit}, err
+	}
+}
+
+// bucketStep applies a take of n at t to state s of bucket id (found: s
+// is stored; else a new bucket) and returns the answer.
+func bucketStep(id *bucketID, s *bucketVal, found bool, t, n int64, strict bool) BucketStatus {
+	switch id.kind {
+	case kindToken:
+		return tokenParams{max: id.a, refill: id.b, amount: id.c}.take(s, found, t, n, strict)
+	case kindLeaky:
+		return leakyParams{size: id.a, interval: id.b, drip: id.c}.take(s, found, t, n)
+	default:
+		return fixedParams{period: id.a, limit: id.b}.take(s, found, t, n)
+	}
+}
+
+// heldBucket is one bucket limit of an Allow while its bucket is locked.
+type heldBucket struct {
+	i      int // index in the request's limits
+	id     bucketID
+	strict bool
+	wait   time.Duration // a leaky limit's wait timeout
+	e      *bucketEntry  // nil: not held (a read of a new bucket)
+	val    bucketVal     // the state after the take
+	st     BucketStatus
+}
+
+// lockAll locks the buckets of hs, all of key, and so on one shard: the
+// shard for reading, then the buckets' mutexes in the order of their
+// identities, so that two Allows on the same buckets never deadlock. With
+// create, missing buckets are created in their state at t (within the
+// cap); without, they are left unlocked with e nil. unlockAll undoes it.
+func (b *Buckets) lockAll(hs []heldBucket, key string, t int64, create bool) (*bucketShard, error) {
+	for i := 1; i < len(hs); i++ { // insertion sort: at most MaxLimits
+		for j := i; j > 0 && hs[j].id.less(&hs[j-1].id); j-- {
+			hs[j], hs[j-1] = hs[j-1], hs[j]
+		}
+	}
+	sh := b.shard(key)
+	for {
+		sh.mu.RLock()
+		missing := false
+		for k := range hs {
+			hs[k].e = sh.m[hs[k].id]
+			missing = missing || hs[k].e == nil
+		}
+		if !missing || !create {
+			for k := range hs {
+				if e := hs[k].e; e != nil {
+					e.mu.Lock()
+				}
+			}
+			return sh, nil
+		}
+		sh.mu.RUnlock()
+		if !utf8.ValidString(key) {
+			return nil, errKeyUTF8()
+		}
+		for k := range hs {
+			if hs[k].e != nil {
+				continue
+			}
+			id := &hs[k].id
+			err := b.insert(sh, id, func(s bucketVal, found bool) bucketVal {
+				if !found {
+					bucketStep(id, &s, false, t, 0, false)
+				}
+				return s
+			})
+			if err != nil {
+				return nil, err
+			}
+		}
+		// Lock them all again: a reclaim may have removed a new bucket
+		// meanwhile, which is then created again.
+	}
+}
+
+// unlockAll releases what lockAll locked.
+func unlockAll(sh *bucketShard, hs []heldBucket) {
+	for k := range hs {
+		if e := hs[k].e; e != nil {
+			e.mu.Unlock()
+		}
+	}
+	sh.mu.RUnlock()
+}
+
+// less orders the identities of one key's buckets.
+func (id *bucketID) less(o *bucketID) bool {
+	switch {
+	case id.kind != o.kind:
+		return id.kind < o.kind
+	case id.a != o.a:
+		return id.a < o.a
+	case id.b != o.b:
+		return id.b < o.b
+	}
+	return id.c < o.c
+}
+
+// allowKinds is AllowAt for a request with bucket limits; lims are its
+// checked limits, the buckets' with idx -1. It holds the key's window
+// entry (when it has window limits) and every bucket's mutex while it
+// decides, and admits the cost in every limit or in none. A bucket that
+// refuses the cost by itself keeps the state its refusal gives it (a
+// token bucket is emptied, as Smyte's is, and STRICT restarts its refill
+// clock); a bucket that would admit the cost while another limit refuses
+// it is left unchanged and answers as a read. CountRejected counts in the
+// windows only. An admitted Allow with no window limit counts in no
+// window.
+func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimit, cost int64, dst []LimitStatus) (Decision, error) {
+	if err := ns.checkLocal(req.Limits); err != nil {
+		return Decision{Limits: dst}, err
+	}
+	tn := t.UnixNano()
+	var (
+		winBuf  [MaxLimits]microLimit
+		winReq  [MaxLimits]Limit
+		heldBuf [MaxLimits]heldBucket
+	)
+	wins, hs := winBuf[:0], heldBuf[:0]
+	for i, l := range lims {
+		if l.idx >= 0 {
+			winReq[len(wins)] = req.Limits[i]
+			wins = append(wins, l)
+			continue
+		}
+		rl := &req.Limits[i]
+		id, _ := bucketIdentity(rl) // checked
+		id.key = req.Key
+		hs = append(hs, heldBucket{i: i, id: id, strict: rl.Strict, wait: rl.WaitTimeout})
+	}
+	var e *entry
+	if len(wins) > 0 {
+		var err error
+		if e, err = ns.acquireLocked(req.Key); err != nil {
+			return Decision{Limits: dst}, err
+		}
+		defer e.mu.Unlock()
+	}
+	sh, err := ns.buckets.lockAll(hs, req.Key, tn, cost > 0)
+	if err != nil {
+		return Decision{Limits: dst}, err
+	}
+	defer unlockAll(sh, hs)
+
+	// Each bucket's answer as if it were alone.
+	bucketsOK := true
+	for k := range hs {
+		h := &hs[k]
+		if h.e != nil {
+			h.val = h.e.val
+		}
+		h.st = bucketStep(&h.id, &h.val, h.e != nil, tn, cost, h.strict)
+		bucketsOK = bucketsOK && h.st.Allowed
+	}
+	// The windows' answer, overruled by the buckets'.
+	d := decision{t: tn, cost: cost, allowed: true, never: -1}
+	if len(wins) > 0 {
+		var cur, prev [MaxLimits]int64
+		for i, l := range wins {
+			wins[i].ws = WindowStart(tn, time.Duration(l.size))
+			c, p := e.slot(l.idx).buckets(wins[i].ws, l.size)
+			cur[i], prev[i] = total(c), total(p)
+		}
+		decide(&d, tn, cost, wins, cur[:len(wins)], prev[:len(wins)], req.CountRejected)
+		if d.allowed && !bucketsOK {
+			d.allowed, d.counted = false, req.CountRejected
+			if !d.counted {
+				for i := range wins {
+					d.cur[i] -= cost
+				}
+			}
+		}
+		if d.counted {
+			ns.countAll(e, tn, cost)
+		}
+	}
+	allowed := d.allowed && bucketsOK
+	for k := range hs {
+		h := &hs[k]
+		switch {
+		case allowed || !h.st.Allowed:
+			if h.e != nil {
+				h.e.val = h.val
+			}
+		default: // admitted alone, refused with the others: unchanged
+			h.val = bucketVal{}
+			if h.e != nil {
+				h.val = h.e.val
+			}
+			h.st = bucketStep(&h.id, &h.val, h.e != nil, tn, 0, false)
+		}
+	}
+	// The windows' statuses, appended to dst and copied out, to be merged
+	// with the buckets' in request order.
+	var winSt [MaxLimits]LimitStatus
+	out := d.finish(dst, wins, winReq[:len(wins)])
+	copy(winSt[:], out.Limits[len(dst):])
+	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), nil
+}
+
+// mergeKinds completes the decision out of an Allow's windows, whose
+// statuses are win, with its buckets hs: the statuses in request order
+// appended to dst, the retry after, never and the wait.
+func (ns *Namespace) mergeKinds(out Decision, req *AllowRequest, hs []heldBucket, win, dst []LimitStatus) Decision {
+	windowsOK := out.Allowed
+	var byIndex [MaxLimits]*heldBucket
+	for k := range hs {
+		byIndex[hs[k].i] = &hs[k]
+		out.Allowed = out.Allowed && hs[k].st.Allowed
+	}
+	wait, waitable := time.Duration(0), windowsOK && !out.Allowed
+	for i := range req.Limits {
+		h := byIndex[i]
+		if h == nil {
+			dst = append(dst, win[0])
+			win = win[1:]
+			continue
+		}
+		st := h.st
+		dst = append(dst, LimitStatus{Kind: req.Limits[i].Kind, Limit: st.Limit, Before: st.Before,
+			Rate: st.Limit - st.Remaining, Remaining: st.Remaining, ResetAfter: st.ResetAfter})
+		if st.Never && !out.Never {
+			out.Never = true
+			out.Reason = fmt.Sprintf("cost %g exceeds the %s's capacity %g: it can never be admitted",
+				req.Cost, req.Limits[i].Kind, st.Limit)
+		}
+		if !st.Allowed {
+			out.RetryAfter = max(out.RetryAfter, st.RetryAfter)
+			if d, ok := st.Wait(h.wait); ok && req.Limits[i].Kind == LeakyLimit {
+				wait = max(wait, d)
+			} else {
+				waitable = false
+			}
+		}
+	}
+	out.Limits = dst
+	if out.Allowed || out.Never {
+		out.RetryAfter = 0
+	}
+	if waitable && !out.Never {
+		out.Wait = wait
+	}
+	return out
+}

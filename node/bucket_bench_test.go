@@ -3,7 +3,6 @@ package node_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,32 +60,6 @@ func bucketsFor(b *testing.B, n int, clock node.Clock, take func(bk *node.Bucket
 	return bk, keys
 }
 
-// walkBuckets runs op over n keys, serially or under RunParallel.
-func walkBuckets(b *testing.B, parallel bool, n int, op func(i int)) {
-	b.ReportAllocs()
-	if !parallel {
-		i := 0
-		for b.Loop() {
-			op(i)
-			if i++; i == n {
-				i = 0
-			}
-		}
-		return
-	}
-	var g atomic.Int64
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		i := int(g.Add(1)*7919) % n
-		for pb.Next() {
-			op(i)
-			if i++; i == n {
-				i = 0
-			}
-		}
-	})
-}
-
 func benchBucketKind(b *testing.B, clock func() node.Clock, take func(bk *node.Buckets, t time.Time, key string)) {
 	for _, set := range bucketBenchSets {
 		for _, par := range []bool{false, true} {
@@ -96,13 +69,13 @@ func benchBucketKind(b *testing.B, clock func() node.Clock, take func(bk *node.B
 			}
 			b.Run(set.name+"/"+mode, func(b *testing.B) {
 				bk, keys := bucketsFor(b, set.n, clock(), take)
-				walkBuckets(b, par, set.n, func(i int) { take(bk, bucketBenchTime, keys[i]) })
+				walk(b, par, set.n, func(i int) { take(bk, bucketBenchTime, keys[i]) })
 			})
 		}
 	}
 }
 
-func fixedBenchClock() node.Clock { return &bucketClock{t: bucketBenchTime} }
+func fixedBenchClock() node.Clock { return &fakeClock{t: bucketBenchTime} }
 
 func mustBench(b *testing.B) func(node.BucketStatus, error) {
 	return func(_ node.BucketStatus, err error) {

@@ -11,44 +11,13 @@ import (
 	"github.com/limiterd/limiterd/node"
 )
 
-// bucketClock is a Clock and a node.Sleeper that moves only when told to
-// or slept on. Safe for concurrent use.
-type bucketClock struct {
-	mu    gosync.Mutex
-	t     time.Time
-	slept []time.Duration
-}
-
-func (c *bucketClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *bucketClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func (c *bucketClock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.slept = append(c.slept, d)
-	c.mu.Unlock()
-	return nil
-}
-
 // bucketEpoch is a whole hour, aligned to every period in these tests.
 var bucketEpoch = time.Unix(1_700_000_000-1_700_000_000%3600, 0)
 
 func bt(d time.Duration) time.Time { return bucketEpoch.Add(d) }
 
 func newBuckets(maxKeys int) *node.Buckets {
-	return node.NewBuckets(node.BucketsConfig{Name: "test", MaxKeys: maxKeys}, &bucketClock{t: bucketEpoch})
+	return node.NewBuckets(node.BucketsConfig{Name: "test", MaxKeys: maxKeys}, &fakeClock{t: bucketEpoch})
 }
 
 // bucketWant is the fields of a status that a test names; a negative
@@ -235,7 +204,7 @@ func TestLeakyBucketClampsAtZero(t *testing.T) {
 // wait_timeout: a refused call whose wait fits waits on the clock, without
 // a lock, and tries once more; one whose wait does not fit returns at once.
 func TestLeakyBucketWait(t *testing.T) {
-	clock := &bucketClock{t: bucketEpoch}
+	clock := &fakeClock{t: bucketEpoch}
 	b := node.NewBuckets(node.BucketsConfig{Name: "test"}, clock)
 	p := node.LeakyBucket{Size: 2, Interval: 2 * time.Second}
 	ctx := context.Background()

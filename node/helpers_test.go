@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -12,10 +13,12 @@ import (
 	"github.com/limiterd/limiterd/node"
 )
 
-// fakeClock is a Clock that moves only when told to. Safe for concurrent use.
+// fakeClock is a Clock and a node.Sleeper that moves only when told to
+// or slept on, recording what it slept. Safe for concurrent use.
 type fakeClock struct {
-	mu gosync.Mutex
-	t  time.Time
+	mu    gosync.Mutex
+	t     time.Time
+	slept []time.Duration
 }
 
 func newFakeClock(t time.Time) *fakeClock { return &fakeClock{t: t} }
@@ -30,6 +33,17 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.slept = append(c.slept, d)
+	c.mu.Unlock()
+	return nil
 }
 
 func (c *fakeClock) Set(t time.Time) {

@@ -28,6 +28,11 @@
 // the last two windows: Reclaim frees the rest (Node.Run calls it), and
 // MaxKeys caps new keys.
 //
+// Next to the windows, a namespace's Buckets hold Smyte's token buckets and
+// Sidekiq's leaky and fixed buckets (token.go, leaky.go, fixed.go), keyed by
+// key and parameters; AllowAt checks windows and buckets of one key
+// together, admitting the cost in all or none.
+//
 // Package sync drives the rest: CollectDirty, MarkPushed, CollectInterest
 // and SetOthers for its periodic ticks, and a KeyLock (LockKey, then
 // Window, Add, Decide) for a synchronous call that holds one key across a

@@ -28,10 +28,8 @@
 // the last two windows: Reclaim frees the rest (Node.Run calls it), and
 // MaxKeys caps new keys.
 //
-// Next to the windows, a namespace's Buckets hold Smyte's token buckets and
-// Sidekiq's leaky and fixed buckets (token.go, leaky.go, fixed.go), keyed by
-// key and parameters; AllowAt checks windows and buckets of one key
-// together, admitting the cost in all or none.
+// A namespace's Buckets hold token, leaky and fixed buckets, keyed by key
+// and parameters; AllowAt checks a key's windows and buckets together.
 //
 // Package sync drives the rest: CollectDirty, MarkPushed, CollectInterest
 // and SetOthers for its periodic ticks, and a KeyLock (LockKey, then

@@ -95,8 +95,8 @@ func (d *detailed) get(m *metrics, r *rule, path string) *ruleMetrics {
 
 // install resolves every rule's series.
 func (m *metrics) install(rs *rules) {
-	var walk func(n *node)
-	walk = func(n *node) {
+	var walk func(n *rulesNode)
+	walk = func(n *rulesNode) {
 		if n.limit != nil {
 			n.limit.metrics = m.forRule(n.limit.domain, n.limit.path)
 		}

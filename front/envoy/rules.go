@@ -63,19 +63,19 @@ func unitOf(size time.Duration) string {
 // rules is one loaded configuration: every domain's descriptor tree. It is
 // never changed after loading, so calls read it without a lock.
 type rules struct {
-	domains map[string]*node
+	domains map[string]*rulesNode
 	files   int
 }
 
-// node is one descriptor of the tree (the root of a domain has no key).
-type node struct {
+// rulesNode is one descriptor of the tree (the root of a domain has no key).
+type rulesNode struct {
 	key, value string
 	wildcard   bool   // value is a prefix (the file's value ended in "*")
 	path       string // the configured path, "key_value.key", for metrics
 	detailed   bool   // detailed_metric here or above
 	limit      *rule  // nil: no rate_limit
-	children   map[entry]*node
-	wildcards  []*node // children with a wildcard value, in file order
+	children   map[entry]*rulesNode
+	wildcards  []*rulesNode // children with a wildcard value, in file order
 }
 
 // entry is a child's identity: key and value ("" for a key alone).
@@ -98,7 +98,7 @@ type rule struct {
 
 // match returns the rule for a request descriptor's entries under root,
 // and the node reached (nil when no node matched).
-func (root *node) match(entries []entryView) *node {
+func (root *rulesNode) match(entries []entryView) *rulesNode {
 	n := root
 	for _, e := range entries {
 		next := n.children[entry{e.key, e.value}]
@@ -145,7 +145,7 @@ func loadDir(dir string, sizes []time.Duration, namespace string) (*rules, error
 	if err != nil {
 		return nil, fmt.Errorf("envoy rules: %w", err)
 	}
-	rs := &rules{domains: map[string]*node{}}
+	rs := &rules{domains: map[string]*rulesNode{}}
 	from := map[string]string{}
 	for _, de := range ents {
 		name := de.Name()
@@ -182,7 +182,7 @@ func ruleFile(name string) bool {
 }
 
 // parseDomain parses one domain file into its tree.
-func parseDomain(data []byte, sizes []time.Duration, namespace string) (*node, string, error) {
+func parseDomain(data []byte, sizes []time.Duration, namespace string) (*rulesNode, string, error) {
 	var f domainFile
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -195,7 +195,7 @@ func parseDomain(data []byte, sizes []time.Duration, namespace string) (*node, s
 	if f.Domain == "" {
 		return nil, "", &RulesError{Field: "domain", Reason: "is required"}
 	}
-	root := &node{}
+	root := &rulesNode{}
 	if err := addDescriptors(root, f.Domain, "descriptors", f.Descriptors, sizes, namespace); err != nil {
 		return nil, "", err
 	}
@@ -203,13 +203,13 @@ func parseDomain(data []byte, sizes []time.Duration, namespace string) (*node, s
 }
 
 // addDescriptors adds ds under parent; field is their place in the file.
-func addDescriptors(parent *node, domain, field string, ds []descriptorYAML, sizes []time.Duration, namespace string) error {
+func addDescriptors(parent *rulesNode, domain, field string, ds []descriptorYAML, sizes []time.Duration, namespace string) error {
 	for i, d := range ds {
 		at := fmt.Sprintf("%s[%d]", field, i)
 		if d.Key == "" {
 			return &RulesError{Field: at + ".key", Reason: "is required"}
 		}
-		n := &node{key: d.Key, value: d.Value, detailed: parent.detailed || d.DetailedMetric}
+		n := &rulesNode{key: d.Key, value: d.Value, detailed: parent.detailed || d.DetailedMetric}
 		n.path = d.Key
 		if d.Value != "" {
 			n.path += "_" + d.Value
@@ -241,7 +241,7 @@ func addDescriptors(parent *node, domain, field string, ds []descriptorYAML, siz
 			continue
 		}
 		if parent.children == nil {
-			parent.children = map[entry]*node{}
+			parent.children = map[entry]*rulesNode{}
 		}
 		e := entry{n.key, n.value}
 		if _, dup := parent.children[e]; dup {

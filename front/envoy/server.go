@@ -45,7 +45,7 @@ type Config struct {
 	// ResponseHeaders adds LimitHeader, RemainingHeader and ResetHeader
 	// to the response, from the descriptor with the least remaining
 	// (envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED).
-	ResponseHeaders                          bool
+	ResponseHeaders                           bool
 	LimitHeader, RemainingHeader, ResetHeader string
 	// NearLimitRatio is where the near_limit metric starts (default 0.8).
 	NearLimitRatio float64
@@ -192,7 +192,7 @@ func signature(dir string) string {
 // choice is what applies to one request descriptor.
 type choice struct {
 	r    *rule
-	leaf *node // the node matched, nil for none
+	leaf *rulesNode // the node matched, nil for none
 }
 
 // ShouldRateLimit decides every descriptor of req and answers Envoy.
@@ -257,7 +257,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 
 // choose finds the rule of one request descriptor: its limit override
 // when it carries one, else the rule its entries match (nil for none).
-func (s *Server) choose(root *node, domain string, d *ratelimitv3.RateLimitDescriptor) (choice, error) {
+func (s *Server) choose(root *rulesNode, domain string, d *ratelimitv3.RateLimitDescriptor) (choice, error) {
 	entries := d.GetEntries()
 	views := make([]entryView, len(entries))
 	for i, e := range entries {
@@ -404,4 +404,3 @@ func toStatus(err error) error {
 	}
 	return status.Error(codes.Unavailable, err.Error())
 }
-

@@ -149,6 +149,7 @@ const (
 	second  = rlsv3.RateLimitResponse_RateLimit_SECOND
 	minUnit = rlsv3.RateLimitResponse_RateLimit_MINUTE
 	day     = rlsv3.RateLimitResponse_RateLimit_DAY
+	hour    = rlsv3.RateLimitResponse_RateLimit_HOUR
 )
 
 func TestReadmeExamples(t *testing.T) {

@@ -83,17 +83,19 @@ type entry struct{ key, value string }
 
 // rule is a descriptor's rate_limit.
 type rule struct {
-	domain    string
-	path      string
-	name      string
-	replaces  []string
-	unit      string
-	perUnit   uint32
-	size      time.Duration
-	unlimited bool
-	shadow    bool
-	detailed  bool
-	metrics   *ruleMetrics // set when the rules are installed
+	domain   string
+	path     string
+	name     string
+	replaces []string
+	unit     string
+	perUnit  uint32
+	// multiplier is an override's unit_multiplier (0 or 1: none).
+	multiplier uint32
+	size       time.Duration
+	unlimited  bool
+	shadow     bool
+	detailed   bool
+	metrics    *ruleMetrics // set when the rules are installed
 }
 
 // match returns the rule for a request descriptor's entries under root,

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/limiterd/limiterd/service"
 )
@@ -266,14 +267,20 @@ func (s *Server) choose(root *rulesNode, domain string, d *ratelimitv3.RateLimit
 	leaf := root.match(views)
 	if o := d.GetLimit(); o != nil {
 		size, unit := overrideSize(o.GetUnit())
+		mult := uint32(1)
+		if m := o.GetUnitMultiplier(); m != nil && m.GetValue() > 1 {
+			mult = m.GetValue()
+		}
+		size *= time.Duration(mult)
 		if size == 0 || !slices.Contains(s.sizes, size) {
-			return choice{}, status.Errorf(codes.InvalidArgument, "descriptors: limit override unit %s has no window size in namespace %q", o.GetUnit(), s.cfg.Namespace)
+			return choice{}, status.Errorf(codes.InvalidArgument, "descriptors: limit override of %d × %s needs the window size %s in namespace %q",
+				mult, o.GetUnit(), size, s.cfg.Namespace)
 		}
 		path := "override"
 		if leaf != nil && leaf.path != "" {
 			path = leaf.path
 		}
-		r := &rule{domain: domain, path: path, unit: unit, perUnit: o.GetRequestsPerUnit(), size: size}
+		r := &rule{domain: domain, path: path, unit: unit, multiplier: mult, perUnit: o.GetRequestsPerUnit(), size: size}
 		r.metrics = s.m.forRule(domain, path)
 		return choice{r: r, leaf: leaf}, nil
 	}
@@ -329,6 +336,9 @@ func (s *Server) decide(ctx context.Context, domain string, d *ratelimitv3.RateL
 		CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.perUnit, Unit: protoUnit(r.unit)},
 		LimitRemaining:     remaining(ls.Remaining),
 		DurationUntilReset: durationpb.New(ls.ResetAfter),
+	}
+	if r.multiplier > 1 {
+		st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(r.multiplier)
 	}
 	switch {
 	case !dec.Allowed:

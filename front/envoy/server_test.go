@@ -88,8 +88,22 @@ func TestLimitOverride(t *testing.T) {
 	check(t, "3/h", s.call(t, "api", 3, d), ok, stat{ok, 3, rlsv3.RateLimitResponse_RateLimit_HOUR, 0})
 	check(t, "4th", s.call(t, "api", 1, d), over, stat{over, 3, rlsv3.RateLimitResponse_RateLimit_HOUR, 0})
 
-	d.Limit.Unit = typev3.RateLimitUnit_YEAR
+	// 5 × 1 s: no 5s window in the namespace.
+	d.Limit.Unit, d.Limit.UnitMultiplier = typev3.RateLimitUnit_SECOND, wrapperspb.UInt32(5)
 	_, err := s.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}})
+	if grpcstatus.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "5s") {
+		t.Errorf("a 5 s override: error %v, want INVALID_ARGUMENT naming 5s", err)
+	}
+	// 60 × 1 s is the minute window.
+	d.Limit.UnitMultiplier = wrapperspb.UInt32(60)
+	resp := s.call(t, "api", 1, d)
+	check(t, "3 per 60 × 1 s", resp, over, stat{over, 3, second, 0})
+	if m := resp.GetStatuses()[0].GetCurrentLimit().GetUnitMultiplier().GetValue(); m != 60 {
+		t.Errorf("unit_multiplier = %d, want 60", m)
+	}
+
+	d.Limit.Unit, d.Limit.UnitMultiplier = typev3.RateLimitUnit_YEAR, nil
+	_, err = s.client.ShouldRateLimit(context.Background(), &rlsv3.RateLimitRequest{Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{d}})
 	if grpcstatus.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "YEAR") {
 		t.Errorf("a yearly override: error %v, want INVALID_ARGUMENT naming YEAR", err)
 	}

@@ -42,7 +42,7 @@ type testServer struct {
 
 // newTestServer serves the rules files files (name → YAML) with cfg
 // (Dir and Namespace set here) on a clock at minute.
-func newTestServer(t *testing.T, cfg Config, files map[string]string) *testServer {
+func newTestServer(t testing.TB, cfg Config, files map[string]string) *testServer {
 	t.Helper()
 	clock := fakeclock.New(minute)
 	n, err := node.New([]node.Config{node.DefaultConfig(), envoyNamespace()}, clock)
@@ -80,7 +80,7 @@ func newTestServer(t *testing.T, cfg Config, files map[string]string) *testServe
 	return &testServer{clock: clock, srv: es, reg: reg, client: rlsv3.NewRateLimitServiceClient(conn), dir: dir}
 }
 
-func writeFile(t *testing.T, dir, name, data string) {
+func writeFile(t testing.TB, dir, name, data string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
 		t.Fatal(err)

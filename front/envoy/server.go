@@ -205,9 +205,12 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if len(ds) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "descriptors: must not be empty")
 	}
+	// The statuses and what they point to, cut from slabs.
+	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(ds))
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(ds))}
 	for i := range resp.Statuses {
-		resp.Statuses[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		statuses[i].Code = rlsv3.RateLimitResponse_OK
+		resp.Statuses[i] = &statuses[i]
 	}
 	rs := s.rules.Load()
 	root := rs.domains[req.GetDomain()]
@@ -228,17 +231,18 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 	}
 	var least *rlsv3.RateLimitResponse_DescriptorStatus
+	limits := make([]rlsv3.RateLimitResponse_RateLimit, len(ds))
+	resets := make([]durationpb.Duration, len(ds))
 	for i, d := range ds {
 		r := choices[i].r
 		if r == nil || (r.name != "" && slices.Contains(replaced, r.name)) {
 			continue
 		}
 		cost := hits(req, d)
-		st, err := s.decide(ctx, req.GetDomain(), d, r, cost)
-		if err != nil {
+		st := resp.Statuses[i]
+		if err := s.decide(ctx, req.GetDomain(), d, r, cost, st, &limits[i], &resets[i]); err != nil {
 			return nil, err
 		}
-		resp.Statuses[i] = st
 		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
@@ -308,15 +312,18 @@ func hits(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) float
 	return 1
 }
 
-// decide counts cost hits of one descriptor under r and returns its status.
-func (s *Server) decide(ctx context.Context, domain string, d *ratelimitv3.RateLimitDescriptor, r *rule, cost float64) (*rlsv3.RateLimitResponse_DescriptorStatus, error) {
+// decide counts cost hits of one descriptor under r and sets its status
+// st, with its limit in lim and its reset in reset when it has a limit.
+func (s *Server) decide(ctx context.Context, domain string, d *ratelimitv3.RateLimitDescriptor, r *rule, cost float64,
+	st *rlsv3.RateLimitResponse_DescriptorStatus, lim *rlsv3.RateLimitResponse_RateLimit, reset *durationpb.Duration) error {
 	m := r.metrics
 	if r.detailed {
 		m = s.det.get(s.m, r, detailedPath(d))
 	}
 	m.hits.Add(cost)
 	if r.unlimited {
-		return &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}, nil
+		st.LimitRemaining = math.MaxUint32
+		return nil
 	}
 	var dst [1]service.LimitStatus
 	limits := [1]service.Limit{{Size: r.size, Limit: float64(r.perUnit)}}
@@ -328,18 +335,15 @@ func (s *Server) decide(ctx context.Context, domain string, d *ratelimitv3.RateL
 		CountRejected: !s.cfg.StopIncrementWhenOverLimit,
 	}, dst[:0])
 	if err != nil {
-		return nil, toStatus(err)
+		return toStatus(err)
 	}
 	ls := dec.Limits[0]
-	st := &rlsv3.RateLimitResponse_DescriptorStatus{
-		Code:               rlsv3.RateLimitResponse_OK,
-		CurrentLimit:       &rlsv3.RateLimitResponse_RateLimit{Name: r.name, RequestsPerUnit: r.perUnit, Unit: protoUnit(r.unit)},
-		LimitRemaining:     remaining(ls.Remaining),
-		DurationUntilReset: durationpb.New(ls.ResetAfter),
-	}
+	lim.Name, lim.RequestsPerUnit, lim.Unit = r.name, r.perUnit, protoUnit(r.unit)
 	if r.multiplier > 1 {
-		st.CurrentLimit.UnitMultiplier = wrapperspb.UInt32(r.multiplier)
+		lim.UnitMultiplier = wrapperspb.UInt32(r.multiplier)
 	}
+	reset.Seconds, reset.Nanos = int64(ls.ResetAfter/time.Second), int32(ls.ResetAfter%time.Second)
+	st.CurrentLimit, st.LimitRemaining, st.DurationUntilReset = lim, remaining(ls.Remaining), reset
 	switch {
 	case !dec.Allowed:
 		m.over.Add(cost)
@@ -353,7 +357,7 @@ func (s *Server) decide(ctx context.Context, domain string, d *ratelimitv3.RateL
 	default:
 		m.within.Add(cost)
 	}
-	return st, nil
+	return nil
 }
 
 // protoUnit is a unit's name in the response.

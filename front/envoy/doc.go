@@ -4,7 +4,7 @@
 // sliding windows instead of fixed ones.
 //
 // Rules come from envoyproxy/ratelimit's YAML domain files, read as they
-// are from one directory (see LoadDir): a domain, descriptors nested by key
+// are from one directory (Config.Dir): a domain, descriptors nested by key
 // and optional value (a trailing "*" in a value matches by prefix), and per
 // descriptor a rate_limit (unit second, minute, hour or day;
 // requests_per_unit; unlimited; name; replaces), shadow_mode and

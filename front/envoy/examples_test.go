@@ -235,6 +235,7 @@ func TestReadmeExamples(t *testing.T) {
 		check(t, "value_1", s.call(t, "example9", 1, desc("key1", "value_1")), ok, stat{ok, 20, minUnit, 19})
 		check(t, "value_2: its own counter", s.call(t, "example9", 1, desc("key1", "value_2")), ok, stat{ok, 20, minUnit, 19})
 		check(t, "no prefix", s.call(t, "example9", 1, desc("key1", "other")), ok, stat{code: ok})
+		check(t, "another key", s.call(t, "example9", 1, desc("key2", "value_1")), ok, stat{code: ok})
 	})
 
 	t.Run("unknown domain", func(t *testing.T) {

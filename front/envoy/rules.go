@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	"gopkg.in/yaml.v3"
 )
 
@@ -48,16 +49,6 @@ var units = map[string]time.Duration{
 	"minute": time.Minute,
 	"hour":   time.Hour,
 	"day":    24 * time.Hour,
-}
-
-// unitOf maps a window size back to its unit name.
-func unitOf(size time.Duration) string {
-	for name, d := range units {
-		if d == size {
-			return name
-		}
-	}
-	return ""
 }
 
 // rules is one loaded configuration: every domain's descriptor tree. It is
@@ -98,22 +89,23 @@ type rule struct {
 	metrics    *ruleMetrics // set when the rules are installed
 }
 
-// match returns the rule for a request descriptor's entries under root,
-// and the node reached (nil when no node matched).
-func (root *rulesNode) match(entries []entryView) *rulesNode {
+// match returns the node a request descriptor's entries reach from root,
+// or nil when they match none.
+func (root *rulesNode) match(entries []*ratelimitv3.RateLimitDescriptor_Entry) *rulesNode {
 	n := root
 	for _, e := range entries {
-		next := n.children[entry{e.key, e.value}]
+		key, value := e.GetKey(), e.GetValue()
+		next := n.children[entry{key, value}]
 		if next == nil {
 			for _, w := range n.wildcards {
-				if strings.HasPrefix(e.value, w.value) {
+				if w.key == key && strings.HasPrefix(value, w.value) {
 					next = w
 					break
 				}
 			}
 		}
 		if next == nil {
-			next = n.children[entry{e.key, ""}]
+			next = n.children[entry{key, ""}]
 		}
 		if next == nil {
 			return nil
@@ -122,9 +114,6 @@ func (root *rulesNode) match(entries []entryView) *rulesNode {
 	}
 	return n
 }
-
-// entryView is a request entry, as match reads it.
-type entryView struct{ key, value string }
 
 // RulesError is a domain file that does not load: the file, where in it
 // and why.

@@ -192,8 +192,7 @@ func signature(dir string) string {
 
 // choice is what applies to one request descriptor.
 type choice struct {
-	r    *rule
-	leaf *rulesNode // the node matched, nil for none
+	r *rule // nil: none
 }
 
 // ShouldRateLimit decides every descriptor of req and answers Envoy.
@@ -263,12 +262,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 // choose finds the rule of one request descriptor: its limit override
 // when it carries one, else the rule its entries match (nil for none).
 func (s *Server) choose(root *rulesNode, domain string, d *ratelimitv3.RateLimitDescriptor) (choice, error) {
-	entries := d.GetEntries()
-	views := make([]entryView, len(entries))
-	for i, e := range entries {
-		views[i] = entryView{e.GetKey(), e.GetValue()}
-	}
-	leaf := root.match(views)
+	leaf := root.match(d.GetEntries())
 	if o := d.GetLimit(); o != nil {
 		size, unit := overrideSize(o.GetUnit())
 		mult := uint32(1)
@@ -286,13 +280,13 @@ func (s *Server) choose(root *rulesNode, domain string, d *ratelimitv3.RateLimit
 		}
 		r := &rule{domain: domain, path: path, unit: unit, multiplier: mult, perUnit: o.GetRequestsPerUnit(), size: size}
 		r.metrics = s.m.forRule(domain, path)
-		return choice{r: r, leaf: leaf}, nil
+		return choice{r: r}, nil
 	}
 	if leaf == nil || leaf.limit == nil {
 		s.m.unmatched.WithLabelValues(domain).Inc()
 		return choice{}, nil
 	}
-	return choice{r: leaf.limit, leaf: leaf}, nil
+	return choice{r: leaf.limit}, nil
 }
 
 // overrideSize maps an override's unit to a window size and unit name.

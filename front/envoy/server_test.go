@@ -3,6 +3,7 @@ package envoyfront
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -255,4 +256,40 @@ func TestCallsDuringReloads(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// detailed_metric keeps at most MaxDetailedSeries series per descriptor;
+// past it, hits count in the configured path's series.
+func TestDetailedMetricCap(t *testing.T) {
+	s := newTestServer(t, Config{}, readmeExamples)
+	n := MaxDetailedSeries + 50
+	for i := range n {
+		s.call(t, "example8", 1, desc("key1", "v"+strconv.Itoa(i)))
+	}
+	mfs, err := s.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series, hits := 0, 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "limiterd_envoy_rule_hits_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if hasLabels(m, map[string]string{"domain": "example8"}) {
+				series++
+				hits += m.GetCounter().GetValue()
+			}
+		}
+	}
+	// The detailed series, key1 (the overflow) and key1_value1 (configured).
+	if want := MaxDetailedSeries + 2; series != want {
+		t.Errorf("example8 has %d hit series, want %d", series, want)
+	}
+	if hits != float64(n) {
+		t.Errorf("example8 hits sum to %g, want %d", hits, n)
+	}
+	if got := s.counter(t, "limiterd_envoy_rule_hits_total", map[string]string{"domain": "example8", "descriptor": "key1"}); got != 50 {
+		t.Errorf("overflow series key1 = %g, want 50", got)
+	}
 }

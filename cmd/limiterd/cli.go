@@ -21,6 +21,7 @@ const (
 	envHTTPAddr = "LIMITERD_HTTP_ADDR"
 	envNodeName = "LIMITERD_NODE_NAME"
 	envLogLevel = "LIMITERD_LOG_LEVEL"
+	envEnvoyDir = "LIMITERD_ENVOY_CONFIG_DIR"
 )
 
 const usageHead = `Usage:
@@ -93,8 +94,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // flagValues are the serving flags, defaulted from the environment.
 type flagValues struct {
-	configPath, grpcAddr, httpAddr, nodeName, logLevel *string
-	version                                            *bool
+	configPath, grpcAddr, httpAddr, nodeName, logLevel, envoyDir *string
+	version                                                      *bool
 }
 
 func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
@@ -106,6 +107,7 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
 		httpAddr:   fs.String("http-addr", getenv(envHTTPAddr), "HTTP address for /metrics, /healthz, /readyz (env "+envHTTPAddr+", default 127.0.0.1:7071; \"off\" disables)"),
 		nodeName:   fs.String("node-name", getenv(envNodeName), "node name for people (env "+envNodeName+", default the host name)"),
 		logLevel:   fs.String("log-level", getenv(envLogLevel), "debug, info, warn or error (env "+envLogLevel+")"),
+		envoyDir:   fs.String("envoy-config-dir", getenv(envEnvoyDir), "serve Envoy's rate limit service with envoyproxy/ratelimit's domain files from this directory (env "+envEnvoyDir+"; overrides envoy.config_dir)"),
 		version:    fs.Bool("version", false, "print the version and exit"),
 	}
 }
@@ -120,7 +122,7 @@ func (f flagValues) config() (Config, error) {
 			return cfg, err
 		}
 	}
-	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel} {
+	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel, &cfg.Envoy.ConfigDir: *f.envoyDir} {
 		if v != "" {
 			*dst = v
 		}

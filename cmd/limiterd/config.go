@@ -42,6 +42,8 @@ type Config struct {
 	Stores map[string]StoreConfig `yaml:"stores"`
 	// Namespaces; with none, a "default" namespace (1s and 60s, local only).
 	Namespaces []NamespaceConfig `yaml:"namespaces"`
+	// Envoy serves Envoy's rate limit service on the gRPC listener.
+	Envoy EnvoyConfig `yaml:"envoy"`
 }
 
 // SyncConfig tunes the sync loops.
@@ -353,7 +355,9 @@ func (c *Config) Validate() error {
 		}
 	}
 	used := make(map[string]bool)
+	var names []string
 	for i, nc := range c.NodeConfigs() {
+		names = append(names, nc.Name)
 		field := fmt.Sprintf("namespaces[%d]", i)
 		if used[nc.Name] {
 			return bad(field+".name", "namespace %q is defined twice", nc.Name)
@@ -375,7 +379,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	return nil
+	return c.Envoy.validate(names)
 }
 
 // NodeConfigs returns the namespaces as node configs; the default namespace

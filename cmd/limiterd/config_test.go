@@ -109,9 +109,18 @@ func TestConfigFullExample(t *testing.T) {
 			{sizes(1), []time.Duration{100 * time.Millisecond, time.Second, time.Hour}}, // [0.1, 1, "1h"]
 			{sizes(2), []time.Duration{time.Minute}},
 		},
-		"namespaces[].sync_rate": {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}},
-		"namespaces[].store":     {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}},
-		"namespaces[].max_keys":  {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}},
+		"namespaces[].sync_rate":               {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}},
+		"namespaces[].store":                   {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}},
+		"namespaces[].max_keys":                {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}},
+		"envoy.config_dir":                     {{cfg.Envoy.ConfigDir, "/etc/limiterd/envoy"}},
+		"envoy.namespace":                      {{cfg.Envoy.Namespace, "api"}},
+		"envoy.poll_interval":                  {{cfg.Envoy.envoyPoll(), 5 * time.Second}},
+		"envoy.stop_increment_when_over_limit": {{cfg.Envoy.StopIncrementWhenOverLimit, true}},
+		"envoy.response_headers.enabled":       {{cfg.Envoy.ResponseHeaders.Enabled, true}},
+		"envoy.response_headers.limit":         {{cfg.Envoy.ResponseHeaders.Limit, "RateLimit-Limit"}},
+		"envoy.response_headers.remaining":     {{cfg.Envoy.ResponseHeaders.Remaining, "RateLimit-Remaining"}},
+		"envoy.response_headers.reset":         {{cfg.Envoy.ResponseHeaders.Reset, "RateLimit-Reset"}},
+		"envoy.near_limit_ratio":               {{cfg.Envoy.NearLimitRatio, 0.9}},
 	}
 	for _, p := range configPaths {
 		cs, ok := checks[p]
@@ -250,6 +259,15 @@ func TestConfigValidation(t *testing.T) {
 		{"duplicate key", "log_level: info\nlog_level: warn\n" + ns, "log_level", []string{"already defined"}},
 		{"second document", ns + "---\n" + ns, "", []string{"second one"}},
 		{"not YAML", "namespaces: [\n", "", []string{"line"}},
+		{"envoy config_dir not a string", "envoy:\n  config_dir: [a]\n" + ns, "envoy.config_dir", []string{"cannot unmarshal"}},
+		{"envoy namespace not configured", "envoy: {config_dir: d, namespace: api}\n" + ns, "envoy.namespace", []string{`namespace "api" is not configured`}},
+		{"envoy negative poll_interval", "envoy: {config_dir: d, poll_interval: -1s}\n" + ns, "envoy.poll_interval", []string{"must not be negative"}},
+		{"envoy stop_increment not a bool", "envoy: {config_dir: d, stop_increment_when_over_limit: maybe}\n" + ns, "envoy.stop_increment_when_over_limit", []string{"cannot unmarshal"}},
+		{"envoy headers enabled not a bool", "envoy:\n  config_dir: d\n  response_headers: {enabled: maybe}\n" + ns, "envoy.response_headers.enabled", []string{"cannot unmarshal"}},
+		{"envoy limit header", "envoy:\n  config_dir: d\n  response_headers: {limit: \"a b\"}\n" + ns, "envoy.response_headers.limit", []string{"header name", `"a b"`}},
+		{"envoy remaining header", "envoy:\n  config_dir: d\n  response_headers: {remaining: \"a:b\"}\n" + ns, "envoy.response_headers.remaining", []string{"header name"}},
+		{"envoy reset header", "envoy:\n  config_dir: d\n  response_headers: {reset: \"\\u00e9\"}\n" + ns, "envoy.response_headers.reset", []string{"header name"}},
+		{"envoy near_limit_ratio", "envoy: {config_dir: d, near_limit_ratio: 1.5}\n" + ns, "envoy.near_limit_ratio", []string{"between 0 and 1"}},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {

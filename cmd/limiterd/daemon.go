@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	envoyfront "github.com/limiterd/limiterd/front/envoy"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -26,6 +27,9 @@ type daemon struct {
 	syncers map[string]*clustersync.Syncer
 	reg     *prometheus.Registry
 	inc     string
+	// envoy serves Envoy's rate limit service on the gRPC listener, when
+	// configured.
+	envoy *envoyfront.Server
 }
 
 // A listener is one server on its own address: a front, or the operators'
@@ -76,6 +80,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg gosync.WaitGroup
 	wg.Go(func() { d.node.Run(bg) })
+	if d.envoy != nil {
+		wg.Go(func() { d.envoy.Watch(bg, cfg.Envoy.envoyPoll()) })
+	}
 	for name, s := range d.syncers {
 		wg.Go(func() {
 			if err := s.Run(bg); err != nil {
@@ -164,6 +171,10 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 		d.registerSyncMetrics(nc.Name, s)
 	}
 	if d.svc, err = service.New(n, syncers...); err != nil {
+		d.closeStores()
+		return nil, err
+	}
+	if d.envoy, err = openEnvoy(d); err != nil {
 		d.closeStores()
 		return nil, err
 	}

@@ -10,8 +10,10 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -53,7 +55,9 @@ func (m *jsonMarshaler) NewDecoder(r io.Reader) runtime.Decoder {
 			return err
 		}
 		if len(data) == 0 {
-			return io.EOF // an empty request
+			// Not io.EOF, which the gateway takes for an empty request: the
+			// documented body is required.
+			return errNoBody
 		}
 		msg, ok := v.(proto.Message)
 		if !ok {
@@ -61,7 +65,7 @@ func (m *jsonMarshaler) NewDecoder(r io.Reader) runtime.Decoder {
 		}
 		if err := m.UnmarshalOptions.Unmarshal(data, msg); err != nil {
 			if field := m.refusedField(data, msg.ProtoReflect().Descriptor()); field != "" && b != nil {
-				b.err = &service.FieldError{Field: field, Reason: protoReason(err), Err: service.ErrInvalidValue}
+				b.err = &service.FieldError{Field: strings.ToValidUTF8(field, "\uFFFD"), Reason: protoReason(err), Err: service.ErrInvalidValue}
 			}
 			return err
 		}
@@ -120,10 +124,13 @@ func (m *jsonMarshaler) refusedField(data []byte, md protoreflect.MessageDescrip
 	return ""
 }
 
+// errNoBody refuses an empty body.
+var errNoBody = errors.New("the request body is required: a JSON object ({} for an empty request)")
+
 // protoReason is a protojson error without its "proto:" prefix (followed
-// by a space or a no-break space).
+// by a space or a no-break space), made valid UTF-8.
 func protoReason(err error) string {
-	return strings.TrimLeftFunc(strings.TrimPrefix(err.Error(), "proto:"), unicode.IsSpace)
+	return strings.ToValidUTF8(strings.TrimLeftFunc(strings.TrimPrefix(err.Error(), "proto:"), unicode.IsSpace), "\uFFFD")
 }
 
 // errorHandler is the gateway's, with the refusals of the decoder made
@@ -137,6 +144,13 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 		} else {
 			err = grpcfront.ToStatus(b.err)
 		}
+	}
+	// A decoding error quotes the body, which may not be UTF-8: a status
+	// message that is not cannot be encoded.
+	if st, ok := status.FromError(err); ok && !utf8.ValidString(st.Message()) {
+		p := st.Proto()
+		p.Message = strings.ToValidUTF8(p.Message, "\uFFFD")
+		err = status.ErrorProto(p)
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
 }

@@ -41,16 +41,9 @@ func TestReadmeHTTPTranscript(t *testing.T) {
 	compared := 0
 	lastKey := ""
 	for _, st := range steps {
-		words, err := shellWords(st.cmd, nil)
+		body, method, err := curlCall(st.cmd)
 		if err != nil {
 			t.Fatalf("README.md:%d: %v", st.line, err)
-		}
-		body, addr, method, err := curlArgs(words)
-		if err != nil {
-			t.Fatalf("README.md:%d: %v", st.line, err)
-		}
-		if addr != "127.0.0.1:7071" {
-			t.Errorf("README.md:%d: address %s, want the default 127.0.0.1:7071", st.line, addr)
 		}
 		// A new key waits for the first half of a second, so that its
 		// calls fall in one 1 s window (see TestReadmeTranscript).
@@ -164,16 +157,21 @@ func readmeSection(t *testing.T, heading string) []readmeStep {
 	return nil
 }
 
-// curlArgs reads `curl -s -d BODY ADDR/METHOD`.
-func curlArgs(words []string) (body, addr, method string, err error) {
+// curlCall reads the command line `curl -s -d BODY 127.0.0.1:7071/METHOD`
+// (the default HTTP address).
+func curlCall(line string) (body, method string, err error) {
+	words, err := shellWords(line, nil)
+	if err != nil {
+		return "", "", err
+	}
 	if len(words) != 5 || words[0] != "curl" || words[1] != "-s" || words[2] != "-d" {
-		return "", "", "", fmt.Errorf("not `curl -s -d BODY ADDR/METHOD`: %q", words)
+		return "", "", fmt.Errorf("not `curl -s -d BODY ADDR/METHOD`: %q", words)
 	}
-	addr, method, ok := strings.Cut(words[4], "/")
-	if !ok {
-		return "", "", "", fmt.Errorf("no path in %q", words[4])
+	addr, method, _ := strings.Cut(words[4], "/")
+	if addr != "127.0.0.1:7071" {
+		return "", "", fmt.Errorf("address %s, want the default 127.0.0.1:7071", addr)
 	}
-	return words[3], addr, method, nil
+	return words[3], method, nil
 }
 
 // curlPost POSTs body to url as curl -d does and returns the answer.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the Go code of limiterd's gRPC API from api/proto (run by
-# `make generate`). The generated files are kept in the repository.
+# `make generate`), and its HTTP/JSON gateway with the OpenAPI document
+# that describes it (api/proto/limiter/v1/limiterv1gw). The generated files
+# are kept in the repository.
 #
 #   scripts/generate.sh          regenerate (files that did not change are
 #                                left untouched)
@@ -19,6 +21,8 @@ set -euo pipefail
 PROTOC_VERSION="${PROTOC_VERSION:-3.21.12}" # Debian 12's protobuf-compiler
 PROTOC_GEN_GO_VERSION="${PROTOC_GEN_GO_VERSION:-v1.36.12}"         # = google.golang.org/protobuf in go.mod
 PROTOC_GEN_GO_GRPC_VERSION="${PROTOC_GEN_GO_GRPC_VERSION:-v1.6.2}" # needs google.golang.org/grpc >= v1.64
+# = github.com/grpc-ecosystem/grpc-gateway/v2 in go.mod (the runtime the gateway calls)
+GRPC_GATEWAY_VERSION="${GRPC_GATEWAY_VERSION:-v2.33.0}"
 
 cd "$(dirname "$0")/.."
 
@@ -59,9 +63,11 @@ gobin="$(go env GOBIN)"
 ensure_plugin() {
 	local name="$1" pkg="$2" want="$3" have=""
 	if [ -x "$gobin/$name" ]; then
-		# "protoc-gen-go v1.36.12" or "protoc-gen-go-grpc 1.6.2"
+		# "protoc-gen-go v1.36.12", "protoc-gen-go-grpc 1.6.2" or
+		# "Version v2.33.0, commit ..."
 		have="$("$gobin/$name" --version 2>/dev/null | awk '{print $2}')" || true
 		have="v${have#v}"
+		have="${have%,}"
 	fi
 	if [ "$have" != "$want" ]; then
 		log "installing $name $want into $gobin"
@@ -71,6 +77,8 @@ ensure_plugin() {
 }
 ensure_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOC_GEN_GO_VERSION"
 ensure_plugin protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC_VERSION"
+ensure_plugin protoc-gen-grpc-gateway github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway "$GRPC_GATEWAY_VERSION"
+ensure_plugin protoc-gen-openapiv2 github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-openapiv2 "$GRPC_GATEWAY_VERSION"
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
@@ -97,6 +105,27 @@ protoc \
 	--go-vtproto_out="$tmp/out" --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size \
 	"${protos[@]}"
 
+# The HTTP/JSON gateway and its OpenAPI (Swagger 2.0) document need no
+# google.api.http annotations: generate_unbound_methods maps every RPC to
+# POST /limiter.v1.RateLimiter/<Method> with the request as the JSON body.
+# The gateway is standalone, in a package of its own, so that importing
+# the API's messages does not import the gateway's runtime; the plugin names
+# that package after the API's (limiterv1), and it is renamed limiterv1gw.
+gw=limiter/v1/limiterv1gw
+mkdir -p "$tmp/gw" "$tmp/out/$gw"
+protoc \
+	--plugin=protoc-gen-grpc-gateway="$gobin/protoc-gen-grpc-gateway" \
+	--plugin=protoc-gen-openapiv2="$gobin/protoc-gen-openapiv2" \
+	-I api/proto \
+	-I api/proto/third_party \
+	--grpc-gateway_out="$tmp/gw" \
+	--grpc-gateway_opt=paths=source_relative,standalone=true,generate_unbound_methods=true,omit_package_doc=true \
+	--openapiv2_out="$tmp/gw" \
+	--openapiv2_opt=generate_unbound_methods=true \
+	"${protos[@]}"
+sed '0,/^package limiterv1$/s//package limiterv1gw/' "$tmp/gw/limiter/v1/limiter.pb.gw.go" >"$tmp/out/$gw/limiter.pb.gw.go"
+cp "$tmp/gw/limiter/v1/limiter.swagger.json" "$tmp/out/$gw/limiter.swagger.json"
+
 status=0
 while IFS= read -r -d '' f; do
 	rel="${f#"$tmp/out"/}"
@@ -112,5 +141,5 @@ while IFS= read -r -d '' f; do
 		cp "$f" "$dst"
 		log "wrote $dst"
 	fi
-done < <(find "$tmp/out" -type f -name '*.go' -print0 | sort -z)
+done < <(find "$tmp/out" -type f \( -name '*.go' -o -name '*.json' \) -print0 | sort -z)
 exit "$status"

@@ -44,11 +44,16 @@ type listener struct {
 	// operator listeners stop after the final pushes, so that their
 	// metrics and health cover the shutdown.
 	operator bool
+	// drain, when set on an operator listener, stops the calls of the
+	// front it also serves (the JSON API) with the fronts: before the
+	// final pushes, at once when ctx ends.
+	drain func(ctx context.Context)
 }
 
 // listenerOpeners open the listeners of a daemon, each defined in a file of
 // its own (listen_*.go, http.go). An opener returns nil when the config
 // turns its listener off.
+// The JSON API is served on the HTTP listener (listen_http_api.go).
 var listenerOpeners = []func(*daemon) (*listener, error){listenGRPC, listenHTTP}
 
 // shutdownTimeout bounds the graceful stop of the fronts: calls still
@@ -119,8 +124,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer cancel()
 		var stopping gosync.WaitGroup
 		for _, l := range ls {
-			if l.operator == operator {
+			switch {
+			case l.operator == operator:
 				stopping.Go(func() { l.shutdown(sctx) })
+			case !operator && l.drain != nil:
+				stopping.Go(func() { l.drain(sctx) })
 			}
 		}
 		stopping.Wait()

@@ -27,7 +27,13 @@ func listenHTTP(d *daemon) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http listen: %w", err)
 	}
-	srv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 5 * time.Second}
+	mux := d.httpHandler()
+	api, err := d.mountHTTPAPI(mux)
+	if err != nil {
+		lis.Close()
+		return nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return &listener{
 		name: "http",
 		lis:  lis,
@@ -39,6 +45,7 @@ func listenHTTP(d *daemon) (*listener, error) {
 		},
 		shutdown: func(ctx context.Context) { _ = srv.Shutdown(ctx) },
 		operator: true,
+		drain:    api.Shutdown,
 	}, nil
 }
 
@@ -48,7 +55,7 @@ func listenHTTP(d *daemon) (*listener, error) {
 // "serving" and never depends on a store, or one store outage would take
 // every restarted node out of its load balancer; store health is in
 // /healthz and the metrics.
-func (d *daemon) httpHandler() http.Handler {
+func (d *daemon) httpHandler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

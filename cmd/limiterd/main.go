@@ -3,7 +3,8 @@
 // The files of this command: main.go starts the process; cli.go parses the
 // command line; daemon.go wires the engine, the stores and the service and
 // runs the listeners; each listener has its own file (listen_grpc.go for
-// the gRPC front, http.go for the operators' endpoints), which adds itself
+// the gRPC front, http.go for the operators' endpoints, which also serve
+// the JSON API of listen_http_api.go), which adds itself
 // to the listeners the daemon runs. A new front adds its config fields and
 // its listen_*.go file; request handling lives in the fronts' packages.
 package main

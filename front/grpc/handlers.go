@@ -21,6 +21,13 @@ type handler struct {
 	scratch sync.Pool // of *scratch
 }
 
+// NewRateLimiterServer returns the limiter.v1.RateLimiter implementation
+// over svc that the gRPC server serves, for other fronts that serve the
+// same API in another wire format (front/http): they then give the same
+// answers and the same errors, statuses with google.rpc.BadRequest details
+// included.
+func NewRateLimiterServer(svc *service.Service) limiterv1.RateLimiterServer { return newHandler(svc) }
+
 func newHandler(svc *service.Service) *handler {
 	h := &handler{svc: svc}
 	h.scratch.New = func() any { return new(scratch) }

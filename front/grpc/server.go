@@ -36,7 +36,7 @@ func NewServer(svc *service.Service, opts ...grpc.ServerOption) *Server {
 	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRecvMsgSize), grpc.ForceServerCodecV2(grpccodec.Codec{}),
 		grpc.NumStreamWorkers(streamWorkers())}, opts...)
 	s.Server = grpc.NewServer(opts...)
-	limiterv1.RegisterRateLimiterServer(s.Server, newHandler(svc))
+	limiterv1.RegisterRateLimiterServer(s.Server, NewRateLimiterServer(svc))
 	healthpb.RegisterHealthServer(s.Server, &healthService{Server: s.health, stopping: s.stopping})
 	reflection.Register(s.Server)
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

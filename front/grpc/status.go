@@ -42,3 +42,7 @@ func toStatus(err error) error {
 	}
 	return st.Err()
 }
+
+// ToStatus maps the service's errors to gRPC statuses as the gRPC server
+// does, for fronts that report errors as google.rpc.Status (front/http).
+func ToStatus(err error) error { return toStatus(err) }

@@ -1,0 +1,20 @@
+package main
+
+import (
+	"net/http"
+
+	httpfront "github.com/limiterd/limiterd/front/http"
+)
+
+// mountHTTPAPI mounts the JSON API (every RPC at
+// POST /limiter.v1.RateLimiter/<Method>) and its OpenAPI document
+// (GET /openapi.json) on the HTTP listener's mux. Its calls are stopped
+// with the fronts, by the handler's Shutdown, not with the listener.
+func (d *daemon) mountHTTPAPI(mux *http.ServeMux) (*httpfront.Handler, error) {
+	api, err := httpfront.New(d.svc)
+	if err != nil {
+		return nil, err
+	}
+	api.Register(mux)
+	return api, nil
+}

@@ -1,0 +1,240 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/integration/harness"
+)
+
+// TestReadmeHTTPTranscript runs the console transcript of README.md's
+// "HTTP/JSON" section, curl by curl, against a limiterd on the default
+// config, and compares every answer with the one printed there as
+// TestReadmeTranscript does (numbers within 1e-9, resetAfter and
+// retryAfter in (0, the window size]). Each answer of a call the gRPC
+// transcript also makes, with the same body, must moreover be the gRPC
+// answer printed there, once the fields at their default value (which
+// grpcurl does not print) are left out.
+func TestReadmeHTTPTranscript(t *testing.T) {
+	steps := readmeSection(t, "## HTTP/JSON")
+	grpcAnswers := map[string][]string{} // method + " " + body: the answers, in order
+	for _, st := range readmeTranscript(t) {
+		words, err := shellWords(st.cmd, map[string]string{"AT1": "", "AT2": "", "AT3": ""})
+		if err != nil || len(words) < 6 || words[0] != "grpcurl" || words[2] != "-d" {
+			continue
+		}
+		k := words[len(words)-1] + " " + words[3]
+		grpcAnswers[k] = append(grpcAnswers[k], st.output)
+	}
+	n := harness.StartLimiterd(t, "readme-http", "# the embedded default: namespace default, windows 1s and 60s, local only\n")
+	compared := 0
+	lastKey := ""
+	for _, st := range steps {
+		body, method, err := curlCall(st.cmd)
+		if err != nil {
+			t.Fatalf("README.md:%d: %v", st.line, err)
+		}
+		// A new key waits for the first half of a second, so that its
+		// calls fall in one 1 s window (see TestReadmeTranscript).
+		var req struct{ Key string }
+		json.Unmarshal([]byte(body), &req)
+		if req.Key != lastKey {
+			lastKey = req.Key
+			if frac := time.Now().Nanosecond(); frac > 500e6 {
+				time.Sleep(time.Duration(1e9-frac) + 5*time.Millisecond)
+			}
+		}
+		got := curlPost(t, st, "http://"+n.HTTPAddr+"/"+method, body)
+		t.Logf("README.md:%d: %s\n%s", st.line, st.cmd, got)
+		var want, have any
+		if err := json.Unmarshal([]byte(st.output), &want); err != nil {
+			t.Fatalf("README.md:%d: the answer is not JSON: %v\n%s", st.line, err, st.output)
+		}
+		if err := json.Unmarshal([]byte(got), &have); err != nil {
+			t.Fatalf("README.md:%d: the answer is not JSON: %v\n%s", st.line, err, got)
+		}
+		checkRetryAfter(t, st, want, have)
+		for _, p := range jsonDiff("", want, have, nil) {
+			t.Errorf("README.md:%d: %s: %s", st.line, st.cmd, p)
+		}
+		if gs := grpcAnswers[method+" "+body]; len(gs) > 0 {
+			g := gs[0]
+			grpcAnswers[method+" "+body] = gs[1:]
+			compared++
+			if msg, ok := strings.CutPrefix(g, "ERROR:"); ok {
+				_, msg, _ = strings.Cut(msg, "Message: ")
+				if m, _ := have.(map[string]any); m["message"] != msg {
+					t.Errorf("README.md:%d: %s: message %v, want the gRPC transcript's %q", st.line, st.cmd, m["message"], msg)
+				}
+				continue
+			}
+			var grpcWant any
+			if err := json.Unmarshal([]byte(g), &grpcWant); err != nil {
+				t.Fatalf("README.md: the gRPC answer to %s %s is not JSON: %v", method, body, err)
+			}
+			checkRetryAfter(t, st, grpcWant, have)
+			for _, p := range jsonDiff("", grpcWant, withoutDefaults(have), nil) {
+				t.Errorf("README.md:%d: %s: against the gRPC transcript: %s", st.line, st.cmd, p)
+			}
+		}
+	}
+	if compared < 3 {
+		t.Errorf("only %d calls of the HTTP transcript are in the gRPC one; want Increment, SlidingWindow and Allow at least", compared)
+	}
+}
+
+// checkRetryAfter checks that the retryAfter of the answer got, when it
+// has one, lies in (0, 2 × the largest window size of its limits] — the
+// previous window's share drops out within a window size, the current
+// window's within two — and replaces it with want's, for jsonDiff, which
+// bounds it by one window size.
+func checkRetryAfter(t *testing.T, st readmeStep, want, got any) {
+	t.Helper()
+	w, _ := want.(map[string]any)
+	g, _ := got.(map[string]any)
+	if g == nil || g["retryAfter"] == nil {
+		return
+	}
+	var window time.Duration
+	limits, _ := g["limits"].([]any)
+	for _, l := range limits {
+		if m, ok := l.(map[string]any); ok {
+			window = max(window, jsonDuration(m["windowSize"]))
+		}
+	}
+	if d := jsonDuration(g["retryAfter"]); d <= 0 || d > 2*window {
+		t.Errorf("README.md:%d: %s: retryAfter %v, want a duration in (0, %v]", st.line, st.cmd, g["retryAfter"], 2*window)
+	}
+	if w != nil && w["retryAfter"] != nil {
+		g["retryAfter"] = w["retryAfter"]
+	}
+}
+
+// readmeSection returns the commands of the first ```console block after
+// the line heading in README.md, with their outputs.
+func readmeSection(t *testing.T, heading string) []readmeStep {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var steps []readmeStep
+	state := 0 // 0 before the heading, 1 before the block, 2 in it
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := sc.Text()
+		switch {
+		case state == 0 && line == heading, state == 1 && line == "```console":
+			state++
+		case state < 2:
+		case line == "```":
+			for i := range steps {
+				steps[i].output = strings.TrimSpace(steps[i].output)
+			}
+			if len(steps) == 0 {
+				t.Fatalf("README.md:%d: no command in the block", n)
+			}
+			return steps
+		case strings.HasPrefix(line, "$ "):
+			steps = append(steps, readmeStep{line: n, cmd: strings.TrimPrefix(line, "$ ")})
+		case len(steps) > 0:
+			steps[len(steps)-1].output += line + "\n"
+		}
+	}
+	t.Fatalf("README.md: no complete ```console block after %q", heading)
+	return nil
+}
+
+// curlCall reads the command line `curl -s -d BODY 127.0.0.1:7071/METHOD`
+// (the default HTTP address).
+func curlCall(line string) (body, method string, err error) {
+	words, err := shellWords(line, nil)
+	if err != nil {
+		return "", "", err
+	}
+	if len(words) != 5 || words[0] != "curl" || words[1] != "-s" || words[2] != "-d" {
+		return "", "", fmt.Errorf("not `curl -s -d BODY ADDR/METHOD`: %q", words)
+	}
+	addr, method, _ := strings.Cut(words[4], "/")
+	if addr != "127.0.0.1:7071" {
+		return "", "", fmt.Errorf("address %s, want the default 127.0.0.1:7071", addr)
+	}
+	return words[3], method, nil
+}
+
+// curlPost POSTs body to url as curl -d does and returns the answer.
+func curlPost(t *testing.T, st readmeStep, url, body string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded") // curl -d's
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("README.md:%d: %v", st.line, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("README.md:%d: %v", st.line, err)
+	}
+	return string(b)
+}
+
+// withoutDefaults drops the fields at their default value (false, 0, "",
+// an empty list or object), which protojson, and so grpcurl, leaves out.
+func withoutDefaults(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range v {
+			switch e := withoutDefaults(e).(type) {
+			case bool:
+				if e {
+					out[k] = e
+				}
+			case float64:
+				if e != 0 {
+					out[k] = e
+				}
+			case string:
+				if e != "" {
+					out[k] = e
+				}
+			case []any:
+				if len(e) > 0 {
+					out[k] = e
+				}
+			case map[string]any:
+				if len(e) > 0 {
+					out[k] = e
+				}
+			default:
+				out[k] = e
+			}
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = withoutDefaults(e)
+		}
+		return out
+	}
+	return v
+}

@@ -1,0 +1,312 @@
+package node
+
+import (
+	"fmt"
+	"hash/maphash"
+	gosync "sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// An estimator namespace (Config.Estimator) counts its sliding windows in
+// count-min sketches, as pingora-limits' Estimator and Rate do, instead of
+// one exact entry per key.
+//
+// Layout. A sketch is Hashes rows of Slots int64 counters of micro-hits,
+// row-major in one slice. Every window size has three sketches, allocated
+// when the namespace is built: the current window's, the previous
+// window's, and a cleared spare that becomes the next current one at the
+// window boundary. Memory is therefore fixed at
+// 3 × sizes × Hashes × Slots × 8 bytes (4 × 65,536 with two sizes: 12 MiB)
+// whatever the number of keys.
+//
+// Hashing. One 64-bit maphash of the key gives two 32-bit halves a and b;
+// row i uses a + i·b (double hashing, Kirsch–Mitzenmacher), mapped onto
+// the row by a multiply-shift, so Slots need not be a power of two.
+//
+// Counting. An add is one atomic add per row, lock-free; the estimate of
+// a window is the least of the key's counters in its sketch, never below
+// the truth since values are never negative. The sliding rate combines the
+// current and previous estimates with the sliding formula, whose weights
+// are not negative, so it is never below the exact rate either.
+//
+// Rotation. A window size's (start, current, previous) triple is one
+// immutable generation behind an atomic pointer. A call whose time lies in
+// the current window adds lock-free; the first call past the boundary
+// takes the window size's mutex, publishes the next generation (the spare
+// as current, the old current as previous) and then clears the sketch
+// that stopped counting, which becomes the spare. A reader that loaded
+// the old generation reads again if it changed under it; a call that
+// straddles a rotation may have read a window that, by the clock, no
+// longer counted.
+
+// ErrEstimatorKind is wrapped by the *FieldError of a bucket limit in an
+// estimator namespace. It wraps ErrNotLocal, so callers mapping that to a
+// failed precondition map both alike.
+var ErrEstimatorKind = fmt.Errorf("node: estimator namespaces serve sliding windows only: %w", ErrNotLocal)
+
+// sketch is one window's count-min sketch.
+type sketch struct {
+	c []atomic.Int64
+}
+
+// sketchGen is one generation of a window size's sketches: cur counts the
+// window starting at start, prev the one before (nil: nothing counted).
+type sketchGen struct {
+	start     int64
+	cur, prev *sketch
+}
+
+// sketchWindow is one window size of an estimator.
+type sketchWindow struct {
+	size int64
+	gen  atomic.Pointer[sketchGen]
+	mu   gosync.Mutex
+	// spare holds the cleared sketches not in gen; guarded by mu.
+	spare []*sketch
+}
+
+// stripeCount is the number of Allow locks of an estimator.
+const stripeCount = 256
+
+// stripe is one Allow lock, alone on its cache line.
+type stripe struct {
+	mu gosync.Mutex
+	_  [64 - unsafe.Sizeof(gosync.Mutex{})]byte
+}
+
+// estimator is the counting of an estimator namespace.
+type estimator struct {
+	hashes int
+	slots  uint64
+	seed   maphash.Seed
+	wins   []sketchWindow
+	// stripes serialise the Allows of keys hashing to the same stripe, so
+	// that Allow on one key is exact with respect to the sketch: no two
+	// racing Allows both take the last unit.
+	stripes [stripeCount]stripe
+}
+
+func newEstimator(cfg EstimatorConfig, sizes []int64) *estimator {
+	est := &estimator{hashes: cfg.Hashes, slots: uint64(cfg.Slots), seed: maphash.MakeSeed(), wins: make([]sketchWindow, len(sizes))}
+	for i, size := range sizes {
+		w := &est.wins[i]
+		w.size = size
+		for range 3 {
+			w.spare = append(w.spare, &sketch{c: make([]atomic.Int64, cfg.Hashes*cfg.Slots)})
+		}
+	}
+	return est
+}
+
+// EstimatorBytes returns the memory an estimator of cfg with n window sizes
+// holds, in bytes.
+func EstimatorBytes(cfg EstimatorConfig, n int) int64 {
+	return 3 * int64(n) * int64(cfg.Hashes) * int64(cfg.Slots) * 8
+}
+
+// cells is the counters of one key, one per row.
+type cells struct {
+	n   int
+	idx [MaxEstimatorHashes]uint32
+}
+
+func (est *estimator) cells(key string) cells {
+	h := maphash.String(est.seed, key)
+	a, b := uint32(h), uint32(h>>32)|1
+	c := cells{n: est.hashes}
+	for i := range est.hashes {
+		x := a + uint32(i)*b
+		c.idx[i] = uint32(uint64(i)*est.slots + (uint64(x)*est.slots)>>32)
+	}
+	return c
+}
+
+// add adds m to the key's counters in s and returns the new estimate.
+func (s *sketch) add(c *cells, m int64) int64 {
+	least := int64(1<<63 - 1)
+	for _, i := range c.idx[:c.n] {
+		least = min(least, s.c[i].Add(m))
+	}
+	return least
+}
+
+// estimate returns the key's estimate in s; 0 for a nil s.
+func (s *sketch) estimate(c *cells) int64 {
+	if s == nil {
+		return 0
+	}
+	least := int64(1<<63 - 1)
+	for _, i := range c.idx[:c.n] {
+		least = min(least, s.c[i].Load())
+	}
+	return least
+}
+
+// counts returns the estimates of the window holding t (start ws) and of
+// the one before, as g knows them.
+func (g *sketchGen) counts(c *cells, ws, size int64) (cur, prev int64) {
+	if g == nil {
+		return 0, 0
+	}
+	switch g.start {
+	case ws:
+		return g.cur.estimate(c), g.prev.estimate(c)
+	case ws - size:
+		return 0, g.cur.estimate(c)
+	case ws + size:
+		return g.prev.estimate(c), 0
+	}
+	return 0, 0
+}
+
+// counts returns the key's estimates for the window holding t and the
+// one before, read from one generation.
+func (w *sketchWindow) counts(c *cells, t int64) (cur, prev int64) {
+	ws := WindowStart(t, time.Duration(w.size))
+	for {
+		g := w.gen.Load()
+		cur, prev = g.counts(c, ws, w.size)
+		if w.gen.Load() == g {
+			return cur, prev
+		}
+	}
+}
+
+// add counts m for the key at t and returns the window's sliding rate at
+// t in micro-hits.
+func (w *sketchWindow) add(c *cells, t, m int64) float64 {
+	if g := w.gen.Load(); g != nil && uint64(t-g.start) < uint64(w.size) {
+		own := g.cur.add(c, m)
+		return SlidingRate(own, g.prev.estimate(c), time.Duration(w.size), t-g.start)
+	}
+	ws := WindowStart(t, time.Duration(w.size))
+	if s := w.sketchFor(ws); s != nil {
+		s.add(c, m)
+	}
+	cur, prev := w.counts(c, t)
+	return SlidingRate(cur, prev, time.Duration(w.size), t-ws)
+}
+
+// sketchFor returns the sketch of the window starting at ws, rotating
+// when ws is past the current window, or nil when ws no longer counts.
+func (w *sketchWindow) sketchFor(ws int64) *sketch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g := w.gen.Load()
+	switch {
+	case g != nil && g.start == ws:
+		return g.cur
+	case g != nil && g.start == ws+w.size:
+		if g.prev == nil { // the previous window counted late
+			w.gen.Store(&sketchGen{start: g.start, cur: g.cur, prev: w.take()})
+			g = w.gen.Load()
+		}
+		return g.prev
+	case g != nil && g.start > ws:
+		return nil
+	}
+	ng := &sketchGen{start: ws, cur: w.take()}
+	var freed [2]*sketch
+	if g != nil {
+		if g.start == ws-w.size {
+			ng.prev, freed[0] = g.cur, g.prev
+		} else {
+			freed[0], freed[1] = g.cur, g.prev
+		}
+	}
+	w.gen.Store(ng)
+	for _, s := range freed {
+		if s != nil {
+			for i := range s.c {
+				s.c[i].Store(0)
+			}
+			w.spare = append(w.spare, s)
+		}
+	}
+	return ng.cur
+}
+
+// take removes a cleared sketch from w.spare; there is always one (three
+// sketches; a generation holds at most two). The caller holds w.mu.
+func (w *sketchWindow) take() *sketch {
+	s := w.spare[len(w.spare)-1]
+	w.spare = w.spare[:len(w.spare)-1]
+	return s
+}
+
+// errEstimatorNegative is the error of a negative value in an estimator
+// namespace.
+func (ns *Namespace) errEstimatorNegative(value float64) error {
+	return fieldErr("value", ErrInvalidValue, "must not be negative in estimator namespace %q (a sketch cannot subtract), got %g", ns.cfg.Name, value)
+}
+
+// increment is incrementMicro of an estimator namespace.
+func (est *estimator) increment(t int64, key string, lo, hi int, m int64, dst []Rate) ([]Rate, error) {
+	if !utf8.ValidString(key) {
+		return dst, errKeyUTF8()
+	}
+	c := est.cells(key)
+	for i := lo; i < hi; i++ {
+		w := &est.wins[i]
+		dst = append(dst, Rate{Size: time.Duration(w.size), Rate: w.add(&c, t, m) / Micro})
+	}
+	return dst, nil
+}
+
+// rate is RateAt of an estimator namespace: the rates plus extra
+// micro-hits in the current window.
+func (est *estimator) rate(t int64, key string, lo, hi int, extra int64, dst []Rate) ([]Rate, error) {
+	if !utf8.ValidString(key) {
+		return dst, errKeyUTF8()
+	}
+	c := est.cells(key)
+	for i := lo; i < hi; i++ {
+		w := &est.wins[i]
+		cur, prev := w.counts(&c, t)
+		ws := WindowStart(t, time.Duration(w.size))
+		dst = append(dst, Rate{Size: time.Duration(w.size), Rate: SlidingRate(cur+extra, prev, time.Duration(w.size), t-ws) / Micro})
+	}
+	return dst, nil
+}
+
+// allow is AllowAt of an estimator namespace, for window limits only.
+func (est *estimator) allow(t int64, req *AllowRequest, lims []microLimit, cost int64, dst []LimitStatus) (Decision, error) {
+	if !utf8.ValidString(req.Key) {
+		return Decision{Limits: dst}, errKeyUTF8()
+	}
+	c := est.cells(req.Key)
+	st := &est.stripes[c.idx[0]%stripeCount]
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var cur, prev [MaxLimits]int64
+	for i, l := range lims {
+		lims[i].ws = WindowStart(t, time.Duration(l.size))
+		cur[i], prev[i] = est.wins[l.idx].counts(&c, t)
+	}
+	var d decision
+	decide(&d, t, cost, lims, cur[:len(lims)], prev[:len(lims)], req.CountRejected)
+	if d.counted && cost > 0 {
+		for i := range est.wins {
+			est.wins[i].add(&c, t, cost)
+		}
+	}
+	return d.finish(dst, lims, req.Limits), nil
+}
+
+// errEstimatorKinds refuses the first bucket limit of limits in an
+// estimator namespace.
+func (ns *Namespace) errEstimatorKinds(limits []Limit) error {
+	for i, l := range limits {
+		if l.Kind != WindowLimit {
+			return fieldErr(fmt.Sprintf("limits[%d].%s", i, l.Kind.field()), ErrEstimatorKind,
+				"namespace %q is an estimator namespace, which serves sliding-window limits only", ns.cfg.Name)
+		}
+	}
+	return nil
+}
+
+// IsEstimator reports whether the namespace counts in sketches.
+func (ns *Namespace) IsEstimator() bool { return ns.est != nil }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 )
 
@@ -14,7 +15,8 @@ const evictSample = 8
 //
 // The policy is a sampled least-weight eviction. A new key at the cap
 // looks at up to evictSample keys of its own shard (1/256 of the table),
-// from a random position, and evicts the one whose sliding rates at now
+// from a random position (and of the next free shards when its own holds
+// fewer), and evicts the one whose sliding rates at now
 // weigh least (their sum over the window sizes): a key whose windows all
 // ended weighs 0 and goes first, and among keys of the current window the
 // one with the fewest hits goes, so a steady key outlasts a flood of
@@ -31,50 +33,80 @@ const evictSample = 8
 // and writes no field on the hot path.
 func (ns *Namespace) EvictedKeys() int64 { return ns.evicted.Load() }
 
-// evict removes the best candidate of sh for eviction, if any, and
-// reports whether it did. The caller holds sh.mu.
-func (ns *Namespace) evict(sh *shard) bool {
+// evict removes the best candidate for eviction, if any, and reports
+// whether it did, for a new key hashed to h. It samples the key's shard,
+// whose lock the caller holds, then, while
+// fewer than evictSample keys were seen (a small cap spreads few keys over
+// 256 shards), the following shards whose lock is free: TryLock never
+// waits, so no two inserts can deadlock.
+func (ns *Namespace) evict(h uint64) bool {
+	tn := ns.clock.Now().UnixNano()
+	var c evictCand
+	sh, first := ns.shards.of(h), int(h&(shardCount-1))
+	var locked [shardCount]*shard
+	nl := 0
+	for k := 0; k < shardCount && c.seen < evictSample; k++ {
+		s := &ns.shards.s[(first+k)%shardCount]
+		if s != sh {
+			if !s.mu.TryLock() {
+				continue
+			}
+			locked[nl] = s
+			nl++
+		}
+		ns.sample(s, tn, &c)
+	}
+	ok := c.best != nil
+	if ok {
+		// Mark before unlinking, as Reclaim does: a lock-free writer that
+		// still reaches the entry sees the mark after its add and retries.
+		c.best.dead.Store(true)
+		c.shard.remove(c.slot)
+		c.best.mu.Unlock()
+		ns.evicted.Add(1) // its place in ns.keys passes to the new key
+	}
+	for _, s := range locked[:nl] {
+		s.mu.Unlock()
+	}
+	return ok
+}
+
+// evictCand is the best candidate found so far, locked, in its shard.
+type evictCand struct {
+	best  *entry
+	shard *shard
+	slot  *atomic.Pointer[entry]
+	score float64
+	seen  int
+}
+
+// sample looks at up to evictSample-c.seen keys of sh from a random
+// position, keeping the least weighty that qualifies in c. The caller
+// holds sh.mu.
+func (ns *Namespace) sample(sh *shard, tn int64, c *evictCand) {
 	t := sh.tab.Load()
 	n := len(t.slots)
-	tn := ns.clock.Now().UnixNano()
-	var (
-		best      *entry
-		bestSlot  int
-		bestScore float64
-		seen      int
-	)
 	start := rand.IntN(n)
-	for j := 0; j < n && seen < evictSample; j++ {
-		i := (start + j) & int(t.mask)
-		e := t.slots[i].Load()
+	for j := 0; j < n && c.seen < evictSample; j++ {
+		slot := &t.slots[(start+j)&int(t.mask)]
+		e := slot.Load()
 		if e == nil || e == tombstone {
 			continue
 		}
-		seen++
+		c.seen++
 		if e.over.Load() || !e.mu.TryLock() {
 			continue
 		}
 		score, ok := ns.evictScore(e, tn)
-		if ok && (best == nil || score < bestScore) {
-			if best != nil {
-				best.mu.Unlock()
+		if ok && (c.best == nil || score < c.score) {
+			if c.best != nil {
+				c.best.mu.Unlock()
 			}
-			best, bestSlot, bestScore = e, i, score
+			c.best, c.shard, c.slot, c.score = e, sh, slot, score
 			continue
 		}
 		e.mu.Unlock()
 	}
-	if best == nil {
-		return false
-	}
-	// Mark before unlinking, as Reclaim does: a lock-free writer that
-	// still reaches best sees the mark after its add and retries.
-	best.dead.Store(true)
-	sh.remove(&t.slots[bestSlot])
-	best.mu.Unlock()
-	ns.keys.Add(-1)
-	ns.evicted.Add(1)
-	return true
 }
 
 // evictScore returns the weight of e at tn, the sum of its sliding rates

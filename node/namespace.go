@@ -183,14 +183,30 @@ func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
 	if e := sh.tab.Load().find(h, key); e != nil {
 		return e, nil // inserted meanwhile; under sh.mu it cannot be dead
 	}
-	if ns.keys.Load() >= int64(ns.cfg.MaxKeys) && !(ns.cfg.OnFull == OnFullEvict && ns.evict(sh)) {
+	if !ns.reserveKey(h) {
 		ns.refused.Add(1)
 		return nil, fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d active keys", ns.cfg.Name, ns.cfg.MaxKeys)
 	}
 	e := newEntry(key, len(ns.sizes))
 	ns.shards.insert(sh, h, e)
-	ns.keys.Add(1)
 	return e, nil
+}
+
+// reserveKey counts one more active key for a new key hashed to h, under
+// the cap: below it, at once; at it, by taking an evicted key's place
+// (OnFullEvict). It reports false when the key must be refused. The
+// caller holds the key's shard lock.
+func (ns *Namespace) reserveKey(h uint64) bool {
+	for {
+		k := ns.keys.Load()
+		if k < int64(ns.cfg.MaxKeys) {
+			if ns.keys.CompareAndSwap(k, k+1) {
+				return true
+			}
+			continue
+		}
+		return ns.cfg.OnFull == OnFullEvict && ns.evict(h)
+	}
 }
 
 // acquireLocked is acquire with e.mu held and e alive, so no reclaim can

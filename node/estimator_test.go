@@ -1,0 +1,371 @@
+package node_test
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// estimatorFull runs the estimator's long measurements: memory up to 10^7
+// keys and the error table at full size. CI runs their smoke versions.
+var estimatorFull = flag.Bool("estimator.full", false, "run the estimator's full memory and accuracy measurements")
+
+func estimatorConfig(hashes, slots int, sizes ...time.Duration) node.Config {
+	c := localConfig(sizes...)
+	c.Name = "sketch"
+	c.Estimator = &node.EstimatorConfig{Hashes: hashes, Slots: slots}
+	return c
+}
+
+// TestEstimatorNeverBelowTruth: with a sketch far too small for its keys
+// (many collisions), every rate, through rotations, gaps and late hits, is
+// at least the exact rate of the reference model.
+func TestEstimatorNeverBelowTruth(t *testing.T) {
+	sizes := []time.Duration{time.Second, 10 * time.Second}
+	ns := newNS(t, estimatorConfig(2, 16, sizes...), nil)
+	ref := newRefModel(sizes)
+	r := rand.New(rand.NewPCG(1, 2))
+	now := epoch.UnixNano()
+	var below, over int
+	for i := range 20_000 {
+		tn := now
+		switch r.IntN(100) {
+		case 0:
+			now += int64(25 * time.Second) // a gap: both windows end
+			tn = now
+		case 1, 2, 3:
+			tn -= int64(time.Duration(r.IntN(1000)) * time.Millisecond) // a late hit
+		default:
+			now += int64(time.Duration(r.IntN(5)) * time.Millisecond)
+			tn = now
+		}
+		key := "k" + strconv.Itoa(r.IntN(200))
+		micro := int64(r.IntN(3_000_000))
+		rates, err := ns.IncrementAt(time.Unix(0, tn), key, 0, float64(micro)/node.Micro, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, size := range sizes {
+			ref.add(key, int64(size), tn, micro)
+			if rates[j].Size != size {
+				t.Fatalf("rates = %+v", rates)
+			}
+			// The rate now, and the one the increment answered when it
+			// was not late (a late hit's own time may see a window that
+			// no longer counts now, dropped as by exact counting).
+			want := ref.rateFloat(key, int64(size), now) / node.Micro
+			got := rateOf(t, ns, time.Unix(0, now), key, size)
+			if tn == now && rates[j].Rate < want-1e-6 {
+				got = rates[j].Rate
+			}
+			if got < want-1e-6 {
+				below++
+				if below < 5 {
+					t.Errorf("step %d key %s size %v: rate %v, exact %v", i, key, size, got, want)
+				}
+			}
+			if got > want+1e-6 {
+				over++
+			}
+		}
+	}
+	if below > 0 {
+		t.Errorf("%d rates below the truth", below)
+	}
+	if over == 0 {
+		t.Error("no rate above the truth: the sketch was meant to collide")
+	}
+}
+
+// TestEstimatorExactAlone: one key in a large sketch counts exactly, with
+// the sliding formula, across a rotation and a gap.
+func TestEstimatorExactAlone(t *testing.T) {
+	ns := newNS(t, estimatorConfig(4, 1024, time.Second), nil)
+	incr(t, ns, epoch.Add(100*time.Millisecond), "k", 0, 4)
+	incr(t, ns, epoch.Add(900*time.Millisecond), "k", 0, 0.5)
+	if got := rateOf(t, ns, epoch.Add(950*time.Millisecond), "k", time.Second); got != 4.5 {
+		t.Errorf("rate in the window = %v, want 4.5", got)
+	}
+	at := epoch.Add(1250 * time.Millisecond)
+	if got := incr(t, ns, at, "k", 0, 1)[0].Rate; !near(got, 1+4.5*0.75) {
+		t.Errorf("rate after the rotation = %v, want %v", got, 1+4.5*0.75)
+	}
+	if got := rateOf(t, ns, epoch.Add(1100*time.Millisecond), "k", time.Second); !near(got, 1+4.5*0.9) {
+		t.Errorf("rate earlier in the window = %v, want %v", got, 1+4.5*0.9)
+	}
+	// A late hit in the previous window counts there.
+	incr(t, ns, epoch.Add(999*time.Millisecond), "k", 0, 1)
+	if got := rateOf(t, ns, at, "k", time.Second); !near(got, 1+5.5*0.75) {
+		t.Errorf("rate after a late hit = %v, want %v", got, 1+5.5*0.75)
+	}
+	// Too late: the window no longer counts; nothing changes.
+	incr(t, ns, epoch.Add(-time.Millisecond), "k", 0, 100)
+	if got := rateOf(t, ns, at, "k", time.Second); !near(got, 1+5.5*0.75) {
+		t.Errorf("rate after a hit too late = %v, want %v", got, 1+5.5*0.75)
+	}
+	// A gap: both windows end; the next window starts empty.
+	at = epoch.Add(5500 * time.Millisecond)
+	if got := incr(t, ns, at, "k", 0, 2)[0].Rate; got != 2 {
+		t.Errorf("rate after a gap = %v, want 2", got)
+	}
+	if got := rateOf(t, ns, at, "other", time.Second); got != 0 {
+		t.Errorf("another key's rate = %v, want 0", got)
+	}
+	if got := ns.ActiveKeys(); got != 0 {
+		t.Errorf("ActiveKeys = %d, want 0 (a sketch holds no keys)", got)
+	}
+}
+
+// TestEstimatorRefusals: negative values, bucket limits and invalid keys
+// are refused with the field at fault.
+func TestEstimatorRefusals(t *testing.T) {
+	ns := newNS(t, estimatorConfig(4, 1024, time.Second), nil)
+	_, err := ns.IncrementAt(epoch, "k", 0, -1, nil)
+	wantFieldError(t, err, "value", node.ErrInvalidValue)
+	_, err = ns.IncrementAt(epoch, "\xff", 0, 1, nil)
+	wantFieldError(t, err, "key", node.ErrInvalidKey)
+	_, err = ns.RateAt(epoch, "\xff", 0, 0, nil)
+	wantFieldError(t, err, "key", node.ErrInvalidKey)
+	if r, err := ns.RateAt(epoch, "k", 0, -1, nil); err != nil || r[0].Rate != -1 {
+		t.Errorf("RateAt with cur_diff -1 = %v, %v; want -1 (a what-if counts nothing)", r, err)
+	}
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{
+		{Size: time.Second, Limit: 5},
+		{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 5, RefillAmount: 1, RefillTime: time.Second}},
+	}}
+	_, err = ns.AllowAt(epoch, req, nil)
+	wantFieldError(t, err, "limits[1].token", node.ErrNotLocal)
+	if !errors.Is(err, node.ErrEstimatorKind) {
+		t.Errorf("err = %v, want ErrEstimatorKind", err)
+	}
+	_, err = ns.CheckAllow(req)
+	wantFieldError(t, err, "limits[1].token", node.ErrEstimatorKind)
+}
+
+// TestEstimatorAllowExact: concurrent Allows on one key admit exactly the
+// limit (the key's stripe serialises them).
+func TestEstimatorAllowExact(t *testing.T) {
+	ns := newNS(t, estimatorConfig(4, 1024, time.Second, time.Minute), nil)
+	at := epoch.Add(time.Second / 2)
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 50}}}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				d, err := ns.AllowAt(at, req, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != 50 {
+		t.Errorf("admitted %d, want 50", got)
+	}
+	d, err := ns.AllowAt(at, req, nil)
+	if err != nil || d.Allowed || d.RetryAfter <= 0 {
+		t.Errorf("Allow over the limit = %+v, %v; want refused with a retry-after", d, err)
+	}
+	if got := rateOf(t, ns, at, "k", time.Second); got != 50 {
+		t.Errorf("1 s rate = %v, want 50 (counted in every size)", got)
+	}
+}
+
+func TestEstimatorConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   node.Config
+		field string
+	}{
+		{"no hashes", estimatorConfig(0, 1024, time.Second), "estimator.hashes"},
+		{"17 hashes", estimatorConfig(17, 1024, time.Second), "estimator.hashes"},
+		{"too few slots", estimatorConfig(4, 15, time.Second), "estimator.slots"},
+		{"too many slots", estimatorConfig(4, 1<<24+1, time.Second), "estimator.slots"},
+		{"periodic", func() node.Config { c := estimatorConfig(4, 1024, time.Second); c.SyncRate, c.Store = 1, "s"; return c }(), "sync_rate"},
+		{"synchronous", func() node.Config { c := estimatorConfig(4, 1024, time.Second); c.SyncRate, c.Store = 0, "s"; return c }(), "sync_rate"},
+		{"evict", func() node.Config { c := estimatorConfig(4, 1024, time.Second); c.OnFull = node.OnFullEvict; return c }(), "on_full"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { wantFieldError(t, tc.cfg.Validate(), tc.field, node.ErrInvalidConfig) })
+	}
+}
+
+// TestEstimatorNoAllocs: counting, reading and deciding in a live window
+// allocate nothing.
+func TestEstimatorNoAllocs(t *testing.T) {
+	ns := newNS(t, estimatorConfig(4, 1024, time.Second, time.Minute), nil)
+	at := epoch.Add(time.Second / 2)
+	incr(t, ns, at, "key", 0, 1)
+	rates := make([]node.Rate, 0, 2)
+	statuses := make([]node.LimitStatus, 0, 2)
+	req := node.AllowRequest{Key: "key", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1e9}}}
+	for name, call := range map[string]func() error{
+		"IncrementAt": func() error { _, err := ns.IncrementAt(at, "key", 0, 1, rates); return err },
+		"RateAt":      func() error { _, err := ns.RateAt(at, "key", 0, 1, rates); return err },
+		"AllowAt":     func() error { _, err := ns.AllowAt(at, req, statuses); return err },
+	} {
+		if got := testing.AllocsPerRun(100, func() {
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+		}); got != 0 {
+			t.Errorf("%s: %v allocations per call, want 0", name, got)
+		}
+	}
+}
+
+// estimatorHeap returns the heap held by an estimator namespace of
+// 4 × 65,536 slots and two window sizes after counting n distinct keys.
+func estimatorHeap(t testing.TB, n int) int64 {
+	before := heapAlloc()
+	ns := newNS(t, estimatorConfig(4, 65536, time.Second, time.Minute), nil)
+	at := epoch.Add(time.Second / 2)
+	buf := make([]byte, 0, 32)
+	dst := make([]node.Rate, 0, 2)
+	for i := range n {
+		buf = strconv.AppendInt(append(buf[:0], "key-"...), int64(i), 10)
+		if _, err := ns.IncrementAt(at, string(buf), 0, 1, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := heapAlloc()
+	runtime.KeepAlive(ns)
+	return after - before
+}
+
+// TestEstimatorMemoryFlat: the heap an estimator namespace holds stays
+// within 5 % from 10^4 to 10^6 distinct keys (10^7 with -estimator.full).
+func TestEstimatorMemoryFlat(t *testing.T) {
+	counts := []int{10_000, 100_000, 1_000_000}
+	if *estimatorFull {
+		counts = append(counts, 10_000_000)
+	}
+	want := node.EstimatorBytes(node.EstimatorConfig{Hashes: 4, Slots: 65536}, 2)
+	base := estimatorHeap(t, counts[0])
+	t.Logf("sketches: %d B", want)
+	for _, n := range counts {
+		got := base
+		if n != counts[0] {
+			got = estimatorHeap(t, n)
+		}
+		t.Logf("%10d keys: heap %d B (%+.2f%% of the 10^4 case)", n, got, 100*float64(got-base)/float64(base))
+		if math.Abs(float64(got-base)) > 0.05*float64(base) {
+			t.Errorf("%d keys: heap %d B, want within 5%% of %d B", n, got, base)
+		}
+		if float64(got) < 0.95*float64(want) || float64(got) > 1.05*float64(want) {
+			t.Errorf("%d keys: heap %d B, want about the sketches' %d B", n, got, want)
+		}
+	}
+}
+
+// TestEstimatorAccuracy measures the estimator's error against exact
+// counts on a Zipf stream (s = 1.1) and a uniform one, next to the
+// count-min bound: an estimate exceeds the truth by more than ε·N (N the
+// stream's total, ε = e/slots) for at most a fraction δ = e^-hashes of
+// the keys. It fails if a key is underestimated or if that fraction
+// exceeds 2δ. The smoke run is small; -estimator.full runs 10^7 events
+// on 4 × 65,536 slots (print the table with -v).
+func TestEstimatorAccuracy(t *testing.T) {
+	hashes, slots, events, keys := 4, 4096, 200_000, 50_000
+	if *estimatorFull {
+		slots, events, keys = 65536, 10_000_000, 1_000_000
+	}
+	eps, delta := math.E/float64(slots), math.Exp(-float64(hashes))
+	t.Logf("%d hashes × %d slots, %d events over %d keys; ε = e/slots = %.3g, δ = e^-hashes = %.3g, ε·N = %.1f",
+		hashes, slots, events, keys, eps, delta, eps*float64(events))
+	t.Logf("%-8s %9s %10s %10s %10s %12s %12s %10s", "stream", "distinct", "exact%", "mean err", "max err", "mean rel", "over ε·N", "δ")
+	for _, stream := range []string{"zipf", "uniform"} {
+		r := rand.New(rand.NewPCG(7, 11))
+		var next func() uint64
+		if stream == "zipf" {
+			z := rand.NewZipf(r, 1.1, 1, uint64(keys-1))
+			next = z.Uint64
+		} else {
+			next = func() uint64 { return r.Uint64N(uint64(keys)) }
+		}
+		ns := newNS(t, estimatorConfig(hashes, slots, time.Hour), nil)
+		exact := make([]int64, keys)
+		at := epoch.Add(time.Minute)
+		dst := make([]node.Rate, 0, 1)
+		for range events {
+			k := next()
+			exact[k]++
+			if _, err := ns.IncrementAt(at, "key-"+strconv.FormatUint(k, 10), 0, 1, dst); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var distinct, exactN, overBound int
+		var sumErr, sumRel, maxErr float64
+		bound := eps * float64(events)
+		for k, truth := range exact {
+			if truth == 0 {
+				continue
+			}
+			distinct++
+			got := rateOf(t, ns, at, "key-"+strconv.Itoa(k), time.Hour)
+			e := got - float64(truth)
+			if e < 0 {
+				t.Fatalf("%s: key %d estimated %v below its count %d", stream, k, got, truth)
+			}
+			if e == 0 {
+				exactN++
+			}
+			if e > bound {
+				overBound++
+			}
+			sumErr += e
+			sumRel += e / float64(truth)
+			maxErr = math.Max(maxErr, e)
+		}
+		frac := float64(overBound) / float64(distinct)
+		t.Logf("%-8s %9d %9.2f%% %10.3f %10.0f %11.2f%% %11.4f%% %9.2f%%", stream, distinct, 100*float64(exactN)/float64(distinct),
+			sumErr/float64(distinct), maxErr, 100*sumRel/float64(distinct), 100*frac, 100*delta)
+		if frac > 2*delta {
+			t.Errorf("%s: %.4f of keys over ε·N, want at most 2δ = %.4f", stream, frac, 2*delta)
+		}
+	}
+}
+
+// BenchmarkEstimatorIncrementAt counts 1 hit for one of 10^6 keys in a
+// 4 × 65,536 estimator of one window size (pingora's benchmark: 10^6
+// uniform keys; its published single-thread incr is 10 ns/op).
+func BenchmarkEstimatorIncrementAt(b *testing.B) {
+	const n = 1_000_000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("key-%d", i)
+	}
+	at := epoch.Add(time.Second / 2)
+	for _, par := range []bool{false, true} {
+		name := "serial"
+		if par {
+			name = "parallel"
+		}
+		b.Run(name, func(b *testing.B) {
+			ns := newNS(b, estimatorConfig(4, 65536, time.Second), nil)
+			walk(b, par, n, func(i int) {
+				var dst [1]node.Rate
+				if _, err := ns.IncrementAt(at, keys[i], 0, 1, dst[:0]); err != nil {
+					b.Fatal(err)
+				}
+			})
+		})
+	}
+}

@@ -15,10 +15,11 @@ import (
 // one exact entry per key.
 //
 // Layout. A sketch is Hashes rows of Slots int64 counters of micro-hits,
-// row-major in one slice. Every window size has three sketches, allocated
-// when the namespace is built: the current window's, the previous
-// window's, and a cleared spare that becomes the next current one at the
-// window boundary. Memory is therefore fixed at
+// row-major. Every window size has three sketches, allocated when the
+// namespace is built and interleaved counter by counter in one slice (the
+// counters a key reads in the current and previous windows share a cache
+// line): the current window's, the previous window's, and a cleared spare
+// that becomes the next current one at the window boundary. Memory is therefore fixed at
 // 3 × sizes × Hashes × Slots × 8 bytes (4 × 65,536 with two sizes: 12 MiB)
 // whatever the number of keys.
 //
@@ -47,10 +48,17 @@ import (
 // failed precondition map both alike.
 var ErrEstimatorKind = fmt.Errorf("node: estimator namespaces serve sliding windows only: %w", ErrNotLocal)
 
-// sketch is one window's count-min sketch.
+// sketch is one window's count-min sketch. The three sketches of a window
+// size are interleaved in one slice: counter i of sketch k is c[3i+k], so
+// a call that adds to the current sketch and reads the previous one
+// touches one cache line per row, not two.
 type sketch struct {
-	c []atomic.Int64
+	c   []atomic.Int64 // shared by the window size's three sketches
+	off int            // 0, 1 or 2
 }
+
+// at returns counter i of s.
+func (s *sketch) at(i uint32) *atomic.Int64 { return &s.c[3*int(i)+s.off] }
 
 // sketchGen is one generation of a window size's sketches: cur counts the
 // window starting at start, prev the one before (nil: nothing counted).
@@ -94,8 +102,9 @@ func newEstimator(cfg EstimatorConfig, sizes []int64) *estimator {
 	for i, size := range sizes {
 		w := &est.wins[i]
 		w.size = size
-		for range 3 {
-			w.spare = append(w.spare, &sketch{c: make([]atomic.Int64, cfg.Hashes*cfg.Slots)})
+		c := make([]atomic.Int64, 3*cfg.Hashes*cfg.Slots)
+		for k := range 3 {
+			w.spare = append(w.spare, &sketch{c: c, off: k})
 		}
 	}
 	return est
@@ -128,7 +137,7 @@ func (est *estimator) cells(key string) cells {
 func (s *sketch) add(c *cells, m int64) int64 {
 	least := int64(1<<63 - 1)
 	for _, i := range c.idx[:c.n] {
-		least = min(least, s.c[i].Add(m))
+		least = min(least, s.at(i).Add(m))
 	}
 	return least
 }
@@ -140,7 +149,7 @@ func (s *sketch) estimate(c *cells) int64 {
 	}
 	least := int64(1<<63 - 1)
 	for _, i := range c.idx[:c.n] {
-		least = min(least, s.c[i].Load())
+		least = min(least, s.at(i).Load())
 	}
 	return least
 }
@@ -220,7 +229,7 @@ func (w *sketchWindow) sketchFor(ws int64) *sketch {
 	w.gen.Store(ng)
 	for _, s := range freed {
 		if s != nil {
-			for i := range s.c {
+			for i := s.off; i < len(s.c); i += 3 {
 				s.c[i].Store(0)
 			}
 			w.spare = append(w.spare, s)

@@ -195,8 +195,14 @@ func (w *sketchWindow) add(c *cells, t, m int64) float64 {
 	if s := w.sketchFor(ws); s != nil {
 		s.add(c, m)
 	}
+	return w.rate(c, t, 0)
+}
+
+// rate returns the key's sliding rate at t in micro-hits, plus extra
+// counted in the current window.
+func (w *sketchWindow) rate(c *cells, t, extra int64) float64 {
 	cur, prev := w.counts(c, t)
-	return SlidingRate(cur, prev, time.Duration(w.size), t-ws)
+	return SlidingRate(cur+extra, prev, time.Duration(w.size), t-WindowStart(t, time.Duration(w.size)))
 }
 
 // sketchFor returns the sketch of the window starting at ws, rotating
@@ -252,31 +258,23 @@ func (ns *Namespace) errEstimatorNegative(value float64) error {
 	return fieldErr("value", ErrInvalidValue, "must not be negative in estimator namespace %q (a sketch cannot subtract), got %g", ns.cfg.Name, value)
 }
 
-// increment is incrementMicro of an estimator namespace.
-func (est *estimator) increment(t int64, key string, lo, hi int, m int64, dst []Rate) ([]Rate, error) {
+// rates appends the key's sliding rates at t for the sizes [lo, hi): after
+// counting m micro-hits in each (count), or as if m more were counted in
+// the current window (a what-if, for RateAt).
+func (est *estimator) rates(t int64, key string, lo, hi int, m int64, count bool, dst []Rate) ([]Rate, error) {
 	if !utf8.ValidString(key) {
 		return dst, errKeyUTF8()
 	}
 	c := est.cells(key)
 	for i := lo; i < hi; i++ {
 		w := &est.wins[i]
-		dst = append(dst, Rate{Size: time.Duration(w.size), Rate: w.add(&c, t, m) / Micro})
-	}
-	return dst, nil
-}
-
-// rate is RateAt of an estimator namespace: the rates plus extra
-// micro-hits in the current window.
-func (est *estimator) rate(t int64, key string, lo, hi int, extra int64, dst []Rate) ([]Rate, error) {
-	if !utf8.ValidString(key) {
-		return dst, errKeyUTF8()
-	}
-	c := est.cells(key)
-	for i := lo; i < hi; i++ {
-		w := &est.wins[i]
-		cur, prev := w.counts(&c, t)
-		ws := WindowStart(t, time.Duration(w.size))
-		dst = append(dst, Rate{Size: time.Duration(w.size), Rate: SlidingRate(cur+extra, prev, time.Duration(w.size), t-ws) / Micro})
+		var r float64
+		if count {
+			r = w.add(&c, t, m)
+		} else {
+			r = w.rate(&c, t, m)
+		}
+		dst = append(dst, Rate{Size: time.Duration(w.size), Rate: r / Micro})
 	}
 	return dst, nil
 }

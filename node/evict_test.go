@@ -10,6 +10,15 @@ import (
 	"github.com/limiterd/limiterd/node"
 )
 
+// checkKeys checks a namespace's active, evicted and refused keys.
+func checkKeys(t *testing.T, ns *node.Namespace, active, evicted, refused int64) {
+	t.Helper()
+	got := [3]int64{ns.ActiveKeys(), ns.EvictedKeys(), ns.RefusedKeys()}
+	if want := [3]int64{active, evicted, refused}; got != want {
+		t.Errorf("active, evicted, refused keys = %v, want %v", got, want)
+	}
+}
+
 func evictConfig(maxKeys int) node.Config {
 	c := localConfig(time.Second, time.Minute)
 	c.MaxKeys, c.OnFull = maxKeys, node.OnFullEvict
@@ -26,17 +35,9 @@ func TestEvictIdleKeyFirst(t *testing.T) {
 	now := clock.Now()
 	incr(t, ns, now, "busy", 0, 1)
 	incr(t, ns, now, "new", 0, 1)
-	if got := ns.EvictedKeys(); got != 1 {
-		t.Fatalf("EvictedKeys = %d, want 1", got)
-	}
-	if got := ns.ActiveKeys(); got != 2 {
-		t.Errorf("ActiveKeys = %d, want 2", got)
-	}
+	checkKeys(t, ns, 2, 1, 0)
 	if got := rateOf(t, ns, now, "busy", time.Minute); got != 1 {
 		t.Errorf("busy's rate = %v, want 1 (kept)", got)
-	}
-	if got := ns.RefusedKeys(); got != 0 {
-		t.Errorf("RefusedKeys = %d, want 0", got)
 	}
 }
 
@@ -73,9 +74,7 @@ func TestEvictNeverOverLimit(t *testing.T) {
 	}
 	_, err := ns.IncrementAt(at, "new", 0, 1, nil)
 	wantFieldError(t, err, "key", node.ErrKeyLimit)
-	if got := ns.RefusedKeys(); got != 1 {
-		t.Errorf("RefusedKeys = %d, want 1", got)
-	}
+	checkKeys(t, ns, 1, 0, 1)
 	d, err := ns.AllowAt(at, node.AllowRequest{Key: "abuser", Cost: 1, Limits: lim}, nil)
 	if err != nil || d.Allowed {
 		t.Fatalf("abuser after the refused new key: allowed %v, %v; want refused (its count kept)", d.Allowed, err)
@@ -85,9 +84,7 @@ func TestEvictNeverOverLimit(t *testing.T) {
 		t.Fatalf("Allow under a high limit = %v, %v", d.Allowed, err)
 	}
 	incr(t, ns, at, "new", 0, 1)
-	if got := ns.EvictedKeys(); got != 1 {
-		t.Errorf("EvictedKeys = %d, want 1", got)
-	}
+	checkKeys(t, ns, 1, 1, 1)
 }
 
 // TestEvictNeverDirty: in a syncing namespace a key whose counts are not
@@ -105,9 +102,7 @@ func TestEvictNeverDirty(t *testing.T) {
 		ns.MarkPushed(p, 1)
 	}
 	incr(t, ns, at, "new", 0, 1)
-	if got := ns.EvictedKeys(); got != 1 {
-		t.Errorf("EvictedKeys = %d, want 1", got)
-	}
+	checkKeys(t, ns, 1, 1, 1)
 }
 
 // TestEvictRefuseByDefault: without OnFull the cap refuses, as before.
@@ -118,9 +113,7 @@ func TestEvictRefuseByDefault(t *testing.T) {
 	incr(t, ns, epoch, "a", 0, 1)
 	_, err := ns.IncrementAt(epoch, "b", 0, 1, nil)
 	wantFieldError(t, err, "key", node.ErrKeyLimit)
-	if ns.EvictedKeys() != 0 {
-		t.Errorf("EvictedKeys = %d, want 0", ns.EvictedKeys())
-	}
+	checkKeys(t, ns, 1, 0, 1)
 }
 
 // TestEvictConcurrent: a flood of new keys racing a steady key's counting

@@ -266,7 +266,7 @@ func (ns *Namespace) IncrementAt(t time.Time, key string, size time.Duration, va
 		if m < 0 {
 			return dst, keyErrOr(key, ns.errEstimatorNegative(value))
 		}
-		return ns.est.increment(t.UnixNano(), key, lo, hi, m, dst)
+		return ns.est.rates(t.UnixNano(), key, lo, hi, m, true, dst)
 	}
 	return ns.incrementMicro(t.UnixNano(), key, lo, hi, m, dst)
 }
@@ -367,7 +367,7 @@ func (ns *Namespace) RateAt(t time.Time, key string, size time.Duration, curDiff
 	}
 	tn := t.UnixNano()
 	if ns.est != nil {
-		return ns.est.rate(tn, key, lo, hi, m, dst)
+		return ns.est.rates(tn, key, lo, hi, m, false, dst)
 	}
 	n := len(dst)
 retry:

@@ -23,9 +23,12 @@ import (
 // 3 × sizes × Hashes × Slots × 8 bytes (4 × 65,536 with two sizes: 12 MiB)
 // whatever the number of keys.
 //
-// Hashing. One 64-bit maphash of the key gives two 32-bit halves a and b;
-// row i uses a + i·b (double hashing, Kirsch–Mitzenmacher), mapped onto
-// the row by a multiply-shift, so Slots need not be a power of two.
+// Hashing. One 64-bit maphash of the key (seeded per namespace) is mixed
+// once per row by splitmix64, so rows collide independently: two keys
+// collide in every row with probability about Slots^-Hashes (double
+// hashing over two 32-bit halves would bound it by 2^-32). Each mix is
+// mapped onto its row by a multiply-shift, so Slots need not be a power
+// of two.
 //
 // Counting. An add is one atomic add per row, lock-free; the estimate of
 // a window is the least of the key's counters in its sketch, never below
@@ -124,11 +127,14 @@ type cells struct {
 
 func (est *estimator) cells(key string) cells {
 	h := maphash.String(est.seed, key)
-	a, b := uint32(h), uint32(h>>32)|1
 	c := cells{n: est.hashes}
 	for i := range est.hashes {
-		x := a + uint32(i)*b
-		c.idx[i] = uint32(uint64(i)*est.slots + (uint64(x)*est.slots)>>32)
+		// splitmix64: each row's index from its own 64-bit mix of h.
+		h += 0x9e3779b97f4a7c15
+		z := (h ^ h>>30) * 0xbf58476d1ce4e5b9
+		z = (z ^ z>>27) * 0x94d049bb133111eb
+		z ^= z >> 31
+		c.idx[i] = uint32(uint64(i)*est.slots + (z>>32*est.slots)>>32)
 	}
 	return c
 }

@@ -38,8 +38,9 @@ import (
 //
 // Rotation. A window size's (start, current, previous) triple is one
 // immutable generation behind an atomic pointer. A call whose time lies in
-// the current window adds lock-free; the first call past the boundary
-// takes the window size's mutex, publishes the next generation (the spare
+// the current window adds lock-free; the first call past the boundary (by
+// the namespace clock: a call dated ahead of the clock counts in the
+// clock's window, so no caller can end everyone's windows early) takes the window size's mutex, publishes the next generation (the spare
 // as current, the old current as previous) and then clears the sketch
 // that stopped counting, which becomes the spare. A reader that loaded
 // the old generation reads again if it changed under it; a call that
@@ -72,6 +73,7 @@ type sketchGen struct {
 
 // sketchWindow is one window size of an estimator.
 type sketchWindow struct {
+	est  *estimator
 	size int64
 	gen  atomic.Pointer[sketchGen]
 	mu   gosync.Mutex
@@ -90,6 +92,7 @@ type stripe struct {
 
 // estimator is the counting of an estimator namespace.
 type estimator struct {
+	clock  Clock
 	hashes int
 	slots  uint64
 	seed   maphash.Seed
@@ -100,11 +103,11 @@ type estimator struct {
 	stripes [stripeCount]stripe
 }
 
-func newEstimator(cfg EstimatorConfig, sizes []int64) *estimator {
-	est := &estimator{hashes: cfg.Hashes, slots: uint64(cfg.Slots), seed: maphash.MakeSeed(), wins: make([]sketchWindow, len(sizes))}
+func newEstimator(cfg EstimatorConfig, sizes []int64, clock Clock) *estimator {
+	est := &estimator{clock: clock, hashes: cfg.Hashes, slots: uint64(cfg.Slots), seed: maphash.MakeSeed(), wins: make([]sketchWindow, len(sizes))}
 	for i, size := range sizes {
 		w := &est.wins[i]
-		w.size = size
+		w.est, w.size = est, size
 		c := make([]atomic.Int64, 3*cfg.Hashes*cfg.Slots)
 		for k := range 3 {
 			w.spare = append(w.spare, &sketch{c: c, off: k})
@@ -197,7 +200,11 @@ func (w *sketchWindow) add(c *cells, t, m int64) float64 {
 		own := g.cur.add(c, m)
 		return SlidingRate(own, g.prev.estimate(c), time.Duration(w.size), t-g.start)
 	}
-	ws := WindowStart(t, time.Duration(w.size))
+	// A hit dated in a window the clock has not reached (a call's time may
+	// run ahead of it, by MaxFuture in the service) counts in the clock's
+	// window: only the clock rotates the sketches, so no call can end
+	// the windows every other key still counts in.
+	ws := min(WindowStart(t, time.Duration(w.size)), WindowStart(w.est.clock.Now().UnixNano(), time.Duration(w.size)))
 	if s := w.sketchFor(ws); s != nil {
 		s.add(c, m)
 	}

@@ -367,3 +367,24 @@ func BenchmarkEstimatorIncrementAt(b *testing.B) {
 		}
 	}
 }
+
+// TestEstimatorFutureCall: a call dated ahead of the namespace clock, in a
+// window the clock has not reached, counts in the clock's window and
+// ends no window the other keys count in.
+func TestEstimatorFutureCall(t *testing.T) {
+	clock := newFakeClock(epoch.Add(900 * time.Millisecond))
+	ns := newNS(t, estimatorConfig(4, 1024, time.Second), clock)
+	now := clock.Now()
+	incr(t, ns, now, "victim", 0, 7)
+	incr(t, ns, now.Add(time.Second), "caller", 0, 1)
+	if got := rateOf(t, ns, now, "victim", time.Second); got != 7 {
+		t.Errorf("victim's rate after a call 1 s ahead = %v, want 7", got)
+	}
+	if got := rateOf(t, ns, now, "caller", time.Second); got != 1 {
+		t.Errorf("caller's rate at the clock's time = %v, want 1", got)
+	}
+	clock.Advance(200 * time.Millisecond)
+	if got := rateOf(t, ns, clock.Now(), "victim", time.Second); !near(got, 7*0.9) {
+		t.Errorf("victim's rate in the next window = %v, want %v", got, 7*0.9)
+	}
+}

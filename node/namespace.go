@@ -78,7 +78,7 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 	if cfg.Estimator != nil {
 		e := *cfg.Estimator
 		ns.cfg.Estimator = &e
-		ns.est = newEstimator(e, ns.sizes)
+		ns.est = newEstimator(e, ns.sizes, clock)
 	}
 	ns.buckets = NewBuckets(BucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys}, clock)
 	return ns, nil

@@ -211,6 +211,9 @@ func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (
 	if kinds {
 		return ns.allowKinds(t, &req, lims, cost, dst)
 	}
+	if ns.est != nil {
+		return ns.est.allow(t.UnixNano(), &req, lims, cost, dst)
+	}
 	e, err := ns.acquireLocked(req.Key)
 	if err != nil {
 		return Decision{Limits: dst}, err
@@ -225,6 +228,7 @@ func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (
 	}
 	var d decision
 	decide(&d, tn, cost, lims, cur[:len(lims)], prev[:len(lims)], req.CountRejected)
+	e.over.Store(!d.allowed)
 	if d.counted {
 		ns.countAll(e, tn, cost)
 	}

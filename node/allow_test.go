@@ -179,10 +179,17 @@ func TestAllowInvalid(t *testing.T) {
 }
 
 // TestAllowRace: 8 goroutines race 1000 Allows each of cost 1 on one key
-// under a limit of 100: exactly 100 are admitted. Run with -race.
+// under a limit of 100: exactly 100 are admitted, in an exact namespace
+// and in an estimator one. Run with -race.
 func TestAllowRace(t *testing.T) {
+	for _, cfg := range []node.Config{localConfig(time.Second, time.Minute), estimatorConfig(4, 1024, time.Second, time.Minute)} {
+		t.Run(cfg.Name, func(t *testing.T) { testAllowRace(t, cfg) })
+	}
+}
+
+func testAllowRace(t *testing.T, cfg node.Config) {
 	clock := newFakeClock(epoch.Add(123 * time.Millisecond))
-	ns := newNS(t, localConfig(time.Second, time.Minute), clock)
+	ns := newNS(t, cfg, clock)
 	req := node.AllowRequest{Key: "hot", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 100}}}
 	var admitted, denied atomic.Int64
 	var wg gosync.WaitGroup

@@ -61,6 +61,9 @@ var ErrNotLocal = errors.New("node: bucket limits need a local-only namespace")
 // checkLocal refuses the first bucket limit of limits unless ns is local
 // only.
 func (ns *Namespace) checkLocal(limits []Limit) error {
+	if ns.est != nil {
+		return ns.errEstimatorKinds(limits)
+	}
 	if ns.cfg.Mode() == LocalOnly {
 		return nil
 	}
@@ -299,6 +302,9 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 		}
 	}
 	allowed := d.allowed && bucketsOK
+	if e != nil {
+		e.over.Store(!allowed)
+	}
 	for k := range hs {
 		h := &hs[k]
 		switch {

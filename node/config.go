@@ -63,7 +63,47 @@ type Config struct {
 	// applies, counted separately, to the namespace's buckets (one per
 	// kind, key and parameters).
 	MaxKeys int
+	// OnFull is what a new key gets when MaxKeys keys are held: refused
+	// (OnFullRefuse, the default when empty) or the place of an idle key
+	// (OnFullEvict; see Namespace.EvictedKeys for the policy).
+	OnFull KeyCapPolicy
+	// Estimator, when set, makes the namespace an estimator namespace:
+	// its sliding windows are counted in count-min sketches of a memory
+	// fixed at start, whatever the number of keys, instead of exactly per
+	// key. Such a namespace is local only and counts no negative values.
+	Estimator *EstimatorConfig
 }
+
+// KeyCapPolicy is what a namespace does with a new key at its key cap.
+type KeyCapPolicy string
+
+// The key cap policies.
+const (
+	// OnFullRefuse refuses the new key (ErrKeyLimit).
+	OnFullRefuse KeyCapPolicy = "refuse"
+	// OnFullEvict evicts an idle key in its favour, refusing it only when
+	// no held key may be evicted.
+	OnFullEvict KeyCapPolicy = "evict"
+)
+
+// EstimatorConfig sizes an estimator namespace's count-min sketches: each
+// is Hashes rows of Slots counters. An estimate exceeds the truth by more
+// than ε·N (N the window's total, ε = e/Slots) with probability at most
+// δ = e^-Hashes; it is never below the truth.
+type EstimatorConfig struct {
+	// Hashes is the number of rows, 1 to MaxEstimatorHashes.
+	Hashes int
+	// Slots is the number of counters per row, MinEstimatorSlots to
+	// MaxEstimatorSlots.
+	Slots int
+}
+
+// Limits on an estimator's size.
+const (
+	MaxEstimatorHashes = 16
+	MinEstimatorSlots  = 16
+	MaxEstimatorSlots  = 1 << 24
+)
 
 // DefaultConfig is the namespace limiterd runs with when given no config:
 // "default", windows of 1 s and 60 s, local only.
@@ -128,6 +168,23 @@ func (c Config) Validate() error {
 	}
 	if c.MaxKeys < 0 {
 		return fieldErr("max_keys", ErrInvalidConfig, "must not be negative, got %d", c.MaxKeys)
+	}
+	switch c.OnFull {
+	case "", OnFullRefuse, OnFullEvict:
+	default:
+		return fieldErr("on_full", ErrInvalidConfig, "must be %q or %q, got %q", OnFullRefuse, OnFullEvict, c.OnFull)
+	}
+	if e := c.Estimator; e != nil {
+		switch {
+		case e.Hashes < 1 || e.Hashes > MaxEstimatorHashes:
+			return fieldErr("estimator.hashes", ErrInvalidConfig, "must be between 1 and %d, got %d", MaxEstimatorHashes, e.Hashes)
+		case e.Slots < MinEstimatorSlots || e.Slots > MaxEstimatorSlots:
+			return fieldErr("estimator.slots", ErrInvalidConfig, "must be between %d and %d, got %d", MinEstimatorSlots, MaxEstimatorSlots, e.Slots)
+		case c.Mode() != LocalOnly:
+			return fieldErr("sync_rate", ErrInvalidConfig, "an estimator namespace is local only: sync_rate must be negative, got %g", c.SyncRate)
+		case c.OnFull == OnFullEvict:
+			return fieldErr("on_full", ErrInvalidConfig, "an estimator namespace holds no keys to evict; leave on_full unset")
+		}
 	}
 	return nil
 }

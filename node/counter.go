@@ -51,6 +51,9 @@ type entry struct {
 	// shard. A lock-free writer that finds it set after its add retries on
 	// a fresh entry: its add went to memory no one reads any more.
 	dead atomic.Bool
+	// over is set when the last Allow that checked the key refused it: a
+	// key over its limit is never evicted for a new one (see evict).
+	over atomic.Bool
 }
 
 const entrySize = unsafe.Sizeof(entry{})

@@ -26,7 +26,13 @@
 // the short forms read the injected Clock. Counting an existing key
 // allocates nothing and takes no lock. Memory follows the keys active in
 // the last two windows: Reclaim frees the rest (Node.Run calls it), and
-// MaxKeys caps new keys.
+// MaxKeys caps new keys, refusing them or, with OnFull = OnFullEvict,
+// evicting an idle key in their favour (see Namespace.EvictedKeys).
+//
+// An estimator namespace (Config.Estimator, local only) counts its windows
+// in count-min sketches of a memory fixed at start instead: estimates never
+// below the truth, no negative values, sliding-window limits only (see
+// estimator.go).
 //
 // A namespace's Buckets hold token, leaky and fixed buckets, keyed by key
 // and parameters; AllowAt checks a key's windows and buckets together.

@@ -45,6 +45,11 @@ type Namespace struct {
 	keys    atomic.Int64 // active keys
 	refused atomic.Int64 // new keys refused at the cap
 	dropped atomic.Int64 // unpushed windows reclaimed
+	evicted atomic.Int64 // idle keys evicted for new ones at the cap
+
+	// est counts an estimator namespace's windows; nil otherwise, when
+	// shards hold one exact entry per key.
+	est *estimator
 
 	shards shards
 
@@ -70,6 +75,11 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 		ns.sizes = append(ns.sizes, int64(s))
 	}
 	ns.shards.init()
+	if cfg.Estimator != nil {
+		e := *cfg.Estimator
+		ns.cfg.Estimator = &e
+		ns.est = newEstimator(e, ns.sizes, clock)
+	}
 	ns.buckets = NewBuckets(BucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys}, clock)
 	return ns, nil
 }
@@ -173,14 +183,30 @@ func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
 	if e := sh.tab.Load().find(h, key); e != nil {
 		return e, nil // inserted meanwhile; under sh.mu it cannot be dead
 	}
-	if ns.keys.Load() >= int64(ns.cfg.MaxKeys) {
+	if !ns.reserveKey(h) {
 		ns.refused.Add(1)
 		return nil, fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d active keys", ns.cfg.Name, ns.cfg.MaxKeys)
 	}
 	e := newEntry(key, len(ns.sizes))
 	ns.shards.insert(sh, h, e)
-	ns.keys.Add(1)
 	return e, nil
+}
+
+// reserveKey counts one more active key for a new key hashed to h, under
+// the cap: below it, at once; at it, by taking an evicted key's place
+// (OnFullEvict). It reports false when the key must be refused. The
+// caller holds the key's shard lock.
+func (ns *Namespace) reserveKey(h uint64) bool {
+	for {
+		k := ns.keys.Load()
+		if k < int64(ns.cfg.MaxKeys) {
+			if ns.keys.CompareAndSwap(k, k+1) {
+				return true
+			}
+			continue
+		}
+		return ns.cfg.OnFull == OnFullEvict && ns.evict(h)
+	}
 }
 
 // acquireLocked is acquire with e.mu held and e alive, so no reclaim can
@@ -235,6 +261,12 @@ func (ns *Namespace) IncrementAt(t time.Time, key string, size time.Duration, va
 			return dst, keyErrOr(key, ns.unknownWindow(size))
 		}
 		hi = lo + 1
+	}
+	if ns.est != nil {
+		if m < 0 {
+			return dst, keyErrOr(key, ns.errEstimatorNegative(value))
+		}
+		return ns.est.rates(t.UnixNano(), key, lo, hi, m, true, dst)
 	}
 	return ns.incrementMicro(t.UnixNano(), key, lo, hi, m, dst)
 }
@@ -334,6 +366,9 @@ func (ns *Namespace) RateAt(t time.Time, key string, size time.Duration, curDiff
 		return dst, keyErrOr(key, err)
 	}
 	tn := t.UnixNano()
+	if ns.est != nil {
+		return ns.est.rates(tn, key, lo, hi, m, false, dst)
+	}
 	n := len(dst)
 retry:
 	for {

@@ -125,7 +125,8 @@ func valueOr(v *float64, def float64) float64 {
 }
 
 // Increment counts req.Value hits and appends the rates after counting to
-// dst, one per window size counted, ascending.
+// dst, one per window size counted, ascending. An estimator namespace
+// refuses a negative value (ErrInvalidValue on "value").
 func (s *Service) Increment(ctx context.Context, req IncrementRequest, dst []Rate) ([]Rate, error) {
 	return s.increment(ctx, req, nil, dst)
 }
@@ -167,8 +168,9 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 // appended to dst. In a synchronous namespace the store decides.
 //
 // Limits may be sliding windows and buckets together: the cost is
-// admitted in all or in none. Buckets need a local-only namespace (else
-// ErrFailedPrecondition, after every other check). When the request is
+// admitted in all or in none. Buckets need a local-only namespace that is
+// not an estimator namespace (else ErrFailedPrecondition, after every
+// other check). When the request is
 // refused only by leaky buckets whose waits fit their WaitTimeout
 // (Decision.Wait), Allow waits on the namespace clock, holding no lock,
 // and decides once more; it returns ctx's error if ctx ends first.

@@ -49,7 +49,8 @@ var (
 	ErrUnknownNamespace = node.ErrUnknownNamespace
 	ErrKeyLimit         = node.ErrKeyLimit
 	// ErrFailedPrecondition: the request is valid but the namespace's mode
-	// cannot serve it (a bucket limit outside a local-only namespace).
+	// cannot serve it (a bucket limit outside a local-only namespace, or
+	// in an estimator namespace: node.ErrEstimatorKind wraps it).
 	ErrFailedPrecondition = node.ErrNotLocal
 )
 

@@ -66,6 +66,18 @@ type NamespaceConfig struct {
 	SyncRate *float64 `yaml:"sync_rate"`
 	Store    string   `yaml:"store"`
 	MaxKeys  int      `yaml:"max_keys"`
+	// OnFull is what a new key gets at max_keys: "refuse" (default) or
+	// "evict" (an idle key's place).
+	OnFull string `yaml:"on_full"`
+	// Estimator makes the namespace an estimator namespace: count-min
+	// sketches of hashes × slots counters per window, local only.
+	Estimator *EstimatorConfig `yaml:"estimator"`
+}
+
+// EstimatorConfig sizes an estimator namespace's sketches.
+type EstimatorConfig struct {
+	Hashes int `yaml:"hashes"`
+	Slots  int `yaml:"slots"`
 }
 
 // StoreConfig is one store; Type selects which other fields apply.
@@ -390,7 +402,10 @@ func (c *Config) NodeConfigs() []node.Config {
 	}
 	out := make([]node.Config, len(c.Namespaces))
 	for i, n := range c.Namespaces {
-		nc := node.Config{Name: n.Name, Store: n.Store, MaxKeys: n.MaxKeys, SyncRate: -1}
+		nc := node.Config{Name: n.Name, Store: n.Store, MaxKeys: n.MaxKeys, SyncRate: -1, OnFull: node.KeyCapPolicy(n.OnFull)}
+		if n.Estimator != nil {
+			nc.Estimator = &node.EstimatorConfig{Hashes: n.Estimator.Hashes, Slots: n.Estimator.Slots}
+		}
 		if n.SyncRate != nil {
 			nc.SyncRate = *n.SyncRate
 		}

@@ -103,15 +103,19 @@ func TestConfigFullExample(t *testing.T) {
 			{storeOpt("pg", "dsn"), "postgres://limiterd@127.0.0.1:5432/limiter?sslmode=disable"},
 			{storeOpt("pg", "type"), "postgres"},
 		},
-		"namespaces[].name": {{len(cfg.Namespaces), 3}, {ns(0).Name, "default"}, {ns(1).Name, "api"}, {ns(2).Name, "billing"}},
+		"namespaces[].name": {{len(cfg.Namespaces), 4}, {ns(0).Name, "default"}, {ns(1).Name, "api"}, {ns(2).Name, "billing"}, {ns(3).Name, "flows"}},
 		"namespaces[].window_sizes": {
 			{sizes(0), []time.Duration{time.Second, time.Minute}},
 			{sizes(1), []time.Duration{100 * time.Millisecond, time.Second, time.Hour}}, // [0.1, 1, "1h"]
 			{sizes(2), []time.Duration{time.Minute}},
+			{sizes(3), []time.Duration{time.Second}},
 		},
-		"namespaces[].sync_rate":               {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}},
-		"namespaces[].store":                   {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}},
-		"namespaces[].max_keys":                {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}},
+		"namespaces[].sync_rate":               {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}, {rate(3), -1.0}},
+		"namespaces[].store":                   {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}, {ns(3).Store, ""}},
+		"namespaces[].max_keys":                {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}, {ns(3).MaxKeys, 0}},
+		"namespaces[].on_full":                 {{ns(0).OnFull, "evict"}, {ns(1).OnFull, ""}, {ns(2).OnFull, ""}, {ns(3).OnFull, ""}},
+		"namespaces[].estimator.hashes":        {{ns(0).Estimator == nil, true}, {ns(3).Estimator, &EstimatorConfig{Hashes: 4, Slots: 65536}}},
+		"namespaces[].estimator.slots":         {{ns(1).Estimator == nil && ns(2).Estimator == nil, true}},
 		"envoy.config_dir":                     {{cfg.Envoy.ConfigDir, "/etc/limiterd/envoy"}},
 		"envoy.namespace":                      {{cfg.Envoy.Namespace, "api"}},
 		"envoy.poll_interval":                  {{cfg.Envoy.envoyPoll(), 5 * time.Second}},
@@ -142,9 +146,10 @@ func TestConfigFullExample(t *testing.T) {
 	// What the daemon takes from it.
 	ncs := cfg.NodeConfigs()
 	want := []node.Config{
-		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1, MaxKeys: 500},
+		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1, MaxKeys: 500, OnFull: node.OnFullEvict},
 		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: 0.1, Store: "main"},
 		{Name: "billing", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "pg", MaxKeys: 2_000_000},
+		{Name: "flows", WindowSizes: []time.Duration{time.Second}, SyncRate: -1, Estimator: &node.EstimatorConfig{Hashes: 4, Slots: 65536}},
 	}
 	if !reflect.DeepEqual(ncs, want) {
 		t.Errorf("NodeConfigs = %+v\nwant %+v", ncs, want)
@@ -254,6 +259,15 @@ func TestConfigValidation(t *testing.T) {
 		{"negative max_keys", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_keys: -1\n"), "namespaces[0].max_keys", []string{"must not be negative"}},
 		{"fractional max_keys", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_keys: 2.5\n"), "namespaces[0].max_keys", []string{"whole number", `"2.5"`}},
 		{"max_keys not a number", "namespaces:\n  - {name: a, window_sizes: [1s], sync_rate: -1, max_keys: lots}\n", "namespaces[0].max_keys", []string{"`lots`"}},
+		{"unknown on_full", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    on_full: drop\n"), "namespaces[0].on_full", []string{`must be "refuse" or "evict"`, `"drop"`}},
+		{"on_full evict in an estimator", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    on_full: evict\n    estimator: {hashes: 4, slots: 1024}\n"), "namespaces[0].on_full", []string{"holds no keys"}},
+		{"estimator hashes zero", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator: {hashes: 0, slots: 65536}\n"), "namespaces[0].estimator.hashes", []string{"between 1 and 16", "got 0"}},
+		{"estimator hashes 17", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator: {hashes: 17, slots: 65536}\n"), "namespaces[0].estimator.hashes", []string{"between 1 and 16"}},
+		{"estimator slots too few", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator: {hashes: 4, slots: 8}\n"), "namespaces[0].estimator.slots", []string{"between 16 and 16777216", "got 8"}},
+		{"estimator slots not a number", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator:\n      hashes: 4\n      slots: many\n"), "namespaces[0].estimator.slots", []string{"`many`"}},
+		{"unknown estimator field", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator:\n      rows: 4\n"), "namespaces[0].estimator.rows", []string{"field rows not found"}},
+		{"estimator periodic", nsWith("    window_sizes: [1s]\n    sync_rate: 1\n    store: s\n    estimator: {hashes: 4, slots: 65536}\n"), "namespaces[0].sync_rate", []string{"local only", "got 1"}},
+		{"estimator synchronous", nsWith("    window_sizes: [1s]\n    sync_rate: 0\n    store: s\n    estimator: {hashes: 4, slots: 65536}\n"), "namespaces[0].sync_rate", []string{"local only", "got 0"}},
 		{"unknown namespace field", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    sync: 1\n"), "namespaces[0].sync", []string{"field sync not found"}},
 		{"unknown top-level field", "grpc_adr: x\n" + ns, "grpc_adr", []string{"field grpc_adr not found"}},
 		{"duplicate key", "log_level: info\nlog_level: warn\n" + ns, "log_level", []string{"already defined"}},

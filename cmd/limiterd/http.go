@@ -109,6 +109,8 @@ func (d *daemon) registerNodeMetrics() {
 				func() float64 { return float64(ns.ActiveKeys()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_keys_refused_total", Help: "New keys refused at the namespace's key cap.", ConstLabels: labels},
 				func() float64 { return float64(ns.RefusedKeys()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_evicted_keys_total", Help: "Idle keys evicted for new ones at the namespace's key cap (on_full: evict).", ConstLabels: labels},
+				func() float64 { return float64(ns.EvictedKeys()) }),
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "limiterd_active_buckets", Help: "Token, leaky and fixed buckets held in memory.", ConstLabels: labels},
 				func() float64 { return float64(ns.ActiveBuckets()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_buckets_refused_total", Help: "New buckets refused at the namespace's key cap.", ConstLabels: labels},

@@ -158,7 +158,8 @@ func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost 
 	if len(req.Limits) > MaxLimits {
 		return 0, false, fieldErr("limits", ErrInvalidLimit, "at most %d limits, got %d", MaxLimits, len(req.Limits))
 	}
-	for i, l := range req.Limits {
+	for i := range req.Limits {
+		l := &req.Limits[i] // a Limit carries every kind's parameters: no copy
 		if l.Kind != WindowLimit {
 			if err := checkBucketLimit(req.Limits, i); err != nil {
 				return 0, false, err
@@ -228,7 +229,7 @@ func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (
 	}
 	var d decision
 	decide(&d, tn, cost, lims, cur[:len(lims)], prev[:len(lims)], req.CountRejected)
-	e.over.Store(!d.allowed)
+	e.setOver(!d.allowed)
 	if d.counted {
 		ns.countAll(e, tn, cost)
 	}

@@ -303,7 +303,7 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 	}
 	allowed := d.allowed && bucketsOK
 	if e != nil {
-		e.over.Store(!allowed)
+		e.setOver(!allowed)
 	}
 	for k := range hs {
 		h := &hs[k]

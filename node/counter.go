@@ -310,3 +310,12 @@ func (ss *shards) resize(sh *shard, n int) *table {
 	sh.used = sh.live
 	return t
 }
+
+// setOver records whether the key's last Allow refused it, writing only a
+// change: most calls repeat the last answer, and a store to a shared
+// cache line costs more than the load.
+func (e *entry) setOver(over bool) {
+	if e.over.Load() != over {
+		e.over.Store(over)
+	}
+}

@@ -198,7 +198,7 @@ func (k *KeyLock) Decide(req AllowRequest, c *AllowCheck, v Verdict, dst []Limit
 			d.retry = retryAfter(k.t, c.Cost, lims, d.cur[:n], d.prev[:n])
 		}
 	}
-	k.e.over.Store(!d.allowed)
+	k.e.setOver(!d.allowed)
 	if d.counted {
 		for i := range k.ns.sizes {
 			k.add(i, c.Cost)

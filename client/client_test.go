@@ -95,16 +95,23 @@ func (f *fakeLimiter) SlidingWindow(ctx context.Context, req *limiterv1.SlidingW
 	return &limiterv1.SlidingWindowResponse{Rates: []*limiterv1.WindowRate{{WindowSize: durationpb.New(time.Second), Rate: 1}}}, nil
 }
 
-// serve serves f over bufconn and returns a Client of it.
-func serve(tb testing.TB, f *fakeLimiter, opts ...client.Option) *client.Client {
-	tb.Helper()
+// startFake serves f over bufconn; dial reaches it from the target
+// "passthrough:///bufconn".
+func startFake(f *fakeLimiter) (dial client.Option, stop func()) {
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	limiterv1.RegisterRateLimiterServer(gs, f)
 	go gs.Serve(lis)
-	opts = append([]client.Option{client.WithDialOptions(grpc.WithContextDialer(
-		func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))}, opts...)
-	c, err := client.New("passthrough:///bufconn", opts...)
+	dial = client.WithDialOptions(grpc.WithContextDialer(
+		func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	return dial, gs.Stop
+}
+
+// serve serves f over bufconn and returns a Client of it.
+func serve(tb testing.TB, f *fakeLimiter, opts ...client.Option) *client.Client {
+	tb.Helper()
+	dial, stop := startFake(f)
+	c, err := client.New("passthrough:///bufconn", append([]client.Option{dial}, opts...)...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -113,7 +120,7 @@ func serve(tb testing.TB, f *fakeLimiter, opts ...client.Option) *client.Client 
 		if f.block != nil {
 			close(f.block)
 		}
-		gs.Stop()
+		stop()
 	})
 	return c
 }

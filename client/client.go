@@ -143,11 +143,17 @@ func decision(resp *limiterv1.AllowResponse) Decision {
 	}
 }
 
+// failed is the failure policy's Decision after err.
 func (c *Client) failed(method string, err error) Decision {
+	c.report(method, err)
+	return Decision{Allowed: !c.cfg.failClosed, Err: err}
+}
+
+// report hands err to the error hook.
+func (c *Client) report(method string, err error) {
 	if c.cfg.onError != nil {
 		c.cfg.onError(method, err)
 	}
-	return Decision{Allowed: !c.cfg.failClosed, Err: err}
 }
 
 // allowTimeout is the timeout plus the longest wait_timeout of req's leaky
@@ -166,7 +172,7 @@ func (c *Client) Increment(ctx context.Context, req *limiterv1.IncrementRequest)
 	defer cancel()
 	resp, err := c.rpc.Increment(ctx, req)
 	if err != nil {
-		c.failed("Increment", err)
+		c.report("Increment", err)
 	}
 	return resp, err
 }
@@ -186,7 +192,7 @@ func (c *Client) SlidingWindow(ctx context.Context, req *limiterv1.SlidingWindow
 			return resp, nil
 		}
 		if attempt >= retries || status.Code(err) != codes.Unavailable || ctx.Err() != nil {
-			c.failed("SlidingWindow", err)
+			c.report("SlidingWindow", err)
 			return nil, err
 		}
 	}

@@ -203,24 +203,25 @@ func stoppedAddr(t *testing.T) string {
 	return addr
 }
 
+// dial returns a Client of target, closed at the test's end.
+func dial(t *testing.T, target string, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.New(target, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func TestFailurePolicy(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	targets := map[string]func(t *testing.T, opts ...client.Option) *client.Client{
 		"stopped": func(t *testing.T, opts ...client.Option) *client.Client {
-			c, err := client.New(stoppedAddr(t), opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			return c
+			return dial(t, stoppedAddr(t), opts...)
 		},
 		"hanging listener": func(t *testing.T, opts ...client.Option) *client.Client {
-			c, err := client.New(hangingListener(t), opts...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			return c
+			return dial(t, hangingListener(t), opts...)
 		},
 		"blocking handler": func(t *testing.T, opts ...client.Option) *client.Client {
 			return serve(t, &fakeLimiter{block: make(chan struct{})}, opts...)

@@ -106,7 +106,7 @@ const (
 // headers calls set with every rate-limit header of d: the one place they
 // are made, for HTTP and gRPC alike. A failed call has none.
 func (l *limiter) headers(d *client.Decision, set func(name, value string)) {
-	if d.Err != nil {
+	if d.Err != nil || l.policy == "" {
 		return
 	}
 	set(HeaderPolicy, l.policy)

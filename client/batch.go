@@ -44,9 +44,13 @@ func (b *batcher) allow(ctx context.Context, req *limiterv1.AllowRequest) (*limi
 	p.reqs = append(p.reqs, req)
 	p.answers = append(p.answers, ch)
 	full := len(p.reqs) >= b.items
+	if full {
+		b.pending = nil
+	}
 	b.mu.Unlock()
 	if full {
-		b.flush(p)
+		p.timer.Stop()
+		go b.send(p)
 	}
 	select {
 	case a := <-ch:
@@ -56,7 +60,7 @@ func (b *batcher) allow(ctx context.Context, req *limiterv1.AllowRequest) (*limi
 	}
 }
 
-// flush sends p unless another flush took it already.
+// flush sends p unless it was sent when it filled up.
 func (b *batcher) flush(p *batch) {
 	b.mu.Lock()
 	if b.pending != p {
@@ -65,8 +69,7 @@ func (b *batcher) flush(p *batch) {
 	}
 	b.pending = nil
 	b.mu.Unlock()
-	p.timer.Stop()
-	go b.send(p)
+	b.send(p)
 }
 
 func (b *batcher) send(p *batch) {

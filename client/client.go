@@ -191,10 +191,25 @@ func (c *Client) SlidingWindow(ctx context.Context, req *limiterv1.SlidingWindow
 		if err == nil {
 			return resp, nil
 		}
-		if attempt >= retries || status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+		if attempt >= retries || status.Code(err) != codes.Unavailable || !pause(ctx, retryPause) {
 			c.report("SlidingWindow", err)
 			return nil, err
 		}
+	}
+}
+
+// retryPause is the wait before a retry.
+const retryPause = 5 * time.Millisecond
+
+// pause waits d, and reports false if ctx ends first.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -16,7 +16,7 @@
 // Retries: Allow and Increment count, so a failed call is never repeated
 // (the server may have counted it before the answer was lost). SlidingWindow
 // without cur_diff only reads and is retried on UNAVAILABLE (WithRetries,
-// default 1 retry) within the same deadline.
+// default 1 retry, 5 ms apart) within the same deadline.
 //
 // WithBatching gathers concurrent Allow calls for up to a short wait or a
 // number of items into one AllowBatch RPC and hands each caller its own

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -166,5 +167,30 @@ func TestKeyByRoute(t *testing.T) {
 	serveHTTP(mux, "/users/2")
 	if len(s.reqs) != 2 || s.reqs[0].GetKey() != "GET /users/{id}" || s.reqs[1].GetKey() != s.reqs[0].GetKey() {
 		t.Errorf("requests %v", s.reqs)
+	}
+}
+
+// TestHTTPLimiterdDown puts a real Client of a stopped limiterd behind the
+// middleware: fail-open passes the request on, fail-closed answers 503.
+func TestHTTPLimiterdDown(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := lis.Addr().String()
+	lis.Close()
+	for _, tc := range []struct {
+		opts []client.Option
+		code int
+	}{{nil, http.StatusOK}, {[]client.Option{client.WithFailClosed()}, http.StatusServiceUnavailable}} {
+		c, err := client.New(target, tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := serveHTTP(middleware.New(c, middleware.KeyByIP)(hello), "/api")
+		c.Close()
+		if w.Code != tc.code || w.Header().Get("RateLimit") != "" {
+			t.Errorf("status %d, RateLimit %q; want %d and no header", w.Code, w.Header().Get("RateLimit"), tc.code)
+		}
 	}
 }

@@ -65,10 +65,15 @@ func WithErrorHook(hook func(method string, err error)) Option {
 }
 
 // WithBatching gathers concurrent Allow calls into one AllowBatch: a batch
-// is sent maxWait after its first call, or at once when it holds maxItems.
+// is sent maxWait after its first call, or at once when it holds maxItems
+// (at most 10,000, AllowBatch's limit). The calls' contexts bound how long
+// each waits, but their metadata does not travel.
 func WithBatching(maxWait time.Duration, maxItems int) Option {
-	return func(c *config) { c.batchWait, c.batchItems = maxWait, max(maxItems, 1) }
+	return func(c *config) { c.batchWait, c.batchItems = maxWait, min(max(maxItems, 1), maxBatch) }
 }
+
+// maxBatch is the most items an AllowBatch takes.
+const maxBatch = 10_000
 
 // New returns a Client of the limiterd at target (a gRPC target such as
 // "127.0.0.1:7070" or "dns:///limiterd:7070"). It does not connect yet.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +22,9 @@ import (
 // Retry-After; after X-Rate-Limited-For, a request passes again.
 func TestLeakyAppSidekiqExample(t *testing.T) {
 	l := harness.StartLimiterd(t, "leakyapp", "# the embedded default: local only, so buckets work\n")
+	var failures atomic.Int64
 	c, err := client.New(l.GRPCAddr, client.WithTimeout(2*time.Second),
-		client.WithErrorHook(func(m string, err error) { t.Errorf("limiterd %s: %v", m, err) }))
+		client.WithErrorHook(func(m string, err error) { failures.Add(1); t.Logf("limiterd %s: %v", m, err) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,5 +73,15 @@ func TestLeakyAppSidekiqExample(t *testing.T) {
 	time.Sleep(time.Duration(limitedFor*float64(time.Second)) + 20*time.Millisecond)
 	if resp, _ := get(); resp.StatusCode != http.StatusOK {
 		t.Errorf("after X-Rate-Limited-For: %d, want 200", resp.StatusCode)
+	}
+	if n := failures.Load(); n != 0 {
+		t.Fatalf("%d failed calls to a running limiterd", n)
+	}
+
+	l.Stop()
+	resp, body = get()
+	if resp.StatusCode != http.StatusOK || body != "Hello world" || resp.Header.Get("RateLimit") != "" || failures.Load() != 1 {
+		t.Errorf("limiterd stopped: %d %q, RateLimit %q, %d failures; want 200 Hello world without headers, 1 failure",
+			resp.StatusCode, body, resp.Header.Get("RateLimit"), failures.Load())
 	}
 }

@@ -221,14 +221,14 @@ func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (
 	}
 	defer e.mu.Unlock()
 	tn := t.UnixNano()
-	var cur, prev [MaxLimits]int64
+	var d decision
 	for i, l := range lims {
 		lims[i].ws = WindowStart(tn, time.Duration(l.size))
 		c, p := e.slot(l.idx).buckets(lims[i].ws, l.size)
-		cur[i], prev[i] = total(c), total(p)
+		d.cur[i], d.prev[i] = total(c), total(p)
 	}
-	var d decision
-	decide(&d, tn, cost, lims, cur[:len(lims)], prev[:len(lims)], req.CountRejected)
+	n := len(lims)
+	decide(&d, tn, cost, lims, d.cur[:n], d.prev[:n], req.CountRejected)
 	e.setOver(!d.allowed)
 	if d.counted {
 		ns.countAll(e, tn, cost)
@@ -270,7 +270,9 @@ type decision struct {
 // of that current window. It fills d in place: a decision is large, and
 // returning it would copy it.
 func decide(d *decision, t, cost int64, lims []microLimit, cur, prev []int64, countRejected bool) {
-	*d = decision{t: t, cost: cost, allowed: true, never: -1}
+	// Field by field, not *d = decision{...}: cur and prev may be d's own
+	// arrays, filled by the caller.
+	d.t, d.cost, d.allowed, d.never, d.retry = t, cost, true, -1, 0
 	for i, l := range lims {
 		if SlidingRate(cur[i], prev[i], time.Duration(l.size), t-l.ws)+float64(cost) > float64(l.limit) {
 			d.allowed = false

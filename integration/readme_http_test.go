@@ -3,14 +3,11 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,42 +116,6 @@ func checkRetryAfter(t *testing.T, st readmeStep, want, got any) {
 	if w != nil && w["retryAfter"] != nil {
 		g["retryAfter"] = w["retryAfter"]
 	}
-}
-
-// readmeSection returns the commands of the first ```console block after
-// the line heading in README.md, with their outputs.
-func readmeSection(t *testing.T, heading string) []readmeStep {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var steps []readmeStep
-	state := 0 // 0 before the heading, 1 before the block, 2 in it
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		switch {
-		case state == 0 && line == heading, state == 1 && line == "```console":
-			state++
-		case state < 2:
-		case line == "```":
-			for i := range steps {
-				steps[i].output = strings.TrimSpace(steps[i].output)
-			}
-			if len(steps) == 0 {
-				t.Fatalf("README.md:%d: no command in the block", n)
-			}
-			return steps
-		case strings.HasPrefix(line, "$ "):
-			steps = append(steps, readmeStep{line: n, cmd: strings.TrimPrefix(line, "$ ")})
-		case len(steps) > 0:
-			steps[len(steps)-1].output += line + "\n"
-		}
-	}
-	t.Fatalf("README.md: no complete ```console block after %q", heading)
-	return nil
 }
 
 // curlCall reads the command line `curl -s -d BODY 127.0.0.1:7071/METHOD`

@@ -167,7 +167,12 @@ func TestReadmeTranscript(t *testing.T) {
 
 // readmeTranscript returns the commands of README.md's first ```console
 // block with their outputs.
-func readmeTranscript(t *testing.T) []readmeStep {
+func readmeTranscript(t *testing.T) []readmeStep { return readmeSection(t, "") }
+
+// readmeSection returns the commands of the first ```console block after
+// the line heading in README.md (from the top when heading is ""), with
+// their outputs.
+func readmeSection(t *testing.T, heading string) []readmeStep {
 	t.Helper()
 	f, err := os.Open(filepath.Join("..", "README.md"))
 	if err != nil {
@@ -175,17 +180,20 @@ func readmeTranscript(t *testing.T) []readmeStep {
 	}
 	defer f.Close()
 	var steps []readmeStep
-	in := false
+	state := 0 // 0 before the heading, 1 before the block, 2 in it
+	if heading == "" {
+		state = 1
+	}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := sc.Text()
 		switch {
-		case !in && line == "```console":
-			in = true
-		case !in:
+		case state == 0 && line == heading, state == 1 && line == "```console":
+			state++
+		case state < 2:
 		case line == "```":
 			if len(steps) == 0 {
-				t.Fatal("README.md: the first console block has no command")
+				t.Fatalf("README.md:%d: no command in the block", n)
 			}
 			for i := range steps {
 				steps[i].output = strings.TrimSpace(steps[i].output)
@@ -201,7 +209,7 @@ func readmeTranscript(t *testing.T) []readmeStep {
 			steps[len(steps)-1].output += line + "\n"
 		}
 	}
-	t.Fatal("README.md: no complete ```console block")
+	t.Fatalf("README.md: no complete ```console block after %q", heading)
 	return nil
 }
 

@@ -14,30 +14,36 @@
 #   RATELIMIT_BIN=/work/peers/ratelimit/bin/ratelimit bash scripts/envoybench.sh
 #
 # Knobs (environment): DURATION (s per measured run, default 10), WARMUP
-# (s before each, default 2), ROUNDS (default 3; the servers alternate in each
-# round), CLIENTS and STREAMS (h2load -c and -m: connections and concurrent
-# streams per connection, default 10 × 5 = 50 in flight), SERVERS (subset of
-# "local periodic sync ratelimit"), PIN (none: the kernel places everything,
-# the default; split: h2load on CPU 1, servers and Redis on CPU 0).
+# (s before each, default 2), ROUNDS (default 3; the servers alternate in
+# each round), SERVERS (a subset of "local periodic sync ratelimit
+# ratelimit-pipelined"), KEYS (default 1, below), CLIENTS and STREAMS
+# (h2load -c and -m, default 10 × 5 = 50 calls in flight), PIPELINE_WINDOW
+# (REDIS_PIPELINE_WINDOW of ratelimit-pipelined, default 500us), PIN (none:
+# the kernel places everything, the default; split: h2load on CPU 1, servers
+# and Redis on CPU 0), KEEP=1 keeps the work directory.
 #
 # Load: h2load sends the same body on every request (-d), so one h2load
 # process calls with one key: ShouldRateLimit(domain bench, descriptor
-# (user, u1)), whose limit (10^9 per second) never refuses. KEYS=n (default
-# 1, the hot key) runs n h2load processes at once, process k with (user, uk)
-# and CLIENTS/n connections; calls/s is their sum and the percentiles are
-# over all their requests. Each server runs alone: started,
-# checked (a gRPC client expects OK for (user, u1) and OVER_LIMIT for
-# (tight, x) with hits_addend 3 against its limit of 2 per minute; nghttp
-# sends the benchmark's own frame once and must get grpc-status 0), warmed
-# up, measured, stopped; Redis is flushed before each. CPU per call is the
-# process's utime+stime (/proc/<pid>/stat) over the measured run divided by
-# the calls h2load completed; Redis's likewise. p50 and p99 come from
-# h2load's per-request log (time to the end of the response).
+# (user, u1)), whose limit (10^9 per second) never refuses. KEYS=n runs n
+# h2load processes at once, process k with (user, uk) and CLIENTS/n
+# connections; calls/s is their sum and the percentiles are over all their
+# requests. Each server runs alone: started, checked (a gRPC client expects
+# OK for (user, u1) and OVER_LIMIT for (tight, x) with hits_addend 3 against
+# its limit of 2 per minute; nghttp sends the benchmark's own frame once and
+# must get grpc-status 0), warmed up, measured, stopped; Redis is flushed
+# before each. h2load's counts must show every response 2xx and none
+# failed. CPU per call is the process's utime+stime (/proc/<pid>/stat) over
+# the measured run divided by the calls h2load completed; Redis's likewise.
+# p50 and p99 come from h2load's per-request log (time to the end of the
+# response).
 #
 # envoyproxy/ratelimit runs with its defaults (Redis pool of 10, no pipeline
-# window, no local cache) and its Prometheus stats sink, in process like
-# limiterd's metrics: USE_STATSD=false alone selects the stdout sink, which
-# logs one line per call (about 5 MB/s here) and would be measured instead.
+# window, no local cache; GOGC 100 where limiterd sets 400), and as
+# ratelimit-pipelined with REDIS_PIPELINE_WINDOW (its README advises
+# 150us-500us "for optimal performance"); both with its Prometheus stats
+# sink, in process like limiterd's metrics: USE_STATSD=false alone selects
+# the stdout sink, which logs one line per call (about 5 MB/s here) and
+# would be measured instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,7 +53,8 @@ warmup="${WARMUP:-2}"
 rounds="${ROUNDS:-3}"
 clients="${CLIENTS:-10}"
 streams="${STREAMS:-5}"
-servers="${SERVERS:-local periodic sync ratelimit}"
+servers="${SERVERS:-local periodic sync ratelimit ratelimit-pipelined}"
+pipeline_window="${PIPELINE_WINDOW:-500us}"
 pin="${PIN:-none}"
 keys="${KEYS:-1}"
 for tool in redis-server redis-cli h2load nghttp curl; do
@@ -116,10 +123,11 @@ start_server() {
 	local name="$1" h
 	sport="$(free_port)"
 	case "$name" in
-	ratelimit)
-		local hp dp pp
+	ratelimit | ratelimit-pipelined)
+		local hp dp pp window=0
+		[ "$name" = ratelimit ] || window="$pipeline_window"
 		hp="$(free_port)" dp="$(free_port)" pp="$(free_port)"
-		USE_STATSD=false USE_PROMETHEUS=true PROMETHEUS_ADDR="127.0.0.1:$pp" LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" \
+		USE_STATSD=false USE_PROMETHEUS=true PROMETHEUS_ADDR="127.0.0.1:$pp" LOG_LEVEL=warn REDIS_SOCKET_TYPE=tcp REDIS_URL="127.0.0.1:$rport" REDIS_PIPELINE_WINDOW="$window" \
 			RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=rl RUNTIME_APPDIRECTORY=config RUNTIME_WATCH_ROOT=false \
 			HOST=127.0.0.1 PORT="$hp" GRPC_HOST=127.0.0.1 GRPC_PORT="$sport" DEBUG_HOST=127.0.0.1 DEBUG_PORT="$dp" \
 			$srv_cpu "$RATELIMIT_BIN" >"$tmp/$name.log" 2>&1 &
@@ -196,6 +204,7 @@ label() {
 	periodic) echo "limiterd, periodic (sync_rate 0.1)" ;;
 	sync) echo "limiterd, synchronous (sync_rate 0)" ;;
 	ratelimit) echo "envoyproxy/ratelimit + Redis" ;;
+	ratelimit-pipelined) echo "envoyproxy/ratelimit + Redis, REDIS_PIPELINE_WINDOW=$pipeline_window" ;;
 	esac
 }
 

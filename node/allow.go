@@ -86,9 +86,12 @@ type AllowRequest struct {
 
 // AllowCheck is an AllowRequest validated by CheckAllow, in micro-hits.
 type AllowCheck struct {
-	Cost   int64 // micro-hits
-	n      int
-	limits [MaxLimits]CheckedLimit
+	Cost int64 // micro-hits
+	// Buckets is the number of bucket limits (token, leaky, fixed), which
+	// Limits leaves out: only AllowAt and BucketsLock decide them.
+	Buckets int
+	n       int
+	limits  [MaxLimits]CheckedLimit
 }
 
 // CheckedLimit is one limit of an AllowCheck.
@@ -97,7 +100,7 @@ type CheckedLimit struct {
 	Limit int64         // micro-hits
 }
 
-// Limits returns the checked limits in request order.
+// Limits returns the checked sliding-window limits in request order.
 func (c *AllowCheck) Limits() []CheckedLimit { return c.limits[:c.n] }
 
 // CheckAllow validates an Allow request, with the same errors as AllowAt,
@@ -109,12 +112,18 @@ func (ns *Namespace) CheckAllow(req AllowRequest) (AllowCheck, error) {
 		return AllowCheck{}, err
 	}
 	if kinds {
-		// Only AllowAt serves bucket limits: a KeyLock holds windows only.
-		return AllowCheck{}, ns.checkLocal(req.Limits)
+		if err := ns.checkKinds(req.Limits); err != nil {
+			return AllowCheck{}, err
+		}
 	}
-	c := AllowCheck{Cost: cost, n: len(lims)}
-	for i, l := range lims {
-		c.limits[i] = CheckedLimit{Size: time.Duration(l.size), Limit: l.limit}
+	c := AllowCheck{Cost: cost}
+	for _, l := range lims {
+		if l.idx < 0 {
+			c.Buckets++
+			continue
+		}
+		c.limits[c.n] = CheckedLimit{Size: time.Duration(l.size), Limit: l.limit}
+		c.n++
 	}
 	return c, nil
 }

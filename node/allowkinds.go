@@ -53,25 +53,15 @@ func (k LimitKind) field() string {
 // MaxWaitTimeout is the longest wait_timeout a leaky limit may ask for.
 const MaxWaitTimeout = time.Minute
 
-// ErrNotLocal is wrapped by the *FieldError of a bucket limit in a
-// periodic or synchronous namespace: buckets are counted on one node only
-// until the cluster counts them.
-var ErrNotLocal = errors.New("node: bucket limits need a local-only namespace")
+// ErrNotLocal is wrapped by the *FieldError of a limit the namespace's
+// mode or store cannot serve: a bucket in an estimator namespace, or one
+// a store cannot decide (see package sync).
+var ErrNotLocal = errors.New("node: the namespace's mode cannot serve this limit")
 
-// checkLocal refuses the first bucket limit of limits unless ns is local
-// only.
-func (ns *Namespace) checkLocal(limits []Limit) error {
+// checkKinds refuses the first bucket limit of an estimator namespace.
+func (ns *Namespace) checkKinds(limits []Limit) error {
 	if ns.est != nil {
 		return ns.errEstimatorKinds(limits)
-	}
-	if ns.cfg.Mode() == LocalOnly {
-		return nil
-	}
-	for i, l := range limits {
-		if l.Kind != WindowLimit {
-			return fieldErr(fmt.Sprintf("limits[%d].%s", i, l.Kind.field()), ErrNotLocal,
-				"bucket limits need a local-only namespace until cluster support lands (namespace %q is %s)", ns.cfg.Name, ns.cfg.Mode())
-		}
 	}
 	return nil
 }
@@ -149,12 +139,12 @@ type heldBucket struct {
 	st     BucketStatus
 }
 
-// lockAll locks the buckets of hs, all of key, and so on one shard: the
-// shard for reading, then the buckets' mutexes in the order of their
-// identities, so that two Allows on the same buckets never deadlock. With
-// create, missing buckets are created in their state at t (within the
-// cap); without, they are left unlocked with e nil. unlockAll undoes it.
-func (b *Buckets) lockAll(hs []heldBucket, key string, t int64, create bool) (*bucketShard, error) {
+// lockAll locks the buckets of hs, all of key, and so on one shard: their
+// mutexes in the order of their identities, so that two Allows on the
+// same buckets never deadlock. With create, missing buckets are created
+// in their state at t (within the cap); without, they are left unlocked
+// with e nil. unlockAll undoes it.
+func (b *Buckets) lockAll(hs []heldBucket, key string, t int64, create bool) error {
 	for i := 1; i < len(hs); i++ { // insertion sort: at most MaxLimits
 		for j := i; j > 0 && hs[j].id.less(&hs[j-1].id); j-- {
 			hs[j], hs[j-1] = hs[j-1], hs[j]
@@ -168,17 +158,23 @@ func (b *Buckets) lockAll(hs []heldBucket, key string, t int64, create bool) (*b
 			hs[k].e = sh.m[hs[k].id]
 			missing = missing || hs[k].e == nil
 		}
+		sh.mu.RUnlock()
 		if !missing || !create {
+			gone := false
 			for k := range hs {
 				if e := hs[k].e; e != nil {
 					e.mu.Lock()
+					gone = gone || e.gone
 				}
 			}
-			return sh, nil
+			if !gone {
+				return nil
+			}
+			unlockAll(hs) // Reclaim removed one meanwhile: look again
+			continue
 		}
-		sh.mu.RUnlock()
 		if !utf8.ValidString(key) {
-			return nil, errKeyUTF8()
+			return errKeyUTF8()
 		}
 		for k := range hs {
 			if hs[k].e != nil {
@@ -192,7 +188,7 @@ func (b *Buckets) lockAll(hs []heldBucket, key string, t int64, create bool) (*b
 				return s
 			})
 			if err != nil {
-				return nil, err
+				return err
 			}
 		}
 		// Lock them all again: a reclaim may have removed a new bucket
@@ -201,13 +197,12 @@ func (b *Buckets) lockAll(hs []heldBucket, key string, t int64, create bool) (*b
 }
 
 // unlockAll releases what lockAll locked.
-func unlockAll(sh *bucketShard, hs []heldBucket) {
+func unlockAll(hs []heldBucket) {
 	for k := range hs {
 		if e := hs[k].e; e != nil {
 			e.mu.Unlock()
 		}
 	}
-	sh.mu.RUnlock()
 }
 
 // less orders the identities of one key's buckets.
@@ -234,7 +229,7 @@ func (id *bucketID) less(o *bucketID) bool {
 // windows only. An admitted Allow with no window limit counts in no
 // window.
 func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimit, cost int64, dst []LimitStatus) (Decision, error) {
-	if err := ns.checkLocal(req.Limits); err != nil {
+	if err := ns.checkKinds(req.Limits); err != nil {
 		return Decision{Limits: dst}, err
 	}
 	tn := t.UnixNano()
@@ -263,22 +258,12 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 		}
 		defer e.mu.Unlock()
 	}
-	sh, err := ns.buckets.lockAll(hs, req.Key, tn, cost > 0)
-	if err != nil {
+	if err := ns.buckets.lockAll(hs, req.Key, tn, cost > 0); err != nil {
 		return Decision{Limits: dst}, err
 	}
-	defer unlockAll(sh, hs)
+	defer unlockAll(hs)
 
-	// Each bucket's answer as if it were alone.
-	bucketsOK := true
-	for k := range hs {
-		h := &hs[k]
-		if h.e != nil {
-			h.val = h.e.val
-		}
-		h.st = bucketStep(&h.id, &h.val, h.e != nil, tn, cost, h.strict)
-		bucketsOK = bucketsOK && h.st.Allowed
-	}
+	bucketsOK := stepBuckets(hs, tn, cost)
 	// The windows' answer, overruled by the buckets'.
 	d := decision{t: tn, cost: cost, allowed: true, never: -1}
 	if len(wins) > 0 {
@@ -305,14 +290,49 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 	if e != nil {
 		e.setOver(!allowed)
 	}
+	commitBuckets(hs, allowed, tn)
+	// The windows' statuses, appended to dst and copied out, to be merged
+	// with the buckets' in request order.
+	var winSt [MaxLimits]LimitStatus
+	out := d.finish(dst, wins, winReq[:len(wins)])
+	copy(winSt[:], out.Limits[len(dst):])
+	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), nil
+}
+
+// stepBuckets computes each bucket's answer to cost as if it were alone,
+// from its state (a new bucket's when it is not held), and reports whether
+// every one admits it.
+func stepBuckets(hs []heldBucket, tn, cost int64) bool {
+	ok := true
+	for k := range hs {
+		h := &hs[k]
+		h.val = bucketVal{}
+		if h.e != nil {
+			h.val = h.e.val
+		}
+		h.st = bucketStep(&h.id, &h.val, h.e != nil, tn, cost, h.strict)
+		ok = ok && h.st.Allowed
+	}
+	return ok
+}
+
+// commitBuckets stores what stepBuckets computed, the Allow being allowed
+// or not as a whole: a bucket that refused keeps the state its refusal
+// gives it; one that admitted the cost alone while the Allow is refused
+// is left unchanged and answers as a read.
+func commitBuckets(hs []heldBucket, allowed bool, tn int64) {
 	for k := range hs {
 		h := &hs[k]
 		switch {
 		case allowed || !h.st.Allowed:
 			if h.e != nil {
 				h.e.val = h.val
+				if h.st.used != 0 {
+					h.e.own += h.st.used
+					h.e.lastAt = tn
+				}
 			}
-		default: // admitted alone, refused with the others: unchanged
+		default:
 			h.val = bucketVal{}
 			if h.e != nil {
 				h.val = h.e.val
@@ -320,12 +340,6 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 			h.st = bucketStep(&h.id, &h.val, h.e != nil, tn, 0, false)
 		}
 	}
-	// The windows' statuses, appended to dst and copied out, to be merged
-	// with the buckets' in request order.
-	var winSt [MaxLimits]LimitStatus
-	out := d.finish(dst, wins, winReq[:len(wins)])
-	copy(winSt[:], out.Limits[len(dst):])
-	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), nil
 }
 
 // mergeKinds completes the decision out of an Allow's windows, whose

@@ -53,6 +53,8 @@ type BucketStatus struct {
 	// RetryAfter, when refused and not Never, is the least wait after
 	// which the same take is admitted if nothing else is taken.
 	RetryAfter time.Duration
+
+	used int64 // the take's consumption, in micro-hits (see bucketEntry.own)
 }
 
 // Wait reports whether a refused take may be retried after waiting at most
@@ -87,6 +89,7 @@ type Buckets struct {
 	seed    maphash.Seed
 	n       atomic.Int64 // buckets held
 	refused atomic.Int64 // new buckets refused at the cap
+	lives   atomic.Int64 // the last life given to a new bucket
 	shards  [bucketShards]bucketShard
 }
 
@@ -116,11 +119,29 @@ type bucketVal struct {
 type bucketEntry struct {
 	mu  gosync.Mutex
 	val bucketVal
+	// gone is set by Reclaim when it removes the entry: a caller that
+	// locked it meanwhile looks the bucket up again.
+	gone bool
+
+	// The cluster's bookkeeping (periodic and synchronous namespaces;
+	// see bucketsync.go). life tells this entry from an earlier one of
+	// the same bucket (Reclaim, then a new call); own is this
+	// incarnation's consumption in that life, acked the part of it the
+	// store has confirmed, seq the store's write count of the state last
+	// taken from it, lastAt the time of the last consumption.
+	life, own, acked, seq, lastAt int64
+	synced                        bool // the store's state was read at least once
 }
 
-// bucketShard is one part of the table. Calls hold mu for reading for
-// their whole duration, so Reclaim, holding it for writing, never races
-// a call on an entry it removes.
+// dirty reports whether some of this incarnation's consumption has not
+// reached the store.
+func (e *bucketEntry) dirty() bool { return e.own != e.acked }
+
+// bucketShard is one part of the table. Its lock guards the map only:
+// calls look an entry up under it and then lock the entry alone, so a
+// slow call (a store's round trip, in a synchronous namespace) never
+// holds up the shard. Reclaim removes only entries it can lock, and marks
+// them gone.
 type bucketShard struct {
 	mu gosync.RWMutex
 	m  map[bucketID]*bucketEntry
@@ -169,17 +190,23 @@ func (b *Buckets) apply(id *bucketID, write bool, step func(s bucketVal, found b
 		return err
 	}
 	sh := b.shard(id.key)
-	sh.mu.RLock()
-	if e := sh.m[*id]; e != nil {
+	for {
+		sh.mu.RLock()
+		e := sh.m[*id]
+		sh.mu.RUnlock()
+		if e == nil {
+			break
+		}
 		e.mu.Lock()
-		if v := step(e.val, true); write {
-			e.val = v
+		if !e.gone {
+			if v := step(e.val, true); write {
+				e.val = v
+			}
+			e.mu.Unlock()
+			return nil
 		}
 		e.mu.Unlock()
-		sh.mu.RUnlock()
-		return nil
 	}
-	sh.mu.RUnlock()
 	if !utf8.ValidString(id.key) {
 		return errKeyUTF8()
 	}
@@ -196,7 +223,9 @@ func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, f
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.m[*id]; e != nil {
-		e.val = step(e.val, true) // no reader holds the shard: e.mu is free
+		e.mu.Lock()
+		e.val = step(e.val, true)
+		e.mu.Unlock()
 		return nil
 	}
 	for {
@@ -209,11 +238,24 @@ func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, f
 			break
 		}
 	}
-	e := &bucketEntry{val: step(bucketVal{}, false)}
+	e := &bucketEntry{val: step(bucketVal{}, false), life: b.newLife()}
 	nid := *id
 	nid.key = strings.Clone(id.key)
 	sh.m[nid] = e
 	return nil
+}
+
+// newLife returns a life greater than every one given before: the
+// clock's time in ns, or one more than the last.
+func (b *Buckets) newLife() int64 {
+	n := b.clock.Now().UnixNano()
+	for {
+		last := b.lives.Load()
+		next := max(n, last+1)
+		if b.lives.CompareAndSwap(last, next) {
+			return next
+		}
+	}
 }
 
 // Reclaim removes the buckets that are back at their idle state at now: a
@@ -228,10 +270,17 @@ func (b *Buckets) Reclaim(now time.Time) int {
 		sh := &b.shards[i]
 		sh.mu.Lock()
 		for id, e := range sh.m {
-			if bucketIdle(id, e.val, tn) {
+			if !e.mu.TryLock() {
+				continue // in use: alive
+			}
+			// A bucket whose consumption has not reached the store stays
+			// until it has.
+			if !e.dirty() && bucketIdle(id, e.val, tn) {
+				e.gone = true
 				delete(sh.m, id)
 				removed++
 			}
+			e.mu.Unlock()
 		}
 		sh.mu.Unlock()
 	}

@@ -73,8 +73,9 @@ func (p fixedParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
 	st := BucketStatus{Allowed: before+n <= p.limit, Never: n > p.limit, Limit: FromMicro(p.limit), Before: FromMicro(before)}
 	if st.Allowed {
 		s.v += n
+		st.used = n
 	}
-	st.Remaining = FromMicro(p.limit - s.v)
+	st.Remaining = FromMicro(max(p.limit-s.v, 0)) // a count above the limit: the cluster's (see Force)
 	st.ResetAfter = time.Duration(s.last + p.period - t)
 	if !st.Allowed && !st.Never {
 		st.RetryAfter = st.ResetAfter
@@ -100,6 +101,7 @@ func (b *Buckets) TakeFixedAt(t time.Time, key string, p FixedBucket, take float
 		st = q.take(&s, found, tn, n)
 		return s
 	})
+	st.used = 0 // the cluster's bookkeeping, for Allow only
 	return st, err
 }
 

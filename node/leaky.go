@@ -100,8 +100,9 @@ func (p leakyParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
 	st := BucketStatus{Allowed: before+n <= p.size, Never: n > p.size, Limit: FromMicro(p.size), Before: FromMicro(before)}
 	if st.Allowed {
 		s.v += n
+		st.used = n
 	}
-	st.Remaining = FromMicro(p.size - s.v)
+	st.Remaining = FromMicro(max(p.size-s.v, 0)) // drops above size: the cluster's (see Force)
 	if s.v > 0 {
 		st.ResetAfter = time.Duration(s.last + p.drip - t) // next drip, in (0, drip]
 	}
@@ -132,6 +133,7 @@ func (b *Buckets) TakeLeakyAt(t time.Time, key string, p LeakyBucket, take float
 		st = q.take(&s, found, tn, n)
 		return s
 	})
+	st.used = 0 // the cluster's bookkeeping, for Allow only
 	return st, err
 }
 

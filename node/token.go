@@ -89,14 +89,17 @@ func (p tokenParams) take(s *bucketVal, found bool, t, n int64, strict bool) Buc
 	}
 	t = p.advance(s, t)
 	before := s.v
-	st := BucketStatus{Allowed: before >= n, Never: n > p.max, Limit: FromMicro(p.max), Before: FromMicro(before)}
+	st := BucketStatus{Allowed: before >= n, Never: n > p.max, Limit: FromMicro(p.max), Before: FromMicro(max(before, 0))}
 	if n > 0 {
-		s.v = max(before-n, 0)
-		if strict && s.v == 0 {
+		// A refused take empties the bucket; one in debt (the cluster's
+		// consumption beyond its tokens, see Force) stays in debt.
+		s.v = max(before-n, min(before, 0))
+		if strict && s.v <= 0 {
 			s.last = t
 		}
 	}
-	st.Remaining = FromMicro(s.v)
+	st.used = before - s.v
+	st.Remaining = FromMicro(max(s.v, 0))
 	if s.v < p.max {
 		st.ResetAfter = time.Duration(s.last + p.refill - t)
 	}
@@ -130,6 +133,7 @@ func (b *Buckets) TakeTokenAt(t time.Time, key string, p TokenBucket, take float
 		st = q.take(&s, found, tn, n, strict)
 		return s
 	})
+	st.used = 0 // the cluster's bookkeeping, for Allow only
 	return st, err
 }
 

@@ -56,6 +56,7 @@ type Store struct {
 	windows   map[clustersync.WindowKey]map[string]row // window → incarnation → row
 	rows      int                                      // rows held, expired or not
 	lastPurge time.Time
+	buckets   map[bucketKey]*clustersync.BucketRow
 }
 
 // New returns an empty store.
@@ -160,6 +161,11 @@ func (s *Store) purge(now time.Time) int64 {
 		}
 		if len(incs) == 0 {
 			delete(s.windows, k)
+		}
+	}
+	for k, r := range s.buckets {
+		if !r.ExpireAt.After(now) {
+			delete(s.buckets, k)
 		}
 	}
 	s.rows -= int(n)

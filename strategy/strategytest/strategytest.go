@@ -50,6 +50,13 @@ var subtests = []subtest{
 	{"window", testWindow, is[clustersync.Windower]},
 	{"push fetch", testPushFetch, is[clustersync.PushFetcher]},
 	{"atomic allow", testAtomicAllow, is[clustersync.AtomicAllower]},
+	{"bucket arithmetic", testBucketArithmetic, is[clustersync.BucketStore]},
+	{"bucket retry takes once", testBucketRetry, is[clustersync.BucketStore]},
+	{"bucket catch up", testBucketCatchUp, is[clustersync.BucketStore]},
+	{"bucket all or none", testBucketAllOrNone, is[clustersync.BucketStore]},
+	{"bucket keys", testBucketKeys, is[clustersync.BucketStore]},
+	{"bucket exact under concurrency", testBucketExact, is[clustersync.BucketStore]},
+	{"bucket expiry", testBucketExpiry, is[clustersync.BucketStore]},
 }
 
 // Run runs the conformance suite against the stores newStore returns: one

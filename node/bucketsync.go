@@ -1,0 +1,340 @@
+package node
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// The cluster form of buckets (periodic and synchronous namespaces).
+//
+// A store keeps one shared state per bucket, and per incarnation the
+// consumption it has applied (package sync has the protocol). A node
+// keeps, per bucket, its own consumption (own: what its takes used, in
+// micro-hits) and the part of it the store confirmed (acked). A node's
+// view of a bucket is the store's last state plus its own consumption
+// since, which it applies at once: its own takes are exact, the others'
+// arrive with the next read of the store.
+
+// BucketSpec is one bucket as a store sees it: kind, validated parameters
+// and key. Stores decide with its methods (the reference and Cassandra
+// stores) or with the same integer arithmetic in their own language
+// (Redis's Lua, PostgreSQL's PL/pgSQL), which the conformance suite
+// compares.
+type BucketSpec struct {
+	Kind LimitKind // TokenLimit, LeakyLimit or FixedLimit
+	// The parameters, in micro-hits and ns:
+	//   token: A = max, B = refill time, C = refill amount;
+	//   leaky: A = size, B = interval, C = drip interval;
+	//   fixed: A = period, B = limit (C = 0).
+	A, B, C int64
+	Key     string
+	// Strict is Smyte's STRICT for a token take. It is not part of the
+	// bucket's identity.
+	Strict bool
+}
+
+// BucketState is a bucket's state: a level in micro-hits (tokens, drops
+// or count) and an instant in Unix ns (refill mark, drip mark or period
+// start). A level may pass the bucket's capacity, below 0 tokens or above
+// the size or limit, when the cluster's nodes admitted more between two
+// syncs than it held (see Force).
+type BucketState struct {
+	Level, Mark int64
+}
+
+// spec returns the spec of bucket limit l (checked by CheckAllow) for key.
+func (l *Limit) spec(key string) BucketSpec {
+	id, _ := bucketIdentity(l)
+	return BucketSpec{Kind: LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: key, Strict: l.Strict}
+}
+
+func (b *BucketSpec) id() bucketID {
+	return bucketID{key: b.Key, kind: bucketKind(b.Kind), a: b.A, b: b.B, c: b.C}
+}
+
+// StoreKey returns the bucket's name in a store: kind and parameters,
+// then the key, so two buckets never share one.
+func (b *BucketSpec) StoreKey() string {
+	buf := make([]byte, 0, 48+len(b.Key))
+	buf = append(buf, "tlf"[b.Kind-TokenLimit])
+	for _, v := range [...]int64{b.A, b.B, b.C} {
+		buf = append(buf, '/')
+		buf = strconv.AppendInt(buf, v, 10)
+	}
+	buf = append(buf, '/')
+	return string(append(buf, b.Key...))
+}
+
+// Validate reports whether b is a bucket limitd could have built.
+func (b *BucketSpec) Validate() error {
+	var err error
+	switch b.Kind {
+	case TokenLimit:
+		err = TokenBucket{Max: FromMicro(b.A), RefillTime: time.Duration(b.B), RefillAmount: FromMicro(b.C)}.Validate()
+	case LeakyLimit:
+		var q leakyParams
+		q, err = LeakyBucket{Size: FromMicro(b.A), Interval: time.Duration(b.B)}.params()
+		if err == nil && q.drip != b.C {
+			err = fmt.Errorf("leaky bucket: drip %d, want %d", b.C, q.drip)
+		}
+	case FixedLimit:
+		err = FixedBucket{Period: time.Duration(b.A), Limit: FromMicro(b.B)}.Validate()
+	default:
+		err = fmt.Errorf("bucket kind %s", b.Kind)
+	}
+	return err
+}
+
+// Hold is how long after its last call a bucket's state can still differ
+// from a new one's: twice its time from empty to idle (a full refill, a
+// whole drain, a period), leaving room for the cluster's excess.
+func (b *BucketSpec) Hold() time.Duration {
+	var d int64
+	switch b.Kind {
+	case TokenLimit:
+		d = bucketMulSat(bucketCeilDiv(b.A, b.C), b.B)
+	case LeakyLimit:
+		d = b.B + b.C
+	default:
+		d = b.A
+	}
+	return time.Duration(bucketMulSat(d, 2))
+}
+
+// Init returns a new bucket's state at t.
+func (b *BucketSpec) Init(t int64) BucketState {
+	var s bucketVal
+	id := b.id()
+	bucketStep(&id, &s, false, t, 0, false)
+	return stateOf(s)
+}
+
+func (s BucketState) val() bucketVal { return bucketVal{v: s.Level, last: s.Mark} }
+
+func stateOf(v bucketVal) BucketState { return BucketState{Level: v.v, Mark: v.last} }
+
+// Force brings s to t and applies n micro-hits of consumption decided
+// elsewhere (another node's admitted takes, or this node's while the
+// store was away): n tokens taken, n drops added, n counted, even past
+// the capacity. A t before the state's mark counts as the mark.
+func (b *BucketSpec) Force(s *BucketState, t, n int64) {
+	val := s.val()
+	v := &val
+	defer func() { *s = stateOf(val) }()
+	switch b.Kind {
+	case TokenLimit:
+		tokenParams{max: b.A, refill: b.B, amount: b.C}.advance(v, t)
+		v.v -= n
+	case LeakyLimit:
+		leakyParams{size: b.A, interval: b.B, drip: b.C}.advance(v, t)
+		v.v += n
+	default:
+		fixedParams{period: b.A, limit: b.B}.advance(v, t)
+		v.v += n
+	}
+}
+
+// TakeBuckets decides a take of n micro-hits at t from every bucket of bs,
+// whose states are ss (ss[i] of bs[i]), as one Allow does: admitted by
+// all or by none. A bucket that refuses keeps the state its refusal gives
+// it (a token bucket is emptied); one that would admit while another
+// refuses is left unchanged. used[i] is set to what the take consumed of
+// bucket i. It reports whether the take was admitted.
+func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bool {
+	ok := true
+	next := make([]bucketVal, len(bs))
+	sts := make([]BucketStatus, len(bs))
+	for i := range bs {
+		id := bs[i].id()
+		next[i] = ss[i].val()
+		sts[i] = bucketStep(&id, &next[i], true, t, n, bs[i].Strict)
+		ok = ok && sts[i].Allowed
+	}
+	for i := range bs {
+		used[i] = 0
+		if ok || !sts[i].Allowed {
+			ss[i] = stateOf(next[i])
+			used[i] = sts[i].used
+		}
+	}
+	return ok
+}
+
+// ---- a node's side ------------------------------------------------------
+
+// BucketsLock holds the buckets of one Allow (LockBuckets) while a call
+// asks the store, until Unlock.
+type BucketsLock struct {
+	ns   *Namespace
+	t    int64
+	cost int64
+	req  AllowRequest
+	buf  [MaxLimits]heldBucket
+	hs   []heldBucket
+	// windows: req has window limits too, which Decide cannot decide.
+	windows bool
+}
+
+// LockBuckets locks, creating them, the bucket limits of req, an Allow
+// checked by CheckAllow (c); its window limits are left alone.
+func (ns *Namespace) LockBuckets(t time.Time, req AllowRequest, c *AllowCheck) (*BucketsLock, error) {
+	l := &BucketsLock{ns: ns, t: t.UnixNano(), cost: c.Cost, req: req, windows: c.Buckets != len(req.Limits)}
+	l.hs = l.buf[:0]
+	for i := range req.Limits {
+		rl := &req.Limits[i]
+		if rl.Kind == WindowLimit {
+			continue
+		}
+		id, _ := bucketIdentity(rl)
+		id.key = req.Key
+		l.hs = append(l.hs, heldBucket{i: i, id: id, strict: rl.Strict, wait: rl.WaitTimeout})
+	}
+	if err := ns.buckets.lockAll(l.hs, req.Key, l.t, true); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Unlock releases the buckets.
+func (l *BucketsLock) Unlock() { unlockAll(l.hs) }
+
+// Len returns the number of buckets held.
+func (l *BucketsLock) Len() int { return len(l.hs) }
+
+// Bucket returns bucket i: its spec, its entry's life, this
+// incarnation's consumption in that life, the time of its last
+// consumption, and whether the store's state was ever read.
+func (l *BucketsLock) Bucket(i int) (spec BucketSpec, life, own, lastAt int64, synced bool) {
+	h := &l.hs[i]
+	spec = l.req.Limits[h.i].spec(l.req.Key)
+	return spec, h.e.life, h.e.own, h.e.lastAt, h.e.synced
+}
+
+// SetState makes s, the store's state before this call's take, the state
+// bucket i decides from.
+func (l *BucketsLock) SetState(i int, s BucketState) { l.hs[i].e.val = s.val() }
+
+// Decide decides the Allow, whose limits must all be buckets, from the
+// buckets' states, or takes the store's verdict v when there is one,
+// counts what it consumes in each bucket, and appends the statuses to
+// dst.
+func (l *BucketsLock) Decide(v Verdict, dst []LimitStatus) Decision {
+	if l.windows {
+		panic("node: BucketsLock.Decide of an Allow with window limits")
+	}
+	ok := stepBuckets(l.hs, l.t, l.cost)
+	if v != NoVerdict {
+		ok = v == StoreAllowed
+	}
+	commitBuckets(l.hs, ok, l.t)
+	d := decision{t: l.t, cost: l.cost, allowed: true, never: -1}
+	out := d.finish(dst, nil, nil)
+	return l.ns.mergeKinds(out, &l.req, l.hs, nil, dst)
+}
+
+// Stored records the store's answer for bucket i after Decide: its state
+// after the call, this incarnation's consumption it holds, and its write
+// count (see StoreBucket).
+func (l *BucketsLock) Stored(i int, after BucketState, applied, seq int64) {
+	l.hs[i].e.stored(&l.hs[i].id, after, applied, seq, l.t)
+}
+
+// stored takes the store's state of the bucket (id, of this entry's life)
+// at write count seq, holding applied of this incarnation's consumption,
+// and applies on top this incarnation's consumption the store does not
+// hold yet. An answer older than one taken before is ignored. The caller
+// holds e.mu.
+func (e *bucketEntry) stored(id *bucketID, after BucketState, applied, seq, now int64) {
+	if seq < e.seq {
+		return
+	}
+	e.seq, e.synced = seq, true
+	// The store may hold more than this node counted: a synchronous call
+	// that it applied after the node stopped waiting. It counts once.
+	e.own = max(e.own, applied)
+	e.acked = applied
+	spec := BucketSpec{Kind: LimitKind(id.kind), A: id.a, B: id.b, C: id.c}
+	spec.Force(&after, now, e.own-applied)
+	e.val = after.val()
+}
+
+// BucketSync is one bucket for a tick: what the store needs to apply this
+// incarnation's consumption and answer with the bucket's state.
+type BucketSync struct {
+	Spec   BucketSpec
+	Life   int64
+	Own    int64
+	LastAt int64
+}
+
+// CollectBuckets appends to dst the buckets a tick syncs at now: with
+// all, every bucket held (a periodic namespace reads them all); else only
+// those whose consumption has not all reached the store.
+func (ns *Namespace) CollectBuckets(all bool, dst []BucketSync) []BucketSync {
+	b := ns.buckets
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.RLock()
+		for id, e := range sh.m {
+			e.mu.Lock()
+			if all || e.dirty() {
+				dst = append(dst, BucketSync{
+					Spec: BucketSpec{Kind: LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: id.key},
+					Life: e.life, Own: e.own, LastAt: e.lastAt,
+				})
+			}
+			e.mu.Unlock()
+		}
+		sh.mu.RUnlock()
+	}
+	return dst
+}
+
+// StoreBucket takes the store's answer to a tick's sync of b at now: the
+// bucket's state, this incarnation's consumption it holds, and its write
+// count. It does nothing when the bucket is no longer held in b's life.
+func (ns *Namespace) StoreBucket(b *BucketSync, now time.Time, after BucketState, applied, seq int64) {
+	id := b.Spec.id()
+	sh := ns.buckets.shard(id.key)
+	sh.mu.RLock()
+	e := sh.m[id]
+	sh.mu.RUnlock()
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.gone || e.life != b.Life {
+		return
+	}
+	e.stored(&id, after, applied, seq, now.UnixNano())
+}
+
+// BucketsSynced reports whether the store's state of every bucket of req
+// (bucket limits, checked) was read since the node holds it: a call that
+// finds one never read can ask the store first.
+func (ns *Namespace) BucketsSynced(req *AllowRequest) bool {
+	for i := range req.Limits {
+		rl := &req.Limits[i]
+		if rl.Kind == WindowLimit {
+			continue
+		}
+		id, _ := bucketIdentity(rl)
+		id.key = req.Key
+		sh := ns.buckets.shard(id.key)
+		sh.mu.RLock()
+		e := sh.m[id]
+		sh.mu.RUnlock()
+		if e == nil {
+			return false
+		}
+		e.mu.Lock()
+		ok := e.synced && !e.gone
+		e.mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -11,37 +11,58 @@ import (
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
+	"github.com/limiterd/limiterd/strategy/memory"
+	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-// TestBucketsNeedLocalOnly: a valid bucket limit fails with
-// ErrFailedPrecondition in periodic and synchronous namespaces, alone or
-// with a window, single or in a batch, counting nothing.
-func TestBucketsNeedLocalOnly(t *testing.T) {
+// TestBucketsFailedPrecondition: the bucket limits a namespace cannot
+// serve fail with ErrFailedPrecondition, single or in a batch, counting
+// nothing: windows and buckets in one synchronous Allow, and buckets on a
+// store that cannot hold them.
+func TestBucketsFailedPrecondition(t *testing.T) {
 	ctx := context.Background()
+	check := func(t *testing.T, s *service.Service, ns *node.Namespace, field string, limits ...[]service.Limit) {
+		t.Helper()
+		b, _ := s.Batch(1)
+		for _, limits := range limits {
+			_, err := s.Allow(ctx, service.AllowRequest{Key: "k", Limits: limits}, nil)
+			var fe *service.FieldError
+			if !errors.Is(err, service.ErrFailedPrecondition) || !errors.As(err, &fe) || fe.Field != field {
+				t.Errorf("Allow %v: %v, want ErrFailedPrecondition on %s", limits, err, field)
+			}
+			if _, err := b.Allow(ctx, service.AllowRequest{Key: "k", Limits: limits}, nil); !errors.Is(err, service.ErrFailedPrecondition) {
+				t.Errorf("Batch.Allow %v: %v, want ErrFailedPrecondition", limits, err)
+			}
+		}
+		if n := ns.ActiveKeys() + ns.ActiveBuckets(); n != 0 {
+			t.Errorf("%d keys and buckets after refused calls, want 0", n)
+		}
+	}
+	t.Run("synchronous windows and buckets", func(t *testing.T) {
+		s, ns := newService(t, 0)
+		check(t, s, ns, "limits", []service.Limit{lim(sec, 5), leaky(1, sec, 0)}, []service.Limit{fixed(sec, 1), lim(min, 5)})
+	})
 	for _, m := range modes[1:] {
-		t.Run(m.name, func(t *testing.T) {
-			s, ns := newService(t, m.syncRate)
-			b, _ := s.Batch(1)
-			for _, limits := range [][]service.Limit{
-				{token(1, sec)},
-				{lim(sec, 5), leaky(1, sec, 0)},
-				{fixed(sec, 1), lim(min, 5)},
-			} {
-				_, err := s.Allow(ctx, service.AllowRequest{Key: "k", Limits: limits}, nil)
-				var fe *service.FieldError
-				if !errors.Is(err, service.ErrFailedPrecondition) || !errors.As(err, &fe) {
-					t.Errorf("Allow %v: %v, want ErrFailedPrecondition", limits, err)
-				}
-				if _, err := b.Allow(ctx, service.AllowRequest{Key: "k", Limits: limits}, nil); !errors.Is(err, service.ErrFailedPrecondition) {
-					t.Errorf("Batch.Allow %v: %v, want ErrFailedPrecondition", limits, err)
-				}
-			}
-			if n := ns.ActiveKeys() + ns.ActiveBuckets(); n != 0 {
-				t.Errorf("%d keys and buckets after refused calls, want 0", n)
-			}
+		t.Run(m.name+" store without buckets", func(t *testing.T) {
+			s, ns := newServiceOn(t, m.syncRate, windowsOnly{memory.New()})
+			check(t, s, ns, "limits[0]", []service.Limit{token(1, sec)})
+			check(t, s, ns, "limits[1]", []service.Limit{lim(sec, 5), leaky(1, sec, 0)})
 		})
 	}
 }
+
+// windowsOnly is a store that holds windows only.
+type windowsOnly struct{ s *memory.Store }
+
+func (w windowsOnly) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
+	return w.s.Push(ctx, inc, rows)
+}
+
+func (w windowsOnly) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
+	return w.s.Fetch(ctx, inc, keys, others)
+}
+
+func (w windowsOnly) Close() error { return w.s.Close() }
 
 // TestBucketExactUnderConcurrency: 8 callers × 1,000 takes on a bucket
 // of 100 with no refill admit exactly 100, with and without a window

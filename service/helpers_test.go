@@ -29,6 +29,13 @@ var modes = []struct {
 // It returns the service and its namespace.
 func newService(tb testing.TB, syncRate float64) (*service.Service, *node.Namespace) {
 	tb.Helper()
+	return newServiceOn(tb, syncRate, nil)
+}
+
+// newServiceOn is newService syncing through store (nil: a new in-memory
+// store).
+func newServiceOn(tb testing.TB, syncRate float64, store clustersync.Store) (*service.Service, *node.Namespace) {
+	tb.Helper()
 	clock := fakeclock.New(now)
 	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: syncRate}
 	if syncRate >= 0 {
@@ -44,7 +51,10 @@ func newService(tb testing.TB, syncRate float64) (*service.Service, *node.Namesp
 	}
 	var syncers []*clustersync.Syncer
 	if syncRate >= 0 {
-		sy, err := clustersync.NewSyncer(ns, memory.New(memory.WithClock(clock.Now)), clustersync.NewIncarnation("test"),
+		if store == nil {
+			store = memory.New(memory.WithClock(clock.Now))
+		}
+		sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation("test"),
 			clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
 		if err != nil {
 			tb.Fatal(err)

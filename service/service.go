@@ -13,21 +13,24 @@ import (
 // use.
 type Service struct {
 	node *node.Node
-	// syncers holds the syncer of every synchronous namespace, by name.
-	syncers map[string]*clustersync.Syncer
+	// syncers holds the syncer of every synchronous namespace, by name;
+	// clustered those of every namespace given one, periodic ones too.
+	syncers, clustered map[string]*clustersync.Syncer
 }
 
 // New serves n's namespaces, routing the synchronous ones through their
-// syncers. Every synchronous namespace of n needs one; syncers of periodic
-// namespaces may be passed too (they run in the background and serve no
-// call) and are ignored.
+// syncers. Every synchronous namespace of n needs one. The syncer of a
+// periodic namespace serves its bucket limits (a periodic namespace
+// without one counts its buckets on this node only); its windows are
+// served from the node.
 func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
-	s := &Service{node: n, syncers: map[string]*clustersync.Syncer{}}
+	s := &Service{node: n, syncers: map[string]*clustersync.Syncer{}, clustered: map[string]*clustersync.Syncer{}}
 	for _, sy := range syncers {
 		ns, err := n.Namespace(sy.Namespace().Name())
 		if err != nil || ns != sy.Namespace() {
 			return nil, fmt.Errorf("service: the syncer of %s is not of this node's namespaces", sy.Namespace())
 		}
+		s.clustered[ns.Name()] = sy
 		if ns.Config().Mode() == node.Synchronous {
 			s.syncers[ns.Name()] = sy
 		}
@@ -44,11 +47,12 @@ func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
 func (s *Service) Node() *node.Node { return s.node }
 
 // route is where a call goes: the namespace and, when it is synchronous,
-// its syncer.
+// its syncer sy; cl is its syncer in any mode.
 type route struct {
 	name string // as the request gave it
 	ns   *node.Namespace
 	sy   *clustersync.Syncer
+	cl   *clustersync.Syncer
 }
 
 // resolve finds the namespace called name; last is the route the previous
@@ -61,7 +65,7 @@ func (s *Service) resolve(name string, last *route) (route, error) {
 	if err != nil {
 		return route{}, err
 	}
-	r := route{name: name, ns: ns, sy: s.syncers[ns.Name()]}
+	r := route{name: name, ns: ns, sy: s.syncers[ns.Name()], cl: s.clustered[ns.Name()]}
 	if last != nil {
 		*last = r
 	}
@@ -168,9 +172,10 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 // appended to dst. In a synchronous namespace the store decides.
 //
 // Limits may be sliding windows and buckets together: the cost is
-// admitted in all or in none. Buckets need a local-only namespace that is
-// not an estimator namespace (else ErrFailedPrecondition, after every
-// other check). When the request is
+// admitted in all or in none. Buckets cannot be served (ErrFailedPrecondition,
+// after every other check) by an estimator namespace, by a namespace whose
+// store cannot hold them, nor together with windows in a synchronous
+// namespace. When the request is
 // refused only by leaky buckets whose waits fit their WaitTimeout
 // (Decision.Wait), Allow waits on the namespace clock, holding no lock,
 // and decides once more; it returns ctx's error if ctx ends first.
@@ -187,13 +192,22 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	// come after the namespace, time and key in every mode; then whether
 	// the mode serves the limits' kinds.
 	ar := node.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: req.Limits, CountRejected: req.CountRejected}
-	if _, err := r.ns.CheckAllow(ar); err != nil {
+	chk, err := r.ns.CheckAllow(ar)
+	if err != nil {
 		return Decision{Limits: dst}, err
 	}
-	if r.sy != nil {
-		return r.sy.AllowAt(ctx, t, ar, dst)
+	decide := r.ns.AllowAt
+	switch {
+	case r.sy != nil:
+		decide = func(t time.Time, ar node.AllowRequest, dst []LimitStatus) (Decision, error) {
+			return r.sy.AllowAt(ctx, t, ar, dst)
+		}
+	case r.cl != nil && chk.Buckets > 0:
+		decide = func(t time.Time, ar node.AllowRequest, dst []LimitStatus) (Decision, error) {
+			return r.cl.AllowAt(ctx, t, ar, dst)
+		}
 	}
-	d, err := r.ns.AllowAt(t, ar, dst)
+	d, err := decide(t, ar, dst)
 	if err != nil || d.Wait == 0 {
 		return d, err
 	}
@@ -205,5 +219,5 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	} else {
 		t = t.Add(d.Wait)
 	}
-	return r.ns.AllowAt(t, ar, dst)
+	return decide(t, ar, dst)
 }

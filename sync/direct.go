@@ -170,7 +170,9 @@ func (s *Syncer) fallback(err error) {
 	s.log.Debug("synchronous store call failed; answered from local counts", "err", err)
 }
 
-// AllowAt decides like node.Namespace.AllowAt. When the store is an
+// AllowAt decides like node.Namespace.AllowAt. An Allow with bucket
+// limits goes as bucketsync.go says, in a periodic namespace too. For
+// sliding windows, when the store is an
 // AtomicAllower the store decides across the cluster in one atomic step
 // (exact); otherwise the decision uses the totals read back by one
 // push-and-fetch, which other nodes may race.
@@ -178,6 +180,9 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 	chk, err := s.ns.CheckAllow(req)
 	if err != nil {
 		return node.Decision{Limits: dst}, err
+	}
+	if chk.Buckets > 0 {
+		return s.allowBuckets(ctx, t, req, &chk, dst)
 	}
 	k, err := s.ns.LockKey(t, req.Key)
 	if err != nil {

@@ -106,6 +106,7 @@ type Syncer struct {
 	match   []int  // per pending: its index in windows, or -1
 	fetched []bool // per window: others already set by this tick's PushFetch
 	idx     []int  // per key of a Fetch batch: its index in windows
+	bsync   []node.BucketSync
 }
 
 // NewSyncer returns a Syncer for ns (which must not be local only) writing
@@ -189,6 +190,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 			ferr = s.fetch(ctx, nil)
 		}
 	}
+	if ctx.Err() == nil {
+		// Buckets: a periodic namespace reads every bucket it holds; a
+		// synchronous one only sends what its calls could not.
+		ferr = errors.Join(ferr, s.syncBuckets(ctx, now, s.ns.Config().Mode() != node.Synchronous))
+	}
 	s.m.Tick(s.name, time.Since(start), perr != nil, ferr != nil)
 	err := errors.Join(perr, ferr)
 	s.statusMu.Lock()
@@ -201,11 +207,12 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	return err
 }
 
-// Flush pushes every dirty window once, without fetching.
+// Flush pushes every dirty window and bucket once, without fetching.
 func (s *Syncer) Flush(ctx context.Context) error {
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
-	return s.push(ctx, s.ns.Now())
+	now := s.ns.Now()
+	return errors.Join(s.push(ctx, now), s.syncBuckets(ctx, now, false))
 }
 
 func (s *Syncer) row(p node.Pending, version int64) Row {

@@ -11,6 +11,8 @@ import (
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/strategy/memory"
+	clustersync "github.com/limiterd/limiterd/sync"
 )
 
 // sleepClock is a fake clock that sleeping moves (a node.Sleeper).
@@ -259,13 +261,22 @@ func TestMixedAllOrNone(t *testing.T) {
 	}
 }
 
-// TestBucketNotLocal: bucket limits fail with FAILED_PRECONDITION in a
-// periodic namespace (synchronous: service's tests).
+// TestBucketNotLocal: windows and buckets in one Allow of a synchronous
+// namespace fail with FAILED_PRECONDITION (the other cases: service's
+// tests).
 func TestBucketNotLocal(t *testing.T) {
-	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second}, SyncRate: 0.1, Store: "mem"}
-	s := newTestServer(t, fakeclock.New(minute), cfg)
+	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second}, SyncRate: 0, Store: "mem"}
+	clock := fakeclock.New(minute)
+	s := newSyncingTestServer(t, clock, func(n *node.Node) []*clustersync.Syncer {
+		ns, _ := n.Namespace("")
+		sy, err := clustersync.NewSyncer(ns, memory.New(), "test/1", clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []*clustersync.Syncer{sy}
+	}, cfg)
 	_, err := s.client.Allow(bg, &limiterv1.AllowRequest{Key: "k", Limits: []*limiterv1.Limit{{WindowSize: dur(time.Second), Limit: 1}, tokenLimit(1, time.Minute, false)}})
-	checkStatus(t, err, codes.FailedPrecondition, "limits[1].token", "bucket limits need a local-only namespace until cluster support lands")
+	checkStatus(t, err, codes.FailedPrecondition, "limits", "one Allow cannot hold both")
 	// A bad parameter is still INVALID_ARGUMENT first.
 	_, err = s.client.Allow(bg, &limiterv1.AllowRequest{Key: "k", Limits: []*limiterv1.Limit{tokenLimit(0, time.Minute, false)}})
 	checkStatus(t, err, codes.InvalidArgument, "limits[0].token.max")

@@ -26,8 +26,8 @@ const (
 // outcome. Faulted counts the calls that returned an injected fault
 // (Fail, or Hang ended by the call's context).
 type Calls struct {
-	Push, Fetch, Window, PushFetch, Allow, Close int64
-	Faulted                                      int64
+	Push, Fetch, Window, PushFetch, Allow, Buckets, Close int64
+	Faulted                                               int64
 }
 
 // Faulty wraps a clustersync.Store and injects faults on demand, for tests
@@ -46,7 +46,7 @@ type Calls struct {
 // network resuming). Close is never faulted: it always closes the inner
 // store.
 //
-// Faulty has PushFetch, Allow and Window whatever the inner store: they
+// Faulty has PushFetch, Allow, Buckets and Window whatever the inner store: they
 // forward to the inner store's when it has them; otherwise PushFetch runs
 // Push then Fetch (not atomically), and Allow and Window return an error
 // wrapping errors.ErrUnsupported. Use Store for a view that has exactly
@@ -62,7 +62,7 @@ type Faulty struct {
 	changed chan struct{} // closed and replaced at every mode change
 	waiting int           // calls blocked by Hang
 
-	push, fetch, window, pushFetch, allow, close, faulted atomic.Int64
+	push, fetch, window, pushFetch, allow, buckets, close, faulted atomic.Int64
 }
 
 // NewFaulty returns a healthy Faulty forwarding to inner.
@@ -111,7 +111,7 @@ func (f *Faulty) Waiting() int {
 func (f *Faulty) Calls() Calls {
 	return Calls{
 		Push: f.push.Load(), Fetch: f.fetch.Load(), Window: f.window.Load(),
-		PushFetch: f.pushFetch.Load(), Allow: f.allow.Load(), Close: f.close.Load(),
+		PushFetch: f.pushFetch.Load(), Allow: f.allow.Load(), Buckets: f.buckets.Load(), Close: f.close.Load(),
 		Faulted: f.faulted.Load(),
 	}
 }
@@ -216,6 +216,20 @@ func (f *Faulty) Allow(ctx context.Context, req clustersync.AllowRequest) (clust
 		return clustersync.AllowResult{}, fmt.Errorf("memory: faulty allow: inner store %T: %w", f.inner, errors.ErrUnsupported)
 	}
 	return aa.Allow(ctx, req)
+}
+
+// Buckets forwards to the inner store's Buckets unless a fault is
+// injected; an inner store without one makes it fail with
+// errors.ErrUnsupported.
+func (f *Faulty) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
+	if err := f.gate(ctx, "buckets", &f.buckets); err != nil {
+		return false, err
+	}
+	bs, ok := f.inner.(clustersync.BucketStore)
+	if !ok {
+		return false, fmt.Errorf("memory: faulty buckets: inner store %T: %w", f.inner, errors.ErrUnsupported)
+	}
+	return bs.Buckets(ctx, inc, at, take, calls, replies)
 }
 
 // Close closes the inner store, whatever fault is injected.

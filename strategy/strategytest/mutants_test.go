@@ -36,6 +36,11 @@ var mutants = []struct {
 	{"allow ignores previous window", "^atomic_allow$/^sliding_previous_window$", func() clustersync.Store { return &noPrev{memory.New()} }},
 	{"allow always counts", "^atomic_allow$/^count_rejected$", func() clustersync.Store { return &alwaysCount{memory.New()} }},
 	{"allow checks the first limit only", "^atomic_allow$/^all_limits_must_admit$", func() clustersync.Store { return &firstLimit{memory.New()} }},
+	{"bucket calls never replayed", "^bucket_retry_takes_once$", func() clustersync.Store { return &bucketFreshVersions{Store: memory.New()} }},
+	{"bucket totals not caught up", "^bucket_catch_up$", func() clustersync.Store { return &bucketNoCatchUp{memory.New()} }},
+	{"buckets taken one by one", "^bucket_all_or_none$", func() clustersync.Store { return &bucketOneByOne{memory.New()} }},
+	{"bucket key cut at NUL", "^bucket_keys$", func() clustersync.Store { return &bucketCutKey{memory.New()} }},
+	{"bucket take in float32", "^bucket_arithmetic$", func() clustersync.Store { return &bucketFloatTake{memory.New()} }},
 }
 
 // TestSuiteCatchesMutants runs the suite against each mutant in a child
@@ -284,4 +289,67 @@ func TestOptionalSubtestAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bucketFreshVersions gives every bucket call a fresh version, so a retry
+// is taken again.
+type bucketFreshVersions struct {
+	*memory.Store
+	v atomic.Int64
+}
+
+func (s *bucketFreshVersions) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
+	cs := append([]clustersync.BucketCall(nil), calls...)
+	v := s.v.Add(1) + 1<<60
+	for i := range cs {
+		cs[i].Version = v
+	}
+	return s.Store.Buckets(ctx, inc, at, take, cs, replies)
+}
+
+// bucketNoCatchUp drops the totals a call brings.
+type bucketNoCatchUp struct{ *memory.Store }
+
+func (s *bucketNoCatchUp) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
+	cs := append([]clustersync.BucketCall(nil), calls...)
+	for i := range cs {
+		cs[i].Total = 0
+	}
+	return s.Store.Buckets(ctx, inc, at, take, cs, replies)
+}
+
+// bucketOneByOne takes from each bucket of a call apart.
+type bucketOneByOne struct{ *memory.Store }
+
+func (s *bucketOneByOne) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
+	all := true
+	for i := range calls {
+		ok, err := s.Store.Buckets(ctx, inc, at, take, calls[i:i+1], replies[i:i+1])
+		if err != nil {
+			return false, err
+		}
+		all = all && ok
+	}
+	return all, nil
+}
+
+// bucketCutKey keeps a key up to its first NUL byte.
+type bucketCutKey struct{ *memory.Store }
+
+func (s *bucketCutKey) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
+	cs := append([]clustersync.BucketCall(nil), calls...)
+	for i := range cs {
+		if j := strings.IndexByte(cs[i].Bucket.Key, 0); j >= 0 {
+			cs[i].Bucket.Key = cs[i].Bucket.Key[:j]
+		}
+	}
+	return s.Store.Buckets(ctx, inc, at, take, cs, replies)
+}
+
+// bucketFloatTake rounds a take through float32, as a store computing
+// in floating point of too little precision would.
+type bucketFloatTake struct{ *memory.Store }
+
+func (s *bucketFloatTake) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
+	return s.Store.Buckets(ctx, inc, int64(float32(at)), int64(float32(take)), calls, replies)
 }

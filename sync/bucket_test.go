@@ -1,0 +1,211 @@
+package sync_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	gosync "sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/strategy/memory"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+var (
+	tokens100 = node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 100, RefillTime: time.Hour}}
+	leaky10   = node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 10, Interval: time.Hour}}
+)
+
+func (n testNode) take(t testing.TB, key string, limits ...node.Limit) node.Decision {
+	t.Helper()
+	d, err := n.sy.AllowAt(context.Background(), n.ns.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, nil)
+	if err != nil {
+		t.Fatalf("AllowAt %q: %v", key, err)
+	}
+	return d
+}
+
+// storeLevel reads a bucket's level in store as a new incarnation would.
+func storeLevel(t testing.TB, store clustersync.BucketStore, clock node.Clock, key string, l node.Limit) float64 {
+	t.Helper()
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "main"}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := node.AllowRequest{Key: key, Cost: 0, Limits: []node.Limit{l}}
+	c, err := ns.CheckAllow(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl, err := ns.LockBuckets(clock.Now(), req, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bl.Unlock()
+	spec, life, _, _, _ := bl.Bucket(0)
+	r := make([]clustersync.BucketReply, 1)
+	call := clustersync.BucketCall{Namespace: "api", Bucket: spec, Life: life, Version: 1, ExpireAt: clock.Now().Add(time.Hour)}
+	if _, err := store.Buckets(context.Background(), clustersync.NewIncarnation("reader"), clock.Now().UnixNano(), 0, []clustersync.BucketCall{call}, r); err != nil {
+		t.Fatal(err)
+	}
+	return float64(r[0].After.Level) / node.Micro
+}
+
+// TestBucketsSynchronousExact: three nodes, eight callers each, on one
+// bucket with no refill, admit exactly its capacity.
+func TestBucketsSynchronousExact(t *testing.T) {
+	for _, l := range []node.Limit{tokens100, leaky10} {
+		t.Run(l.Kind.String(), func(t *testing.T) {
+			clock := fakeclock.New(start)
+			store := memory.New()
+			var admitted atomic.Int64
+			var wg gosync.WaitGroup
+			for i := range 3 {
+				n := newNode(t, fmt.Sprintf("n%d", i), 0, store, clock, clustersync.Config{})
+				for range 8 {
+					wg.Go(func() {
+						for range 50 {
+							if n.take(t, "k", l).Allowed {
+								admitted.Add(1)
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			capacity := max(l.Token.Max, l.Leaky.Size)
+			if got := admitted.Load(); float64(got) != capacity {
+				t.Errorf("admitted %d, want %v", got, capacity)
+			}
+		})
+	}
+}
+
+// lostReplies applies calls and then reports a failure, as a store whose
+// answer never arrives, while lose is set.
+type lostReplies struct {
+	*memory.Store
+	lose atomic.Bool
+}
+
+func (s *lostReplies) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
+	ok, err := s.Store.Buckets(ctx, inc, at, take, calls, replies)
+	if err == nil && s.lose.Load() {
+		return false, fmt.Errorf("reply lost: %w", clustersync.ErrUnavailable)
+	}
+	return ok, err
+}
+
+// TestBucketsLostReplyCountedOnce: a synchronous take the store applied
+// but whose answer was lost is decided locally, and the tick that brings
+// this node's consumption to the store counts it once.
+func TestBucketsLostReplyCountedOnce(t *testing.T) {
+	clock := fakeclock.New(start)
+	store := &lostReplies{Store: memory.New()}
+	n := newNode(t, "n", 0, store, clock, clustersync.Config{})
+	n.take(t, "k", tokens100)
+	store.lose.Store(true)
+	if d := n.take(t, "k", tokens100); !d.Allowed {
+		t.Fatalf("a take answered locally after a lost reply: refused")
+	}
+	store.lose.Store(false)
+	clock.Add(time.Second) // past the presumed-down time
+	syncAll(t, []testNode{n})
+	if got := storeLevel(t, store, clock, "k", tokens100); got != 98 {
+		t.Errorf("store level after 2 takes, one with a lost reply: %v, want 98", got)
+	}
+	n.take(t, "k", tokens100)
+	if got := storeLevel(t, store, clock, "k", tokens100); got != 97 {
+		t.Errorf("store level after 3 takes: %v, want 97", got)
+	}
+}
+
+// TestBucketsPeriodic: a periodic node decides from its own takes at once
+// and the others' after a tick of each.
+func TestBucketsPeriodic(t *testing.T) {
+	clock := fakeclock.New(start)
+	store := memory.New()
+	a := newNode(t, "a", 0.1, store, clock, clustersync.Config{})
+	b := newNode(t, "b", 0.1, store, clock, clustersync.Config{})
+	for range 60 {
+		if !a.take(t, "k", tokens100).Allowed {
+			t.Fatal("a: refused before 60 of 100")
+		}
+	}
+	b.take(t, "k", tokens100) // b's first call reads the store: a has pushed nothing yet
+	syncAll(t, []testNode{a, b})
+	admitted := 0
+	for b.take(t, "k", tokens100).Allowed {
+		admitted++
+	}
+	if admitted != 39 {
+		t.Errorf("b admitted %d more after a's 60 and its own 1, want 39", admitted)
+	}
+	syncAll(t, []testNode{b, a})
+	if a.take(t, "k", tokens100).Allowed {
+		t.Error("a admitted a take after b emptied the bucket and both synced")
+	}
+}
+
+// TestBucketsRestart: a node restarted (a new incarnation, nothing in
+// memory) refuses a bucket the previous one emptied, in both modes.
+func TestBucketsRestart(t *testing.T) {
+	for _, rate := range []float64{0, 0.1} {
+		t.Run(fmt.Sprint("sync_rate=", rate), func(t *testing.T) {
+			clock := fakeclock.New(start)
+			store := memory.New()
+			old := newNode(t, "n", rate, store, clock, clustersync.Config{})
+			for old.take(t, "k", tokens100).Allowed {
+			}
+			syncAll(t, []testNode{old}) // the last tick before the kill
+			restarted := newNode(t, "n", rate, store, clock, clustersync.Config{})
+			if d := restarted.take(t, "k", tokens100); d.Allowed {
+				t.Errorf("the restarted node admitted a take from an empty bucket: %+v", d)
+			}
+		})
+	}
+}
+
+// TestBucketsOutage: during an outage two synchronous nodes decide
+// locally; after it, the store holds exactly what they admitted.
+func TestBucketsOutage(t *testing.T) {
+	clock := fakeclock.New(start)
+	mem := memory.New()
+	store := memory.NewFaulty(mem)
+	a := newNode(t, "a", 0, store, clock, clustersync.Config{})
+	b := newNode(t, "b", 0, store, clock, clustersync.Config{})
+	for range 10 {
+		a.take(t, "k", tokens100)
+	}
+	store.Fail(nil)
+	admitted := 0
+	for range 150 {
+		for _, n := range []testNode{a, b} {
+			if n.take(t, "k", tokens100).Allowed {
+				admitted++
+			}
+		}
+	}
+	// a knew of its 10; b started from a full bucket.
+	if admitted != 90+100 {
+		t.Errorf("admitted %d during the outage, want 190", admitted)
+	}
+	for _, n := range []testNode{a, b} {
+		if err := n.sy.SyncOnce(context.Background()); !errors.Is(err, clustersync.ErrUnavailable) {
+			t.Errorf("a tick during the outage: %v, want ErrUnavailable", err)
+		}
+	}
+	store.Heal()
+	syncAll(t, []testNode{a, b})
+	if got := storeLevel(t, mem, clock, "k", tokens100); got != 100-200 {
+		t.Errorf("store level after 200 admitted: %v, want -100 (in debt)", got)
+	}
+	clock.Add(time.Second)
+	if a.take(t, "k", tokens100).Allowed || b.take(t, "k", tokens100).Allowed {
+		t.Error("a take admitted from a bucket in debt")
+	}
+}

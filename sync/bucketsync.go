@@ -1,0 +1,196 @@
+package sync
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	gosync "sync"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// A node's side of the buckets across the cluster (see bucket.go for the
+// store's). Every take is decided with the node's own consumption exact
+// and at once:
+//
+//   - synchronous namespaces ask the store, which decides atomically (one
+//     BucketStore call, all the Allow's buckets or none) while the buckets
+//     stay locked here, so this node's totals reach the store in order.
+//     When the store fails or is presumed down, the node decides from its
+//     own state and counts the take; the tick brings it to the store later;
+//   - periodic namespaces decide locally; a bucket this node never read
+//     from the store is read first (one call, while the store is up), so a
+//     restarted node starts from the cluster's state, not a full bucket.
+//     Every tick syncs every bucket held: it sends this node's consumption
+//     and takes the store's state, on which the node applies what it took
+//     since.
+
+// maxBucketCalls bounds the store calls one tick has in flight: a call
+// holds the buckets of one key.
+const maxBucketCalls = 16
+
+// errNoBuckets is the reason of a bucket limit in a namespace whose store
+// cannot hold buckets.
+func (s *Syncer) errNoBuckets(req *node.AllowRequest) error {
+	for i, l := range req.Limits {
+		if l.Kind != node.WindowLimit {
+			return &node.FieldError{Field: fmt.Sprintf("limits[%d]", i), Err: node.ErrNotLocal,
+				Reason: fmt.Sprintf("the store of namespace %q cannot hold %ss; use a local-only namespace or another store", s.name, l.Kind)}
+		}
+	}
+	return nil
+}
+
+// allowBuckets serves an Allow with bucket limits (checked: c).
+func (s *Syncer) allowBuckets(ctx context.Context, t time.Time, req node.AllowRequest, c *node.AllowCheck, dst []node.LimitStatus) (node.Decision, error) {
+	bs, ok := s.store.(BucketStore)
+	if !ok {
+		return node.Decision{Limits: dst}, s.errNoBuckets(&req)
+	}
+	if s.ns.Config().Mode() != node.Synchronous {
+		if !s.ns.BucketsSynced(&req) && s.storeUp() {
+			if err := s.readBuckets(ctx, bs, t, req, c); err != nil {
+				return node.Decision{Limits: dst}, err
+			}
+		}
+		return s.ns.AllowAt(t, req, dst)
+	}
+	if c.Buckets != len(req.Limits) {
+		return node.Decision{Limits: dst}, &node.FieldError{Field: "limits", Err: node.ErrNotLocal,
+			Reason: fmt.Sprintf("namespace %q is synchronous: its store decides buckets and sliding windows apart, so one Allow cannot hold both; send them in two calls", s.name)}
+	}
+	l, err := s.ns.LockBuckets(t, req, c)
+	if err != nil {
+		return node.Decision{Limits: dst}, err
+	}
+	defer l.Unlock()
+	if !s.storeUp() {
+		s.fallback(errPresumedDown)
+		return l.Decide(node.NoVerdict, dst), nil
+	}
+	calls, replies := s.lockedCalls(l, t)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	allowed, err := bs.Buckets(cctx, s.inc, t.UnixNano(), c.Cost, calls, replies)
+	s.observe(ctx, err)
+	if err != nil {
+		// The store may have applied the take; if so, the next call of
+		// this node holds it (BucketReply.Applied) and counts it once.
+		s.fallback(err)
+		return l.Decide(node.NoVerdict, dst), nil
+	}
+	for i := range replies {
+		l.SetState(i, replies[i].Before)
+	}
+	d := l.Decide(node.VerdictOf(allowed), dst)
+	for i := range replies {
+		l.Stored(i, replies[i].After, replies[i].Applied, replies[i].Seq)
+	}
+	return d, nil
+}
+
+// readBuckets reads the store's state of req's buckets into the node (a
+// periodic namespace's first call on them). A store that fails leaves
+// them as they are: the call is decided locally and the tick tries again.
+func (s *Syncer) readBuckets(ctx context.Context, bs BucketStore, t time.Time, req node.AllowRequest, c *node.AllowCheck) error {
+	l, err := s.ns.LockBuckets(t, req, c)
+	if err != nil {
+		return err
+	}
+	defer l.Unlock()
+	calls, replies := s.lockedCalls(l, t)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	_, err = bs.Buckets(cctx, s.inc, t.UnixNano(), 0, calls, replies)
+	s.observe(ctx, err)
+	if err != nil {
+		s.fallback(err)
+		return nil
+	}
+	for i := range replies {
+		l.Stored(i, replies[i].After, replies[i].Applied, replies[i].Seq)
+	}
+	return nil
+}
+
+// lockedCalls returns the store calls of l's buckets at t.
+func (s *Syncer) lockedCalls(l *node.BucketsLock, t time.Time) ([]BucketCall, []BucketReply) {
+	version := s.versions.Next()
+	calls := make([]BucketCall, l.Len())
+	for i := range calls {
+		spec, life, own, lastAt, _ := l.Bucket(i)
+		calls[i] = s.bucketCall(spec, life, own, lastAt, version, t)
+	}
+	return calls, make([]BucketReply, len(calls))
+}
+
+func (s *Syncer) bucketCall(spec node.BucketSpec, life, own, lastAt, version int64, t time.Time) BucketCall {
+	return BucketCall{Namespace: s.name, Bucket: spec, Life: life, Total: own, LastAt: lastAt,
+		Version: version, ExpireAt: t.Add(spec.Hold() + s.ttlPad)}
+}
+
+// syncBuckets is a tick's part for buckets: with all every bucket held,
+// else those whose consumption has not all reached the store; one store
+// call per key, at most maxBucketCalls at once.
+func (s *Syncer) syncBuckets(ctx context.Context, now time.Time, all bool) error {
+	bs, ok := s.store.(BucketStore)
+	if !ok {
+		return nil
+	}
+	s.bsync = s.ns.CollectBuckets(all, s.bsync[:0])
+	defer clear(s.bsync)
+	if len(s.bsync) == 0 {
+		return nil
+	}
+	slices.SortFunc(s.bsync, func(a, b node.BucketSync) int { return strings.Compare(a.Spec.Key, b.Spec.Key) })
+	version := s.versions.Next()
+	var (
+		wg    gosync.WaitGroup
+		sem   = make(chan struct{}, maxBucketCalls)
+		errMu gosync.Mutex
+		first error
+		fails int
+	)
+	for lo := 0; lo < len(s.bsync); {
+		hi := lo + 1
+		for hi < len(s.bsync) && s.bsync[hi].Spec.Key == s.bsync[lo].Spec.Key {
+			hi++
+		}
+		group := s.bsync[lo:hi]
+		lo = hi
+		sem <- struct{}{}
+		if ctx.Err() != nil {
+			<-sem
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			calls := make([]BucketCall, len(group))
+			for i := range group {
+				b := &group[i]
+				calls[i] = s.bucketCall(b.Spec, b.Life, b.Own, b.LastAt, version, now)
+			}
+			replies := make([]BucketReply, len(calls))
+			if _, err := bs.Buckets(ctx, s.inc, now.UnixNano(), 0, calls, replies); err != nil {
+				errMu.Lock()
+				if first == nil {
+					first = err
+				}
+				fails += len(group)
+				errMu.Unlock()
+				return
+			}
+			at := s.ns.Now()
+			for i := range group {
+				s.ns.StoreBucket(&group[i], at, replies[i].After, replies[i].Applied, replies[i].Seq)
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		return fmt.Errorf("sync: sync %d of %d buckets of namespace %q: %w", fails, len(s.bsync), s.name, first)
+	}
+	return ctx.Err()
+}

@@ -29,4 +29,13 @@
 // with the store's totals, or from local counts when the store does not
 // answer within Config.CallTimeout; the tick, every RetryPeriod, pushes
 // what such calls left behind.
+//
+// Token, leaky and fixed buckets go through the optional BucketStore: one
+// shared state per bucket in the store, and per incarnation an absolute,
+// versioned total of its consumption, so that a retried or late call
+// applies nothing twice and loses nothing (bucket.go has the protocol and
+// the argument; ApplyBuckets is its reference). A synchronous namespace's
+// Allow on buckets is decided by the store; a periodic one decides
+// locally on the store's last state plus its own takes since
+// (bucketsync.go), and reads a bucket it never read before deciding.
 package sync

@@ -1,0 +1,50 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// TestBucketDebt: consumption forced past a bucket's capacity (the
+// cluster's excess) is kept, refuses takes until time pays it back, and
+// shows as 0 left, never as a negative amount.
+func TestBucketDebt(t *testing.T) {
+	const hit = node.Micro
+	sec := int64(time.Second)
+	for _, tc := range []struct {
+		name   string
+		spec   node.BucketSpec
+		force  int64
+		payoff int64 // ns after which a take of 1 is admitted again
+	}{
+		// 3 tokens, 1 per second: 5 taken elsewhere leave -2, so a take
+		// of 1 needs 3 refills.
+		{"token", node.BucketSpec{Kind: node.TokenLimit, A: 3 * hit, B: sec, C: hit}, 5 * hit, 3 * sec},
+		// 2 drops, one drains per second: 4 added leave 4, so 1 more fits
+		// after 3 drips.
+		{"leaky", node.BucketSpec{Kind: node.LeakyLimit, A: 2 * hit, B: 2 * sec, C: sec}, 4 * hit, 3 * sec},
+		// 2 per 10 s: 3 counted elsewhere refuse until the next period.
+		{"fixed", node.BucketSpec{Kind: node.FixedLimit, A: 10 * sec, B: 2 * hit}, 3 * hit, 10 * sec},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := int64(1_800_000_000) * sec
+			s := []node.BucketState{tc.spec.Init(start)}
+			tc.spec.Force(&s[0], start, tc.force)
+			used := []int64{0}
+			for _, at := range []int64{start, start + tc.payoff - 1} {
+				before := s[0]
+				if node.TakeBuckets([]node.BucketSpec{tc.spec}, s, used, at, hit) {
+					t.Fatalf("a take of 1 at +%v admitted from a bucket in debt %+v", time.Duration(at-start), before)
+				}
+				if tc.spec.Kind == node.TokenLimit && at == start && s[0].Level != before.Level {
+					t.Errorf("a refused take forgave the debt: level %d, was %d", s[0].Level, before.Level)
+				}
+			}
+			if !node.TakeBuckets([]node.BucketSpec{tc.spec}, s, used, start+tc.payoff, hit) || used[0] != hit {
+				t.Errorf("a take of 1 at +%v: refused or used %d, want admitted, used %d", time.Duration(tc.payoff), used[0], hit)
+			}
+		})
+	}
+}

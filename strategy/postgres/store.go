@@ -132,7 +132,7 @@ func New(db DB, cfg Config) *Store {
 	return &Store{
 		db:        db,
 		cfg:       cfg,
-		q:         buildQueries(cfg.tableName()),
+		q:         buildQueries(cfg.tableName(), cfg.bucketNames()),
 		lockNS:    cfg.Schema + "." + cfg.Table,
 		par:       par,
 		log:       log,

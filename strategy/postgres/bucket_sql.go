@@ -41,11 +41,10 @@ func (c Config) bucketNames() bucketNames {
 // applies a BucketStore call to them.
 func bucketSchemaSQL(n bucketNames) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `-- limiterd bucket rows (token, leaky, fixed): one row per (namespace,
--- bucket) with the shared state, and one per (bucket, incarnation) with the
--- consumption that incarnation had applied; %[4]s applies one
--- BucketStore call. limiterd purges bucket rows past expire_at (their
--- incarnation rows go with them).
+	fmt.Fprintf(&b, `-- limiterd bucket rows (token, leaky, fixed): one row per (namespace, bucket)
+-- holding the shared state, one per (bucket, incarnation) holding what that
+-- incarnation applied; limiterd purges bucket rows past expire_at, their
+-- incarnation rows with them. The function applies one BucketStore call.
 CREATE TABLE IF NOT EXISTS %[1]s (
     namespace   text COLLATE "C" NOT NULL,
     bkey        bytea NOT NULL,           -- node.BucketSpec.StoreKey()
@@ -66,7 +65,7 @@ CREATE TABLE IF NOT EXISTS %[2]s (
     PRIMARY KEY (namespace, bkey, incarnation),
     FOREIGN KEY (namespace, bkey) REFERENCES %[1]s ON DELETE CASCADE
 ) WITH (fillfactor = 80);
-`, n.table, n.inc, n.indexName, n.fn)
+`, n.table, n.inc, n.indexName)
 	fmt.Fprintf(&b, bucketFuncSQL, n.fn, n.table, n.inc, advanceSQL)
 	return b.String()
 }

@@ -124,11 +124,14 @@ const advanceSQL = `
 // bucketFuncSQL is clustersync.ApplyBuckets in PL/pgSQL, on the rows of
 // one call, in one transaction:
 //
-//  1. lock: insert a placeholder row (expired: it counts as absent) for
-//     each bucket missing, in key order, then lock every bucket row in
-//     key order (bytea compares bytewise, as every caller sorts), so
-//     that calls on the same buckets queue instead of deadlocking. A row
-//     deleted by a purge meanwhile is inserted again;
+//  1. lock: one INSERT ... ON CONFLICT DO UPDATE, in key order, inserts
+//     a placeholder row (expired: it counts as absent) for each bucket
+//     missing and locks every existing one (a no-op update), returning
+//     the rows. Every call locks in the same order (bytea compares
+//     bytewise), so calls on the same buckets queue instead of
+//     deadlocking. Unlike INSERT ... DO NOTHING then SELECT ... FOR
+//     UPDATE, no row can be purged between the two and no retry is ever
+//     made while holding locks;
 //  2. read each bucket's state and this incarnation's record; an expired
 //     row is a new bucket (its stale records are deleted);
 //  3. catch up, decide the take with node.TakeBuckets's all-or-none rule,
@@ -156,22 +159,16 @@ DECLARE
 	nl int8[] := zero; nm int8[] := zero; okb bool[] := nay; used int8[] := zero;
 	chg bool[] := nay; wrec bool[] := nay;
 	replays int4 := 0; replay_ok bool := true; allowed bool := true;
-	got int4; i int4; r record;
+	i int4; r record;
 	k int4; a int8; b int8; c int8; l int8; m int8; t int8; q int8; bef int8;
 BEGIN
-	LOOP
-		INSERT INTO %[2]s AS x (namespace, bkey, level, mark, seq, expire_at)
+	FOR r IN INSERT INTO %[2]s AS x (namespace, bkey, level, mark, seq, expire_at)
 		SELECT p_ns, u.bkey, 0, 0, 0, '-infinity' FROM unnest(p_key) AS u(bkey) ORDER BY u.bkey
-		ON CONFLICT DO NOTHING;
-		got := 0;
-		FOR r IN SELECT x.bkey, x.level, x.mark, x.seq, x.expire_at FROM %[2]s AS x
-			WHERE x.namespace = p_ns AND x.bkey = ANY (p_key) ORDER BY x.bkey FOR UPDATE
-		LOOP
-			i := array_position(p_key, r.bkey);
-			lv[i] := r.level; mk[i] := r.mark; sq[i] := r.seq; ex[i] := r.expire_at;
-			got := got + 1;
-		END LOOP;
-		EXIT WHEN got = n;
+		ON CONFLICT (namespace, bkey) DO UPDATE SET seq = x.seq
+		RETURNING x.bkey, x.level, x.mark, x.seq, x.expire_at
+	LOOP
+		i := array_position(p_key, r.bkey);
+		lv[i] := r.level; mk[i] := r.mark; sq[i] := r.seq; ex[i] := r.expire_at;
 	END LOOP;
 
 	FOR i IN 1 .. n LOOP

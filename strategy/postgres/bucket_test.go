@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -230,5 +231,33 @@ func TestBucketErrors(t *testing.T) {
 	_ = s.Close()
 	if _, err := s.Buckets(ctxT(t), "a", 1, 0, []clustersync.BucketCall{call}, make([]clustersync.BucketReply, 1)); !errors.Is(err, clustersync.ErrClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+}
+
+// A windows table made by an earlier release (the DDL before the bucket
+// objects) gets the bucket objects on first use; a table name of the
+// longest valid length leaves every bucket object's name within 63 bytes.
+func TestBucketSchemaUpgrade(t *testing.T) {
+	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
+	for _, table := range []string{harness.UniqueName("w"), strings.Repeat("x", 53-len(harness.UniqueName("w"))) + harness.UniqueName("w")} {
+		cfg := testConfig(d.dsn, table)
+		windows, _, ok := strings.Cut(pgstore.SchemaSQL(cfg), "-- limiterd bucket rows")
+		if !ok {
+			t.Fatal("SchemaSQL has no bucket part")
+		}
+		c := connect(t, d.dsn)
+		if _, err := c.Exec(ctxT(t), windows); err != nil {
+			t.Fatalf("the windows DDL: %v", err)
+		}
+		s := openStore(t, cfg)
+		b := node.BucketSpec{Kind: node.FixedLimit, A: int64(time.Hour), B: 2 * hit, Key: "k"}
+		for i, want := range []bool{true, true, false} {
+			calls := []clustersync.BucketCall{{Namespace: "ns", Bucket: b, Life: 1, Total: int64(i) * hit, Version: int64(i + 1),
+				ExpireAt: time.Now().Add(time.Hour)}}
+			ok, err := s.Buckets(ctxT(t), "a", unixNow, hit, calls, make([]clustersync.BucketReply, 1))
+			if err != nil || ok != want {
+				t.Fatalf("table %s: take %d of a fixed bucket of 2: %v, %v; want %v, nil", table, i+1, ok, err, want)
+			}
+		}
 	}
 }

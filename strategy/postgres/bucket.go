@@ -16,7 +16,9 @@ import (
 // transaction. Concurrent calls on a bucket thus queue on its row lock,
 // and each sees the state the previous one committed.
 //
-// The calls must be of one namespace and name distinct buckets.
+// The calls must be of one namespace and name distinct buckets. A zero
+// ExpireAt keeps no row alive (as in the memory store): such a bucket
+// reads as new on the next call.
 func (s *Store) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
 	const op = "buckets"
 	if s.closed.Load() {

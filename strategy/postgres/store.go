@@ -32,7 +32,8 @@ type DB interface {
 }
 
 // Store is a clustersync.Store on PostgreSQL. It also implements
-// clustersync.PushFetcher and clustersync.AtomicAllower. It is safe for
+// clustersync.PushFetcher, clustersync.AtomicAllower and
+// clustersync.BucketStore. It is safe for
 // concurrent use when its DB is (a pool is).
 type Store struct {
 	db     DB

@@ -261,3 +261,53 @@ func TestBucketSchemaUpgrade(t *testing.T) {
 		}
 	}
 }
+
+// Calls on buckets whose rows expire every few milliseconds, in several
+// orders, race a purger deleting them: no call fails (a row purged
+// between a call's insert and its lock would be missed; one locked is
+// skipped by the purge).
+func TestBucketPurgeRace(t *testing.T) {
+	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
+	s, _ := newStore(t, d)
+	specs := make([]node.BucketSpec, 4)
+	for i := range specs {
+		specs[i] = node.BucketSpec{Kind: node.TokenLimit, A: int64(i+1) * hit, B: int64(time.Second), C: hit, Key: "k"}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var calls atomic.Int64
+	for g := range 4 {
+		wg.Go(func() {
+			inc := fmt.Sprintf("n%d", g)
+			order := append([]node.BucketSpec(nil), specs...)
+			for v := int64(1); ctx.Err() == nil; v++ {
+				order[0], order[(g+int(v))%len(order)] = order[(g+int(v))%len(order)], order[0]
+				cs := make([]clustersync.BucketCall, len(order))
+				for i, b := range order {
+					cs[i] = clustersync.BucketCall{Namespace: "race", Bucket: b, Life: v, Version: v,
+						ExpireAt: time.Now().Add(time.Duration(v%5) * time.Millisecond)}
+				}
+				if _, err := s.Buckets(ctx, inc, unixNow+v, hit, cs, make([]clustersync.BucketReply, len(cs))); err != nil {
+					if ctx.Err() == nil {
+						t.Errorf("Buckets: %v", err)
+					}
+					return
+				}
+				calls.Add(1)
+			}
+		})
+	}
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if _, err := s.Purge(ctx); err != nil && ctx.Err() == nil {
+				t.Errorf("Purge: %v", err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	if calls.Load() == 0 {
+		t.Error("no call completed")
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/integration/harness"
+	"github.com/limiterd/limiterd/node"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -270,4 +271,48 @@ func BenchmarkAllow(b *testing.B) {
 		_, err := s.Allow(cctx, req)
 		return err
 	})
+}
+
+// BenchmarkBuckets is the store call of a synchronous Allow with one
+// bucket limit, per kind: lock the bucket's row, catch up, take 1 and
+// write, in one round trip, from one goroutine and one incarnation, over
+// 10 000 existing buckets. Next to BenchmarkAllow, the sliding window's
+// call.
+func BenchmarkBuckets(b *testing.B) {
+	const keys = 10_000
+	s := openStore(b, testConfig(harness.SharedPostgres(b).DSN(), pgstore.DefaultTable))
+	for _, spec := range []node.BucketSpec{
+		{Kind: node.TokenLimit, A: 1e9 * hit, B: int64(time.Minute), C: 1e9 * hit},
+		leakySpec("", 1e9*hit, int64(time.Minute)),
+		{Kind: node.FixedLimit, A: int64(time.Minute), B: 1e9 * hit},
+	} {
+		b.Run("kind="+spec.Kind.String(), func(b *testing.B) {
+			versions := clustersync.NewVersions(time.Now)
+			applied := make([]int64, keys)
+			calls := make([]clustersync.BucketCall, 1)
+			replies := make([]clustersync.BucketReply, 1)
+			ctx := context.Background()
+			call := func(i int) error {
+				k := i % keys
+				spec.Key = benchKey(k)
+				calls[0] = clustersync.BucketCall{Namespace: "api", Bucket: spec, Life: 1, Total: applied[k],
+					LastAt: benchStart.UnixNano(), Version: versions.Next(), ExpireAt: benchStart.Add(3 * time.Minute)}
+				cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+				defer cancel()
+				ok, err := s.Buckets(cctx, "bench/0", benchStart.UnixNano(), hit, calls, replies)
+				if err == nil && !ok {
+					err = fmt.Errorf("take %d of %s refused", i, spec.StoreKey())
+				}
+				applied[k] = replies[0].Applied
+				return err
+			}
+			// The buckets exist, as a busy key's do: a first pass makes them.
+			for i := range keys {
+				if err := call(i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			latencies(b, call)
+		})
+	}
 }

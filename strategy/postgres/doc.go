@@ -1,5 +1,6 @@
 // Package postgres is limiterd's PostgreSQL store: a clustersync.Store,
-// also a clustersync.PushFetcher and a clustersync.AtomicAllower, on
+// also a clustersync.PushFetcher, a clustersync.AtomicAllower and a
+// clustersync.BucketStore, on
 // PostgreSQL 12 or later through pgx v5. Import it as pgstore.
 //
 // Open builds a Store on a new connection pool without contacting the
@@ -14,12 +15,27 @@
 //	}
 //	defer s.Close()
 //
-// One table (default public.limiterd_windows) holds one row per
+// One table T (default public.limiterd_windows) holds one row per
 // (namespace, window size, window start, key, node incarnation): that
 // incarnation's absolute total and its version. A window's cluster count
-// is the sum of its rows. The table is created on first use unless
-// Config.CreateSchema is off; SchemaSQL returns its DDL for teams that
-// run migrations themselves (`limiterd schema postgres`).
+// is the sum of its rows. The tables and the function are created on
+// first use unless Config.CreateSchema is off; SchemaSQL returns their
+// DDL for teams that run migrations themselves (`limiterd schema
+// postgres`).
+//
+// Buckets (token, leaky, fixed) live in two more tables named after it:
+// T_bkt holds one row per (namespace, bucket: BucketSpec.StoreKey() as
+// bytea) with the shared level, mark, write count and expire_at; T_bkt_inc
+// one row per (bucket, incarnation) with its life, applied total and
+// version, deleted with its bucket (ON DELETE CASCADE). A bucket row past
+// expire_at counts as absent (a new bucket; its stale incarnation rows are
+// deleted) and is purged like the windows. Buckets is one call of the
+// PL/pgSQL function T_bkt_v1, in one transaction: it locks the buckets'
+// rows in key order (inserting those missing), applies the catch-up and
+// the take with node's integer arithmetic, all buckets or none, and
+// writes back what changed; the row locks serialise calls on a bucket
+// across nodes. The function's version is in its name, so a later
+// release adds T_bkt_v2 beside it.
 //
 // Push, Fetch and PushFetch take one statement per batch of rows (large
 // calls on a pool run a few at once); Allow decides in one round trip

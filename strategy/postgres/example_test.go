@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"fmt"
+	"strings"
 
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 )
@@ -12,7 +13,10 @@ import (
 func ExampleSchemaSQL() {
 	cfg := pgstore.DefaultConfig()
 	cfg.Schema = "ratelimit"
-	fmt.Print(pgstore.SchemaSQL(cfg))
+	ddl := pgstore.SchemaSQL(cfg)
+	// The bucket function's body is long: its first line stands for it.
+	head, _, _ := strings.Cut(ddl, "\n\tp_inc")
+	fmt.Println(head)
 	// Output:
 	// -- limiterd window rows: one row per (namespace, window size, window start,
 	// -- key, node incarnation) holding that incarnation's absolute total in
@@ -30,4 +34,29 @@ func ExampleSchemaSQL() {
 	//     PRIMARY KEY (namespace, size_ns, start_ns, key, incarnation)
 	// ) WITH (fillfactor = 90);
 	// CREATE INDEX IF NOT EXISTS "limiterd_windows_expire_at" ON "ratelimit"."limiterd_windows" (expire_at);
+	// -- limiterd bucket rows (token, leaky, fixed): one row per (namespace, bucket)
+	// -- holding the shared state, one per (bucket, incarnation) holding what that
+	// -- incarnation applied; limiterd purges bucket rows past expire_at, their
+	// -- incarnation rows with them. The function applies one BucketStore call.
+	// CREATE TABLE IF NOT EXISTS "ratelimit"."limiterd_windows_bkt" (
+	//     namespace   text COLLATE "C" NOT NULL,
+	//     bkey        bytea NOT NULL,           -- node.BucketSpec.StoreKey()
+	//     level       bigint NOT NULL,          -- micro-hits: tokens, drops or count
+	//     mark        bigint NOT NULL,          -- Unix ns: refill mark, drip mark or period start
+	//     seq         bigint NOT NULL,          -- write count
+	//     expire_at   timestamptz NOT NULL,     -- the row counts as absent from then
+	//     PRIMARY KEY (namespace, bkey)
+	// ) WITH (fillfactor = 80);
+	// CREATE INDEX IF NOT EXISTS "limiterd_windows_bkt_exp" ON "ratelimit"."limiterd_windows_bkt" (expire_at);
+	// CREATE TABLE IF NOT EXISTS "ratelimit"."limiterd_windows_bkt_inc" (
+	//     namespace   text COLLATE "C" NOT NULL,
+	//     bkey        bytea NOT NULL,
+	//     incarnation text COLLATE "C" NOT NULL,
+	//     life        bigint NOT NULL,
+	//     applied     bigint NOT NULL,          -- micro-hits of this life the bucket holds
+	//     version     bigint NOT NULL,
+	//     PRIMARY KEY (namespace, bkey, incarnation),
+	//     FOREIGN KEY (namespace, bkey) REFERENCES "ratelimit"."limiterd_windows_bkt" ON DELETE CASCADE
+	// ) WITH (fillfactor = 80);
+	// CREATE OR REPLACE FUNCTION "ratelimit"."limiterd_windows_bkt_v1"(
 }

@@ -76,13 +76,15 @@ func TestTransient(t *testing.T) {
 
 // Only the quoted table name is spliced into the statements.
 func TestQueriesQuoteTable(t *testing.T) {
-	q := buildQueries(Config{Schema: "S", Table: "t"}.tableName())
+	cfg := Config{Schema: "S", Table: "t"}
+	q := buildQueries(cfg.tableName(), cfg.bucketNames())
 	for name, sql := range map[string]string{"push": q.push, "fetch": q.fetch, "pfetch": q.pfetch,
-		"window": q.window, "allow": q.allow, "purge": q.purge} {
+		"window": q.window, "allow": q.allow, "purge": q.purge, "buckets": q.buckets,
+		"purge buckets": q.purgeBuckets, "schema": schemaSQL(cfg, true)} {
 		if strings.Contains(sql, "%!") {
 			t.Errorf("%s: bad format: %s", name, sql)
 		}
-		if !strings.Contains(sql, `"S"."t"`) {
+		if !strings.Contains(sql, `"S"."t"`) && !strings.Contains(sql, `"S"."t_bkt`) {
 			t.Errorf("%s does not use the quoted table name: %s", name, sql)
 		}
 	}

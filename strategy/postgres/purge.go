@@ -14,8 +14,9 @@ import (
 // never holds many row locks or a long transaction.
 const purgeBatch = 1000
 
-// Purge deletes the rows whose expire_at has passed, in statements of at
-// most 1000 rows each (skipping rows other transactions hold locked, so
+// Purge deletes the window and bucket rows whose expire_at has passed
+// (a bucket's incarnation rows with it), in statements of at most 1000
+// rows each (skipping rows other transactions hold locked, so
 // nodes purging at once skip each other's rows), until a statement deletes
 // fewer; it returns how many rows it deleted. A store made by Open runs it
 // every PurgeInterval by itself.
@@ -33,19 +34,22 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 		return 0, s.fail(op, err)
 	}
 	var total int64
-	for {
-		tag, err := s.db.Exec(ctx, s.q.purge, purgeBatch)
-		if err != nil {
-			return total, s.fail(op, err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < purgeBatch {
-			return total, nil
-		}
-		if s.closed.Load() {
-			return total, fmt.Errorf("postgres: %s: %w", op, clustersync.ErrClosed)
+	for _, q := range [...]string{s.q.purge, s.q.purgeBuckets} {
+		for {
+			tag, err := s.db.Exec(ctx, q, purgeBatch)
+			if err != nil {
+				return total, s.fail(op, err)
+			}
+			total += tag.RowsAffected()
+			if tag.RowsAffected() < purgeBatch {
+				break
+			}
+			if s.closed.Load() {
+				return total, fmt.Errorf("postgres: %s: %w", op, clustersync.ErrClosed)
+			}
 		}
 	}
+	return total, nil
 }
 
 // background creates the table as soon as the server answers, then purges

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/limiterd/limiterd/node"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -97,7 +98,12 @@ func testRoundTrips(t *testing.T, d pgdb) {
 		{"PushFetch", func() error { return s.PushFetch(ctx, "a", rows(2), make([]int64, 2)) }, "[query]"},
 		{"Window", func() error { _, err := s.Window(ctx, k); return err }, "[queryrow]"},
 		{"Allow", func() error { _, err := s.Allow(ctx, allowReq("a", "k", 10, 1, 0, 0, 9)); return err }, "[batch/2]"},
-		{"Purge", func() error { _, err := s.Purge(ctx); return err }, "[exec]"},
+		{"Buckets", func() error {
+			_, err := s.Buckets(ctx, "a", 1, 1, []clustersync.BucketCall{{Namespace: "ns", Life: 1, Version: 1,
+				Bucket: node.BucketSpec{Kind: node.TokenLimit, A: 1, B: 1, C: 1, Key: "k"}}}, make([]clustersync.BucketReply, 1))
+			return err
+		}, "[query]"},
+		{"Purge", func() error { _, err := s.Purge(ctx); return err }, "[exec exec]"}, // windows, then buckets
 		{"no rows", func() error { return s.Push(ctx, "a", nil) }, "[]"},
 	}
 	for _, st := range steps {

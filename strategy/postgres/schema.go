@@ -8,8 +8,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ensureSchema makes sure the table exists, creating it when CreateSchema
-// is set. Until that succeeds every call tries again (one at a time); once
+// ensureSchema makes sure the tables and the bucket function exist,
+// creating them when CreateSchema is set (a table of an earlier release
+// gets the bucket objects it lacks). Until that succeeds every call tries again (one at a time); once
 // it has, it costs one atomic load.
 func (s *Store) ensureSchema(ctx context.Context) error {
 	if !s.cfg.CreateSchema || s.ready.Load() {
@@ -25,7 +26,9 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 		return nil
 	}
 	var schemaOK, tableOK bool
-	if err := s.db.QueryRow(ctx, s.q.exists, pgx.Identifier{s.cfg.Schema}.Sanitize(), s.cfg.tableName()).Scan(&schemaOK, &tableOK); err != nil {
+	bn := s.cfg.bucketNames()
+	if err := s.db.QueryRow(ctx, s.q.exists, pgx.Identifier{s.cfg.Schema}.Sanitize(), s.cfg.tableName(),
+		bn.table, bn.inc, bn.fnSig).Scan(&schemaOK, &tableOK); err != nil {
 		return err
 	}
 	if !tableOK {
@@ -81,5 +84,6 @@ func schemaSQL(cfg Config, createSchema bool) string {
 `, cfg.tableName())
 	fmt.Fprintf(&b, "CREATE INDEX IF NOT EXISTS %s ON %s (expire_at);\n",
 		pgx.Identifier{cfg.Table + "_expire_at"}.Sanitize(), cfg.tableName())
+	b.WriteString(bucketSchemaSQL(cfg.bucketNames()))
 	return b.String()
 }

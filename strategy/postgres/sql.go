@@ -19,6 +19,9 @@ type queries struct {
 	lock   string // the per-key advisory lock of Allow
 	allow  string
 	purge  string
+	// The bucket rows (bucket_sql.go).
+	buckets      string
+	purgeBuckets string
 }
 
 // sat clamps a numeric expression to bigint (NULL stays NULL).
@@ -36,7 +39,7 @@ const schemaLockKey = 0x6c696d6974657264
 const pushRows = `unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[], $6::int8[], $7::int8[], $8::timestamptz[])
 		WITH ORDINALITY AS r(namespace, size_ns, start_ns, key, total, version, expire_at, ord)`
 
-func buildQueries(table string) queries {
+func buildQueries(table string, bn bucketNames) queries {
 	// upsert writes the rows of relation r, in ord order (which the caller
 	// sorted by primary key) so that concurrent statements lock rows in
 	// one global order and cannot deadlock.
@@ -61,8 +64,11 @@ func buildQueries(table string) queries {
 	WHERE s.sum IS NOT NULL`, table, sat("sum(o.total)"))
 
 	return queries{
-		exists: `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL`,
-		push:   fmt.Sprintf(upsert, pushRows),
+		// $3 … $5: the bucket tables and function (a table made by an
+		// earlier release lacks them: the schema is then completed).
+		exists: `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL
+	AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AND to_regprocedure($5) IS NOT NULL`,
+		push: fmt.Sprintf(upsert, pushRows),
 		fetch: fmt.Sprintf(others, `unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[])
 		WITH ORDINALITY AS r(namespace, size_ns, start_ns, key, ord)`),
 		// The read does not see the write (one snapshot), and need not: it
@@ -75,6 +81,10 @@ func buildQueries(table string) queries {
 		allow: fmt.Sprintf(allowSQL, table, sat("o.oc"), sat("o.op")),
 		purge: fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM %[1]s WHERE expire_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED))`, table),
+		buckets: fmt.Sprintf(`SELECT * FROM %s($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, bn.fn),
+		// A bucket's incarnation rows go with it (ON DELETE CASCADE).
+		purgeBuckets: fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
+	SELECT ctid FROM %[1]s WHERE expire_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED))`, bn.table),
 	}
 }
 

@@ -27,3 +27,7 @@ func SetReplaceSessionAfter(s *Store, d time.Duration) {
 	defer s.mu.Unlock()
 	s.replaceSessionAfter = d
 }
+
+// BucketRetries returns how many Buckets attempts of s started again
+// after a failed condition.
+func BucketRetries(s *Store) int64 { return s.bucketRetries.Load() }

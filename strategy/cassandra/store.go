@@ -32,6 +32,7 @@ type Store struct {
 	selectCQL       string // one partition: incarnation, total
 	selectKeysCQL   string // key IN ?: key, incarnation, total
 	selectStartsCQL string // start_ns IN ?: start_ns, incarnation, total
+	bucketCQL       bucketCQL
 
 	mu         sync.Mutex
 	sess       *gocql.Session
@@ -46,7 +47,8 @@ type Store struct {
 	// with "no hosts available" before it is replaced (see observe).
 	replaceSessionAfter time.Duration
 
-	connects atomic.Int64 // sessions created, for tests
+	connects      atomic.Int64 // sessions created, for tests
+	bucketRetries atomic.Int64 // Buckets attempts after a failed condition, for tests
 }
 
 // Open validates cfg and returns a Store. It does not contact Cassandra:
@@ -112,6 +114,7 @@ func Open(cfg Config) (*Store, error) {
 		selectKeysCQL: "SELECT key, incarnation, total FROM " + table + part + " IN ?",
 		selectStartsCQL: "SELECT start_ns, incarnation, total FROM " + table +
 			" WHERE namespace = ? AND size_ns = ? AND start_ns IN ? AND key = ?",
+		bucketCQL:           newBucketCQL(cfg),
 		done:                make(chan struct{}),
 		replaceSessionAfter: defaultReplaceSessionAfter,
 	}, nil

@@ -159,6 +159,7 @@ func (s *Store) readBuckets(ctx context.Context, sess *gocql.Session, ns string,
 	for i := range seqs {
 		seqs[i] = -1
 	}
+	s.bucketTrips.Add(1)
 	iter := sess.Query(s.bucketCQL.read, ns, key, names).Consistency(gocql.Serial).Idempotent(true).IterContext(ctx)
 	var (
 		name     []byte
@@ -210,6 +211,7 @@ func (s *Store) writeBuckets(ctx context.Context, sess *gocql.Session, ns string
 		}
 	}
 	clear(cas)
+	s.bucketTrips.Add(1)
 	applied, iter, err := b.MapExecCASContext(ctx, cas)
 	if iter != nil {
 		if cerr := iter.Close(); err == nil {

@@ -49,6 +49,7 @@ type Store struct {
 
 	connects      atomic.Int64 // sessions created, for tests
 	bucketRetries atomic.Int64 // Buckets attempts after a failed condition, for tests
+	bucketTrips   atomic.Int64 // Buckets requests (reads and batches), for tests
 }
 
 // Open validates cfg and returns a Store. It does not contact Cassandra:

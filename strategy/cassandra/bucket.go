@@ -137,7 +137,11 @@ func (s *Store) buckets(ctx context.Context, sess *gocql.Session, inc string, at
 			}
 			backoff = min(2*backoff, bucketBackoffMax)
 		}
-		if err := s.readBuckets(ctx, sess, ns, key, names, rows, seqs); err != nil {
+		cons := s.rcons
+		if attempt > 0 {
+			cons = gocql.Serial
+		}
+		if err := s.readBuckets(ctx, sess, cons, ns, key, names, rows, seqs); err != nil {
 			return false, err
 		}
 		allowed := clustersync.ApplyBuckets(inc, at, take, calls, rows, replies, changed)
@@ -154,13 +158,13 @@ func (s *Store) buckets(ctx context.Context, sess *gocql.Session, inc string, at
 // readBuckets reads the rows of names at SERIAL consistency, which
 // completes any transaction in flight on the partition first: rows[i]
 // is names[i]'s row (nil when there is none) and seqs[i] its seq (-1).
-func (s *Store) readBuckets(ctx context.Context, sess *gocql.Session, ns string, key []byte, names [][]byte, rows []*clustersync.BucketRow, seqs []int64) error {
+func (s *Store) readBuckets(ctx context.Context, sess *gocql.Session, cons gocql.Consistency, ns string, key []byte, names [][]byte, rows []*clustersync.BucketRow, seqs []int64) error {
 	clear(rows)
 	for i := range seqs {
 		seqs[i] = -1
 	}
 	s.bucketTrips.Add(1)
-	iter := sess.Query(s.bucketCQL.read, ns, key, names).Consistency(gocql.Serial).Idempotent(true).IterContext(ctx)
+	iter := sess.Query(s.bucketCQL.read, ns, key, names).Consistency(cons).Idempotent(true).IterContext(ctx)
 	var (
 		name     []byte
 		r        clustersync.BucketRow

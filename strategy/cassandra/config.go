@@ -54,7 +54,8 @@ type Config struct {
 	Keyspace string `yaml:"keyspace"`
 	// Table is the table of windows, named like Keyspace. Default
 	// "windows". Several limiterd clusters may share a keyspace with
-	// tables of their own.
+	// tables of their own. Buckets are kept in Table + "_buckets"
+	// (Cassandra before 5.0 takes table names of at most 48 characters).
 	Table string `yaml:"table"`
 	// LocalDC is the data center whose nodes the driver sends requests
 	// to (DC-aware round robin; other data centers are never

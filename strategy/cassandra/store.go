@@ -20,7 +20,8 @@ import (
 //
 // It is not a clustersync.AtomicAllower: deciding an Allow atomically
 // would take a lightweight transaction (Paxos, several round trips among
-// the replicas) on a partition holding every window of a key.
+// the replicas) on a partition holding every window of a key. It is a
+// clustersync.BucketStore, whose calls do take one (see Buckets).
 type Store struct {
 	cfg     Config
 	cluster gocql.ClusterConfig

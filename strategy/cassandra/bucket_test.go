@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -179,8 +180,8 @@ func BenchmarkBuckets(b *testing.B) {
 // order (one at a time), take 1 at a time from one token bucket of 100
 // until it refuses, as the suite does with 8 callers per incarnation (so
 // 4 calls at once). Reports the calls' p50 and p99 latency, the attempts
-// started again after a failed condition per call, and the requests per
-// call. It fails unless
+// started again after a failed condition and the requests per call, and
+// the share of calls over the Syncer's 250 ms. It fails unless
 // exactly 100 takes were admitted.
 func BenchmarkBucketsContended(b *testing.B) {
 	c := harness.SharedCassandra(b)
@@ -250,6 +251,10 @@ func BenchmarkBucketsContended(b *testing.B) {
 			b.ReportMetric(float64(retries)/float64(calls), "retries/call")
 			b.ReportMetric(float64(trips)/float64(calls), "requests/call")
 			b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
+			// The share of calls a synchronous namespace (250 ms) would
+			// have timed out.
+			slow := len(lats) - sort.Search(len(lats), func(i int) bool { return lats[i] > 250*time.Millisecond })
+			b.ReportMetric(100*float64(slow)/float64(calls), "over-250ms-%")
 		})
 	}
 }

@@ -76,14 +76,20 @@ const (
 )
 
 // Buckets implements clustersync.BucketStore under a lightweight
-// transaction: it reads the call's rows (one partition) at SERIAL
-// consistency, decides in Go with clustersync.ApplyBuckets, and writes
-// every changed row in one conditional batch, each row on the seq it was
-// read with (IF NOT EXISTS for a new row). When another caller wrote
-// first, the batch applies nothing and the call starts again from a new
-// read, after a short random pause, until ctx ends. Two round trips per
-// call without contention: the read and the batch (the read alone when
-// nothing changed).
+// transaction: it reads the call's rows (one partition), decides in Go
+// with clustersync.ApplyBuckets, and writes every changed row in one
+// conditional batch, each row on the seq it was read with (IF NOT EXISTS
+// for a new row). When another caller wrote first, the batch applies
+// nothing and the call starts again from a new read, after a short random
+// pause, until ctx ends. Two round trips per call without contention: the
+// read and the batch (the read alone when nothing changed: a replay).
+//
+// The first read is at the read consistency, not SERIAL: it saves a
+// Paxos round (a third of an uncontended call), and a stale read only
+// fails the batch's conditions, since a row's seq only grows while it
+// lives and its TTL only grows (a stale replica cannot show an old row
+// under the seq of a newer one). The reads after a failed batch are at
+// SERIAL, which completes any transaction in flight on the partition.
 func (s *Store) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
 	if err := s.precheck(inc); err != nil {
 		return false, err
@@ -155,9 +161,8 @@ func (s *Store) buckets(ctx context.Context, sess *gocql.Session, inc string, at
 	}
 }
 
-// readBuckets reads the rows of names at SERIAL consistency, which
-// completes any transaction in flight on the partition first: rows[i]
-// is names[i]'s row (nil when there is none) and seqs[i] its seq (-1).
+// readBuckets reads the rows of names at consistency cons: rows[i] is
+// names[i]'s row (nil when there is none) and seqs[i] its seq (-1).
 func (s *Store) readBuckets(ctx context.Context, sess *gocql.Session, cons gocql.Consistency, ns string, key []byte, names [][]byte, rows []*clustersync.BucketRow, seqs []int64) error {
 	clear(rows)
 	for i := range seqs {

@@ -38,8 +38,9 @@
 // and writes every changed row in one conditional batch (a lightweight
 // transaction: IF seq = <as read> on each row, IF NOT EXISTS for a new
 // one). A batch that finds a seq changed applies nothing; the call reads
-// again, at SERIAL, and starts over after a short random pause, until
-// its context ends. So a call is atomic over its buckets and linearizable
+// again, at SERIAL (the first read is at the read consistency: a stale
+// one only fails the conditions), and starts over after a short random
+// pause, until its context ends. So a call is atomic over its buckets and linearizable
 // with every other call, at the price of a Paxos round: two requests per
 // call without contention (about twice PushFetch), more under
 // contention, where Cassandra's own Paxos backoff dominates. Every write

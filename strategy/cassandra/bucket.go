@@ -155,8 +155,11 @@ func (s *Store) buckets(ctx context.Context, sess *gocql.Session, inc string, at
 			return allowed, nil
 		}
 		applied, err := s.writeBuckets(ctx, sess, ns, key, names, rows, seqs, changed, cas)
-		if err != nil || applied {
-			return allowed, err
+		if err != nil {
+			return false, err
+		}
+		if applied {
+			return allowed, nil
 		}
 	}
 }

@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	gosync "sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/limiterd/limiterd/integration/harness"
+	"github.com/limiterd/limiterd/node"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -220,6 +224,143 @@ func BenchmarkSyncCall(b *testing.B) {
 			q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
 			b.ReportMetric(q(0.5), "p50-µs")
 			b.ReportMetric(q(0.99), "p99-µs")
+		})
+	}
+}
+
+// BenchmarkBuckets measures one synchronous bucket call from one
+// goroutine, next to BenchmarkSyncCall's sliding window: take 1 of one
+// bucket of each kind (large enough to admit every take), one
+// incarnation, 1000 keys in turn, with the Syncer's 250 ms timeout.
+// Reports p50 and p99 in µs and the requests per call.
+func BenchmarkBuckets(b *testing.B) {
+	c := harness.SharedCassandra(b)
+	e := newEnv(b, c)
+	s := open(b, e.config())
+	// Create the session and the schema before timing.
+	warm := []clustersync.BucketCall{bucketCall("warmup", bucketSpecs("k")["token"], 0, 1)}
+	if _, err := s.Buckets(context.Background(), "me", time.Now().UnixNano(), 0, warm, make([]clustersync.BucketReply, 1)); err != nil {
+		b.Fatal(err)
+	}
+	const nkeys = 1000
+	for _, kind := range []string{"token", "leaky", "fixed"} {
+		b.Run("kind="+kind, func(b *testing.B) {
+			specs := make([]node.BucketSpec, nkeys)
+			for i := range specs {
+				specs[i] = bucketSpecs(fmt.Sprintf("user-%04d", i))[kind]
+			}
+			applied := make([]int64, nkeys)
+			version := time.Now().UnixMicro()
+			calls := make([]clustersync.BucketCall, 1)
+			replies := make([]clustersync.BucketReply, 1)
+			lat := make([]time.Duration, 0, b.N)
+			trips0 := cassandrastore.BucketTrips(s)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				k := i % nkeys
+				i++
+				version++
+				calls[0] = bucketCall("bench", specs[k], applied[k], version)
+				began := time.Now()
+				ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+				ok, err := s.Buckets(ctx, "me", began.UnixNano(), node.Micro, calls, replies)
+				cancel()
+				lat = append(lat, time.Since(began))
+				if err != nil || !ok {
+					b.Fatalf("Buckets = %v, %v", ok, err)
+				}
+				applied[k] = replies[0].Applied
+			}
+			slices.Sort(lat)
+			q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+			b.ReportMetric(q(0.5), "p50-µs")
+			b.ReportMetric(q(0.99), "p99-µs")
+			b.ReportMetric(float64(cassandrastore.BucketTrips(s)-trips0)/float64(len(lat)), "requests/call")
+		})
+	}
+}
+
+// BenchmarkBucketsContended is the conformance suite's concurrency test
+// as a measure: callers in 4 incarnations, each incarnation's calls in
+// order (one at a time), take 1 at a time from one token bucket of 100
+// until it refuses, as the suite does with 8 callers per incarnation (so
+// 4 calls at once). Reports the calls' p50 and p99 latency, the attempts
+// started again after a failed condition and the requests per call, and
+// the share of calls over the Syncer's 250 ms. It fails unless
+// exactly 100 takes were admitted.
+func BenchmarkBucketsContended(b *testing.B) {
+	c := harness.SharedCassandra(b)
+	e := newEnv(b, c)
+	s := open(b, e.config())
+	const incs, capacity = 4, 100
+	for _, per := range []int{8} {
+		b.Run(fmt.Sprintf("incs=%d/callers=%d", incs, per), func(b *testing.B) {
+			var lats []time.Duration
+			var calls, retries, trips int64
+			run := 0
+			for b.Loop() {
+				run++
+				spec := node.BucketSpec{Kind: node.TokenLimit, A: capacity * node.Micro, B: int64(time.Hour), C: capacity * node.Micro,
+					Key: fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(b.Name(), "/", "-"), run, time.Now().UnixNano())}
+				r0, t0 := cassandrastore.BucketRetries(s), cassandrastore.BucketTrips(s)
+				var admitted atomic.Int64
+				var mu gosync.Mutex
+				var wg gosync.WaitGroup
+				at := time.Now().UnixNano()
+				version := time.Now().UnixMicro()
+				for n := range incs {
+					inc := fmt.Sprint("inc-", n)
+					var incMu gosync.Mutex // one incarnation's calls in order
+					var applied int64
+					for range per {
+						wg.Go(func() {
+							replies := make([]clustersync.BucketReply, 1)
+							for {
+								incMu.Lock()
+								v := atomic.AddInt64(&version, 1)
+								call := []clustersync.BucketCall{bucketCall("contended", spec, applied, v)}
+								began := time.Now()
+								ok, err := s.Buckets(context.Background(), inc, at, node.Micro, call, replies)
+								took := time.Since(began)
+								if err == nil {
+									applied = max(applied, replies[0].Applied)
+								}
+								incMu.Unlock()
+								mu.Lock()
+								lats = append(lats, took)
+								mu.Unlock()
+								if err != nil {
+									b.Error(err)
+									return
+								}
+								if !ok {
+									return
+								}
+								admitted.Add(1)
+							}
+						})
+					}
+				}
+				wg.Wait()
+				if admitted.Load() != capacity {
+					b.Fatalf("admitted %d, want %d", admitted.Load(), capacity)
+				}
+				retries += cassandrastore.BucketRetries(s) - r0
+				trips += cassandrastore.BucketTrips(s) - t0
+			}
+			calls = int64(len(lats))
+			slices.Sort(lats)
+			q := func(p float64) float64 { return float64(lats[int(p*float64(len(lats)-1))].Microseconds()) }
+			b.ReportMetric(q(0.5), "p50-µs")
+			b.ReportMetric(q(0.99), "p99-µs")
+			b.ReportMetric(float64(retries)/float64(calls), "retries/call")
+			b.ReportMetric(float64(trips)/float64(calls), "requests/call")
+			b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
+			// The share of calls a synchronous namespace (250 ms) would
+			// have timed out.
+			slow := len(lats) - sort.Search(len(lats), func(i int) bool { return lats[i] > 250*time.Millisecond })
+			b.ReportMetric(100*float64(slow)/float64(calls), "over-250ms-%")
 		})
 	}
 }

@@ -54,7 +54,8 @@ type Config struct {
 	Keyspace string `yaml:"keyspace"`
 	// Table is the table of windows, named like Keyspace. Default
 	// "windows". Several limiterd clusters may share a keyspace with
-	// tables of their own.
+	// tables of their own. Buckets are kept in Table + "_buckets"
+	// (Cassandra before 5.0 takes table names of at most 48 characters).
 	Table string `yaml:"table"`
 	// LocalDC is the data center whose nodes the driver sends requests
 	// to (DC-aware round robin; other data centers are never
@@ -428,7 +429,7 @@ type Duration = confval.Duration
 // fields take their defaults.
 func SchemaCQL(cfg Config) string {
 	cfg = cfg.withDefaults()
-	return createKeyspaceCQL(cfg) + ";\n\n" + createTableCQL(cfg) + ";\n"
+	return createKeyspaceCQL(cfg) + ";\n\n" + createTableCQL(cfg) + ";\n\n" + createBucketTableCQL(cfg) + ";\n"
 }
 
 func createKeyspaceCQL(cfg Config) string {

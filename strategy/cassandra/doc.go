@@ -27,6 +27,26 @@
 // Cassandra pushes and reads in one PushFetch and decides locally, so
 // nodes may race near a limit.
 //
+// It is a clustersync.BucketStore. Token, leaky and fixed buckets live in
+// a second table, <table>_buckets: one partition per namespace and key,
+// one row per bucket of that key (clustering column: kind and parameters
+// as node.BucketSpec.StoreKey names them), holding the shared state
+// (level, mark), a write count seq, the latest ExpireAt and a frozen map
+// of each incarnation's record (life, applied, version). Buckets decides
+// in Go with clustersync.ApplyBuckets, exactly as the reference does: it
+// reads the call's rows (one partition, one SELECT), applies the call,
+// and writes every changed row in one conditional batch (a lightweight
+// transaction: IF seq = <as read> on each row, IF NOT EXISTS for a new
+// one). A batch that finds a seq changed applies nothing; the call reads
+// again, at SERIAL (the first read is at the read consistency: a stale
+// one only fails the conditions), and starts over after a short random
+// pause, until its context ends. So a call is atomic over its buckets and linearizable
+// with every other call, at the price of a Paxos round: two requests per
+// call without contention (about twice PushFetch), more under
+// contention, where Cassandra's own Paxos backoff dominates. Every write
+// rewrites the whole row with the TTL of its latest ExpireAt, so a row
+// and all its records expire together.
+//
 // Errors wrap clustersync.ErrUnavailable when Cassandra could not answer
 // (no host, a timeout, overload, a done context); errors that retrying
 // cannot cure (a missing table with create_schema off, bad credentials,

@@ -28,6 +28,21 @@ func ExampleSchemaCQL() {
 	//   AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': '4'}
 	//   AND gc_grace_seconds = 10800
 	//   AND comment = 'limiterd sliding-window totals per node incarnation; rows expire by TTL';
+	//
+	// CREATE TABLE IF NOT EXISTS limiterd.windows_buckets (
+	//   namespace text,
+	//   key       blob,
+	//   bucket    blob,
+	//   level     bigint,
+	//   mark      bigint,
+	//   seq       bigint,
+	//   expire_ns bigint,
+	//   incs      frozen<map<text, frozen<tuple<bigint, bigint, bigint>>>>,
+	//   PRIMARY KEY ((namespace, key), bucket)
+	// ) WITH compaction = {'class': 'LeveledCompactionStrategy'}
+	//   AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': '4'}
+	//   AND gc_grace_seconds = 10800
+	//   AND comment = 'limiterd token, leaky and fixed buckets, decided under lightweight transactions; rows expire by TTL';
 }
 
 // A store for a production cluster: three replicas per data center,

@@ -3,6 +3,8 @@ package cassandra
 import (
 	"context"
 	"time"
+
+	"github.com/limiterd/limiterd/node"
 )
 
 // ExecCQL runs one statement on s's session, for tests.
@@ -26,4 +28,24 @@ func SetReplaceSessionAfter(s *Store, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.replaceSessionAfter = d
+}
+
+// BucketRetries returns how many Buckets attempts of s started again
+// after a failed condition.
+func BucketRetries(s *Store) int64 { return s.bucketRetries.Load() }
+
+// BucketTrips returns how many requests s's Buckets calls sent.
+func BucketTrips(s *Store) int64 { return s.bucketTrips.Load() }
+
+// BucketTTL returns the TTL in seconds of the row of bucket b in
+// namespace ns.
+func BucketTTL(ctx context.Context, s *Store, ns string, b node.BucketSpec) (int, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var ttl int
+	err = sess.Query("SELECT TTL(level) FROM "+s.cfg.Keyspace+"."+bucketTable(s.cfg)+" WHERE namespace = ? AND key = ? AND bucket = ?",
+		ns, []byte(b.Key), []byte(b.StoreKey())).ScanContext(ctx, &ttl)
+	return ttl, err
 }

@@ -20,7 +20,8 @@ import (
 //
 // It is not a clustersync.AtomicAllower: deciding an Allow atomically
 // would take a lightweight transaction (Paxos, several round trips among
-// the replicas) on a partition holding every window of a key.
+// the replicas) on a partition holding every window of a key. It is a
+// clustersync.BucketStore, whose calls do take one (see Buckets).
 type Store struct {
 	cfg     Config
 	cluster gocql.ClusterConfig
@@ -32,6 +33,7 @@ type Store struct {
 	selectCQL       string // one partition: incarnation, total
 	selectKeysCQL   string // key IN ?: key, incarnation, total
 	selectStartsCQL string // start_ns IN ?: start_ns, incarnation, total
+	bucketCQL       bucketCQL
 
 	mu         sync.Mutex
 	sess       *gocql.Session
@@ -46,7 +48,9 @@ type Store struct {
 	// with "no hosts available" before it is replaced (see observe).
 	replaceSessionAfter time.Duration
 
-	connects atomic.Int64 // sessions created, for tests
+	connects      atomic.Int64 // sessions created, for tests
+	bucketRetries atomic.Int64 // Buckets attempts after a failed condition, for tests
+	bucketTrips   atomic.Int64 // Buckets requests (reads and batches), for tests
 }
 
 // Open validates cfg and returns a Store. It does not contact Cassandra:
@@ -112,6 +116,7 @@ func Open(cfg Config) (*Store, error) {
 		selectKeysCQL: "SELECT key, incarnation, total FROM " + table + part + " IN ?",
 		selectStartsCQL: "SELECT start_ns, incarnation, total FROM " + table +
 			" WHERE namespace = ? AND size_ns = ? AND start_ns IN ? AND key = ?",
+		bucketCQL:           newBucketCQL(cfg),
 		done:                make(chan struct{}),
 		replaceSessionAfter: defaultReplaceSessionAfter,
 	}, nil

@@ -316,3 +316,14 @@ func TestRedisBucketAccuracySmoke(t *testing.T) {
 		t.Errorf("admitted %d, far below the ideal %.0f: the bucket refuses what it should admit", run.admitted, run.ideal())
 	}
 }
+
+// TestCassandraBucketRestart: Cassandra holds buckets under lightweight
+// transactions; a restarted node starts from them, in both modes.
+func TestCassandraBucketRestart(t *testing.T) {
+	c := harness.SharedCassandra(t)
+	for _, s := range []float64{0, 0.1} {
+		t.Run(fmt.Sprint("sync_rate=", s), func(t *testing.T) {
+			checkBucketRestart(t, cassandraStore(c, keyspace("brestart")), s)
+		})
+	}
+}

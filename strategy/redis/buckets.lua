@@ -33,7 +33,7 @@ end
 
 -- join returns h·BASE + l (0 <= l < BASE) as a canonical value.
 local function join(h, l)
-  if h > -4503599 and h < 4503599 then -- |h·BASE + l| < 2^53: exact
+  if h >= -4503600 and h <= 4503600 then -- |h·BASE + l| < 2^53: exact
     local x = h * BASE + l
     if x > -SMALL and x < SMALL then return x end
   end

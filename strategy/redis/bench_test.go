@@ -221,6 +221,9 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 // boundary and the first one 250 ms after it), "increment-10keys" the same
 // over 10 keys (hot keys: nearly every call sends the current windows
 // only), "allow" is Syncer.AllowAt over both sizes (one Allow script).
+// "bucket-token", "bucket-leaky" and "bucket-fixed" are one store Buckets
+// call (one script) taking 1 from one bucket of that kind, in one
+// incarnation, as a synchronous bucket limit makes it.
 // "go-redis-incr" is a plain INCR through
 // go-redis from the same goroutine: the client's own floor. Each reports
 // p50/p99 latency and, next to them, the p50 of redis-benchmark -c 1 -t
@@ -229,7 +232,12 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 func BenchmarkSyncCall(b *testing.B) {
 	addr := redisAddr(b)
 	sizes := []time.Duration{time.Second, time.Minute}
-	for _, op := range []string{"go-redis-incr", "increment", "increment-10keys", "allow"} {
+	buckets := map[string]node.BucketSpec{
+		"bucket-token": {Kind: node.TokenLimit, A: node.MaxValue * node.Micro, B: int64(time.Second), C: node.MaxValue * node.Micro},
+		"bucket-leaky": {Kind: node.LeakyLimit, A: node.MaxValue * node.Micro, B: int64(time.Second), C: 1},
+		"bucket-fixed": {Kind: node.FixedLimit, A: int64(time.Minute), B: node.MaxValue * node.Micro},
+	}
+	for _, op := range []string{"go-redis-incr", "increment", "increment-10keys", "allow", "bucket-token", "bucket-leaky", "bucket-fixed"} {
 		b.Run(op, func(b *testing.B) {
 			s, _ := newStoreAt(b, addr)
 			raw := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
@@ -252,6 +260,12 @@ func BenchmarkSyncCall(b *testing.B) {
 				keys[i] = fmt.Sprint("user-", i)
 			}
 			limits := []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
+			// A bucket call's state per key: this incarnation's total and
+			// its versions, as a node keeps them.
+			totals := make([]int64, len(keys))
+			life, version := time.Now().UnixNano(), time.Now().UnixMicro()
+			bcalls := make([]clustersync.BucketCall, 1)
+			breplies := make([]clustersync.BucketReply, 1)
 			var rates []node.Rate
 			var statuses []node.LimitStatus
 			lat := make([]time.Duration, 0, b.N)
@@ -269,6 +283,21 @@ func BenchmarkSyncCall(b *testing.B) {
 					var d node.Decision
 					d, err = sy.AllowAt(ctx, time.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, statuses[:0])
 					statuses = d.Limits
+				default:
+					j := i % len(keys)
+					at := time.Now()
+					version++
+					bcalls[0] = clustersync.BucketCall{Namespace: "sync", Bucket: buckets[op], Life: life, Total: totals[j],
+						LastAt: at.UnixNano(), Version: version, ExpireAt: at.Add(time.Minute)}
+					bcalls[0].Bucket.Key = key
+					cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+					var ok bool
+					ok, err = s.Buckets(cctx, "me", at.UnixNano(), node.Micro, bcalls, breplies)
+					cancel()
+					if err == nil && !ok {
+						err = fmt.Errorf("%s: take of 1 refused", op)
+					}
+					totals[j] = breplies[0].Applied
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -138,6 +138,21 @@ func TestCluster(t *testing.T) {
 	if n := window(t, s, req.Limits[1].Cur.WindowKey); n != 10*m {
 		t.Errorf("Window(minute) = %d, want %d", n, 10*m)
 	}
+	// Buckets of all three kinds of one key: one script, one slot.
+	bs := []clustersync.BucketCall{
+		{Namespace: "api", Bucket: tokenBucket("user-7", 2*m, time.Hour, 2*m, false), Life: 1, Version: 1},
+		{Namespace: "api", Bucket: leakyBucket("user-7", 2*m, time.Hour), Life: 1, Version: 1},
+		{Namespace: "api", Bucket: fixedBucket("user-7", time.Hour, 2*m), Life: 1, Version: 1},
+	}
+	replies := make([]clustersync.BucketReply, len(bs))
+	if ok, err := s.Buckets(ctx, "c", at, m, bs, replies); err != nil || !ok {
+		t.Fatalf("Buckets = %v, %v; want allowed", ok, err)
+	}
+	for i := range replies {
+		if replies[i].Applied != m {
+			t.Errorf("Buckets: bucket %d applied %d, want %d", i, replies[i].Applied, m)
+		}
+	}
 	// Every call went straight to the shard of its keys: no node answered
 	// MOVED (which the client would have followed, at a round trip each).
 	for _, a := range addrs {

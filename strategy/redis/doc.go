@@ -1,7 +1,7 @@
 // Package redis is limiterd's Redis store: a clustersync.Store, with the
-// optional clustersync.PushFetcher and clustersync.AtomicAllower, on a
-// standalone server, Sentinel or Redis Cluster (Redis ≥ 7.0). Import it
-// as redisstore.
+// optional clustersync.PushFetcher, clustersync.AtomicAllower and
+// clustersync.BucketStore, on a standalone server, Sentinel or Redis
+// Cluster (Redis ≥ 7.0). Import it as redisstore.
 //
 // Open builds a client from a Config without contacting the server, so a
 // node starts during a store outage; New wraps a go-redis client the
@@ -20,11 +20,24 @@
 // is newer, and keeps each key's sum of totals beside the rows, so Window
 // is one HGET and Fetch one HMGET per hash.
 //
+// Token, leaky and fixed buckets (BucketStore) have one hash per bucket,
+// "<prefix>:{<tag>}:b:<len(ns)>:<ns>:<BucketSpec.StoreKey()>", under the
+// hash tag of the key's windows, so one script decides all buckets of a
+// call atomically, in one round trip and, on a cluster, in one slot. Its
+// fields: l (level, micro-hits), m (mark, Unix ns), s (write count), and
+// per incarnation "<life>:<applied>:<version>" under its row prefix. The
+// hash expires (PEXPIREAT) at the latest ExpireAt sent. The script is a
+// port of clustersync.ApplyBuckets; since Lua numbers are doubles, it
+// holds every int64 past 2^52 (instants, long refill times, lives) as two
+// exact parts, and gets from Go what needs a floored division of a
+// signed instant (a fixed bucket's period start) and a new row's state.
+//
 // The code by concern:
 //
 //	store.go            Store, New, Close
 //	push.go             Push, PushFetch, Fetch, Window: batches, grouping by hash
 //	allow.go            Allow
+//	buckets.go          Buckets: the bucket hashes' keys, the script's arguments
 //	encode.go           the scripts' arguments and replies
 //	layout.go           where each argument and reply value is, shared with the Lua
 //	script.go, *.lua    the scripts and how they run

@@ -1,6 +1,9 @@
 package redis
 
-import clustersync "github.com/limiterd/limiterd/sync"
+import (
+	"github.com/limiterd/limiterd/node"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
 
 // RedisKey returns the Redis key of the hash holding window k under prefix.
 func RedisKey(prefix string, k clustersync.WindowKey) string {
@@ -12,3 +15,9 @@ func RedisKey(prefix string, k clustersync.WindowKey) string {
 func SumField(k clustersync.WindowKey) string { return sumPrefix + k.Key }
 
 func RowField(inc string, k clustersync.WindowKey) string { return rowPrefix(inc) + k.Key }
+
+// BucketsKey returns the Redis key of bucket b's hash in namespace ns
+// under prefix.
+func BucketsKey(prefix, ns string, b node.BucketSpec) string {
+	return bucketsKey(escapePrefix(prefix), ns, &b)
+}

@@ -123,10 +123,73 @@ const (
 	allowReplyWidth
 )
 
+// The buckets script decides a clustersync.BucketStore call (token,
+// leaky and fixed buckets; not the key buckets of keys.go). Its KEYS are
+// the buckets' hashes, one per call, all of one hash tag.
+
+// bucketsHead is the head of the buckets script's ARGV.
+type bucketsHead int
+
+const (
+	bucketsHeadIncField bucketsHead = iota // the incarnation's field: its row prefix
+	bucketsHeadAt                          // the take's time, Unix ns
+	bucketsHeadTake                        // the take, micro-hits (0: only sync)
+	bucketsHeadWidth
+)
+
+// bucketsCall is one call (one bucket) of the buckets script's ARGV.
+// Numbers are decimal int64; what Lua could not compute exactly or
+// cheaply comes precomputed.
+type bucketsCall int
+
+const (
+	bucketsCallKind       bucketsCall = iota // 't', 'l' or 'f'
+	bucketsCallA                             // token max, leaky size, fixed period (node.BucketSpec.A)
+	bucketsCallB                             // token refill time, leaky interval, fixed limit
+	bucketsCallC                             // token refill amount, leaky drip, fixed 0
+	bucketsCallStrict                        // '1' for a strict token take, else '0'
+	bucketsCallInitLevel                     // a new row's state: BucketSpec.Init's level
+	bucketsCallInitMark                      // and mark
+	bucketsCallForceAt                       // when a catch-up applies: max(LastAt, 0)
+	bucketsCallForceStart                    // a fixed bucket's period start at ForceAt
+	bucketsCallAtStart                       // a fixed bucket's period start at the take's time
+	bucketsCallLife                          // the caller's life of the bucket
+	bucketsCallTotal                         // the caller's total in that life
+	bucketsCallVersion                       // the call's version
+	bucketsCallExpire                        // the row's expiry, Unix ms (0 for none)
+	bucketsCallWidth
+)
+
+// bucketsReplyHead is the head of the buckets script's reply.
+type bucketsReplyHead int
+
+const (
+	bucketsReplyHeadAllowed bucketsReplyHead = iota // '1' or '0'
+	bucketsReplyHeadWidth
+)
+
+// bucketsReply is one bucket's reply of the buckets script, as decimal
+// strings: clustersync.BucketReply.
+type bucketsReply int
+
+const (
+	bucketsReplyBeforeLevel bucketsReply = iota
+	bucketsReplyBeforeMark
+	bucketsReplyAfterLevel
+	bucketsReplyAfterMark
+	bucketsReplyApplied
+	bucketsReplySeq
+	bucketsReplyWidth
+)
+
 // Where field f of item i is, 0-based.
-func (f pushRow) at(i int) int    { return int(pushHeadWidth) + i*int(pushRowWidth) + int(f) }
-func (f rowReply) at(i int) int   { return i*int(rowReplyWidth) + int(f) }
-func (f keyWindow) at(i int) int  { return int(keyHeadWidth) + i*int(keyWindowWidth) + int(f) }
-func (f allowKeys) at(i int) int  { return i*int(allowKeysWidth) + int(f) }
-func (f allowLimit) at(i int) int { return int(allowHeadWidth) + i*int(allowLimitWidth) + int(f) }
-func (f allowReply) at(i int) int { return int(allowReplyHeadWidth) + i*int(allowReplyWidth) + int(f) }
+func (f pushRow) at(i int) int     { return int(pushHeadWidth) + i*int(pushRowWidth) + int(f) }
+func (f rowReply) at(i int) int    { return i*int(rowReplyWidth) + int(f) }
+func (f keyWindow) at(i int) int   { return int(keyHeadWidth) + i*int(keyWindowWidth) + int(f) }
+func (f allowKeys) at(i int) int   { return i*int(allowKeysWidth) + int(f) }
+func (f allowLimit) at(i int) int  { return int(allowHeadWidth) + i*int(allowLimitWidth) + int(f) }
+func (f allowReply) at(i int) int  { return int(allowReplyHeadWidth) + i*int(allowReplyWidth) + int(f) }
+func (f bucketsCall) at(i int) int { return int(bucketsHeadWidth) + i*int(bucketsCallWidth) + int(f) }
+func (f bucketsReply) at(i int) int {
+	return int(bucketsReplyHeadWidth) + i*int(bucketsReplyWidth) + int(f)
+}

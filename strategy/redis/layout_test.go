@@ -28,6 +28,7 @@ var layoutHeaders = []struct {
 	{"push_layout.lua", []string{"pushHead", "pushRow", "rowReply"}},
 	{"key_layout.lua", []string{"keyHead", "keyWindow", "rowReply"}},
 	{"allow_layout.lua", []string{"allowKeys", "allowHead", "allowLimit", "allowReplyHead", "allowReply"}},
+	{"buckets_layout.lua", []string{"bucketsHead", "bucketsCall", "bucketsReplyHead", "bucketsReply"}},
 }
 
 // TestLayoutHeaders wants every *_layout.lua header to be what layout.go

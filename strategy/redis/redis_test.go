@@ -29,6 +29,7 @@ var (
 	_ clustersync.Store         = (*redisstore.Store)(nil)
 	_ clustersync.PushFetcher   = (*redisstore.Store)(nil)
 	_ clustersync.AtomicAllower = (*redisstore.Store)(nil)
+	_ clustersync.BucketStore   = (*redisstore.Store)(nil)
 
 	_ redisstore.Client = (*redis.Client)(nil)
 	_ redisstore.Client = (*redis.ClusterClient)(nil)

@@ -11,9 +11,10 @@ import (
 // lib.lua, then its own body. On a cluster or ring every call takes only
 // keys of one hash tag (see Store), so each is valid on Redis Cluster.
 var (
-	pushScript  = newScript("push")
-	keyScript   = newScript("key")
-	allowScript = newScript("allow")
+	pushScript    = newScript("push")
+	keyScript     = newScript("key")
+	allowScript   = newScript("allow")
+	bucketsScript = newScript("buckets")
 )
 
 //go:embed *.lua

@@ -22,7 +22,8 @@ type Client interface {
 }
 
 // Store is a clustersync.Store on Redis: standalone, Sentinel or Cluster.
-// It also implements clustersync.PushFetcher and clustersync.AtomicAllower.
+// It also implements clustersync.PushFetcher, clustersync.AtomicAllower
+// and clustersync.BucketStore.
 // It is safe for concurrent use.
 //
 // Rows are grouped by the hash that holds them (one per window and bucket,

@@ -189,11 +189,7 @@ func checkBucketOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func
 			}
 		})
 	}
-	time.Sleep(time.Second)
-	stop()
-	time.Sleep(2 * time.Second)
-	start()
-	time.Sleep(time.Second)
+	outage(stop, start)
 	cancel()
 	wg.Wait()
 	if n := failed.Load(); n > 0 {

@@ -71,11 +71,7 @@ func checkOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func(), st
 	keys := []string{"a", "b", "c", "d"}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := runLoad(ctx, nodes, keys, at, 6)
-	time.Sleep(time.Second)
-	stop()
-	time.Sleep(2 * time.Second)
-	start()
-	time.Sleep(time.Second)
+	outage(stop, start)
 	cancel()
 	l.wait()
 	if n := l.errors.Load(); n > 0 {
@@ -100,6 +96,16 @@ func TestRedisSynchronousAllowExact(t *testing.T) {
 	if got := allowLoad(t, nodes, "hot", time.Now(), 100, 30, 10); got != 100 {
 		t.Fatalf("admitted %d across 3 nodes, want exactly 100", got)
 	}
+}
+
+// outage lets a load run for 1 s, stops the store for 2 s, starts it
+// again and lets the load run 1 s more.
+func outage(stop, start func()) {
+	time.Sleep(time.Second)
+	stop()
+	time.Sleep(2 * time.Second)
+	start()
+	time.Sleep(time.Second)
 }
 
 // checkStoreTotals expects the store to hold each key's hits exactly once.

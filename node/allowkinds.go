@@ -238,18 +238,14 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 		winReq  [MaxLimits]Limit
 		heldBuf [MaxLimits]heldBucket
 	)
-	wins, hs := winBuf[:0], heldBuf[:0]
+	wins := winBuf[:0]
 	for i, l := range lims {
 		if l.idx >= 0 {
 			winReq[len(wins)] = req.Limits[i]
 			wins = append(wins, l)
-			continue
 		}
-		rl := &req.Limits[i]
-		id, _ := bucketIdentity(rl) // checked
-		id.key = req.Key
-		hs = append(hs, heldBucket{i: i, id: id, strict: rl.Strict, wait: rl.WaitTimeout})
 	}
+	hs := appendHeld(heldBuf[:0], req)
 	var e *entry
 	if len(wins) > 0 {
 		var err error

@@ -180,16 +180,7 @@ type BucketsLock struct {
 // checked by CheckAllow (c); its window limits are left alone.
 func (ns *Namespace) LockBuckets(t time.Time, req AllowRequest, c *AllowCheck) (*BucketsLock, error) {
 	l := &BucketsLock{ns: ns, t: t.UnixNano(), cost: c.Cost, req: req, windows: c.Buckets != len(req.Limits)}
-	l.hs = l.buf[:0]
-	for i := range req.Limits {
-		rl := &req.Limits[i]
-		if rl.Kind == WindowLimit {
-			continue
-		}
-		id, _ := bucketIdentity(rl)
-		id.key = req.Key
-		l.hs = append(l.hs, heldBucket{i: i, id: id, strict: rl.Strict, wait: rl.WaitTimeout})
-	}
+	l.hs = appendHeld(l.buf[:0], &l.req)
 	if err := ns.buckets.lockAll(l.hs, req.Key, l.t, true); err != nil {
 		return nil, err
 	}
@@ -296,10 +287,7 @@ func (ns *Namespace) CollectBuckets(all bool, dst []BucketSync) []BucketSync {
 // count. It does nothing when the bucket is no longer held in b's life.
 func (ns *Namespace) StoreBucket(b *BucketSync, now time.Time, after BucketState, applied, seq int64) {
 	id := b.Spec.id()
-	sh := ns.buckets.shard(id.key)
-	sh.mu.RLock()
-	e := sh.m[id]
-	sh.mu.RUnlock()
+	e := ns.buckets.lookup(&id)
 	if e == nil {
 		return
 	}
@@ -315,17 +303,9 @@ func (ns *Namespace) StoreBucket(b *BucketSync, now time.Time, after BucketState
 // (bucket limits, checked) was read since the node holds it: a call that
 // finds one never read can ask the store first.
 func (ns *Namespace) BucketsSynced(req *AllowRequest) bool {
-	for i := range req.Limits {
-		rl := &req.Limits[i]
-		if rl.Kind == WindowLimit {
-			continue
-		}
-		id, _ := bucketIdentity(rl)
-		id.key = req.Key
-		sh := ns.buckets.shard(id.key)
-		sh.mu.RLock()
-		e := sh.m[id]
-		sh.mu.RUnlock()
+	var buf [MaxLimits]heldBucket
+	for _, h := range appendHeld(buf[:0], req) {
+		e := ns.buckets.lookup(&h.id)
 		if e == nil {
 			return false
 		}
@@ -337,4 +317,26 @@ func (ns *Namespace) BucketsSynced(req *AllowRequest) bool {
 		}
 	}
 	return true
+}
+
+// appendHeld appends to hs the bucket limits of req (checked), unlocked.
+func appendHeld(hs []heldBucket, req *AllowRequest) []heldBucket {
+	for i := range req.Limits {
+		rl := &req.Limits[i]
+		if rl.Kind == WindowLimit {
+			continue
+		}
+		id, _ := bucketIdentity(rl)
+		id.key = req.Key
+		hs = append(hs, heldBucket{i: i, id: id, strict: rl.Strict, wait: rl.WaitTimeout})
+	}
+	return hs
+}
+
+// lookup returns the entry of id, or nil, unlocked.
+func (b *Buckets) lookup(id *bucketID) *bucketEntry {
+	sh := b.shard(id.key)
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	return sh.m[*id]
 }

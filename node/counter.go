@@ -54,6 +54,10 @@ type entry struct {
 	// over is set when the last Allow that checked the key refused it: a
 	// key over its limit is never evicted for a new one (see evict).
 	over atomic.Bool
+	// fetched is set once the other nodes' totals of the key were stored
+	// in it (SetOthers): until then the node knows only its own hits.
+	// It fits in the padding after over, so an entry does not grow.
+	fetched atomic.Bool
 }
 
 const entrySize = unsafe.Sizeof(entry{})
@@ -317,5 +321,13 @@ func (ss *shards) resize(sh *shard, n int) *table {
 func (e *entry) setOver(over bool) {
 	if e.over.Load() != over {
 		e.over.Store(over)
+	}
+}
+
+// markFetched records that the key's others' totals were stored, writing
+// only a change.
+func (e *entry) markFetched() {
+	if !e.fetched.Load() {
+		e.fetched.Store(true)
 	}
 }

@@ -13,16 +13,18 @@ import (
 // use.
 type Service struct {
 	node *node.Node
-	// syncers holds the syncer of every synchronous namespace, by name.
-	syncers map[string]*clustersync.Syncer
+	// syncers holds the syncer of every synchronous namespace, by name;
+	// escalators that of every periodic one that escalates.
+	syncers, escalators map[string]*clustersync.Syncer
 }
 
 // New serves n's namespaces, routing the synchronous ones through their
 // syncers. Every synchronous namespace of n needs one; syncers of periodic
-// namespaces may be passed too (they run in the background and serve no
-// call) and are ignored.
+// namespaces may be passed too: one that escalates (Syncer.Escalates)
+// serves the namespace's Allow calls whose limits are all sliding windows
+// (Syncer.AllowNearAt); the others serve no call.
 func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
-	s := &Service{node: n, syncers: map[string]*clustersync.Syncer{}}
+	s := &Service{node: n, syncers: map[string]*clustersync.Syncer{}, escalators: map[string]*clustersync.Syncer{}}
 	for _, sy := range syncers {
 		ns, err := n.Namespace(sy.Namespace().Name())
 		if err != nil || ns != sy.Namespace() {
@@ -30,6 +32,8 @@ func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
 		}
 		if ns.Config().Mode() == node.Synchronous {
 			s.syncers[ns.Name()] = sy
+		} else if sy.Escalates() {
+			s.escalators[ns.Name()] = sy
 		}
 	}
 	for _, ns := range n.Namespaces() {
@@ -49,6 +53,7 @@ type route struct {
 	name string // as the request gave it
 	ns   *node.Namespace
 	sy   *clustersync.Syncer
+	esc  *clustersync.Syncer // a periodic namespace's, when it escalates
 }
 
 // resolve finds the namespace called name; last is the route the previous
@@ -61,7 +66,7 @@ func (s *Service) resolve(name string, last *route) (route, error) {
 	if err != nil {
 		return route{}, err
 	}
-	r := route{name: name, ns: ns, sy: s.syncers[ns.Name()]}
+	r := route{name: name, ns: ns, sy: s.syncers[ns.Name()], esc: s.escalators[ns.Name()]}
 	if last != nil {
 		*last = r
 	}
@@ -165,7 +170,8 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 
 // Allow decides whether req.Cost more hits fit under every limit and, if
 // so (or with CountRejected), counts them; the limits' statuses are
-// appended to dst. In a synchronous namespace the store decides.
+// appended to dst. In a synchronous namespace the store decides; in a
+// periodic one that escalates, the store decides near a limit.
 //
 // Limits may be sliding windows and buckets together: the cost is
 // admitted in all or in none. Buckets need a local-only namespace that is
@@ -192,6 +198,9 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	}
 	if r.sy != nil {
 		return r.sy.AllowAt(ctx, t, ar, dst)
+	}
+	if r.esc != nil && limitKinds(req.Limits) == only(SlidingWindow) {
+		return r.esc.AllowNearAt(ctx, t, ar, dst)
 	}
 	d, err := r.ns.AllowAt(t, ar, dst)
 	if err != nil || d.Wait == 0 {

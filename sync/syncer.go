@@ -34,6 +34,14 @@ type Config struct {
 	// NoJitter starts the first tick at once instead of after a random
 	// part of the period (spreading the ticks of many nodes).
 	NoJitter bool
+	// NoEscalate keeps every Allow of a periodic namespace local
+	// (escalate: never); by default AllowNearAt asks the store near a
+	// limit (escalate: auto; see escalate.go).
+	NoEscalate bool
+	// EscalateSafety multiplies the hits the other nodes are expected to
+	// count while this node cannot see them, which sets how near a limit
+	// a periodic Allow escalates. Default 2.
+	EscalateSafety float64
 }
 
 // DefaultConfig returns the defaults for a namespace with the given
@@ -58,6 +66,9 @@ func (c Config) withDefaults(syncRate float64) Config {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 5000
+	}
+	if !(c.EscalateSafety > 0) {
+		c.EscalateSafety = 2
 	}
 	return c
 }
@@ -92,6 +103,15 @@ type Syncer struct {
 	// prevReads serves the synchronous calls (see exchange); the tick
 	// prunes it.
 	prevReads *prevReads
+
+	// Escalation of a periodic namespace (see escalate.go): aa is the
+	// store's AtomicAllower (nil if it has none), lastTick the duration
+	// of the last tick in ns, fresh the keys new to the node, fetched at
+	// once in the background.
+	escalate bool
+	aa       AtomicAllower
+	lastTick atomic.Int64
+	fresh    chan string
 
 	statusMu    gosync.Mutex
 	lastSuccess time.Time
@@ -129,11 +149,18 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 	if nc.Mode() == node.Synchronous {
 		period = cfg.RetryPeriod
 	}
-	return &Syncer{
+	s := &Syncer{
 		ns: ns, store: store, inc: inc, versions: v, cfg: cfg, period: period,
 		ttlPad: 2 * nc.SyncPeriod(), log: log.With("namespace", nc.Name), m: m, name: nc.Name,
 		prevReads: newPrevReads(),
-	}, nil
+	}
+	s.aa, _ = store.(AtomicAllower)
+	if nc.Mode() == node.Periodic && !cfg.NoEscalate {
+		s.escalate = true
+		s.fresh = make(chan string, freshQueue)
+		ns.OnNewKey(s.enqueueFresh)
+	}
+	return s, nil
 }
 
 // Namespace returns the synced namespace.
@@ -148,6 +175,12 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 	timer := time.NewTimer(first)
 	defer timer.Stop()
+	if s.fresh != nil {
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); s.fetchFresh(fctx) }()
+		defer func() { stop(); <-done }()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -189,7 +222,9 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 			ferr = s.fetch(ctx, nil)
 		}
 	}
-	s.m.Tick(s.name, time.Since(start), perr != nil, ferr != nil)
+	took := time.Since(start)
+	s.lastTick.Store(int64(took))
+	s.m.Tick(s.name, took, perr != nil, ferr != nil)
 	err := errors.Join(perr, ferr)
 	s.statusMu.Lock()
 	s.lastErr = err

@@ -51,14 +51,20 @@ type entry struct {
 	// shard. A lock-free writer that finds it set after its add retries on
 	// a fresh entry: its add went to memory no one reads any more.
 	dead atomic.Bool
-	// over is set when the last Allow that checked the key refused it: a
-	// key over its limit is never evicted for a new one (see evict).
-	over atomic.Bool
-	// fetched is set once the other nodes' totals of the key were stored
-	// in it (SetOthers): until then the node knows only its own hits.
-	// It fits in the padding after over, so an entry does not grow.
-	fetched atomic.Bool
+	// flags holds two bits, one word so that the entry keeps its size:
+	// flagOver, set when the last Allow that checked the key refused it
+	// (a key over its limit is never evicted for a new one, see evict);
+	// flagFetched, set once the other nodes' totals of the key were
+	// stored in it (SetOthers): until then the node knows only its own
+	// hits.
+	flags atomic.Uint32
 }
+
+// The bits of entry.flags.
+const (
+	flagOver uint32 = 1 << iota
+	flagFetched
+)
 
 const entrySize = unsafe.Sizeof(entry{})
 
@@ -319,15 +325,26 @@ func (ss *shards) resize(sh *shard, n int) *table {
 // change: most calls repeat the last answer, and a store to a shared
 // cache line costs more than the load.
 func (e *entry) setOver(over bool) {
-	if e.over.Load() != over {
-		e.over.Store(over)
+	if e.isOver() == over {
+		return
+	}
+	if over {
+		e.flags.Or(flagOver)
+	} else {
+		e.flags.And(^flagOver)
 	}
 }
 
 // markFetched records that the key's others' totals were stored, writing
 // only a change.
 func (e *entry) markFetched() {
-	if !e.fetched.Load() {
-		e.fetched.Store(true)
+	if !e.fetched() {
+		e.flags.Or(flagFetched)
 	}
 }
+
+// isOver reports whether the key's last Allow refused it.
+func (e *entry) isOver() bool { return e.flags.Load()&flagOver != 0 }
+
+// fetched reports whether the others' totals of the key were ever stored.
+func (e *entry) fetched() bool { return e.flags.Load()&flagFetched != 0 }

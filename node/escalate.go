@@ -69,7 +69,7 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 	n := len(lims)
 	decide(&dc, tn, cost, lims, dc.cur[:n], dc.prev[:n], req.CountRejected)
 	if dc.allowed {
-		unseen := !e.fetched.Load()
+		unseen := !e.fetched()
 		inside := false
 		for i, l := range lims {
 			r := SlidingRate(dc.cur[i]-cost, dc.prev[i], time.Duration(l.size), tn-l.ws)
@@ -149,7 +149,7 @@ func (ns *Namespace) UnfetchedWindows(now time.Time, key string, dst []Window) [
 		return dst
 	}
 	e := ns.shards.find(ns.shards.hash(key), key)
-	if e == nil || e.dead.Load() || e.fetched.Load() {
+	if e == nil || e.dead.Load() || e.fetched() {
 		return dst
 	}
 	tn := now.UnixNano()

@@ -1,0 +1,161 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// setOthers stores others micro-hits as the other nodes' total of key's
+// window of size starting at start, as a fetch would.
+func setOthers(t *testing.T, ns *node.Namespace, now time.Time, key string, size time.Duration, start int64, others int64) {
+	t.Helper()
+	for _, w := range ns.CollectInterest(now, nil) {
+		if w.Key == key && w.Size == size && w.Start == start {
+			ns.SetOthers(w, others)
+			return
+		}
+	}
+	t.Fatalf("no interest window %s/%s/%d", key, size, start)
+}
+
+// TestAllowMarginAt: the node decides alone while the request is clear of
+// the limit by the others' expected hits, reports near inside that margin
+// and for a key never fetched, and refuses alone what its own view
+// refuses; with Tighten the margin refuses.
+func TestAllowMarginAt(t *testing.T) {
+	const limit = 100
+	// Blind 0.2 s × safety 2 over a 1 s window: the margin is 0.4 windows
+	// of the others' rate.
+	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2}
+	req := func(cost float64) node.AllowRequest {
+		return node.AllowRequest{Key: "k", Cost: cost, Limits: []node.Limit{{Size: time.Second, Limit: limit}}}
+	}
+	for _, tc := range []struct {
+		name         string
+		fetched      bool
+		own, others  float64 // in the current window, at half of it
+		cost         float64
+		tighten      bool
+		wantNear     bool
+		wantAllowed  bool
+		wantRateHits float64 // the key's sliding rate afterwards
+	}{
+		{name: "never fetched", own: 1, cost: 1, wantNear: true, wantRateHits: 1},
+		{name: "never fetched, tighten", own: 1, cost: 1, tighten: true, wantAllowed: true, wantRateHits: 2},
+		// Others at 20 in half a window: 40 per window, 16 expected.
+		{name: "clear", fetched: true, own: 10, others: 20, cost: 1, wantAllowed: true, wantRateHits: 31},
+		{name: "just clear", fetched: true, own: 63, others: 20, cost: 1, wantAllowed: true, wantRateHits: 84},
+		{name: "inside the margin", fetched: true, own: 64, others: 20, cost: 1, wantNear: true, wantRateHits: 84},
+		{name: "inside the margin, tighten", fetched: true, own: 64, others: 20, cost: 1, tighten: true, wantRateHits: 84},
+		{name: "over by the node's own view", fetched: true, own: 80, others: 20, cost: 1, wantRateHits: 100},
+		{name: "no others, at the limit", fetched: true, own: 99, cost: 1, wantAllowed: true, wantRateHits: 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNS(t, syncedConfig(time.Second), nil)
+			at := epoch.Add(time.Second / 2)
+			ws := node.WindowStart(at.UnixNano(), time.Second)
+			incr(t, ns, at, "k", 0, tc.own)
+			if tc.fetched {
+				setOthers(t, ns, at, "k", time.Second, ws, int64(tc.others*node.Micro))
+			}
+			m := m
+			m.Tighten = tc.tighten
+			d, near, err := ns.AllowMarginAt(at, req(tc.cost), m, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if near != tc.wantNear || !near && d.Allowed != tc.wantAllowed {
+				t.Errorf("near %v, allowed %v; want near %v, allowed %v", near, d.Allowed, tc.wantNear, tc.wantAllowed)
+			}
+			if near && len(d.Limits) != 0 {
+				t.Errorf("near with statuses %v, want none", d.Limits)
+			}
+			if !near && !d.Allowed && d.RetryAfter <= 0 {
+				t.Errorf("refused with retry after %v, want > 0", d.RetryAfter)
+			}
+			if got := rateOf(t, ns, at, "k", time.Second); !near2(got, tc.wantRateHits) {
+				t.Errorf("rate afterwards %v, want %v", got, tc.wantRateHits)
+			}
+		})
+	}
+}
+
+func near2(got, want float64) bool { return got > want-1e-9 && got < want+1e-9 }
+
+// TestAllowMarginAtRecentRate: the others' rate is the larger of their
+// previous window and their current one extrapolated, so a burst that
+// started this window widens the margin at once.
+func TestAllowMarginAtRecentRate(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second), nil)
+	m := node.Margin{Blind: 100 * time.Millisecond, Safety: 1}
+	at := epoch.Add(time.Second + time.Second/2)
+	ws := node.WindowStart(at.UnixNano(), time.Second)
+	incr(t, ns, at.Add(-time.Second), "k", 0, 1) // the previous window exists
+	incr(t, ns, at, "k", 0, 50)
+	setOthers(t, ns, at, "k", time.Second, ws-int64(time.Second), 10*node.Micro)
+	setOthers(t, ns, at, "k", time.Second, ws, 30*node.Micro)
+	// Rate: 50 + 30 + (1 + 10) / 2 = 85.5. Others: max(10, 30 × 2) = 60
+	// per window, 6 over 0.1 s. 85.5 + 1 + 6 = 92.5.
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 92}}}
+	if _, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || !near {
+		t.Fatalf("limit 92: near %v (%v), want near", near, err)
+	}
+	req.Limits[0].Limit = 93
+	if d, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || near || !d.Allowed {
+		t.Fatalf("limit 93: near %v, allowed %v (%v), want allowed here", near, d.Allowed, err)
+	}
+}
+
+// TestUnfetchedWindows: a new key is reported to OnNewKey and has
+// unfetched windows until the others' totals are stored.
+func TestUnfetchedWindows(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second, time.Minute), nil)
+	var added []string
+	ns.OnNewKey(func(key string) { added = append(added, key) })
+	at := epoch.Add(time.Second / 2)
+	incr(t, ns, at, "k", 0, 1)
+	incr(t, ns, at, "k", 0, 1)
+	if len(added) != 1 || added[0] != "k" {
+		t.Fatalf("OnNewKey saw %q, want [k]", added)
+	}
+	ws := ns.UnfetchedWindows(at, "k", nil)
+	if len(ws) != 4 {
+		t.Fatalf("%d unfetched windows, want 4 (current and previous of 2 sizes)", len(ws))
+	}
+	if got := ns.UnfetchedWindows(at, "absent", nil); len(got) != 0 {
+		t.Errorf("absent key: %d windows, want 0", len(got))
+	}
+	for _, w := range ws {
+		ns.SetOthers(w, 2*node.Micro)
+	}
+	if got := ns.UnfetchedWindows(at, "k", nil); len(got) != 0 {
+		t.Errorf("after SetOthers: %d windows, want 0", len(got))
+	}
+	if got := rateOf(t, ns, at, "k", time.Second); !near2(got, 5) {
+		t.Errorf("rate %v, want 5 (own 2 + others 2 + half the previous window's others 2)", got)
+	}
+}
+
+// TestAllowMarginAtNoAllocs: deciding alone on an existing, fetched key
+// allocates nothing.
+func TestAllowMarginAtNoAllocs(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second, time.Minute), nil)
+	at := epoch.Add(time.Second / 2)
+	incr(t, ns, at, "existing-key", 0, 1)
+	for _, w := range ns.CollectInterest(at, nil) {
+		ns.SetOthers(w, node.Micro)
+	}
+	statuses := make([]node.LimitStatus, 0, 2)
+	req := node.AllowRequest{Key: "existing-key", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}}
+	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2}
+	var near bool
+	var err error
+	if got := testing.AllocsPerRun(100, func() { _, near, err = ns.AllowMarginAt(at, req, m, statuses) }); got != 0 {
+		t.Errorf("%v allocations per call, want 0", got)
+	}
+	if err != nil || near {
+		t.Errorf("near %v, err %v; want a local decision", near, err)
+	}
+}

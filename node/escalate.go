@@ -23,16 +23,20 @@ type Margin struct {
 	// (for a store that cannot decide atomically), instead of reporting it
 	// as near.
 	Tighten bool
+	// Unfetched reports a key whose other nodes' totals were never
+	// fetched here as near; otherwise such a key is decided here from the
+	// node's own hits.
+	Unfetched bool
 }
 
 // AllowMarginAt decides like AllowAt while the request is clear of every
-// limit by m. When it would be admitted only inside the margin, or when
-// the other nodes' totals of its key were never fetched here, it counts
-// nothing and returns near = true: the caller asks the store to decide
-// (or, with m.Tighten, it is refused here, and near is false; a key never
-// fetched is then decided as by AllowAt). A request that does not fit even
-// by the node's own view is refused here: the others' totals only grow, so
-// the view never exceeds the cluster's count.
+// limit by m. When it would be admitted only inside the margin, or (with
+// m.Unfetched) when the other nodes' totals of its key were never fetched
+// here, it counts nothing and returns near = true: the caller asks the
+// store to decide (or, with m.Tighten, it is refused here, and near is
+// false; a key never fetched is then decided as by AllowAt). A request
+// that does not fit even by the node's own view is refused here: the
+// others' totals only grow, so the view never exceeds the cluster's count.
 //
 // The other nodes' recent rate is read from their totals as last fetched,
 // with no state of its own: the larger of their previous window's total
@@ -69,7 +73,7 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 	n := len(lims)
 	decide(&dc, tn, cost, lims, dc.cur[:n], dc.prev[:n], req.CountRejected)
 	if dc.allowed {
-		unseen := !e.fetched()
+		unseen := m.Unfetched && !e.fetched()
 		inside := false
 		for i, l := range lims {
 			r := SlidingRate(dc.cur[i]-cost, dc.prev[i], time.Duration(l.size), tn-l.ws)

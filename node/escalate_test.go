@@ -28,22 +28,25 @@ func TestAllowMarginAt(t *testing.T) {
 	const limit = 100
 	// Blind 0.2 s × safety 2 over a 1 s window: the margin is 0.4 windows
 	// of the others' rate.
-	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2}
+	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2, Unfetched: true}
 	req := func(cost float64) node.AllowRequest {
 		return node.AllowRequest{Key: "k", Cost: cost, Limits: []node.Limit{{Size: time.Second, Limit: limit}}}
 	}
 	for _, tc := range []struct {
-		name         string
-		fetched      bool
-		own, others  float64 // in the current window, at half of it
-		cost         float64
-		tighten      bool
-		wantNear     bool
-		wantAllowed  bool
-		wantRateHits float64 // the key's sliding rate afterwards
+		name        string
+		fetched     bool
+		own, others float64 // in the current window, at half of it
+		cost        float64
+		tighten     bool
+		// keepUnfetched decides a key never fetched here (Unfetched off).
+		keepUnfetched bool
+		wantNear      bool
+		wantAllowed   bool
+		wantRateHits  float64 // the key's sliding rate afterwards
 	}{
 		{name: "never fetched", own: 1, cost: 1, wantNear: true, wantRateHits: 1},
 		{name: "never fetched, tighten", own: 1, cost: 1, tighten: true, wantAllowed: true, wantRateHits: 2},
+		{name: "never fetched, not asked about", own: 1, cost: 1, keepUnfetched: true, wantAllowed: true, wantRateHits: 2},
 		// Others at 20 in half a window: 40 per window, 16 expected.
 		{name: "clear", fetched: true, own: 10, others: 20, cost: 1, wantAllowed: true, wantRateHits: 31},
 		{name: "just clear", fetched: true, own: 63, others: 20, cost: 1, wantAllowed: true, wantRateHits: 84},
@@ -62,6 +65,7 @@ func TestAllowMarginAt(t *testing.T) {
 			}
 			m := m
 			m.Tighten = tc.tighten
+			m.Unfetched = !tc.keepUnfetched
 			d, near, err := ns.AllowMarginAt(at, req(tc.cost), m, nil)
 			if err != nil {
 				t.Fatal(err)

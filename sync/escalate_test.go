@@ -249,3 +249,38 @@ func TestNewKeyFetchedInBackground(t *testing.T) {
 		})
 	}
 }
+
+// TestEscalateNewKeysAfterStart: keys never fetched go to the store only
+// in the node's first window (its largest size, a minute here); later
+// such a key is decided in the node.
+func TestEscalateNewKeysAfterStart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		cfg     clustersync.Config
+		after   time.Duration
+		wantEsc int64
+	}{
+		{"at start", clustersync.Config{}, 0, 1},
+		{"just before a window", clustersync.Config{}, time.Minute - time.Millisecond, 1},
+		{"after a window", clustersync.Config{}, time.Minute, 0},
+		{"never", clustersync.Config{EscalateNewKeys: -1}, 0, 0},
+		{"an hour", clustersync.Config{EscalateNewKeys: time.Hour}, time.Minute, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New(start)
+			a, b, esc := periodicPair(t, memory.New(), clock, tc.cfg)
+			clock.Add(tc.after)
+			incrementAt(t, b, "k", 100)
+			syncOnce(t, b)
+			d := allowOne(t, a, "k", 100)
+			if got := esc.n.Load(); got != tc.wantEsc {
+				t.Errorf("%d escalations, want %d", got, tc.wantEsc)
+			}
+			// The store knows b's 100 and refuses; a alone, knowing only
+			// its own hits, admits.
+			if want := tc.wantEsc == 0; d.Allowed != want {
+				t.Errorf("allowed %v, want %v", d.Allowed, want)
+			}
+		})
+	}
+}

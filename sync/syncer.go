@@ -42,6 +42,13 @@ type Config struct {
 	// count while this node cannot see them, which sets how near a limit
 	// a periodic Allow escalates. Default 2.
 	EscalateSafety float64
+	// EscalateNewKeys is how long after the Syncer is created a periodic
+	// Allow on a key whose others' totals this node never fetched goes to
+	// the store, whatever its margin: a node that just (re)started knows
+	// no key, including those at their limit. Later, a key new to the node
+	// is decided from its own hits and fetched at once in the background.
+	// Default: the namespace's largest window size; negative: never.
+	EscalateNewKeys time.Duration
 }
 
 // DefaultConfig returns the defaults for a namespace with the given
@@ -112,6 +119,9 @@ type Syncer struct {
 	aa       AtomicAllower
 	lastTick atomic.Int64
 	fresh    chan string
+	// newKeysUntil (Unix ns) ends the time in which keys never fetched
+	// escalate (Config.EscalateNewKeys).
+	newKeysUntil int64
 
 	statusMu    gosync.Mutex
 	lastSuccess time.Time
@@ -157,6 +167,11 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 	s.aa, _ = store.(AtomicAllower)
 	if nc.Mode() == node.Periodic && !cfg.NoEscalate {
 		s.escalate = true
+		if cfg.EscalateNewKeys == 0 {
+			cfg.EscalateNewKeys = slices.Max(nc.WindowSizes)
+			s.cfg = cfg
+		}
+		s.newKeysUntil = ns.Now().Add(max(cfg.EscalateNewKeys, 0)).UnixNano()
 		s.fresh = make(chan string, freshQueue)
 		ns.OnNewKey(s.enqueueFresh)
 	}

@@ -145,9 +145,11 @@ func (ns *Namespace) OnNewKey(fn func(key string)) {
 	ns.newKey.Store(&fn)
 }
 
-// UnfetchedWindows appends to dst key's windows of the interest set at now
-// (as CollectInterest would) when the key is held and the other nodes'
-// totals were never stored in it; otherwise it returns dst unchanged.
+// UnfetchedWindows appends to dst key's current and previous windows at
+// now, for every size, when the key is held and the other nodes' totals
+// were never stored in it; otherwise it returns dst unchanged. A key
+// reported to OnNewKey may not have counted anything yet: its windows are
+// those it is about to count in.
 func (ns *Namespace) UnfetchedWindows(now time.Time, key string, dst []Window) []Window {
 	if ns.est != nil || !utf8.ValidString(key) {
 		return dst
@@ -161,9 +163,6 @@ func (ns *Namespace) UnfetchedWindows(now time.Time, key string, dst []Window) [
 		size := ns.sizes[i]
 		ws := WindowStart(tn, time.Duration(size))
 		s := e.slot(i)
-		if p := s.p.Load(); p == nil || p.start < ws-size {
-			continue
-		}
 		dst = append(dst,
 			Window{Key: e.key, Size: time.Duration(size), Start: ws, e: e, slot: s},
 			Window{Key: e.key, Size: time.Duration(size), Start: ws - size, e: e, slot: s})

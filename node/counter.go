@@ -6,6 +6,7 @@ import (
 	"strings"
 	gosync "sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -51,12 +52,13 @@ type entry struct {
 	// shard. A lock-free writer that finds it set after its add retries on
 	// a fresh entry: its add went to memory no one reads any more.
 	dead atomic.Bool
-	// flags holds two bits, one word so that the entry keeps its size:
-	// flagOver, set when the last Allow that checked the key refused it
-	// (a key over its limit is never evicted for a new one, see evict);
-	// flagFetched, set once the other nodes' totals of the key were
-	// stored in it (SetOthers): until then the node knows only its own
-	// hits.
+	// flags is one word so that the entry keeps its size: flagOver, set
+	// when the last Allow that checked the key refused it (a key over its
+	// limit is never evicted for a new one, see evict); flagFetched, set
+	// once the other nodes' totals of the key were stored in it
+	// (SetOthers): until then the node knows only its own hits; and in
+	// the bits from bornShift, when the key was first decided near its
+	// limits (see age).
 	flags atomic.Uint32
 }
 
@@ -64,7 +66,29 @@ type entry struct {
 const (
 	flagOver uint32 = 1 << iota
 	flagFetched
+	bornShift = iota
+	bornMask  = 1<<(32-bornShift) - 1 // of flags >> bornShift, in ms
 )
+
+// age returns how long ago, at tn, the key was first asked its age
+// (AllowMarginAt), recording tn on the first call. The time is kept in
+// milliseconds modulo about 12 days: an age wraps to young again once
+// per that time, which only makes a decision more careful.
+func (e *entry) age(tn int64) time.Duration {
+	now := uint32(tn/int64(time.Millisecond)) & bornMask
+	if now == 0 {
+		now = 1 // 0 means not yet recorded
+	}
+	for {
+		f := e.flags.Load()
+		if born := f >> bornShift; born != 0 {
+			return time.Duration((now-born)&bornMask) * time.Millisecond
+		}
+		if e.flags.CompareAndSwap(f, f|now<<bornShift) {
+			return 0
+		}
+	}
+}
 
 const entrySize = unsafe.Sizeof(entry{})
 

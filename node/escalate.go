@@ -38,10 +38,8 @@ type Margin struct {
 // that does not fit even by the node's own view is refused here: the
 // others' totals only grow, so the view never exceeds the cluster's count.
 //
-// The other nodes' recent rate is read from their totals as last fetched,
-// with no state of its own: the larger of their previous window's total
-// and their current window's total extrapolated to a whole window (from at
-// least a quarter of it), per window size.
+// The other nodes' recent rate is read from the key's totals, with no
+// state of its own (see othersAhead).
 //
 // Requests with bucket limits, and estimator namespaces, are decided by
 // AllowAt (near is then false). Like AllowAt it does not allocate for an
@@ -62,13 +60,14 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 	}
 	defer e.mu.Unlock()
 	tn := t.UnixNano()
+	age := int64(e.age(tn))
 	var dc decision
 	var ahead [MaxLimits]float64
 	for i, l := range lims {
 		lims[i].ws = WindowStart(tn, time.Duration(l.size))
 		c, p := e.slot(l.idx).buckets(lims[i].ws, l.size)
 		dc.cur[i], dc.prev[i] = total(c), total(p)
-		ahead[i] = othersAhead(c, p, tn-lims[i].ws, l.size, m)
+		ahead[i] = othersAhead(c, p, tn-lims[i].ws, l.size, age, m)
 	}
 	n := len(lims)
 	decide(&dc, tn, cost, lims, dc.cur[:n], dc.prev[:n], req.CountRejected)
@@ -96,20 +95,29 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 }
 
 // othersAhead returns the micro-hits the other nodes are expected to
-// count in a window of size over m.Blind, from their totals in the
-// current window c (pos into it) and the previous one p.
-func othersAhead(c, p *bucket, pos, size int64, m Margin) float64 {
-	var oc, op int64
+// count in a window of size over m.Blind, from the key's current window c
+// (pos into it) and previous one p: the larger of the others' recent rate
+// and this node's own, times Blind and Safety.
+//
+// A recent rate is the larger of the previous window's total and the
+// current one's over the time it had to grow: pos, or the key's age
+// (since it was first decided here) when younger, but at least
+// min(Blind, size/4), so that a key's first hits do not read as a storm.
+// This node's own rate stands in for the others' when they start
+// together (a key new to all nodes, whose others' totals, fetched at its
+// start, show no rate yet): under balancing that spreads a key's calls,
+// each node counts about as fast as this one.
+func othersAhead(c, p *bucket, pos, size, age int64, m Margin) float64 {
+	var oc, op, wc, wp int64
 	if c != nil {
-		oc = c.others.Load()
+		oc, wc = c.others.Load(), c.own.Load()
 	}
 	if p != nil {
-		op = p.others.Load()
+		op, wp = p.others.Load(), p.own.Load()
 	}
-	perWindow := float64(max(op, 0))
-	if oc > 0 {
-		perWindow = max(perWindow, float64(oc)*float64(size)/float64(max(pos, size/4)))
-	}
+	grew := max(min(pos, age), min(int64(m.Blind), size/4), 1)
+	span := float64(size) / float64(grew)
+	perWindow := max(float64(op), float64(oc)*span, float64(wp), float64(wc)*span, 0)
 	return perWindow * float64(m.Blind) / float64(size) * m.Safety
 }
 

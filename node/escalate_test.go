@@ -47,18 +47,26 @@ func TestAllowMarginAt(t *testing.T) {
 		{name: "never fetched", own: 1, cost: 1, wantNear: true, wantRateHits: 1},
 		{name: "never fetched, tighten", own: 1, cost: 1, tighten: true, wantAllowed: true, wantRateHits: 2},
 		{name: "never fetched, not asked about", own: 1, cost: 1, keepUnfetched: true, wantAllowed: true, wantRateHits: 2},
-		// Others at 20 in half a window: 40 per window, 16 expected.
-		{name: "clear", fetched: true, own: 10, others: 20, cost: 1, wantAllowed: true, wantRateHits: 31},
-		{name: "just clear", fetched: true, own: 63, others: 20, cost: 1, wantAllowed: true, wantRateHits: 84},
-		{name: "inside the margin", fetched: true, own: 64, others: 20, cost: 1, wantNear: true, wantRateHits: 84},
-		{name: "inside the margin, tighten", fetched: true, own: 64, others: 20, cost: 1, tighten: true, wantRateHits: 84},
-		{name: "over by the node's own view", fetched: true, own: 80, others: 20, cost: 1, wantRateHits: 100},
-		{name: "no others, at the limit", fetched: true, own: 99, cost: 1, wantAllowed: true, wantRateHits: 100},
+		// Others at 40 in half a window: 80 per window, 32 expected.
+		{name: "clear", fetched: true, own: 10, others: 40, cost: 1, wantAllowed: true, wantRateHits: 51},
+		{name: "just clear", fetched: true, own: 27, others: 40, cost: 1, wantAllowed: true, wantRateHits: 68},
+		{name: "inside the margin", fetched: true, own: 28, others: 40, cost: 1, wantNear: true, wantRateHits: 68},
+		{name: "inside the margin, tighten", fetched: true, own: 28, others: 40, cost: 1, tighten: true, wantRateHits: 68},
+		{name: "over by the node's own view", fetched: true, own: 60, others: 40, cost: 1, wantRateHits: 100},
+		// No others yet: this node's own rate stands in for theirs (55 in
+		// half a window: 110 per window, 44 expected).
+		{name: "own rate for the others'", fetched: true, own: 55, cost: 1, wantAllowed: true, wantRateHits: 56},
+		{name: "own rate for the others', inside", fetched: true, own: 56, cost: 1, wantNear: true, wantRateHits: 56},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNS(t, syncedConfig(time.Second), nil)
 			at := epoch.Add(time.Second / 2)
 			ws := node.WindowStart(at.UnixNano(), time.Second)
+			// The key is as old as the window: its current window's
+			// totals grew over half a window.
+			if _, _, err := ns.AllowMarginAt(at.Add(-time.Second/2), req(0), m, nil); err != nil {
+				t.Fatal(err)
+			}
 			incr(t, ns, at, "k", 0, tc.own)
 			if tc.fetched {
 				setOthers(t, ns, at, "k", time.Second, ws, int64(tc.others*node.Micro))
@@ -97,18 +105,48 @@ func TestAllowMarginAtRecentRate(t *testing.T) {
 	at := epoch.Add(time.Second + time.Second/2)
 	ws := node.WindowStart(at.UnixNano(), time.Second)
 	incr(t, ns, at.Add(-time.Second), "k", 0, 1) // the previous window exists
-	incr(t, ns, at, "k", 0, 50)
+	probe := node.AllowRequest{Key: "k", Limits: []node.Limit{{Size: time.Second, Limit: 1}}}
+	if _, _, err := ns.AllowMarginAt(at.Add(-time.Second), probe, m, nil); err != nil {
+		t.Fatal(err) // the key's age: a second
+	}
+	incr(t, ns, at, "k", 0, 5)
 	setOthers(t, ns, at, "k", time.Second, ws-int64(time.Second), 10*node.Micro)
 	setOthers(t, ns, at, "k", time.Second, ws, 30*node.Micro)
-	// Rate: 50 + 30 + (1 + 10) / 2 = 85.5. Others: max(10, 30 × 2) = 60
-	// per window, 6 over 0.1 s. 85.5 + 1 + 6 = 92.5.
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 92}}}
+	// Rate: 5 + 30 + (1 + 10) / 2 = 40.5. Others: max(10, 30 × 2) = 60
+	// per window (own: 10), 6 over 0.1 s. 40.5 + 1 + 6 = 47.5.
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 47}}}
 	if _, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || !near {
-		t.Fatalf("limit 92: near %v (%v), want near", near, err)
+		t.Fatalf("limit 47: near %v (%v), want near", near, err)
 	}
-	req.Limits[0].Limit = 93
+	req.Limits[0].Limit = 48
 	if d, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || near || !d.Allowed {
-		t.Fatalf("limit 93: near %v, allowed %v (%v), want allowed here", near, d.Allowed, err)
+		t.Fatalf("limit 48: near %v, allowed %v (%v), want allowed here", near, d.Allowed, err)
+	}
+}
+
+// TestAllowMarginAtYoungKey: a key first decided here 50 ms ago whose
+// others already counted 20 reads as 20 per min(Blind, size/4), not per
+// the half window since the window started: a burst on a new key widens
+// the margin at once.
+func TestAllowMarginAtYoungKey(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second), nil)
+	m := node.Margin{Blind: 100 * time.Millisecond, Safety: 1}
+	at := epoch.Add(time.Second / 2)
+	ws := node.WindowStart(at.UnixNano(), time.Second)
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 40}}}
+	incr(t, ns, at.Add(-50*time.Millisecond), "k", 0, 1)
+	if _, _, err := ns.AllowMarginAt(at.Add(-50*time.Millisecond), node.AllowRequest{Key: "k", Limits: req.Limits}, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	setOthers(t, ns, at, "k", time.Second, ws, 20*node.Micro)
+	// Rate 21; others 20 per 0.1 s: 200 per window, 20 over 0.1 s (the
+	// half window would say 4). 21 + 1 + 20 = 42 > 40.
+	if _, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || !near {
+		t.Fatalf("near %v (%v), want near", near, err)
+	}
+	req.Limits[0].Limit = 42
+	if d, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || near || !d.Allowed {
+		t.Fatalf("limit 42: near %v, allowed %v (%v), want allowed here", near, d.Allowed, err)
 	}
 }
 

@@ -84,3 +84,43 @@ func TestEscalationSmoke(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartedNodeAtLimit: a node killed (SIGKILL) and restarted — a new
+// incarnation that knows no key — admits no more, for a key already at its
+// limit, than a node that never left: a key it never fetched goes to the
+// store in its first window. sync_rate is 1 s, so without escalation the
+// restarted node would decide alone, blind, until its first tick.
+func TestRestartedNodeAtLimit(t *testing.T) {
+	for _, st := range []struct {
+		name  string
+		store func(t *testing.T) string
+	}{
+		{"redis", func(t *testing.T) string {
+			return redisStore(harness.SharedRedis(t).Addr(), harness.UniqueName("restart"))
+		}},
+		{"postgres", func(t *testing.T) string { return postgresStore(harness.SharedPostgres(t).DSN()) }},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			nodes := harness.Cluster(t, 3, escalateConfig(st.store(t), 1, "auto"))
+			const limit = 30
+			key := harness.UniqueName("at-limit")
+			if got := allowLoad(t, nodes[:2], key, time.Now(), limit, 2, 20); got != limit {
+				t.Fatalf("filling the key: %d admitted, want %d", got, limit)
+			}
+			time.Sleep(2500 * time.Millisecond) // two ticks: every node has seen the rows
+			nodes[2].Kill()
+			nodes[2].Start()
+			restarted := allowLoad(t, nodes[2:], key, time.Now(), limit, 4, 10)
+			stayed := allowLoad(t, nodes[:1], key, time.Now(), limit, 4, 10)
+			t.Logf("at the limit: the restarted node admitted %d of 40, the node that never left %d of 40", restarted, stayed)
+			if restarted > stayed {
+				t.Errorf("the restarted node admitted %d, the node that never left %d: want no more", restarted, stayed)
+			}
+		})
+	}
+}
+
+// escalateConfig is clusterConfig with the namespace's escalate option.
+func escalateConfig(store string, syncRate float64, escalate string) string {
+	return clusterConfig(store, syncRate) + "    escalate: " + escalate + "\n"
+}

@@ -21,16 +21,11 @@ import (
 // cluster's count.
 //
 // A key whose others' totals this node never fetched goes to the store
-// too, but only for Config.EscalateNewKeys (one window) after the node
-// starts: then every key is new to it, including those other nodes hold
-// at their limit (a restarted node). After that window a key new to the
-// node is one it did not see for a window: under balancing that spreads
-// a key's calls over the nodes, a key at its limit is not, and asking the
-// store for every such key would cost a round trip per key and node on a
-// long tail of keys (about 15 % of the calls of a Zipf workload over
-// 100,000 keys). It is decided from the node's own hits and fetched at
-// once.
-//
+// too, whatever its margin: the node cannot tell whether other nodes hold
+// it at its limit (after a restart every key is such a key). That costs
+// one round trip per key new to the node, which a long tail of keys pays
+// often; Config.EscalateNewKeys limits it to the node's first moments.
+
 // On a store that cannot decide atomically (no AtomicAllower: Cassandra)
 // the margin only tightens the node's decision: a request that fits only
 // inside it is refused. While the store is presumed down after a failed

@@ -250,9 +250,9 @@ func TestNewKeyFetchedInBackground(t *testing.T) {
 	}
 }
 
-// TestEscalateNewKeysAfterStart: keys never fetched go to the store only
-// in the node's first window (its largest size, a minute here); later
-// such a key is decided in the node.
+// TestEscalateNewKeysAfterStart: keys never fetched go to the store
+// always by default, or only for Config.EscalateNewKeys after the node
+// starts, or never.
 func TestEscalateNewKeysAfterStart(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -260,11 +260,11 @@ func TestEscalateNewKeysAfterStart(t *testing.T) {
 		after   time.Duration
 		wantEsc int64
 	}{
-		{"at start", clustersync.Config{}, 0, 1},
-		{"just before a window", clustersync.Config{}, time.Minute - time.Millisecond, 1},
-		{"after a window", clustersync.Config{}, time.Minute, 0},
+		{"default, at start", clustersync.Config{}, 0, 1},
+		{"default, a day later", clustersync.Config{}, 24 * time.Hour, 1},
+		{"a minute, just before", clustersync.Config{EscalateNewKeys: time.Minute}, time.Minute - time.Millisecond, 1},
+		{"a minute, after", clustersync.Config{EscalateNewKeys: time.Minute}, time.Minute, 0},
 		{"never", clustersync.Config{EscalateNewKeys: -1}, 0, 0},
-		{"an hour", clustersync.Config{EscalateNewKeys: time.Hour}, time.Minute, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(start)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	gosync "sync"
@@ -42,12 +43,17 @@ type Config struct {
 	// count while this node cannot see them, which sets how near a limit
 	// a periodic Allow escalates. Default 2.
 	EscalateSafety float64
-	// EscalateNewKeys is how long after the Syncer is created a periodic
-	// Allow on a key whose others' totals this node never fetched goes to
-	// the store, whatever its margin: a node that just (re)started knows
-	// no key, including those at their limit. Later, a key new to the node
-	// is decided from its own hits and fetched at once in the background.
-	// Default: the namespace's largest window size; negative: never.
+	// EscalateNewKeys bounds when a periodic Allow on a key whose others'
+	// totals this node never fetched goes to the store whatever its
+	// margin. By default (0) always: the node cannot know whether other
+	// nodes hold such a key at its limit (after a restart every key is
+	// such a key). A positive duration does it only that long after the
+	// Syncer is created, and later decides such a key from the node's own
+	// hits (fetching it at once in the background): one round trip less
+	// per key new to the node, for workloads with a long tail of keys, at
+	// the price of admitting a few hits on keys that other nodes hold at
+	// their limit but this node has not seen (likely only with limits of
+	// a few hits per window). Negative: never.
 	EscalateNewKeys time.Duration
 }
 
@@ -112,8 +118,8 @@ type Syncer struct {
 	prevReads *prevReads
 
 	// Escalation of a periodic namespace (see escalate.go): aa is the
-	// store's AtomicAllower (nil if it has none), lastTick the duration
-	// of the last tick in ns, fresh the keys new to the node, fetched at
+	// store's AtomicAllower (nil if it has none), lastTick the ticks'
+	// duration in ns (the last one's, or more after a longer one), fresh the keys new to the node, fetched at
 	// once in the background.
 	escalate bool
 	aa       AtomicAllower
@@ -167,11 +173,12 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 	s.aa, _ = store.(AtomicAllower)
 	if nc.Mode() == node.Periodic && !cfg.NoEscalate {
 		s.escalate = true
-		if cfg.EscalateNewKeys == 0 {
-			cfg.EscalateNewKeys = slices.Max(nc.WindowSizes)
-			s.cfg = cfg
+		switch {
+		case cfg.EscalateNewKeys == 0:
+			s.newKeysUntil = math.MaxInt64
+		case cfg.EscalateNewKeys > 0:
+			s.newKeysUntil = ns.Now().Add(cfg.EscalateNewKeys).UnixNano()
 		}
-		s.newKeysUntil = ns.Now().Add(max(cfg.EscalateNewKeys, 0)).UnixNano()
 		s.fresh = make(chan string, freshQueue)
 		ns.OnNewKey(s.enqueueFresh)
 	}
@@ -238,7 +245,9 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 		}
 	}
 	took := time.Since(start)
-	s.lastTick.Store(int64(took))
+	// A decaying maximum: one short tick after a long one does not
+	// shrink the blind time at once.
+	s.lastTick.Store(max(int64(took), s.lastTick.Load()*7/8))
 	s.m.Tick(s.name, took, perr != nil, ferr != nil)
 	err := errors.Join(perr, ferr)
 	s.statusMu.Lock()

@@ -30,9 +30,10 @@ type Run struct {
 	// (> 1) over Keys keys (key i drawn with weight (1+i)^-ZipfS).
 	Keys  int
 	ZipfS float64
-	// Duration of the load; Workers the goroutines sending it.
-	Duration time.Duration
-	Workers  int
+	// Duration of the load judged, after Warmup of the same load (fed to
+	// the oracle, not judged); Workers the goroutines sending it.
+	Duration, Warmup time.Duration
+	Workers          int
 	// Namespace names the namespace in the store, unique per run.
 	Namespace string
 	// NewStore opens one node's store client.
@@ -42,8 +43,12 @@ type Run struct {
 // Result is a run's outcome.
 type Result struct {
 	Verdict
-	// Escalated is the number of Allow calls decided by the store.
-	Escalated int64
+	// Escalated is the number of Allow calls decided by the store after
+	// the warm-up; WarmupCalls and WarmupEscalated count the warm-up's.
+	Escalated                    int64
+	WarmupCalls, WarmupEscalated int64
+	// TickMean and TickMax describe the nodes' sync ticks.
+	TickMean, TickMax time.Duration
 	// Errors counts calls that returned an error.
 	Errors int64
 	// Start is when the load started, Elapsed its wall time; Offered the
@@ -76,13 +81,22 @@ func (r Run) TopShareOffered() float64 {
 	return r.Rate * r.Window.Seconds() * p / r.Limit
 }
 
-// escalations counts Escalated over the nodes.
+// escalations counts Escalated over the nodes, and their ticks.
 type escalations struct {
 	clustersync.NopMetrics
-	n atomic.Int64
+	n              atomic.Int64
+	ticks, tickSum atomic.Int64 // count, ns
+	tickMax        atomic.Int64 // ns
 }
 
 func (e *escalations) Escalated(string) { e.n.Add(1) }
+
+func (e *escalations) Tick(_ string, d time.Duration, _, _ bool) {
+	e.ticks.Add(1)
+	e.tickSum.Add(int64(d))
+	for m := e.tickMax.Load(); int64(d) > m && !e.tickMax.CompareAndSwap(m, int64(d)); m = e.tickMax.Load() {
+	}
+}
 
 // Measure runs r and judges every decision against the oracle.
 func Measure(ctx context.Context, r Run) (Result, error) {
@@ -91,6 +105,7 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 	cfg.NoEscalate = !r.Escalate
 	var svcs []*service.Service
 	var syncers []*clustersync.Syncer
+	var nodes []*node.Node
 	var stores []clustersync.Store
 	defer func() {
 		for _, st := range stores {
@@ -116,12 +131,13 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		svcs, syncers = append(svcs, s), append(syncers, sy)
+		svcs, syncers, nodes = append(svcs, s), append(syncers, sy), append(nodes, n)
 	}
 	sctx, stop := context.WithCancel(ctx)
 	var wg gosync.WaitGroup
-	for _, sy := range syncers {
+	for i, sy := range syncers {
 		wg.Go(func() { _ = sy.Run(sctx) })
+		wg.Go(func() { nodes[i].Run(sctx) }) // reclaims idle keys, as limiterd does
 	}
 	defer func() { stop(); wg.Wait() }()
 
@@ -163,8 +179,13 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 		})
 	}
 	start := time.Now()
-	total := int64(r.Rate * r.Duration.Seconds())
+	warm := int64(r.Rate * r.Warmup.Seconds())
+	total := warm + int64(r.Rate*r.Duration.Seconds())
+	var warmEsc int64
 	for i := int64(0); i < total && ctx.Err() == nil; i++ {
+		if i == warm && warm > 0 {
+			warmEsc = esc.n.Load()
+		}
 		due := start.Add(time.Duration(float64(i) / r.Rate * float64(time.Second)))
 		if d := time.Until(due); d > time.Millisecond {
 			time.Sleep(d)
@@ -182,8 +203,13 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 	for _, c := range calls {
 		all = append(all, c...)
 	}
-	res := Result{Start: start, Escalated: esc.n.Load(), Errors: errs.Load(), Elapsed: elapsed, Offered: float64(total) / elapsed.Seconds()}
-	res.Verdict = Judge(all, r.Window, r.Limit, start, start.Add(elapsed))
+	from := start.Add(r.Warmup)
+	res := Result{Start: from, Escalated: esc.n.Load() - warmEsc, WarmupCalls: warm, WarmupEscalated: warmEsc,
+		Errors: errs.Load(), Elapsed: elapsed, Offered: float64(total) / elapsed.Seconds()}
+	res.Verdict = Judge(all, r.Window, r.Limit, from, start.Add(elapsed))
+	if n := esc.ticks.Load(); n > 0 {
+		res.TickMean, res.TickMax = time.Duration(esc.tickSum.Load()/n), time.Duration(esc.tickMax.Load())
+	}
 	if e, ok := werr.Load().(error); ok {
 		return res, fmt.Errorf("%d calls failed, the last: %w", res.Errors, e)
 	}
@@ -192,10 +218,10 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 
 // Summary describes the result of r in one line.
 func (res Result) Summary(r Run) string {
-	return fmt.Sprintf("%d calls (%.0f/s), mean %.3f L, worst %.2f L; wrongly admitted %d (%.4f %%), wrongly refused %d (%.4f %%); escalated %.2f %%",
-		res.Calls, res.Offered, res.Mean/r.Limit, res.Worst/r.Limit,
+	return fmt.Sprintf("%d calls (%.0f/s), %d admitted, mean %.3f L, worst %.2f L; wrongly admitted %d (%.4f %%), wrongly refused %d (%.4f %%); escalated %.2f %%; ticks mean %s, longest %s",
+		res.Calls, res.Offered, res.Admitted, res.Mean/r.Limit, res.Worst/r.Limit,
 		res.WronglyAdmitted, 100*share(res.WronglyAdmitted, res.Calls), res.WronglyRefused, 100*share(res.WronglyRefused, res.Calls),
-		100*(1-res.Local()))
+		100*(1-res.Local()), res.TickMean.Round(time.Millisecond), res.TickMax.Round(time.Millisecond))
 }
 
 func share(n, of int) float64 {

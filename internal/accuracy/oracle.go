@@ -54,9 +54,9 @@ type window struct {
 
 // Judge replays calls in decision-time order through one exact sliding
 // window per key of the given size and limit (cost 1 each), fed with
-// every hit the cluster admitted, and counts the decisions it disagrees
-// with. from and to bound the complete windows Mean counts. It sorts
-// calls.
+// every hit the cluster admitted, and counts the decisions at or after
+// from it disagrees with. from and to bound the windows Mean and Worst
+// count (Mean the complete ones). It sorts calls.
 func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) Verdict {
 	slices.SortFunc(calls, func(a, b Call) int {
 		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Seq, b.Seq))
@@ -86,6 +86,12 @@ func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) 
 			w.prev, w.cur, w.start = 0, 0, ws
 		}
 		oracle := node.SlidingRate(w.cur, w.prev, size, c.At-ws)+node.Micro <= lim
+		if c.Allowed {
+			w.cur += node.Micro
+		}
+		if c.At < from.UnixNano() {
+			continue // fed to the oracle, not judged
+		}
 		v.Calls++
 		switch {
 		case c.Allowed && !oracle:
@@ -95,9 +101,6 @@ func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) 
 		}
 		if c.Allowed {
 			v.Admitted++
-			if ws == w.start {
-				w.cur += node.Micro
-			}
 			admitted[kw{c.Key, ws}]++
 			perKey[c.Key]++
 		}

@@ -119,8 +119,8 @@ type Syncer struct {
 
 	// Escalation of a periodic namespace (see escalate.go): aa is the
 	// store's AtomicAllower (nil if it has none), lastTick the ticks'
-	// duration in ns (the last one's, or more after a longer one), fresh the keys new to the node, fetched at
-	// once in the background.
+	// duration in ns (the last one's, or more after a longer one), fresh
+	// the keys new to the node, fetched at once in the background.
 	escalate bool
 	aa       AtomicAllower
 	lastTick atomic.Int64

@@ -67,7 +67,7 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 		lims[i].ws = WindowStart(tn, time.Duration(l.size))
 		c, p := e.slot(l.idx).buckets(lims[i].ws, l.size)
 		dc.cur[i], dc.prev[i] = total(c), total(p)
-		ahead[i] = othersAhead(c, p, tn-lims[i].ws, l.size, age, m)
+		ahead[i] = othersAhead(c, p, tn-lims[i].ws, l.size, age, cost, m)
 	}
 	n := len(lims)
 	decide(&dc, tn, cost, lims, dc.cur[:n], dc.prev[:n], req.CountRejected)
@@ -107,7 +107,12 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 // together (a key new to all nodes, whose others' totals, fetched at its
 // start, show no rate yet): under balancing that spreads a key's calls,
 // each node counts about as fast as this one.
-func othersAhead(c, p *bucket, pos, size, age int64, m Margin) float64 {
+//
+// Hits come whole: on a key with a few hits per window, the expected
+// count over Blind is a fraction of one, yet one unseen call of the same
+// cost is what admits past the limit. So a key with any recent hits
+// expects at least one more such call.
+func othersAhead(c, p *bucket, pos, size, age, cost int64, m Margin) float64 {
 	var oc, op, wc, wp int64
 	if c != nil {
 		oc, wc = c.others.Load(), c.own.Load()
@@ -118,7 +123,10 @@ func othersAhead(c, p *bucket, pos, size, age int64, m Margin) float64 {
 	grew := max(min(pos, age), min(int64(m.Blind), size/4), 1)
 	span := float64(size) / float64(grew)
 	perWindow := max(float64(op), float64(oc)*span, float64(wp), float64(wc)*span, 0)
-	return perWindow * float64(m.Blind) / float64(size) * m.Safety
+	if perWindow == 0 {
+		return 0
+	}
+	return max(perWindow*float64(m.Blind)/float64(size)*m.Safety, float64(cost))
 }
 
 // refuse turns an admitting decision into a refusal by the margin: with

@@ -201,3 +201,28 @@ func TestAllowMarginAtNoAllocs(t *testing.T) {
 		t.Errorf("near %v, err %v; want a local decision", near, err)
 	}
 }
+
+// TestAllowMarginAtWholeHits: on a key with a few hits per window the
+// expected unseen hits are a fraction of one, yet one unseen call of the
+// same cost is what admits past the limit: the margin is at least the cost.
+func TestAllowMarginAtWholeHits(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second), nil)
+	m := node.Margin{Blind: 10 * time.Millisecond, Safety: 2}
+	at := epoch.Add(time.Second + time.Second/2)
+	incr(t, ns, at.Add(-time.Second), "k", 0, 1)
+	probe := node.AllowRequest{Key: "k", Limits: []node.Limit{{Size: time.Second, Limit: 1}}}
+	if _, _, err := ns.AllowMarginAt(at.Add(-time.Second), probe, m, nil); err != nil {
+		t.Fatal(err)
+	}
+	incr(t, ns, at, "k", 0, 3)
+	// Rate 3 + 1/2 = 3.5; expected 6 per window × 0.01 s × 2 = 0.12, so
+	// 3.5 + 1 + 0.12 fits 5, but 3.5 + 1 + 1 does not.
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 5}}}
+	if _, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || !near {
+		t.Fatalf("limit 5: near %v (%v), want near", near, err)
+	}
+	req.Limits[0].Limit = 5.5
+	if d, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || near || !d.Allowed {
+		t.Fatalf("limit 5.5: near %v, allowed %v (%v), want allowed here", near, d.Allowed, err)
+	}
+}

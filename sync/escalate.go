@@ -14,7 +14,8 @@ import (
 // late. Far below a limit that cannot change an answer; near it, it is
 // all that matters. So AllowNearAt decides in the node while the key's
 // rate, plus the cost, plus the others' recent rate × Blind ×
-// EscalateSafety stays under every limit, and otherwise asks the store to
+// EscalateSafety (at least one more call; see node.Namespace.AllowMarginAt)
+// stays under every limit, and otherwise asks the store to
 // decide atomically, exactly as a synchronous namespace's AllowAt does
 // (one round trip, decideInStore). A request that does not fit even by
 // the node's own view is refused in the node: that view never exceeds the

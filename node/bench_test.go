@@ -309,3 +309,20 @@ func heapAlloc() int64 {
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
 }
+
+// BenchmarkAllowMarginAt is BenchmarkAllowAt through the periodic
+// escalation's check (decided here: far from the limits).
+func BenchmarkAllowMarginAt(b *testing.B) {
+	limits := []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
+	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2}
+	forEachVariant(b, func(b *testing.B, n int, parallel bool) {
+		ns, keys := populated(b, n, nil)
+		walk(b, parallel, n, func(i int) {
+			var dst [2]node.LimitStatus
+			d, near, err := ns.AllowMarginAt(benchTime, node.AllowRequest{Key: keys[i], Cost: 1, Limits: limits}, m, dst[:0])
+			if err != nil || near || !d.Allowed {
+				b.Fatalf("AllowMarginAt: allowed=%v near=%v err=%v", d.Allowed, near, err)
+			}
+		})
+	})
+}

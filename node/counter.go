@@ -6,6 +6,7 @@ import (
 	"strings"
 	gosync "sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -51,9 +52,42 @@ type entry struct {
 	// shard. A lock-free writer that finds it set after its add retries on
 	// a fresh entry: its add went to memory no one reads any more.
 	dead atomic.Bool
-	// over is set when the last Allow that checked the key refused it: a
-	// key over its limit is never evicted for a new one (see evict).
-	over atomic.Bool
+	// flags is one word so that the entry keeps its size: flagOver, set
+	// when the last Allow that checked the key refused it (a key over its
+	// limit is never evicted for a new one, see evict); flagFetched, set
+	// once the other nodes' totals of the key were stored in it
+	// (SetOthers): until then the node knows only its own hits; and in
+	// the bits from bornShift, when the key was first decided near its
+	// limits (see age).
+	flags atomic.Uint32
+}
+
+// The bits of entry.flags.
+const (
+	flagOver uint32 = 1 << iota
+	flagFetched
+	bornShift = iota
+	bornMask  = 1<<(32-bornShift) - 1 // of flags >> bornShift, in ms
+)
+
+// age returns how long ago, at tn, the key was first asked its age
+// (AllowMarginAt), recording tn on the first call. The time is kept in
+// milliseconds modulo about 12 days: an age wraps to young again once
+// per that time, which only makes a decision more careful.
+func (e *entry) age(tn int64) time.Duration {
+	now := uint32(tn/int64(time.Millisecond)) & bornMask
+	if now == 0 {
+		now = 1 // 0 means not yet recorded
+	}
+	for {
+		f := e.flags.Load()
+		if born := f >> bornShift; born != 0 {
+			return time.Duration((now-born)&bornMask) * time.Millisecond
+		}
+		if e.flags.CompareAndSwap(f, f|now<<bornShift) {
+			return 0
+		}
+	}
 }
 
 const entrySize = unsafe.Sizeof(entry{})
@@ -315,7 +349,26 @@ func (ss *shards) resize(sh *shard, n int) *table {
 // change: most calls repeat the last answer, and a store to a shared
 // cache line costs more than the load.
 func (e *entry) setOver(over bool) {
-	if e.over.Load() != over {
-		e.over.Store(over)
+	if e.isOver() == over {
+		return
+	}
+	if over {
+		e.flags.Or(flagOver)
+	} else {
+		e.flags.And(^flagOver)
 	}
 }
+
+// markFetched records that the key's others' totals were stored, writing
+// only a change.
+func (e *entry) markFetched() {
+	if !e.fetched() {
+		e.flags.Or(flagFetched)
+	}
+}
+
+// isOver reports whether the key's last Allow refused it.
+func (e *entry) isOver() bool { return e.flags.Load()&flagOver != 0 }
+
+// fetched reports whether the others' totals of the key were ever stored.
+func (e *entry) fetched() bool { return e.flags.Load()&flagFetched != 0 }

@@ -40,5 +40,9 @@
 // Package sync drives the rest: CollectDirty, MarkPushed, CollectInterest
 // and SetOthers for its periodic ticks, and a KeyLock (LockKey, then
 // Window, Add, Decide) for a synchronous call that holds one key across a
-// store round trip.
+// store round trip. A periodic Allow goes through AllowMarginAt, which
+// decides here while clear of every limit by a Margin (the other nodes'
+// hits this node may not see yet) and otherwise reports the call near,
+// for the store to decide under a KeyLock; OnNewKey and UnfetchedWindows
+// let sync fetch a new key's other-node totals at once.
 package node

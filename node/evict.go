@@ -94,7 +94,7 @@ func (ns *Namespace) sample(sh *shard, tn int64, c *evictCand) {
 			continue
 		}
 		c.seen++
-		if e.over.Load() || !e.mu.TryLock() {
+		if e.isOver() || !e.mu.TryLock() {
 			continue
 		}
 		score, ok := ns.evictScore(e, tn)

@@ -96,6 +96,7 @@ func (k *KeyLock) Window(size time.Duration) (cur, prev Pending) {
 
 // SetOthers stores the other nodes' total of p's window.
 func (k *KeyLock) SetOthers(p Pending, others int64) {
+	k.e.markFetched()
 	p.b.others.Store(others)
 }
 

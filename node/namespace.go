@@ -55,6 +55,9 @@ type Namespace struct {
 
 	// buckets holds the namespace's token, leaky and fixed buckets.
 	buckets *Buckets
+
+	// newKey, when set, is told every key inserted (see OnNewKey).
+	newKey atomic.Pointer[func(key string)]
 }
 
 // NewNamespace validates cfg and returns an empty namespace reading clock.
@@ -189,6 +192,9 @@ func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
 	}
 	e := newEntry(key, len(ns.sizes))
 	ns.shards.insert(sh, h, e)
+	if fn := ns.newKey.Load(); fn != nil {
+		(*fn)(e.key)
+	}
 	return e, nil
 }
 

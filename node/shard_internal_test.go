@@ -12,3 +12,11 @@ func TestShardFillsCacheLines(t *testing.T) {
 		t.Errorf("unsafe.Sizeof(shard{}) = %d, want a multiple of 64", got)
 	}
 }
+
+// TestEntryFitsOneLine: a key of up to 16 bytes with two window sizes
+// keeps its entry, slots and key bytes in one 64-byte cache line.
+func TestEntryFitsOneLine(t *testing.T) {
+	if got := unsafe.Sizeof(entryBlock[[2]slot, [16]byte]{}); got != 64 {
+		t.Errorf("unsafe.Sizeof(entryBlock[[2]slot, [16]byte]{}) = %d, want 64", got)
+	}
+}

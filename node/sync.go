@@ -101,6 +101,7 @@ func (ns *Namespace) CollectInterest(now time.Time, dst []Window) []Window {
 
 // SetOthers stores the other nodes' total for w, as just fetched.
 func (ns *Namespace) SetOthers(w Window, others int64) {
+	w.e.markFetched()
 	if b, _ := w.slot.buckets(w.Start, int64(w.Size)); b != nil {
 		b.others.Store(others)
 		return

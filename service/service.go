@@ -14,17 +14,21 @@ import (
 type Service struct {
 	node *node.Node
 	// syncers holds the syncer of every synchronous namespace, by name;
-	// clustered those of every namespace given one, periodic ones too.
-	syncers, clustered map[string]*clustersync.Syncer
+	// clustered those of every namespace given one, periodic ones too;
+	// escalators those of the periodic ones that escalate.
+	syncers, clustered, escalators map[string]*clustersync.Syncer
 }
 
 // New serves n's namespaces, routing the synchronous ones through their
 // syncers. Every synchronous namespace of n needs one. The syncer of a
 // periodic namespace serves its bucket limits (a periodic namespace
-// without one counts its buckets on this node only); its windows are
-// served from the node.
+// without one counts its buckets on this node only) and, when it
+// escalates (Syncer.Escalates), its Allow calls whose limits are all
+// sliding windows (Syncer.AllowNearAt); its other calls are served from
+// the node.
 func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
-	s := &Service{node: n, syncers: map[string]*clustersync.Syncer{}, clustered: map[string]*clustersync.Syncer{}}
+	s := &Service{node: n, syncers: map[string]*clustersync.Syncer{},
+		clustered: map[string]*clustersync.Syncer{}, escalators: map[string]*clustersync.Syncer{}}
 	for _, sy := range syncers {
 		ns, err := n.Namespace(sy.Namespace().Name())
 		if err != nil || ns != sy.Namespace() {
@@ -33,6 +37,8 @@ func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
 		s.clustered[ns.Name()] = sy
 		if ns.Config().Mode() == node.Synchronous {
 			s.syncers[ns.Name()] = sy
+		} else if sy.Escalates() {
+			s.escalators[ns.Name()] = sy
 		}
 	}
 	for _, ns := range n.Namespaces() {
@@ -53,6 +59,7 @@ type route struct {
 	ns   *node.Namespace
 	sy   *clustersync.Syncer
 	cl   *clustersync.Syncer
+	esc  *clustersync.Syncer // a periodic namespace's, when it escalates
 }
 
 // resolve finds the namespace called name; last is the route the previous
@@ -65,7 +72,7 @@ func (s *Service) resolve(name string, last *route) (route, error) {
 	if err != nil {
 		return route{}, err
 	}
-	r := route{name: name, ns: ns, sy: s.syncers[ns.Name()], cl: s.clustered[ns.Name()]}
+	r := route{name: name, ns: ns, sy: s.syncers[ns.Name()], cl: s.clustered[ns.Name()], esc: s.escalators[ns.Name()]}
 	if last != nil {
 		*last = r
 	}
@@ -169,7 +176,8 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 
 // Allow decides whether req.Cost more hits fit under every limit and, if
 // so (or with CountRejected), counts them; the limits' statuses are
-// appended to dst. In a synchronous namespace the store decides.
+// appended to dst. In a synchronous namespace the store decides; in a
+// periodic one that escalates, the store decides near a limit.
 //
 // Limits may be sliding windows and buckets together: the cost is
 // admitted in all or in none. Buckets cannot be served (ErrFailedPrecondition,
@@ -205,6 +213,10 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	case r.cl != nil && chk.Buckets > 0:
 		decide = func(t time.Time, ar node.AllowRequest, dst []LimitStatus) (Decision, error) {
 			return r.cl.AllowAt(ctx, t, ar, dst)
+		}
+	case r.esc != nil:
+		decide = func(t time.Time, ar node.AllowRequest, dst []LimitStatus) (Decision, error) {
+			return r.esc.AllowNearAt(ctx, t, ar, dst)
 		}
 	}
 	d, err := decide(t, ar, dst)

@@ -199,10 +199,19 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 		s.fallback(errPresumedDown)
 		return k.Decide(req, &chk, node.NoVerdict, dst), nil
 	}
+	return s.decideInStore(ctx, aa, k, req, &chk, dst), nil
+}
+
+// decideInStore has the store decide req atomically for the key k holds,
+// sending this node's own rows of every limit, and completes the decision
+// with the store's verdict and the others' totals it read. When the call
+// fails the decision is taken from local counts and the rows sent stay
+// dirty. The caller has checked storeUp.
+func (s *Syncer) decideInStore(ctx context.Context, aa AtomicAllower, k *node.KeyLock, req node.AllowRequest, chk *node.AllowCheck, dst []node.LimitStatus) node.Decision {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	version := s.versions.Next()
-	areq := AllowRequest{Inc: s.inc, At: t.UnixNano(), Cost: chk.Cost, CountRejected: req.CountRejected}
+	areq := AllowRequest{Inc: s.inc, At: k.Time().UnixNano(), Cost: chk.Cost, CountRejected: req.CountRejected}
 	for _, l := range chk.Limits() {
 		cur, prev := k.Window(l.Size)
 		areq.Limits = append(areq.Limits, AllowLimit{
@@ -222,14 +231,14 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 			}
 		}
 		s.fallback(err)
-		return k.Decide(req, &chk, node.NoVerdict, dst), nil
+		return k.Decide(req, chk, node.NoVerdict, dst)
 	}
 	for j, l := range areq.Limits {
 		cur, prev := k.Window(l.Size)
 		k.SetOthers(cur, res.Others[j][0])
 		k.SetOthers(prev, res.Others[j][1])
 	}
-	d := k.Decide(req, &chk, node.VerdictOf(res.Allowed), dst)
+	d := k.Decide(req, chk, node.VerdictOf(res.Allowed), dst)
 	// The store wrote prev as sent and cur with the cost when it was
 	// counted, which is exactly this node's total now.
 	for _, l := range areq.Limits {
@@ -237,7 +246,7 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 		k.MarkPushed(cur, version)
 		k.MarkPushed(prev, l.Prev.Version)
 	}
-	return d, nil
+	return d
 }
 
 // callRow is p's row for a synchronous call: sent with the version its

@@ -21,6 +21,9 @@ type Metrics interface {
 	// Fallback counts a synchronous call answered from local counts
 	// because the store failed, timed out or was presumed down.
 	Fallback(namespace string)
+	// Escalated counts a periodic Allow decided by the store because it
+	// came near a limit or its key was new to the node.
+	Escalated(namespace string)
 }
 
 // NopMetrics discards every measurement. Embed it to observe only some.
@@ -32,3 +35,4 @@ func (NopMetrics) Dirty(string, int)                      {}
 func (NopMetrics) Pushed(string, int)                     {}
 func (NopMetrics) Fetched(string, int)                    {}
 func (NopMetrics) Fallback(string)                        {}
+func (NopMetrics) Escalated(string)                       {}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"slices"
 	gosync "sync"
@@ -34,6 +35,26 @@ type Config struct {
 	// NoJitter starts the first tick at once instead of after a random
 	// part of the period (spreading the ticks of many nodes).
 	NoJitter bool
+	// NoEscalate keeps every Allow of a periodic namespace local
+	// (escalate: never); by default AllowNearAt asks the store near a
+	// limit (escalate: auto; see escalate.go).
+	NoEscalate bool
+	// EscalateSafety multiplies the hits the other nodes are expected to
+	// count while this node cannot see them, which sets how near a limit
+	// a periodic Allow escalates. Default 2.
+	EscalateSafety float64
+	// EscalateNewKeys bounds when a periodic Allow on a key whose others'
+	// totals this node never fetched goes to the store whatever its
+	// margin. By default (0) always: the node cannot know whether other
+	// nodes hold such a key at its limit (after a restart every key is
+	// such a key). A positive duration does it only that long after the
+	// Syncer is created, and later decides such a key from the node's own
+	// hits (fetching it at once in the background): one round trip less
+	// per key new to the node, for workloads with a long tail of keys, at
+	// the price of admitting a few hits on keys that other nodes hold at
+	// their limit but this node has not seen (likely only with limits of
+	// a few hits per window). Negative: never.
+	EscalateNewKeys time.Duration
 }
 
 // DefaultConfig returns the defaults for a namespace with the given
@@ -58,6 +79,9 @@ func (c Config) withDefaults(syncRate float64) Config {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = 5000
+	}
+	if !(c.EscalateSafety > 0) {
+		c.EscalateSafety = 2
 	}
 	return c
 }
@@ -92,6 +116,18 @@ type Syncer struct {
 	// prevReads serves the synchronous calls (see exchange); the tick
 	// prunes it.
 	prevReads *prevReads
+
+	// Escalation of a periodic namespace (see escalate.go): aa is the
+	// store's AtomicAllower (nil if it has none), lastTick the ticks'
+	// duration in ns (the last one's, or more after a longer one), fresh
+	// the keys new to the node, fetched at once in the background.
+	escalate bool
+	aa       AtomicAllower
+	lastTick atomic.Int64
+	fresh    chan string
+	// newKeysUntil (Unix ns) ends the time in which keys never fetched
+	// escalate (Config.EscalateNewKeys).
+	newKeysUntil int64
 
 	statusMu    gosync.Mutex
 	lastSuccess time.Time
@@ -130,11 +166,24 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 	if nc.Mode() == node.Synchronous {
 		period = cfg.RetryPeriod
 	}
-	return &Syncer{
+	s := &Syncer{
 		ns: ns, store: store, inc: inc, versions: v, cfg: cfg, period: period,
 		ttlPad: 2 * nc.SyncPeriod(), log: log.With("namespace", nc.Name), m: m, name: nc.Name,
 		prevReads: newPrevReads(),
-	}, nil
+	}
+	s.aa, _ = store.(AtomicAllower)
+	if nc.Mode() == node.Periodic && !cfg.NoEscalate {
+		s.escalate = true
+		switch {
+		case cfg.EscalateNewKeys == 0:
+			s.newKeysUntil = math.MaxInt64
+		case cfg.EscalateNewKeys > 0:
+			s.newKeysUntil = ns.Now().Add(cfg.EscalateNewKeys).UnixNano()
+		}
+		s.fresh = make(chan string, freshQueue)
+		ns.OnNewKey(s.enqueueFresh)
+	}
+	return s, nil
 }
 
 // Namespace returns the synced namespace.
@@ -149,6 +198,12 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 	timer := time.NewTimer(first)
 	defer timer.Stop()
+	if s.fresh != nil {
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); s.fetchFresh(fctx) }()
+		defer func() { stop(); <-done }()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -195,7 +250,11 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 		// synchronous one only sends what its calls could not.
 		ferr = errors.Join(ferr, s.syncBuckets(ctx, now, s.ns.Config().Mode() != node.Synchronous))
 	}
-	s.m.Tick(s.name, time.Since(start), perr != nil, ferr != nil)
+	took := time.Since(start)
+	// A decaying maximum: one short tick after a long one does not
+	// shrink the blind time at once.
+	s.lastTick.Store(max(int64(took), s.lastTick.Load()*7/8))
+	s.m.Tick(s.name, took, perr != nil, ferr != nil)
 	err := errors.Join(perr, ferr)
 	s.statusMu.Lock()
 	s.lastErr = err

@@ -69,6 +69,10 @@ type NamespaceConfig struct {
 	// OnFull is what a new key gets at max_keys: "refuse" (default) or
 	// "evict" (an idle key's place).
 	OnFull string `yaml:"on_full"`
+	// Escalate is whether a periodic namespace's Allow asks the store to
+	// decide near a limit: "auto" (default) or "never". Other modes
+	// ignore it.
+	Escalate string `yaml:"escalate"`
 	// Estimator makes the namespace an estimator namespace: count-min
 	// sketches of hashes × slots counters per window, local only.
 	Estimator *EstimatorConfig `yaml:"estimator"`
@@ -378,6 +382,9 @@ func (c *Config) Validate() error {
 		if len(c.Namespaces) > 0 && c.Namespaces[i].SyncRate == nil {
 			return bad(field+".sync_rate", "is required (> 0 periodic, 0 synchronous, < 0 local only)")
 		}
+		if len(c.Namespaces) > 0 && !contains(escalateModes, c.Namespaces[i].Escalate) {
+			return bad(field+".escalate", "must be \"auto\" or \"never\", got %q", c.Namespaces[i].Escalate)
+		}
 		if err := nc.Validate(); err != nil {
 			var fe *node.FieldError
 			if errors.As(err, &fe) {
@@ -415,6 +422,21 @@ func (c *Config) NodeConfigs() []node.Config {
 		out[i] = nc
 	}
 	return out
+}
+
+// escalateModes are the values of a namespace's escalate ("": auto).
+var escalateModes = []string{"", "auto", "never"}
+
+// NamespaceSyncerConfig returns the sync loop's tuning of the namespace
+// called name: SyncerConfig with its escalate option.
+func (c *Config) NamespaceSyncerConfig(name string) clustersync.Config {
+	sc := c.SyncerConfig()
+	for _, n := range c.Namespaces {
+		if n.Name == name {
+			sc.NoEscalate = n.Escalate == "never"
+		}
+	}
+	return sc
 }
 
 // SyncerConfig returns the sync loops' tuning.

@@ -169,7 +169,7 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 			}
 			d.stores[nc.Store] = st
 		}
-		s, err := clustersync.NewSyncer(ns, st, d.inc, versions, cfg.SyncerConfig(), log, metrics)
+		s, err := clustersync.NewSyncer(ns, st, d.inc, versions, cfg.NamespaceSyncerConfig(nc.Name), log, metrics)
 		if err != nil {
 			d.closeStores()
 			return nil, err

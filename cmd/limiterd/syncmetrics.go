@@ -19,6 +19,7 @@ type syncMetrics struct {
 	pending     *prometheus.GaugeVec
 	lastSuccess *prometheus.GaugeVec
 	fallback    *prometheus.CounterVec
+	escalated   *prometheus.CounterVec
 }
 
 var _ clustersync.Metrics = (*syncMetrics)(nil)
@@ -38,8 +39,9 @@ func newSyncMetrics(reg prometheus.Registerer) *syncMetrics {
 		pending:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "limiterd_sync_dirty_rows", Help: "Rows changed since their last successful push, as of the last tick."}, ns),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "limiterd_sync_last_success_timestamp_seconds", Help: "Unix time of the last fully successful sync; seconds since = time() - this."}, ns),
 		fallback:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limiterd_sync_local_fallbacks_total", Help: "Synchronous calls answered from local counts because the store failed or timed out."}, ns),
+		escalated:   prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limiterd_sync_escalated_total", Help: "Periodic Allow calls decided by the store because they came near a limit or their key was new to the node."}, ns),
 	}
-	reg.MustRegister(m.duration, m.rowsPushed, m.rowsFetched, m.pushErrors, m.fetchErrors, m.pending, m.lastSuccess, m.fallback)
+	reg.MustRegister(m.duration, m.rowsPushed, m.rowsFetched, m.pushErrors, m.fetchErrors, m.pending, m.lastSuccess, m.fallback, m.escalated)
 	return m
 }
 
@@ -64,4 +66,5 @@ func (m *syncMetrics) Pushed(ns string, rows int) {
 func (m *syncMetrics) Fetched(ns string, rows int) {
 	m.rowsFetched.WithLabelValues(ns).Add(float64(rows))
 }
-func (m *syncMetrics) Fallback(ns string) { m.fallback.WithLabelValues(ns).Inc() }
+func (m *syncMetrics) Fallback(ns string)  { m.fallback.WithLabelValues(ns).Inc() }
+func (m *syncMetrics) Escalated(ns string) { m.escalated.WithLabelValues(ns).Inc() }

@@ -1,0 +1,126 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/integration/harness"
+	"github.com/limiterd/limiterd/internal/accuracy"
+	pgstore "github.com/limiterd/limiterd/strategy/postgres"
+	redisstore "github.com/limiterd/limiterd/strategy/redis"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// accuracyStore opens store clients for in-process accuracy runs.
+type accuracyStore struct {
+	name string
+	open func(t *testing.T) func() (clustersync.Store, error)
+}
+
+var accuracyStores = []accuracyStore{
+	{"redis", func(t *testing.T) func() (clustersync.Store, error) {
+		addr := harness.SharedRedis(t).Addr()
+		prefix := harness.UniqueName("escalate")
+		return func() (clustersync.Store, error) {
+			cfg := redisstore.DefaultConfig()
+			cfg.Addrs, cfg.KeyPrefix = []string{addr}, prefix
+			return redisstore.Open(cfg)
+		}
+	}},
+	{"postgres", func(t *testing.T) func() (clustersync.Store, error) {
+		dsn := harness.SharedPostgres(t).DSN()
+		return func() (clustersync.Store, error) {
+			cfg := pgstore.DefaultConfig()
+			cfg.DSN = dsn
+			return pgstore.Open(context.Background(), cfg)
+		}
+	}},
+}
+
+// TestEscalationSmoke: three in-process nodes at sync_rate 0.1 s under
+// ten times the limit on one key hold, with escalation, every 1 s window
+// within 5 % of the limit and admit almost nothing an exact oracle would
+// refuse; on Redis, the same load without escalation admits more. Each
+// run takes 6 s; about 20 s in all.
+func TestEscalationSmoke(t *testing.T) {
+	for _, st := range accuracyStores {
+		t.Run(st.name, func(t *testing.T) {
+			open := st.open(t)
+			run := func(escalate bool) (accuracy.Run, accuracy.Result) {
+				t.Helper()
+				r := accuracy.Run{
+					Nodes: 3, SyncRate: 0.1, Escalate: escalate,
+					Sync:   clustersync.Config{TickTimeout: time.Second},
+					Window: time.Second, Limit: 100, Rate: 1000, Keys: 1,
+					Duration: 6 * time.Second, Workers: 16,
+					Namespace: harness.UniqueName("smoke"), NewStore: open,
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				res, err := accuracy.Measure(ctx, r)
+				if err != nil {
+					t.Fatalf("escalate %v: %v", escalate, err)
+				}
+				t.Logf("escalate %v: %s", escalate, res.Summary(r))
+				return r, res
+			}
+			r, on := run(true)
+			if on.Worst > 1.05*r.Limit || on.Mean > 1.01*r.Limit {
+				t.Errorf("escalation on: worst window %v, mean %.1f; want at most 1.05 and 1.01 × %v", on.Worst, on.Mean, r.Limit)
+			}
+			if share := float64(on.WronglyAdmitted) / float64(on.Calls); share > 0.001 {
+				t.Errorf("escalation on: %.3f %% of calls admitted where the oracle refuses, want at most 0.1 %%", 100*share)
+			}
+			if st.name != "redis" {
+				return
+			}
+			if _, off := run(false); off.Worst <= on.Worst || off.WronglyAdmitted <= on.WronglyAdmitted {
+				t.Errorf("without escalation: worst window %v, %d wrongly admitted; with: %v, %d; want escalation to admit less",
+					off.Worst, off.WronglyAdmitted, on.Worst, on.WronglyAdmitted)
+			}
+		})
+	}
+}
+
+// TestRestartedNodeAtLimit: a node killed (SIGKILL) and restarted — a new
+// incarnation that knows no key — admits no more, for a key already at its
+// limit, than a node that never left: a key it never fetched goes to the
+// store in its first window. sync_rate is 1 s, so without escalation the
+// restarted node would decide alone, blind, until its first tick.
+func TestRestartedNodeAtLimit(t *testing.T) {
+	for _, st := range []struct {
+		name  string
+		store func(t *testing.T) string
+	}{
+		{"redis", func(t *testing.T) string {
+			return redisStore(harness.SharedRedis(t).Addr(), harness.UniqueName("restart"))
+		}},
+		{"postgres", func(t *testing.T) string { return postgresStore(harness.SharedPostgres(t).DSN()) }},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			nodes := harness.Cluster(t, 3, escalateConfig(st.store(t), 1, "auto"))
+			const limit = 30
+			key := harness.UniqueName("at-limit")
+			if got := allowLoad(t, nodes[:2], key, time.Now(), limit, 2, 20); got != limit {
+				t.Fatalf("filling the key: %d admitted, want %d", got, limit)
+			}
+			time.Sleep(2500 * time.Millisecond) // two ticks: every node has seen the rows
+			nodes[2].Kill()
+			nodes[2].Start()
+			restarted := allowLoad(t, nodes[2:], key, time.Now(), limit, 4, 10)
+			stayed := allowLoad(t, nodes[:1], key, time.Now(), limit, 4, 10)
+			t.Logf("at the limit: the restarted node admitted %d of 40, the node that never left %d of 40", restarted, stayed)
+			if restarted > stayed {
+				t.Errorf("the restarted node admitted %d, the node that never left %d: want no more", restarted, stayed)
+			}
+		})
+	}
+}
+
+// escalateConfig is clusterConfig with the namespace's escalate option.
+func escalateConfig(store string, syncRate float64, escalate string) string {
+	return clusterConfig(store, syncRate) + "    escalate: " + escalate + "\n"
+}

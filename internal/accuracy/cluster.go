@@ -1,0 +1,232 @@
+package accuracy
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	gosync "sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/service"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// Run describes one measured run.
+type Run struct {
+	Nodes    int
+	SyncRate float64 // seconds, > 0
+	Escalate bool
+	// Sync tunes every node's Syncer (NoEscalate is set from Escalate).
+	Sync   clustersync.Config
+	Window time.Duration
+	Limit  float64
+	// Rate is the offered Allow calls per second over all keys, sent
+	// round-robin over the nodes.
+	Rate float64
+	// Keys is the number of keys: one, or a Zipf law of exponent ZipfS
+	// (> 1) over Keys keys (key i drawn with weight (1+i)^-ZipfS).
+	Keys  int
+	ZipfS float64
+	// Duration of the load judged, after Warmup of the same load (fed to
+	// the oracle, not judged); Workers the goroutines sending it.
+	Duration, Warmup time.Duration
+	Workers          int
+	// Namespace names the namespace in the store, unique per run.
+	Namespace string
+	// NewStore opens one node's store client.
+	NewStore func() (clustersync.Store, error)
+}
+
+// Result is a run's outcome.
+type Result struct {
+	Verdict
+	// Escalated is the number of Allow calls decided by the store after
+	// the warm-up; WarmupCalls and WarmupEscalated count the warm-up's.
+	Escalated                    int64
+	WarmupCalls, WarmupEscalated int64
+	// TickMean and TickMax describe the nodes' sync ticks.
+	TickMean, TickMax time.Duration
+	// Errors counts calls that returned an error.
+	Errors int64
+	// Start is when the load started, Elapsed its wall time; Offered the
+	// calls sent per second.
+	Start   time.Time
+	Elapsed time.Duration
+	Offered float64
+}
+
+// Local returns the share of calls decided without a store round trip.
+func (r Result) Local() float64 {
+	if r.Calls == 0 {
+		return 0
+	}
+	return 1 - float64(r.Escalated)/float64(r.Calls)
+}
+
+// TopShareOffered returns, for a Zipf run, the calls per window offered to
+// the least-called key of the top 1 % of keys, divided by the limit.
+func (r Run) TopShareOffered() float64 {
+	if r.Keys <= 1 {
+		return r.Rate * r.Window.Seconds() / r.Limit
+	}
+	var h float64
+	for i := range r.Keys {
+		h += math.Pow(float64(1+i), -r.ZipfS)
+	}
+	last := max(r.Keys/100, 1) // rank of the top 1 %'s last key, from 1
+	p := math.Pow(float64(last), -r.ZipfS) / h
+	return r.Rate * r.Window.Seconds() * p / r.Limit
+}
+
+// escalations counts Escalated over the nodes, and their ticks.
+type escalations struct {
+	clustersync.NopMetrics
+	n              atomic.Int64
+	ticks, tickSum atomic.Int64 // count, ns
+	tickMax        atomic.Int64 // ns
+}
+
+func (e *escalations) Escalated(string) { e.n.Add(1) }
+
+func (e *escalations) Tick(_ string, d time.Duration, _, _ bool) {
+	e.ticks.Add(1)
+	e.tickSum.Add(int64(d))
+	for m := e.tickMax.Load(); int64(d) > m && !e.tickMax.CompareAndSwap(m, int64(d)); m = e.tickMax.Load() {
+	}
+}
+
+// Measure runs r and judges every decision against the oracle.
+func Measure(ctx context.Context, r Run) (Result, error) {
+	esc := new(escalations)
+	cfg := r.Sync
+	cfg.NoEscalate = !r.Escalate
+	var svcs []*service.Service
+	var syncers []*clustersync.Syncer
+	var nodes []*node.Node
+	var stores []clustersync.Store
+	defer func() {
+		for _, st := range stores {
+			_ = st.Close()
+		}
+	}()
+	for i := range r.Nodes {
+		n, err := node.New([]node.Config{{Name: r.Namespace, WindowSizes: []time.Duration{r.Window}, SyncRate: r.SyncRate, Store: "main"}}, node.SystemClock{})
+		if err != nil {
+			return Result{}, err
+		}
+		ns, _ := n.Namespace(r.Namespace)
+		st, err := r.NewStore()
+		if err != nil {
+			return Result{}, err
+		}
+		stores = append(stores, st)
+		sy, err := clustersync.NewSyncer(ns, st, clustersync.NewIncarnation(fmt.Sprintf("acc-%d", i)), clustersync.NewVersions(time.Now), cfg, nil, esc)
+		if err != nil {
+			return Result{}, err
+		}
+		s, err := service.New(n, sy)
+		if err != nil {
+			return Result{}, err
+		}
+		svcs, syncers, nodes = append(svcs, s), append(syncers, sy), append(nodes, n)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	var wg gosync.WaitGroup
+	for i, sy := range syncers {
+		wg.Go(func() { _ = sy.Run(sctx) })
+		wg.Go(func() { nodes[i].Run(sctx) }) // reclaims idle keys, as limiterd does
+	}
+	defer func() { stop(); wg.Wait() }()
+
+	type job struct {
+		seq  int64
+		node int
+		key  int32
+	}
+	jobs := make(chan job, 1<<16)
+	var zipf *rand.Zipf
+	rng := rand.New(rand.NewPCG(1, 2))
+	if r.Keys > 1 {
+		zipf = rand.NewZipf(rng, r.ZipfS, 1, uint64(r.Keys-1))
+	}
+	workers := max(r.Workers, 1)
+	calls := make([][]Call, workers)
+	var errs atomic.Int64
+	var werr atomic.Value
+	var lw gosync.WaitGroup
+	limits := []node.Limit{{Size: r.Window, Limit: r.Limit}}
+	names := make([]string, max(r.Keys, 1))
+	for i := range names {
+		names[i] = fmt.Sprintf("key-%d", i)
+	}
+	for w := range workers {
+		lw.Go(func() {
+			var dst []node.LimitStatus
+			for j := range jobs {
+				at := time.Now()
+				d, err := svcs[j.node].Allow(ctx, service.AllowRequest{Namespace: r.Namespace, At: at, Key: names[j.key], Limits: limits}, dst[:0])
+				if err != nil {
+					errs.Add(1)
+					werr.Store(err)
+					continue
+				}
+				dst = d.Limits
+				calls[w] = append(calls[w], Call{At: at.UnixNano(), Seq: j.seq, Key: j.key, Allowed: d.Allowed})
+			}
+		})
+	}
+	start := time.Now()
+	warm := int64(r.Rate * r.Warmup.Seconds())
+	total := warm + int64(r.Rate*r.Duration.Seconds())
+	var warmEsc int64
+	for i := int64(0); i < total && ctx.Err() == nil; i++ {
+		if i == warm && warm > 0 {
+			warmEsc = esc.n.Load()
+		}
+		due := start.Add(time.Duration(float64(i) / r.Rate * float64(time.Second)))
+		if d := time.Until(due); d > time.Millisecond {
+			time.Sleep(d)
+		}
+		var key int32
+		if zipf != nil {
+			key = int32(zipf.Uint64())
+		}
+		jobs <- job{seq: i, node: int(i % int64(r.Nodes)), key: key}
+	}
+	close(jobs)
+	lw.Wait()
+	elapsed := time.Since(start)
+	var all []Call
+	for _, c := range calls {
+		all = append(all, c...)
+	}
+	from := start.Add(r.Warmup)
+	res := Result{Start: from, Escalated: esc.n.Load() - warmEsc, WarmupCalls: warm, WarmupEscalated: warmEsc,
+		Errors: errs.Load(), Elapsed: elapsed, Offered: float64(total) / elapsed.Seconds()}
+	res.Verdict = Judge(all, r.Window, r.Limit, from, start.Add(elapsed))
+	if n := esc.ticks.Load(); n > 0 {
+		res.TickMean, res.TickMax = time.Duration(esc.tickSum.Load()/n), time.Duration(esc.tickMax.Load())
+	}
+	if e, ok := werr.Load().(error); ok {
+		return res, fmt.Errorf("%d calls failed, the last: %w", res.Errors, e)
+	}
+	return res, ctx.Err()
+}
+
+// Summary describes the result of r in one line.
+func (res Result) Summary(r Run) string {
+	return fmt.Sprintf("%d calls (%.0f/s), %d admitted, mean %.3f L, worst %.2f L; wrongly admitted %d (%.4f %%), wrongly refused %d (%.4f %%); escalated %.2f %%; ticks mean %s, longest %s",
+		res.Calls, res.Offered, res.Admitted, res.Mean/r.Limit, res.Worst/r.Limit,
+		res.WronglyAdmitted, 100*share(res.WronglyAdmitted, res.Calls), res.WronglyRefused, 100*share(res.WronglyRefused, res.Calls),
+		100*(1-res.Local()), res.TickMean.Round(time.Millisecond), res.TickMax.Round(time.Millisecond))
+}
+
+func share(n, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return float64(n) / float64(of)
+}

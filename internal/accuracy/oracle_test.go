@@ -1,0 +1,38 @@
+package accuracy
+
+import (
+	"testing"
+	"time"
+)
+
+// TestJudge: the oracle admits while the sliding rate plus one fits the
+// limit, is fed only what the cluster admitted, and counts both kinds of
+// disagreement.
+func TestJudge(t *testing.T) {
+	sec := int64(time.Second)
+	base := int64(1_700_000_000) * sec
+	calls := []Call{
+		// Window [0 s, 1 s), limit 2: two admitted, a third wrongly.
+		{At: base + 100, Seq: 0, Allowed: true},
+		{At: base + 200, Seq: 1, Allowed: true},
+		{At: base + 300, Seq: 2, Allowed: true}, // wrongly admitted
+		{At: base + 400, Seq: 3, Allowed: false},
+		// At 1.5 s the previous window's 3 weigh 1.5: 1.5 + 1 > 2.
+		{At: base + sec + sec/2, Seq: 4, Allowed: false},
+		// At 1.9 s: 3 × 0.1 = 0.3, + 1 fits: wrongly refused.
+		{At: base + sec + 9*sec/10, Seq: 5, Allowed: false},
+		// Another key, alone: admitted rightly; sorted by time first.
+		{At: base + 50, Seq: 6, Key: 1, Allowed: true},
+	}
+	v := Judge(calls, time.Second, 2, time.Unix(0, base), time.Unix(0, base+2*sec))
+	if v.Calls != 7 || v.Admitted != 4 || v.WronglyAdmitted != 1 || v.WronglyRefused != 1 {
+		t.Errorf("calls %d, admitted %d, wrongly admitted %d, wrongly refused %d; want 7, 4, 1, 1",
+			v.Calls, v.Admitted, v.WronglyAdmitted, v.WronglyRefused)
+	}
+	if v.Worst != 3 || v.Windows != 2 || v.Mean != 1.5 {
+		t.Errorf("worst %v, windows %d, mean %v; want 3, 2, 1.5", v.Worst, v.Windows, v.Mean)
+	}
+	if got, want := v.Wrong(), 2.0/7; got != want {
+		t.Errorf("wrong share %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,156 @@
+package sync
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// Escalation: a periodic namespace's Allow at synchronous quality where it
+// matters. A periodic node sees the other nodes' hits only as of its last
+// fetch, up to Blind = 2 × sync_rate + d (d the last tick's duration)
+// late. Far below a limit that cannot change an answer; near it, it is
+// all that matters. So AllowNearAt decides in the node while the key's
+// rate, plus the cost, plus the others' recent rate × Blind ×
+// EscalateSafety (at least one more call; see node.Namespace.AllowMarginAt)
+// stays under every limit, and otherwise asks the store to
+// decide atomically, exactly as a synchronous namespace's AllowAt does
+// (one round trip, decideInStore). A request that does not fit even by
+// the node's own view is refused in the node: that view never exceeds the
+// cluster's count.
+//
+// A key whose others' totals this node never fetched goes to the store
+// too, whatever its margin: the node cannot tell whether other nodes hold
+// it at its limit (after a restart every key is such a key). That costs
+// one round trip per key new to the node, which a long tail of keys pays
+// often; Config.EscalateNewKeys limits it to the node's first moments.
+
+// On a store that cannot decide atomically (no AtomicAllower: Cassandra)
+// the margin only tightens the node's decision: a request that fits only
+// inside it is refused. While the store is presumed down after a failed
+// call (see direct.go) nothing escalates: the node decides as without
+// escalation, and one call after CallTimeout probes the store again.
+//
+// A key new to the node is queued for a fetch at once, in the background
+// (fetchFresh, one goroutine started by Run), so it is not blind until the
+// next tick; a full queue drops it, and the next tick fetches it anyway.
+
+// freshQueue is how many new keys may wait for their background fetch.
+const freshQueue = 4096
+
+// freshBatch is the most new keys one background fetch reads.
+const freshBatch = 256
+
+// Escalates reports whether the namespace is periodic with escalation on
+// (Config.NoEscalate unset): its Allow calls with only sliding-window
+// limits are for AllowNearAt.
+func (s *Syncer) Escalates() bool { return s.escalate }
+
+// blind is how long the other nodes' newest hits may stay unseen here.
+func (s *Syncer) blind() time.Duration {
+	return 2*s.period + time.Duration(s.lastTick.Load())
+}
+
+// presumedDown reports whether a failed store call makes the store
+// presumed down at now (without claiming the probe, which storeUp does).
+func (s *Syncer) presumedDown() bool {
+	until := s.downUntil.Load()
+	return until != 0 && s.ns.Now().UnixNano() < until
+}
+
+// AllowNearAt decides a periodic namespace's Allow at t: in the node while
+// it is clear of every limit, in the store (when it is an AtomicAllower)
+// near one; see the comment above. Its answers and errors are those of
+// node.Namespace.AllowAt.
+func (s *Syncer) AllowNearAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+	if !s.escalate || s.presumedDown() {
+		return s.ns.AllowAt(t, req, dst)
+	}
+	m := node.Margin{Blind: s.blind(), Safety: s.cfg.EscalateSafety, Tighten: s.aa == nil,
+		Unfetched: t.UnixNano() < s.newKeysUntil}
+	d, near, err := s.ns.AllowMarginAt(t, req, m, dst)
+	if err != nil || !near {
+		return d, err
+	}
+	if !s.storeUp() {
+		return s.ns.AllowAt(t, req, dst)
+	}
+	chk, err := s.ns.CheckAllow(req)
+	if err != nil {
+		return node.Decision{Limits: dst}, err
+	}
+	k, err := s.ns.LockKey(t, req.Key)
+	if err != nil {
+		return node.Decision{Limits: dst}, err
+	}
+	defer k.Unlock()
+	s.m.Escalated(s.name)
+	return s.decideInStore(ctx, s.aa, k, req, &chk, dst), nil
+}
+
+// enqueueFresh queues a key new to the node for its background fetch,
+// dropping it when the queue is full. It is the namespace's OnNewKey
+// hook: it must not block.
+func (s *Syncer) enqueueFresh(key string) {
+	select {
+	case s.fresh <- key:
+	default:
+	}
+}
+
+// fetchFresh fetches the others' totals of the keys new to the node as
+// they come, a batch at a time, until ctx ends.
+func (s *Syncer) fetchFresh(ctx context.Context) {
+	var windows []node.Window
+	var keys []WindowKey
+	var others []int64
+	for {
+		var key string
+		select {
+		case <-ctx.Done():
+			return
+		case key = <-s.fresh:
+		}
+		now := s.ns.Now()
+		windows = s.ns.UnfetchedWindows(now, key, windows[:0])
+	more:
+		for n := 1; n < freshBatch; n++ {
+			select {
+			case key = <-s.fresh:
+				windows = s.ns.UnfetchedWindows(now, key, windows)
+			default:
+				break more
+			}
+		}
+		if len(windows) == 0 {
+			continue
+		}
+		keys = keys[:0]
+		for _, w := range windows {
+			keys = append(keys, WindowKey{Namespace: s.name, Size: w.Size, Start: w.Start, Key: w.Key})
+		}
+		others = slices.Grow(others[:0], len(keys))[:len(keys)]
+		clear(others)
+		s.fetchWindows(ctx, windows, keys, others)
+		clear(windows) // drop references to entries
+	}
+}
+
+// fetchWindows reads and stores the others' totals of windows (keys names
+// them for the store), within TickTimeout, between ticks.
+func (s *Syncer) fetchWindows(ctx context.Context, windows []node.Window, keys []WindowKey, others []int64) {
+	s.tickMu.Lock()
+	defer s.tickMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
+	defer cancel()
+	if err := s.store.Fetch(ctx, s.inc, keys, others); err != nil {
+		s.log.Debug("fetch of new keys failed; the next tick fetches them", "keys", len(keys), "err", err)
+		return
+	}
+	for i, w := range windows {
+		s.ns.SetOthers(w, others[i])
+	}
+	s.m.Fetched(s.name, len(keys))
+}

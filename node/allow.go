@@ -209,8 +209,8 @@ func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost 
 // two racing calls both take the last unit. Increments running at the same
 // time are not serialised with it and may be counted just before or after.
 //
-// Limits of other kinds (buckets, in a local-only namespace only) are
-// decided together with the windows: the cost is admitted in every limit
+// Limits of other kinds (buckets) are decided here, on this node's state
+// of them, together with the windows: the cost is admitted in every limit
 // or in none (see allowKinds).
 func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (Decision, error) {
 	var buf [MaxLimits]microLimit

@@ -49,8 +49,9 @@ var (
 	ErrUnknownNamespace = node.ErrUnknownNamespace
 	ErrKeyLimit         = node.ErrKeyLimit
 	// ErrFailedPrecondition: the request is valid but the namespace's mode
-	// cannot serve it (a bucket limit outside a local-only namespace, or
-	// in an estimator namespace: node.ErrEstimatorKind wraps it).
+	// cannot serve it: a bucket limit in an estimator namespace
+	// (node.ErrEstimatorKind wraps it) or on a store that cannot hold
+	// buckets, or windows and buckets in one synchronous Allow.
 	ErrFailedPrecondition = node.ErrNotLocal
 )
 

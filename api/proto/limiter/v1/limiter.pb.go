@@ -390,8 +390,9 @@ func (x *SlidingWindowResponse) GetRates() []*WindowRate {
 // `window_size`". With one of `token`, `leaky` or `fixed` set it is instead
 // a bucket of the request's key (and window_size and limit must be unset).
 // A bucket's parameters are part of its identity: the same key with other
-// parameters is another bucket. Bucket limits need a local-only namespace
-// for now: elsewhere they fail with FAILED_PRECONDITION.
+// parameters is another bucket. Buckets live in every mode; one Allow of a
+// synchronous namespace cannot hold both buckets and windows
+// (FAILED_PRECONDITION: its store decides them apart).
 type Limit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The window size; it must be one of the namespace's window sizes, and

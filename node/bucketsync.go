@@ -43,10 +43,9 @@ type BucketState struct {
 	Level, Mark int64
 }
 
-// spec returns the spec of bucket limit l (checked by CheckAllow) for key.
-func (l *Limit) spec(key string) BucketSpec {
-	id, _ := bucketIdentity(l)
-	return BucketSpec{Kind: LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: key, Strict: l.Strict}
+// spec returns the spec of bucket id (not Strict, which is no part of it).
+func (id *bucketID) spec() BucketSpec {
+	return BucketSpec{Kind: LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: id.key}
 }
 
 func (b *BucketSpec) id() bucketID {
@@ -194,12 +193,13 @@ func (l *BucketsLock) Unlock() { unlockAll(l.hs) }
 func (l *BucketsLock) Len() int { return len(l.hs) }
 
 // Bucket returns bucket i: its spec, its entry's life, this
-// incarnation's consumption in that life, the time of its last
-// consumption, and whether the store's state was ever read.
-func (l *BucketsLock) Bucket(i int) (spec BucketSpec, life, own, lastAt int64, synced bool) {
+// incarnation's consumption in that life and the time of its last
+// consumption.
+func (l *BucketsLock) Bucket(i int) (spec BucketSpec, life, own, lastAt int64) {
 	h := &l.hs[i]
-	spec = l.req.Limits[h.i].spec(l.req.Key)
-	return spec, h.e.life, h.e.own, h.e.lastAt, h.e.synced
+	spec = h.id.spec()
+	spec.Strict = h.strict
+	return spec, h.e.life, h.e.own, h.e.lastAt
 }
 
 // SetState makes s, the store's state before this call's take, the state
@@ -245,7 +245,7 @@ func (e *bucketEntry) stored(id *bucketID, after BucketState, applied, seq, now 
 	// that it applied after the node stopped waiting. It counts once.
 	e.own = max(e.own, applied)
 	e.acked = applied
-	spec := BucketSpec{Kind: LimitKind(id.kind), A: id.a, B: id.b, C: id.c}
+	spec := id.spec()
 	spec.Force(&after, now, e.own-applied)
 	e.val = after.val()
 }
@@ -271,7 +271,7 @@ func (ns *Namespace) CollectBuckets(all bool, dst []BucketSync) []BucketSync {
 			e.mu.Lock()
 			if all || e.dirty() {
 				dst = append(dst, BucketSync{
-					Spec: BucketSpec{Kind: LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: id.key},
+					Spec: id.spec(),
 					Life: e.life, Own: e.own, LastAt: e.lastAt,
 				})
 			}

@@ -46,7 +46,7 @@ func storeLevel(t testing.TB, store clustersync.BucketStore, clock node.Clock, k
 		t.Fatal(err)
 	}
 	defer bl.Unlock()
-	spec, life, _, _, _ := bl.Bucket(0)
+	spec, life, _, _ := bl.Bucket(0)
 	r := make([]clustersync.BucketReply, 1)
 	call := clustersync.BucketCall{Namespace: "api", Bucket: spec, Life: life, Version: 1, ExpireAt: clock.Now().Add(time.Hour)}
 	if _, err := store.Buckets(context.Background(), clustersync.NewIncarnation("reader"), clock.Now().UnixNano(), 0, []clustersync.BucketCall{call}, r); err != nil {

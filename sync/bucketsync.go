@@ -70,15 +70,10 @@ func (s *Syncer) allowBuckets(ctx context.Context, t time.Time, req node.AllowRe
 		s.fallback(errPresumedDown)
 		return l.Decide(node.NoVerdict, dst), nil
 	}
-	calls, replies := s.lockedCalls(l, t)
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	allowed, err := bs.Buckets(cctx, s.inc, t.UnixNano(), c.Cost, calls, replies)
-	s.observe(ctx, err)
+	allowed, replies, err := s.callLocked(ctx, bs, l, t, c.Cost)
 	if err != nil {
 		// The store may have applied the take; if so, the next call of
 		// this node holds it (BucketReply.Applied) and counts it once.
-		s.fallback(err)
 		return l.Decide(node.NoVerdict, dst), nil
 	}
 	for i := range replies {
@@ -100,13 +95,8 @@ func (s *Syncer) readBuckets(ctx context.Context, bs BucketStore, t time.Time, r
 		return err
 	}
 	defer l.Unlock()
-	calls, replies := s.lockedCalls(l, t)
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	_, err = bs.Buckets(cctx, s.inc, t.UnixNano(), 0, calls, replies)
-	s.observe(ctx, err)
+	_, replies, err := s.callLocked(ctx, bs, l, t, 0)
 	if err != nil {
-		s.fallback(err)
 		return nil
 	}
 	for i := range replies {
@@ -115,15 +105,25 @@ func (s *Syncer) readBuckets(ctx context.Context, bs BucketStore, t time.Time, r
 	return nil
 }
 
-// lockedCalls returns the store calls of l's buckets at t.
-func (s *Syncer) lockedCalls(l *node.BucketsLock, t time.Time) ([]BucketCall, []BucketReply) {
+// callLocked sends the store one call of l's buckets at t taking take,
+// within CallTimeout, and records its outcome (a failure is logged and
+// presumes the store down).
+func (s *Syncer) callLocked(ctx context.Context, bs BucketStore, l *node.BucketsLock, t time.Time, take int64) (bool, []BucketReply, error) {
 	version := s.versions.Next()
 	calls := make([]BucketCall, l.Len())
 	for i := range calls {
-		spec, life, own, lastAt, _ := l.Bucket(i)
+		spec, life, own, lastAt := l.Bucket(i)
 		calls[i] = s.bucketCall(spec, life, own, lastAt, version, t)
 	}
-	return calls, make([]BucketReply, len(calls))
+	replies := make([]BucketReply, len(calls))
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	allowed, err := bs.Buckets(cctx, s.inc, t.UnixNano(), take, calls, replies)
+	s.observe(ctx, err)
+	if err != nil {
+		s.fallback(err)
+	}
+	return allowed, replies, err
 }
 
 func (s *Syncer) bucketCall(spec node.BucketSpec, life, own, lastAt, version int64, t time.Time) BucketCall {

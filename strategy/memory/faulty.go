@@ -26,8 +26,8 @@ const (
 // outcome. Faulted counts the calls that returned an injected fault
 // (Fail, or Hang ended by the call's context).
 type Calls struct {
-	Push, Fetch, Window, PushFetch, Allow, Buckets, Close int64
-	Faulted                                               int64
+	Push, Fetch, Window, PushFetch, Allow, Buckets, Leases, Close int64
+	Faulted                                                       int64
 }
 
 // Faulty wraps a clustersync.Store and injects faults on demand, for tests
@@ -46,7 +46,7 @@ type Calls struct {
 // network resuming). Close is never faulted: it always closes the inner
 // store.
 //
-// Faulty has PushFetch, Allow, Buckets and Window whatever the inner store: they
+// Faulty has PushFetch, Allow, Buckets, Leases and Window whatever the inner store: they
 // forward to the inner store's when it has them; otherwise PushFetch runs
 // Push then Fetch (not atomically), and Allow and Window return an error
 // wrapping errors.ErrUnsupported. Use Store for a view that has exactly
@@ -62,7 +62,7 @@ type Faulty struct {
 	changed chan struct{} // closed and replaced at every mode change
 	waiting int           // calls blocked by Hang
 
-	push, fetch, window, pushFetch, allow, buckets, close, faulted atomic.Int64
+	push, fetch, window, pushFetch, allow, buckets, leases, close, faulted atomic.Int64
 }
 
 // NewFaulty returns a healthy Faulty forwarding to inner.
@@ -111,7 +111,7 @@ func (f *Faulty) Waiting() int {
 func (f *Faulty) Calls() Calls {
 	return Calls{
 		Push: f.push.Load(), Fetch: f.fetch.Load(), Window: f.window.Load(),
-		PushFetch: f.pushFetch.Load(), Allow: f.allow.Load(), Buckets: f.buckets.Load(), Close: f.close.Load(),
+		PushFetch: f.pushFetch.Load(), Allow: f.allow.Load(), Buckets: f.buckets.Load(), Leases: f.leases.Load(), Close: f.close.Load(),
 		Faulted: f.faulted.Load(),
 	}
 }
@@ -230,6 +230,19 @@ func (f *Faulty) Buckets(ctx context.Context, inc string, at, take int64, calls 
 		return false, fmt.Errorf("memory: faulty buckets: inner store %T: %w", f.inner, errors.ErrUnsupported)
 	}
 	return bs.Buckets(ctx, inc, at, take, calls, replies)
+}
+
+// Leases forwards to the inner store's LeaseStore, unless a fault is
+// injected.
+func (f *Faulty) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
+	if err := f.gate(ctx, "leases", &f.leases); err != nil {
+		return err
+	}
+	ls, ok := f.inner.(clustersync.LeaseStore)
+	if !ok {
+		return fmt.Errorf("memory: faulty leases: inner store %T: %w", f.inner, errors.ErrUnsupported)
+	}
+	return ls.Leases(ctx, now, ops, replies)
 }
 
 // Close closes the inner store, whatever fault is injected.

@@ -57,6 +57,7 @@ type Store struct {
 	rows      int                                      // rows held, expired or not
 	lastPurge time.Time
 	buckets   map[bucketKey]*clustersync.BucketRow
+	leases    map[leaseKey]*clustersync.LeaseSet
 }
 
 // New returns an empty store.

@@ -72,7 +72,24 @@ type Config struct {
 	// fixed at start, whatever the number of keys, instead of exactly per
 	// key. Such a namespace is local only and counts no negative values.
 	Estimator *EstimatorConfig
+	// MaxLeaseTTL is the longest TTL a concurrency lease may ask;
+	// 0 means DefaultMaxLeaseTTL, at most MaxLeaseTTLCap.
+	MaxLeaseTTL time.Duration
+	// OnStoreDown is what a synchronous namespace's Acquire does when its
+	// store cannot be reached: refuse it (StoreDownRefuse, the default
+	// when empty) or decide it from this node's own leases
+	// (StoreDownLocal), pushed when the store is back.
+	OnStoreDown StoreDownPolicy
 }
+
+// StoreDownPolicy is what an Acquire does when the store is down.
+type StoreDownPolicy string
+
+// The store-down policies.
+const (
+	StoreDownRefuse StoreDownPolicy = "refuse"
+	StoreDownLocal  StoreDownPolicy = "local"
+)
 
 // KeyCapPolicy is what a namespace does with a new key at its key cap.
 type KeyCapPolicy string
@@ -173,6 +190,14 @@ func (c Config) Validate() error {
 	case "", OnFullRefuse, OnFullEvict:
 	default:
 		return fieldErr("on_full", ErrInvalidConfig, "must be %q or %q, got %q", OnFullRefuse, OnFullEvict, c.OnFull)
+	}
+	if c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > MaxLeaseTTLCap {
+		return fieldErr("max_lease_ttl", ErrInvalidConfig, "must be between 0 (default %s) and %s, got %s", DefaultMaxLeaseTTL, MaxLeaseTTLCap, c.MaxLeaseTTL)
+	}
+	switch c.OnStoreDown {
+	case "", StoreDownRefuse, StoreDownLocal:
+	default:
+		return fieldErr("on_store_down", ErrInvalidConfig, "must be %q or %q, got %q", StoreDownRefuse, StoreDownLocal, c.OnStoreDown)
 	}
 	if e := c.Estimator; e != nil {
 		switch {

@@ -56,6 +56,9 @@ type Namespace struct {
 	// buckets holds the namespace's token, leaky and fixed buckets.
 	buckets *Buckets
 
+	// leases holds the namespace's concurrency leases.
+	leases *Leases
+
 	// newKey, when set, is told every key inserted (see OnNewKey).
 	newKey atomic.Pointer[func(key string)]
 }
@@ -84,6 +87,13 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 		ns.est = newEstimator(e, ns.sizes, clock)
 	}
 	ns.buckets = NewBuckets(BucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys}, clock)
+	ns.leases = NewLeases(cfg.Name, cfg.MaxKeys)
+	if ns.cfg.MaxLeaseTTL == 0 {
+		ns.cfg.MaxLeaseTTL = DefaultMaxLeaseTTL
+	}
+	if ns.cfg.OnStoreDown == "" {
+		ns.cfg.OnStoreDown = StoreDownRefuse
+	}
 	return ns, nil
 }
 
@@ -106,6 +116,9 @@ func (ns *Namespace) RefusedKeys() int64 { return ns.refused.Load() }
 // which Allow's bucket limits use. It holds at most the namespace's
 // MaxKeys buckets, counted apart from the keys of the windows.
 func (ns *Namespace) Buckets() *Buckets { return ns.buckets }
+
+// Leases returns the namespace's table of concurrency leases.
+func (ns *Namespace) Leases() *Leases { return ns.leases }
 
 // ActiveBuckets returns the number of buckets held in memory.
 func (ns *Namespace) ActiveBuckets() int64 { return ns.buckets.Len() }

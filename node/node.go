@@ -67,8 +67,15 @@ func ReclaimInterval(c Config) time.Duration {
 	return min(max(slices.Min(c.WindowSizes), time.Second), 30*time.Second)
 }
 
-// Run reclaims dead windows, and buckets back at their idle state, of
-// every namespace until ctx is done.
+// leaseIdle is how long a key of a namespace's lease table stays without
+// a lease of this node: long enough that a key in use keeps its others'
+// count from one sync to the next.
+func leaseIdle(c Config) time.Duration {
+	return max(time.Minute, 4*c.SyncPeriod())
+}
+
+// Run reclaims dead windows, buckets back at their idle state and idle
+// lease keys of every namespace until ctx is done.
 func (n *Node) Run(ctx context.Context) {
 	tick := time.Second
 	for _, ns := range n.byName {
@@ -88,6 +95,7 @@ func (n *Node) Run(ctx context.Context) {
 			if now.Sub(last[ns]) >= ReclaimInterval(ns.cfg) {
 				ns.Reclaim(now)
 				ns.buckets.Reclaim(now)
+				ns.leases.Reclaim(now, now.Add(-leaseIdle(ns.cfg)))
 				last[ns] = now
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	clustersync "github.com/limiterd/limiterd/sync"
 )
 
 // The engine's types and errors, as fronts see them: a front imports this
@@ -53,6 +54,11 @@ var (
 	// (node.ErrEstimatorKind wraps it) or on a store that cannot hold
 	// buckets, or windows and buckets in one synchronous Allow.
 	ErrFailedPrecondition = node.ErrNotLocal
+	// ErrInvalidLease: a lease id limiterd did not make.
+	ErrInvalidLease = node.ErrInvalidLease
+	// ErrUnavailable: the store a synchronous call needs cannot be
+	// reached (wrapped by errors that are no FieldError).
+	ErrUnavailable = clustersync.ErrUnavailable
 )
 
 // Request limits.

@@ -143,6 +143,7 @@ type Syncer struct {
 	fetched []bool // per window: others already set by this tick's PushFetch
 	idx     []int  // per key of a Fetch batch: its index in windows
 	bsync   []node.BucketSync
+	lsync   []node.LeaseSync
 }
 
 // NewSyncer returns a Syncer for ns (which must not be local only) writing
@@ -248,7 +249,8 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	if ctx.Err() == nil {
 		// Buckets: a periodic namespace reads every bucket it holds; a
 		// synchronous one only sends what its calls could not.
-		ferr = errors.Join(ferr, s.syncBuckets(ctx, now, s.ns.Config().Mode() != node.Synchronous))
+		periodic := s.ns.Config().Mode() != node.Synchronous
+		ferr = errors.Join(ferr, s.syncBuckets(ctx, now, periodic), s.syncLeases(ctx, now, periodic))
 	}
 	took := time.Since(start)
 	// A decaying maximum: one short tick after a long one does not
@@ -266,12 +268,13 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	return err
 }
 
-// Flush pushes every dirty window and bucket once, without fetching.
+// Flush pushes every dirty window and bucket, and the leases of this
+// node and its releases, once, without fetching.
 func (s *Syncer) Flush(ctx context.Context) error {
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
 	now := s.ns.Now()
-	return errors.Join(s.push(ctx, now), s.syncBuckets(ctx, now, false))
+	return errors.Join(s.push(ctx, now), s.syncBuckets(ctx, now, false), s.syncLeases(ctx, now, false))
 }
 
 func (s *Syncer) row(p node.Pending, version int64) Row {

@@ -19,6 +19,9 @@ func toStatus(err error) error {
 	}
 	var fe *service.FieldError
 	if !errors.As(err, &fe) {
+		if errors.Is(err, service.ErrUnavailable) {
+			return status.Error(codes.Unavailable, err.Error())
+		}
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return status.FromContextError(err).Err()
 		}

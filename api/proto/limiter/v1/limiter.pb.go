@@ -1319,6 +1319,823 @@ func (x *AllowResult) GetError() *status.Status {
 	return nil
 }
 
+// AcquireRequest asks for one lease of a concurrency limit.
+type AcquireRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The namespace; empty means "default".
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The key whose leases are limited: non-empty UTF-8 of at most 1 KiB.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The most leases of the key held at once, at least 1. Callers of one
+	// key should agree on it; each call is decided with its own.
+	Limit int64 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// How long the lease lives unless released or renewed: positive and at
+	// most the namespace's max_lease_ttl.
+	Ttl           *durationpb.Duration `protobuf:"bytes,4,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireRequest) Reset() {
+	*x = AcquireRequest{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireRequest) ProtoMessage() {}
+
+func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
+func (*AcquireRequest) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AcquireRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *AcquireRequest) GetLimit() int64 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *AcquireRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+// AcquireResponse is the answer to an Acquire.
+type AcquireResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether a lease was granted.
+	Acquired bool `protobuf:"varint,1,opt,name=acquired,proto3" json:"acquired,omitempty"`
+	// The lease, when acquired: an opaque id that Release and Renew take at
+	// any node of the cluster.
+	Lease string `protobuf:"bytes,2,opt,name=lease,proto3" json:"lease,omitempty"`
+	// When the lease expires unless renewed, when acquired.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// The leases of the key held after the call, as this node knows them
+	// (exact in a synchronous namespace).
+	Held int64 `protobuf:"varint,4,opt,name=held,proto3" json:"held,omitempty"`
+	// When refused: how long until the earliest held lease expires, the
+	// latest a retry has to wait (a release may free one sooner).
+	RetryAfter    *durationpb.Duration `protobuf:"bytes,5,opt,name=retry_after,json=retryAfter,proto3" json:"retry_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireResponse) Reset() {
+	*x = AcquireResponse{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireResponse) ProtoMessage() {}
+
+func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
+func (*AcquireResponse) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *AcquireResponse) GetAcquired() bool {
+	if x != nil {
+		return x.Acquired
+	}
+	return false
+}
+
+func (x *AcquireResponse) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *AcquireResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *AcquireResponse) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *AcquireResponse) GetRetryAfter() *durationpb.Duration {
+	if x != nil {
+		return x.RetryAfter
+	}
+	return nil
+}
+
+// ReleaseRequest frees one lease.
+type ReleaseRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lease, as Acquire returned it.
+	Lease         string `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReleaseRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+// ReleaseResponse is the answer to a Release.
+type ReleaseResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the lease was held until this call. False for a lease that
+	// had expired or was already released, which is harmless.
+	Released bool `protobuf:"varint,1,opt,name=released,proto3" json:"released,omitempty"`
+	// The store could not be reached: the lease is free on this node and
+	// the release is retried until the lease would have expired.
+	Pending       bool `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ReleaseResponse) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+func (x *ReleaseResponse) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+// RenewRequest extends one lease.
+type RenewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The lease, as Acquire returned it.
+	Lease string `protobuf:"bytes,1,opt,name=lease,proto3" json:"lease,omitempty"`
+	// The lease's new time to live from now, as Acquire's ttl.
+	Ttl           *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *RenewRequest) GetLease() string {
+	if x != nil {
+		return x.Lease
+	}
+	return ""
+}
+
+func (x *RenewRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
+}
+
+// RenewResponse is the answer to a Renew.
+type RenewResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the lease was live and now expires at expires_at.
+	Renewed bool `protobuf:"varint,1,opt,name=renewed,proto3" json:"renewed,omitempty"`
+	// The lease's new expiry, when renewed.
+	ExpiresAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RenewResponse) GetRenewed() bool {
+	if x != nil {
+		return x.Renewed
+	}
+	return false
+}
+
+func (x *RenewResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+// AcquireBatchRequest holds several independent Acquires.
+type AcquireBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The requests, each served as it would be on its own.
+	Items         []*AcquireRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireBatchRequest) Reset() {
+	*x = AcquireBatchRequest{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireBatchRequest) ProtoMessage() {}
+
+func (x *AcquireBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireBatchRequest.ProtoReflect.Descriptor instead.
+func (*AcquireBatchRequest) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AcquireBatchRequest) GetItems() []*AcquireRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// AcquireBatchResponse holds one result per item of the request.
+type AcquireBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per AcquireBatchRequest.items entry, in the same order.
+	Results       []*AcquireResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireBatchResponse) Reset() {
+	*x = AcquireBatchResponse{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireBatchResponse) ProtoMessage() {}
+
+func (x *AcquireBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireBatchResponse.ProtoReflect.Descriptor instead.
+func (*AcquireBatchResponse) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *AcquireBatchResponse) GetResults() []*AcquireResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// AcquireResult is the outcome of one item of an AcquireBatch: exactly one
+// of response and error is set.
+type AcquireResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item's answer (granted or refused).
+	Response *AcquireResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The item's error, when it failed; it took no lease.
+	Error         *status.Status `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcquireResult) Reset() {
+	*x = AcquireResult{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcquireResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcquireResult) ProtoMessage() {}
+
+func (x *AcquireResult) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcquireResult.ProtoReflect.Descriptor instead.
+func (*AcquireResult) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *AcquireResult) GetResponse() *AcquireResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *AcquireResult) GetError() *status.Status {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// ReleaseBatchRequest holds several independent Releases.
+type ReleaseBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The requests, each served as it would be on its own.
+	Items         []*ReleaseRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseBatchRequest) Reset() {
+	*x = ReleaseBatchRequest{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseBatchRequest) ProtoMessage() {}
+
+func (x *ReleaseBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseBatchRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseBatchRequest) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReleaseBatchRequest) GetItems() []*ReleaseRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// ReleaseBatchResponse holds one result per item of the request.
+type ReleaseBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per ReleaseBatchRequest.items entry, in the same order.
+	Results       []*ReleaseResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseBatchResponse) Reset() {
+	*x = ReleaseBatchResponse{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseBatchResponse) ProtoMessage() {}
+
+func (x *ReleaseBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseBatchResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseBatchResponse) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ReleaseBatchResponse) GetResults() []*ReleaseResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// ReleaseResult is the outcome of one item of a ReleaseBatch: exactly one
+// of response and error is set.
+type ReleaseResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item's answer.
+	Response *ReleaseResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The item's error, when it failed.
+	Error         *status.Status `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResult) Reset() {
+	*x = ReleaseResult{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResult) ProtoMessage() {}
+
+func (x *ReleaseResult) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResult.ProtoReflect.Descriptor instead.
+func (*ReleaseResult) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReleaseResult) GetResponse() *ReleaseResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ReleaseResult) GetError() *status.Status {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// RenewBatchRequest holds several independent Renews.
+type RenewBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The requests, each served as it would be on its own.
+	Items         []*RenewRequest `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewBatchRequest) Reset() {
+	*x = RenewBatchRequest{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewBatchRequest) ProtoMessage() {}
+
+func (x *RenewBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewBatchRequest.ProtoReflect.Descriptor instead.
+func (*RenewBatchRequest) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RenewBatchRequest) GetItems() []*RenewRequest {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+// RenewBatchResponse holds one result per item of the request.
+type RenewBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One result per RenewBatchRequest.items entry, in the same order.
+	Results       []*RenewResult `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewBatchResponse) Reset() {
+	*x = RenewBatchResponse{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewBatchResponse) ProtoMessage() {}
+
+func (x *RenewBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewBatchResponse.ProtoReflect.Descriptor instead.
+func (*RenewBatchResponse) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RenewBatchResponse) GetResults() []*RenewResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// RenewResult is the outcome of one item of a RenewBatch: exactly one of
+// response and error is set.
+type RenewResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item's answer.
+	Response *RenewResponse `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The item's error, when it failed.
+	Error         *status.Status `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewResult) Reset() {
+	*x = RenewResult{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResult) ProtoMessage() {}
+
+func (x *RenewResult) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResult.ProtoReflect.Descriptor instead.
+func (*RenewResult) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RenewResult) GetResponse() *RenewResponse {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *RenewResult) GetError() *status.Status {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_limiter_v1_limiter_proto protoreflect.FileDescriptor
 
 const file_limiter_v1_limiter_proto_rawDesc = "" +
@@ -1409,14 +2226,67 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x17.limiter.v1.AllowResultR\aresults\"n\n" +
 	"\vAllowResult\x125\n" +
 	"\bresponse\x18\x01 \x01(\v2\x19.limiter.v1.AllowResponseR\bresponse\x12(\n" +
-	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error2\x91\x03\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error\"\x83\x01\n" +
+	"\x0eAcquireRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\x03R\x05limit\x12+\n" +
+	"\x03ttl\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"\xce\x01\n" +
+	"\x0fAcquireResponse\x12\x1a\n" +
+	"\bacquired\x18\x01 \x01(\bR\bacquired\x12\x14\n" +
+	"\x05lease\x18\x02 \x01(\tR\x05lease\x129\n" +
+	"\n" +
+	"expires_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12\x12\n" +
+	"\x04held\x18\x04 \x01(\x03R\x04held\x12:\n" +
+	"\vretry_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"retryAfter\"&\n" +
+	"\x0eReleaseRequest\x12\x14\n" +
+	"\x05lease\x18\x01 \x01(\tR\x05lease\"G\n" +
+	"\x0fReleaseResponse\x12\x1a\n" +
+	"\breleased\x18\x01 \x01(\bR\breleased\x12\x18\n" +
+	"\apending\x18\x02 \x01(\bR\apending\"Q\n" +
+	"\fRenewRequest\x12\x14\n" +
+	"\x05lease\x18\x01 \x01(\tR\x05lease\x12+\n" +
+	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"d\n" +
+	"\rRenewResponse\x12\x18\n" +
+	"\arenewed\x18\x01 \x01(\bR\arenewed\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\"G\n" +
+	"\x13AcquireBatchRequest\x120\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.limiter.v1.AcquireRequestR\x05items\"K\n" +
+	"\x14AcquireBatchResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.limiter.v1.AcquireResultR\aresults\"r\n" +
+	"\rAcquireResult\x127\n" +
+	"\bresponse\x18\x01 \x01(\v2\x1b.limiter.v1.AcquireResponseR\bresponse\x12(\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error\"G\n" +
+	"\x13ReleaseBatchRequest\x120\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.limiter.v1.ReleaseRequestR\x05items\"K\n" +
+	"\x14ReleaseBatchResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.limiter.v1.ReleaseResultR\aresults\"r\n" +
+	"\rReleaseResult\x127\n" +
+	"\bresponse\x18\x01 \x01(\v2\x1b.limiter.v1.ReleaseResponseR\bresponse\x12(\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error\"C\n" +
+	"\x11RenewBatchRequest\x12.\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.limiter.v1.RenewRequestR\x05items\"G\n" +
+	"\x12RenewBatchResponse\x121\n" +
+	"\aresults\x18\x01 \x03(\v2\x17.limiter.v1.RenewResultR\aresults\"n\n" +
+	"\vRenewResult\x125\n" +
+	"\bresponse\x18\x01 \x01(\v2\x19.limiter.v1.RenewResponseR\bresponse\x12(\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error2\xca\x06\n" +
 	"\vRateLimiter\x12H\n" +
 	"\tIncrement\x12\x1c.limiter.v1.IncrementRequest\x1a\x1d.limiter.v1.IncrementResponse\x12T\n" +
 	"\rSlidingWindow\x12 .limiter.v1.SlidingWindowRequest\x1a!.limiter.v1.SlidingWindowResponse\x12<\n" +
 	"\x05Allow\x12\x18.limiter.v1.AllowRequest\x1a\x19.limiter.v1.AllowResponse\x12W\n" +
 	"\x0eIncrementBatch\x12!.limiter.v1.IncrementBatchRequest\x1a\".limiter.v1.IncrementBatchResponse\x12K\n" +
 	"\n" +
-	"AllowBatch\x12\x1d.limiter.v1.AllowBatchRequest\x1a\x1e.limiter.v1.AllowBatchResponseB=Z;github.com/limiterd/limiterd/api/proto/limiter/v1;limiterv1b\x06proto3"
+	"AllowBatch\x12\x1d.limiter.v1.AllowBatchRequest\x1a\x1e.limiter.v1.AllowBatchResponse\x12B\n" +
+	"\aAcquire\x12\x1a.limiter.v1.AcquireRequest\x1a\x1b.limiter.v1.AcquireResponse\x12B\n" +
+	"\aRelease\x12\x1a.limiter.v1.ReleaseRequest\x1a\x1b.limiter.v1.ReleaseResponse\x12<\n" +
+	"\x05Renew\x12\x18.limiter.v1.RenewRequest\x1a\x19.limiter.v1.RenewResponse\x12Q\n" +
+	"\fAcquireBatch\x12\x1f.limiter.v1.AcquireBatchRequest\x1a .limiter.v1.AcquireBatchResponse\x12Q\n" +
+	"\fReleaseBatch\x12\x1f.limiter.v1.ReleaseBatchRequest\x1a .limiter.v1.ReleaseBatchResponse\x12K\n" +
+	"\n" +
+	"RenewBatch\x12\x1d.limiter.v1.RenewBatchRequest\x1a\x1e.limiter.v1.RenewBatchResponseB=Z;github.com/limiterd/limiterd/api/proto/limiter/v1;limiterv1b\x06proto3"
 
 var (
 	file_limiter_v1_limiter_proto_rawDescOnce sync.Once
@@ -1430,7 +2300,7 @@ func file_limiter_v1_limiter_proto_rawDescGZIP() []byte {
 	return file_limiter_v1_limiter_proto_rawDescData
 }
 
-var file_limiter_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_limiter_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_limiter_v1_limiter_proto_goTypes = []any{
 	(*WindowRate)(nil),             // 0: limiter.v1.WindowRate
 	(*IncrementRequest)(nil),       // 1: limiter.v1.IncrementRequest
@@ -1450,55 +2320,99 @@ var file_limiter_v1_limiter_proto_goTypes = []any{
 	(*AllowBatchRequest)(nil),      // 15: limiter.v1.AllowBatchRequest
 	(*AllowBatchResponse)(nil),     // 16: limiter.v1.AllowBatchResponse
 	(*AllowResult)(nil),            // 17: limiter.v1.AllowResult
-	(*durationpb.Duration)(nil),    // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 19: google.protobuf.Timestamp
-	(*status.Status)(nil),          // 20: google.rpc.Status
+	(*AcquireRequest)(nil),         // 18: limiter.v1.AcquireRequest
+	(*AcquireResponse)(nil),        // 19: limiter.v1.AcquireResponse
+	(*ReleaseRequest)(nil),         // 20: limiter.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 21: limiter.v1.ReleaseResponse
+	(*RenewRequest)(nil),           // 22: limiter.v1.RenewRequest
+	(*RenewResponse)(nil),          // 23: limiter.v1.RenewResponse
+	(*AcquireBatchRequest)(nil),    // 24: limiter.v1.AcquireBatchRequest
+	(*AcquireBatchResponse)(nil),   // 25: limiter.v1.AcquireBatchResponse
+	(*AcquireResult)(nil),          // 26: limiter.v1.AcquireResult
+	(*ReleaseBatchRequest)(nil),    // 27: limiter.v1.ReleaseBatchRequest
+	(*ReleaseBatchResponse)(nil),   // 28: limiter.v1.ReleaseBatchResponse
+	(*ReleaseResult)(nil),          // 29: limiter.v1.ReleaseResult
+	(*RenewBatchRequest)(nil),      // 30: limiter.v1.RenewBatchRequest
+	(*RenewBatchResponse)(nil),     // 31: limiter.v1.RenewBatchResponse
+	(*RenewResult)(nil),            // 32: limiter.v1.RenewResult
+	(*durationpb.Duration)(nil),    // 33: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 34: google.protobuf.Timestamp
+	(*status.Status)(nil),          // 35: google.rpc.Status
 }
 var file_limiter_v1_limiter_proto_depIdxs = []int32{
-	18, // 0: limiter.v1.WindowRate.window_size:type_name -> google.protobuf.Duration
-	18, // 1: limiter.v1.IncrementRequest.window_size:type_name -> google.protobuf.Duration
-	19, // 2: limiter.v1.IncrementRequest.at:type_name -> google.protobuf.Timestamp
+	33, // 0: limiter.v1.WindowRate.window_size:type_name -> google.protobuf.Duration
+	33, // 1: limiter.v1.IncrementRequest.window_size:type_name -> google.protobuf.Duration
+	34, // 2: limiter.v1.IncrementRequest.at:type_name -> google.protobuf.Timestamp
 	0,  // 3: limiter.v1.IncrementResponse.rates:type_name -> limiter.v1.WindowRate
-	18, // 4: limiter.v1.SlidingWindowRequest.window_size:type_name -> google.protobuf.Duration
-	19, // 5: limiter.v1.SlidingWindowRequest.at:type_name -> google.protobuf.Timestamp
+	33, // 4: limiter.v1.SlidingWindowRequest.window_size:type_name -> google.protobuf.Duration
+	34, // 5: limiter.v1.SlidingWindowRequest.at:type_name -> google.protobuf.Timestamp
 	0,  // 6: limiter.v1.SlidingWindowResponse.rates:type_name -> limiter.v1.WindowRate
-	18, // 7: limiter.v1.Limit.window_size:type_name -> google.protobuf.Duration
+	33, // 7: limiter.v1.Limit.window_size:type_name -> google.protobuf.Duration
 	6,  // 8: limiter.v1.Limit.token:type_name -> limiter.v1.TokenBucket
 	7,  // 9: limiter.v1.Limit.leaky:type_name -> limiter.v1.LeakyBucket
 	8,  // 10: limiter.v1.Limit.fixed:type_name -> limiter.v1.FixedBucket
-	18, // 11: limiter.v1.TokenBucket.refill_time:type_name -> google.protobuf.Duration
-	18, // 12: limiter.v1.LeakyBucket.interval:type_name -> google.protobuf.Duration
-	18, // 13: limiter.v1.LeakyBucket.wait_timeout:type_name -> google.protobuf.Duration
-	18, // 14: limiter.v1.FixedBucket.period:type_name -> google.protobuf.Duration
+	33, // 11: limiter.v1.TokenBucket.refill_time:type_name -> google.protobuf.Duration
+	33, // 12: limiter.v1.LeakyBucket.interval:type_name -> google.protobuf.Duration
+	33, // 13: limiter.v1.LeakyBucket.wait_timeout:type_name -> google.protobuf.Duration
+	33, // 14: limiter.v1.FixedBucket.period:type_name -> google.protobuf.Duration
 	5,  // 15: limiter.v1.AllowRequest.limits:type_name -> limiter.v1.Limit
-	19, // 16: limiter.v1.AllowRequest.at:type_name -> google.protobuf.Timestamp
-	18, // 17: limiter.v1.LimitStatus.window_size:type_name -> google.protobuf.Duration
-	18, // 18: limiter.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
+	34, // 16: limiter.v1.AllowRequest.at:type_name -> google.protobuf.Timestamp
+	33, // 17: limiter.v1.LimitStatus.window_size:type_name -> google.protobuf.Duration
+	33, // 18: limiter.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
 	10, // 19: limiter.v1.AllowResponse.limits:type_name -> limiter.v1.LimitStatus
-	18, // 20: limiter.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
+	33, // 20: limiter.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
 	1,  // 21: limiter.v1.IncrementBatchRequest.items:type_name -> limiter.v1.IncrementRequest
 	14, // 22: limiter.v1.IncrementBatchResponse.results:type_name -> limiter.v1.IncrementResult
 	2,  // 23: limiter.v1.IncrementResult.response:type_name -> limiter.v1.IncrementResponse
-	20, // 24: limiter.v1.IncrementResult.error:type_name -> google.rpc.Status
+	35, // 24: limiter.v1.IncrementResult.error:type_name -> google.rpc.Status
 	9,  // 25: limiter.v1.AllowBatchRequest.items:type_name -> limiter.v1.AllowRequest
 	17, // 26: limiter.v1.AllowBatchResponse.results:type_name -> limiter.v1.AllowResult
 	11, // 27: limiter.v1.AllowResult.response:type_name -> limiter.v1.AllowResponse
-	20, // 28: limiter.v1.AllowResult.error:type_name -> google.rpc.Status
-	1,  // 29: limiter.v1.RateLimiter.Increment:input_type -> limiter.v1.IncrementRequest
-	3,  // 30: limiter.v1.RateLimiter.SlidingWindow:input_type -> limiter.v1.SlidingWindowRequest
-	9,  // 31: limiter.v1.RateLimiter.Allow:input_type -> limiter.v1.AllowRequest
-	12, // 32: limiter.v1.RateLimiter.IncrementBatch:input_type -> limiter.v1.IncrementBatchRequest
-	15, // 33: limiter.v1.RateLimiter.AllowBatch:input_type -> limiter.v1.AllowBatchRequest
-	2,  // 34: limiter.v1.RateLimiter.Increment:output_type -> limiter.v1.IncrementResponse
-	4,  // 35: limiter.v1.RateLimiter.SlidingWindow:output_type -> limiter.v1.SlidingWindowResponse
-	11, // 36: limiter.v1.RateLimiter.Allow:output_type -> limiter.v1.AllowResponse
-	13, // 37: limiter.v1.RateLimiter.IncrementBatch:output_type -> limiter.v1.IncrementBatchResponse
-	16, // 38: limiter.v1.RateLimiter.AllowBatch:output_type -> limiter.v1.AllowBatchResponse
-	34, // [34:39] is the sub-list for method output_type
-	29, // [29:34] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	35, // 28: limiter.v1.AllowResult.error:type_name -> google.rpc.Status
+	33, // 29: limiter.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	34, // 30: limiter.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	33, // 31: limiter.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	33, // 32: limiter.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	34, // 33: limiter.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	18, // 34: limiter.v1.AcquireBatchRequest.items:type_name -> limiter.v1.AcquireRequest
+	26, // 35: limiter.v1.AcquireBatchResponse.results:type_name -> limiter.v1.AcquireResult
+	19, // 36: limiter.v1.AcquireResult.response:type_name -> limiter.v1.AcquireResponse
+	35, // 37: limiter.v1.AcquireResult.error:type_name -> google.rpc.Status
+	20, // 38: limiter.v1.ReleaseBatchRequest.items:type_name -> limiter.v1.ReleaseRequest
+	29, // 39: limiter.v1.ReleaseBatchResponse.results:type_name -> limiter.v1.ReleaseResult
+	21, // 40: limiter.v1.ReleaseResult.response:type_name -> limiter.v1.ReleaseResponse
+	35, // 41: limiter.v1.ReleaseResult.error:type_name -> google.rpc.Status
+	22, // 42: limiter.v1.RenewBatchRequest.items:type_name -> limiter.v1.RenewRequest
+	32, // 43: limiter.v1.RenewBatchResponse.results:type_name -> limiter.v1.RenewResult
+	23, // 44: limiter.v1.RenewResult.response:type_name -> limiter.v1.RenewResponse
+	35, // 45: limiter.v1.RenewResult.error:type_name -> google.rpc.Status
+	1,  // 46: limiter.v1.RateLimiter.Increment:input_type -> limiter.v1.IncrementRequest
+	3,  // 47: limiter.v1.RateLimiter.SlidingWindow:input_type -> limiter.v1.SlidingWindowRequest
+	9,  // 48: limiter.v1.RateLimiter.Allow:input_type -> limiter.v1.AllowRequest
+	12, // 49: limiter.v1.RateLimiter.IncrementBatch:input_type -> limiter.v1.IncrementBatchRequest
+	15, // 50: limiter.v1.RateLimiter.AllowBatch:input_type -> limiter.v1.AllowBatchRequest
+	18, // 51: limiter.v1.RateLimiter.Acquire:input_type -> limiter.v1.AcquireRequest
+	20, // 52: limiter.v1.RateLimiter.Release:input_type -> limiter.v1.ReleaseRequest
+	22, // 53: limiter.v1.RateLimiter.Renew:input_type -> limiter.v1.RenewRequest
+	24, // 54: limiter.v1.RateLimiter.AcquireBatch:input_type -> limiter.v1.AcquireBatchRequest
+	27, // 55: limiter.v1.RateLimiter.ReleaseBatch:input_type -> limiter.v1.ReleaseBatchRequest
+	30, // 56: limiter.v1.RateLimiter.RenewBatch:input_type -> limiter.v1.RenewBatchRequest
+	2,  // 57: limiter.v1.RateLimiter.Increment:output_type -> limiter.v1.IncrementResponse
+	4,  // 58: limiter.v1.RateLimiter.SlidingWindow:output_type -> limiter.v1.SlidingWindowResponse
+	11, // 59: limiter.v1.RateLimiter.Allow:output_type -> limiter.v1.AllowResponse
+	13, // 60: limiter.v1.RateLimiter.IncrementBatch:output_type -> limiter.v1.IncrementBatchResponse
+	16, // 61: limiter.v1.RateLimiter.AllowBatch:output_type -> limiter.v1.AllowBatchResponse
+	19, // 62: limiter.v1.RateLimiter.Acquire:output_type -> limiter.v1.AcquireResponse
+	21, // 63: limiter.v1.RateLimiter.Release:output_type -> limiter.v1.ReleaseResponse
+	23, // 64: limiter.v1.RateLimiter.Renew:output_type -> limiter.v1.RenewResponse
+	25, // 65: limiter.v1.RateLimiter.AcquireBatch:output_type -> limiter.v1.AcquireBatchResponse
+	28, // 66: limiter.v1.RateLimiter.ReleaseBatch:output_type -> limiter.v1.ReleaseBatchResponse
+	31, // 67: limiter.v1.RateLimiter.RenewBatch:output_type -> limiter.v1.RenewBatchResponse
+	57, // [57:68] is the sub-list for method output_type
+	46, // [46:57] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_limiter_v1_limiter_proto_init() }
@@ -1521,7 +2435,7 @@ func file_limiter_v1_limiter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limiter_v1_limiter_proto_rawDesc), len(file_limiter_v1_limiter_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -53,6 +53,12 @@ const (
 	RateLimiter_Allow_FullMethodName          = "/limiter.v1.RateLimiter/Allow"
 	RateLimiter_IncrementBatch_FullMethodName = "/limiter.v1.RateLimiter/IncrementBatch"
 	RateLimiter_AllowBatch_FullMethodName     = "/limiter.v1.RateLimiter/AllowBatch"
+	RateLimiter_Acquire_FullMethodName        = "/limiter.v1.RateLimiter/Acquire"
+	RateLimiter_Release_FullMethodName        = "/limiter.v1.RateLimiter/Release"
+	RateLimiter_Renew_FullMethodName          = "/limiter.v1.RateLimiter/Renew"
+	RateLimiter_AcquireBatch_FullMethodName   = "/limiter.v1.RateLimiter/AcquireBatch"
+	RateLimiter_ReleaseBatch_FullMethodName   = "/limiter.v1.RateLimiter/ReleaseBatch"
+	RateLimiter_RenewBatch_FullMethodName     = "/limiter.v1.RateLimiter/RenewBatch"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -83,6 +89,25 @@ type RateLimiterClient interface {
 	// does not stop the others, and results come back one per item, in request
 	// order.
 	AllowBatch(ctx context.Context, in *AllowBatchRequest, opts ...grpc.CallOption) (*AllowBatchResponse, error)
+	// Acquire takes one of at most `limit` concurrent leases of a key, for
+	// `ttl`: a concurrency limit (how many are in flight at once, not how
+	// many arrive per second). A lease not released expires after its ttl,
+	// also when the node that granted it is gone. A refusal is no error:
+	// acquired is false, with the leases held and a retry hint.
+	Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error)
+	// Release frees a lease. Releasing a lease that is unknown, expired or
+	// already released is harmless: released is false.
+	Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error)
+	// Renew sets a live lease to expire `ttl` from now. A lease that is no
+	// longer live is not renewed (renewed false): acquire a new one.
+	Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error)
+	// AcquireBatch runs several Acquires in one call; items are independent
+	// and results come back one per item, in request order.
+	AcquireBatch(ctx context.Context, in *AcquireBatchRequest, opts ...grpc.CallOption) (*AcquireBatchResponse, error)
+	// ReleaseBatch runs several Releases in one call, as AcquireBatch.
+	ReleaseBatch(ctx context.Context, in *ReleaseBatchRequest, opts ...grpc.CallOption) (*ReleaseBatchResponse, error)
+	// RenewBatch runs several Renews in one call, as AcquireBatch.
+	RenewBatch(ctx context.Context, in *RenewBatchRequest, opts ...grpc.CallOption) (*RenewBatchResponse, error)
 }
 
 type rateLimiterClient struct {
@@ -143,6 +168,66 @@ func (c *rateLimiterClient) AllowBatch(ctx context.Context, in *AllowBatchReques
 	return out, nil
 }
 
+func (c *rateLimiterClient) Acquire(ctx context.Context, in *AcquireRequest, opts ...grpc.CallOption) (*AcquireResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcquireResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Acquire_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) Release(ctx context.Context, in *ReleaseRequest, opts ...grpc.CallOption) (*ReleaseResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Release_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) Renew(ctx context.Context, in *RenewRequest, opts ...grpc.CallOption) (*RenewResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Renew_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) AcquireBatch(ctx context.Context, in *AcquireBatchRequest, opts ...grpc.CallOption) (*AcquireBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcquireBatchResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_AcquireBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) ReleaseBatch(ctx context.Context, in *ReleaseBatchRequest, opts ...grpc.CallOption) (*ReleaseBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseBatchResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_ReleaseBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *rateLimiterClient) RenewBatch(ctx context.Context, in *RenewBatchRequest, opts ...grpc.CallOption) (*RenewBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RenewBatchResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_RenewBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -171,6 +256,25 @@ type RateLimiterServer interface {
 	// does not stop the others, and results come back one per item, in request
 	// order.
 	AllowBatch(context.Context, *AllowBatchRequest) (*AllowBatchResponse, error)
+	// Acquire takes one of at most `limit` concurrent leases of a key, for
+	// `ttl`: a concurrency limit (how many are in flight at once, not how
+	// many arrive per second). A lease not released expires after its ttl,
+	// also when the node that granted it is gone. A refusal is no error:
+	// acquired is false, with the leases held and a retry hint.
+	Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error)
+	// Release frees a lease. Releasing a lease that is unknown, expired or
+	// already released is harmless: released is false.
+	Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error)
+	// Renew sets a live lease to expire `ttl` from now. A lease that is no
+	// longer live is not renewed (renewed false): acquire a new one.
+	Renew(context.Context, *RenewRequest) (*RenewResponse, error)
+	// AcquireBatch runs several Acquires in one call; items are independent
+	// and results come back one per item, in request order.
+	AcquireBatch(context.Context, *AcquireBatchRequest) (*AcquireBatchResponse, error)
+	// ReleaseBatch runs several Releases in one call, as AcquireBatch.
+	ReleaseBatch(context.Context, *ReleaseBatchRequest) (*ReleaseBatchResponse, error)
+	// RenewBatch runs several Renews in one call, as AcquireBatch.
+	RenewBatch(context.Context, *RenewBatchRequest) (*RenewBatchResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -195,6 +299,24 @@ func (UnimplementedRateLimiterServer) IncrementBatch(context.Context, *Increment
 }
 func (UnimplementedRateLimiterServer) AllowBatch(context.Context, *AllowBatchRequest) (*AllowBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AllowBatch not implemented")
+}
+func (UnimplementedRateLimiterServer) Acquire(context.Context, *AcquireRequest) (*AcquireResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Acquire not implemented")
+}
+func (UnimplementedRateLimiterServer) Release(context.Context, *ReleaseRequest) (*ReleaseResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Release not implemented")
+}
+func (UnimplementedRateLimiterServer) Renew(context.Context, *RenewRequest) (*RenewResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Renew not implemented")
+}
+func (UnimplementedRateLimiterServer) AcquireBatch(context.Context, *AcquireBatchRequest) (*AcquireBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcquireBatch not implemented")
+}
+func (UnimplementedRateLimiterServer) ReleaseBatch(context.Context, *ReleaseBatchRequest) (*ReleaseBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseBatch not implemented")
+}
+func (UnimplementedRateLimiterServer) RenewBatch(context.Context, *RenewBatchRequest) (*RenewBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RenewBatch not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -307,6 +429,114 @@ func _RateLimiter_AllowBatch_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_Acquire_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcquireRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Acquire(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Acquire_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Acquire(ctx, req.(*AcquireRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_Release_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Release(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Release_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Release(ctx, req.(*ReleaseRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_Renew_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Renew(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Renew_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Renew(ctx, req.(*RenewRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_AcquireBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcquireBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).AcquireBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_AcquireBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).AcquireBatch(ctx, req.(*AcquireBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_ReleaseBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).ReleaseBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_ReleaseBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).ReleaseBatch(ctx, req.(*ReleaseBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _RateLimiter_RenewBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RenewBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).RenewBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_RenewBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).RenewBatch(ctx, req.(*RenewBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -333,6 +563,30 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AllowBatch",
 			Handler:    _RateLimiter_AllowBatch_Handler,
+		},
+		{
+			MethodName: "Acquire",
+			Handler:    _RateLimiter_Acquire_Handler,
+		},
+		{
+			MethodName: "Release",
+			Handler:    _RateLimiter_Release_Handler,
+		},
+		{
+			MethodName: "Renew",
+			Handler:    _RateLimiter_Renew_Handler,
+		},
+		{
+			MethodName: "AcquireBatch",
+			Handler:    _RateLimiter_AcquireBatch_Handler,
+		},
+		{
+			MethodName: "ReleaseBatch",
+			Handler:    _RateLimiter_ReleaseBatch_Handler,
+		},
+		{
+			MethodName: "RenewBatch",
+			Handler:    _RateLimiter_RenewBatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,427 @@
+package node
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"math"
+	gosync "sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Concurrency limits: at most Limit leases of a key held at once, each
+// living until released or until its expiry.
+//
+// A namespace's Leases table holds the leases this node granted itself
+// (all of a local-only or periodic namespace's; a synchronous one's only
+// those granted while its store was down), the other nodes' leases of a
+// key as a count read at the last sync (periodic), and the releases that
+// could not reach the store yet. Times are Unix nanoseconds.
+
+// Lease limits.
+const (
+	// DefaultMaxLeaseTTL is a namespace's longest lease TTL unless its
+	// MaxLeaseTTL says otherwise.
+	DefaultMaxLeaseTTL = time.Hour
+	// MaxLeaseTTLCap is the longest MaxLeaseTTL a namespace may set.
+	MaxLeaseTTLCap = 7 * 24 * time.Hour
+)
+
+// ErrInvalidLease is wrapped by the error of a lease id that is not one
+// limiterd made, or names another namespace than its call.
+var ErrInvalidLease = errors.New("node: invalid lease")
+
+// ErrForeignLease is wrapped (with ErrNotLocal) by the error of a
+// release or renewal, in a local-only namespace, of a lease another node
+// (or an earlier run of this one) granted.
+var ErrForeignLease = fmt.Errorf("%w: lease granted by another node", ErrNotLocal)
+
+// LeaseID is what a lease id carries: its namespace and key, the table
+// (holder) that granted it and a serial unique in that table.
+type LeaseID struct {
+	Namespace, Key string
+	Holder, Serial uint64
+}
+
+const leaseIDVersion = 1
+
+// String encodes id as the opaque lease a caller holds (URL-safe base64).
+func (id LeaseID) String() string {
+	b := make([]byte, 0, 1+16+binary.MaxVarintLen64+len(id.Namespace)+len(id.Key))
+	b = append(b, leaseIDVersion)
+	b = binary.BigEndian.AppendUint64(b, id.Holder)
+	b = binary.BigEndian.AppendUint64(b, id.Serial)
+	b = binary.AppendUvarint(b, uint64(len(id.Namespace)))
+	b = append(b, id.Namespace...)
+	b = append(b, id.Key...)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// StoreID is the part of id a store keeps per lease of a key: the holder
+// and serial, 22 characters.
+func (id LeaseID) StoreID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], id.Holder)
+	binary.BigEndian.PutUint64(b[8:], id.Serial)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ParseLeaseID decodes a lease as String made it; an error is a
+// *FieldError on "lease" wrapping ErrInvalidLease.
+func ParseLeaseID(s string) (LeaseID, error) {
+	bad := func(why string) (LeaseID, error) {
+		return LeaseID{}, fieldErr("lease", ErrInvalidLease, "not a lease limiterd granted: %s", why)
+	}
+	if s == "" {
+		return bad("empty")
+	}
+	if len(s) > 2*MaxKeyLen {
+		return bad("too long")
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return bad("not URL-safe base64")
+	}
+	if len(b) < 18 || b[0] != leaseIDVersion {
+		return bad("unknown format")
+	}
+	id := LeaseID{Holder: binary.BigEndian.Uint64(b[1:9]), Serial: binary.BigEndian.Uint64(b[9:17])}
+	n, w := binary.Uvarint(b[17:])
+	rest := b[17+max(w, 0):]
+	if w <= 0 || n > uint64(len(rest)) {
+		return bad("truncated")
+	}
+	id.Namespace, id.Key = string(rest[:n]), string(rest[n:])
+	if !namespaceName.MatchString(id.Namespace) || id.Key == "" || len(id.Key) > MaxKeyLen || !utf8.ValidString(id.Key) {
+		return bad("malformed namespace or key")
+	}
+	return id, nil
+}
+
+// LeaseGrant is the answer of an acquisition.
+type LeaseGrant struct {
+	// OK reports whether a lease was granted: ID, until Expiry.
+	OK     bool
+	ID     LeaseID
+	Expiry int64
+	// Held is the key's leases held after the call, as this node knows
+	// them; Next the earliest expiry among them (0: none or unknown).
+	Held, Next int64
+}
+
+// leaseKey is one key's leases on this node.
+type leaseKey struct {
+	own map[uint64]int64 // this node's leases: serial → expiry
+	// others is the other holders' live leases as of the last sync
+	// (nextOther the earliest of their expiries); read whether it was
+	// read at all.
+	others, nextOther int64
+	read              bool
+	// releases are the store ids of leases released here whose release
+	// has not reached the store yet, with until when it matters.
+	releases map[string]int64
+	used     int64 // last call, for Reclaim
+}
+
+func (k *leaseKey) purge(now int64) {
+	for s, exp := range k.own {
+		if exp <= now {
+			delete(k.own, s)
+		}
+	}
+	for id, until := range k.releases {
+		if until <= now {
+			delete(k.releases, id)
+		}
+	}
+	if k.nextOther != 0 && k.nextOther <= now {
+		// The earliest of the others' leases has expired since the sync:
+		// at least one is gone, more may be; the next sync tells.
+		k.others = max(k.others-1, 0)
+		k.nextOther = 0
+	}
+}
+
+func (k *leaseKey) held() int64 { return int64(len(k.own)) + k.others }
+
+func (k *leaseKey) next() int64 {
+	n := k.nextOther
+	for _, exp := range k.own {
+		if n == 0 || exp < n {
+			n = exp
+		}
+	}
+	return n
+}
+
+func (k *leaseKey) idle() bool { return len(k.own) == 0 && len(k.releases) == 0 }
+
+type leaseShard struct {
+	mu   gosync.Mutex
+	keys map[string]*leaseKey
+}
+
+const leaseShards = 64
+
+// Leases is a namespace's table of concurrency leases. It is safe for
+// concurrent use.
+type Leases struct {
+	name    string
+	holder  uint64
+	serial  atomic.Uint64
+	maxKeys int64
+	n       atomic.Int64
+	seed    maphash.Seed
+	shards  [leaseShards]leaseShard
+}
+
+// NewLeases returns an empty table for namespace name, holding at most
+// maxKeys keys (0: DefaultMaxKeys), with a holder id drawn at random so
+// that its leases are told from every other table's, this process's
+// earlier runs' included.
+func NewLeases(name string, maxKeys int) *Leases {
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	l := &Leases{name: name, holder: binary.BigEndian.Uint64(b[:]), maxKeys: int64(maxKeys), seed: maphash.MakeSeed()}
+	for i := range l.shards {
+		l.shards[i].keys = map[string]*leaseKey{}
+	}
+	return l
+}
+
+// Holder is the table's holder id (LeaseID.Holder of its leases).
+func (l *Leases) Holder() uint64 { return l.holder }
+
+// Len is the number of keys held.
+func (l *Leases) Len() int64 { return l.n.Load() }
+
+func (l *Leases) shard(key string) *leaseShard {
+	return &l.shards[maphash.String(l.seed, key)%leaseShards]
+}
+
+// NewID returns a new lease id of key, unique in the table.
+func (l *Leases) NewID(key string) LeaseID {
+	return LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: l.serial.Add(1)}
+}
+
+// lockKey returns key's entry, created if create, with its shard locked
+// (nil and unlocked when absent and not created). The caller unlocks.
+func (l *Leases) lockKey(key string, now int64, create bool) (*leaseShard, *leaseKey, error) {
+	sh := l.shard(key)
+	sh.mu.Lock()
+	k := sh.keys[key]
+	if k == nil {
+		if !create {
+			return sh, nil, nil
+		}
+		if l.n.Add(1) > l.maxKeys {
+			l.n.Add(-1)
+			sh.mu.Unlock()
+			return nil, nil, fieldErr("key", ErrKeyLimit, "namespace %q holds the leases of %d keys, its max_keys", l.name, l.maxKeys)
+		}
+		k = &leaseKey{own: map[uint64]int64{}}
+		sh.keys[key] = k
+	}
+	k.purge(now)
+	k.used = now
+	return sh, k, nil
+}
+
+// Acquire grants a lease of key until now + ttl if fewer than limit are
+// held: this node's own and the others' as last synced.
+func (l *Leases) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (LeaseGrant, error) {
+	t := now.UnixNano()
+	sh, k, err := l.lockKey(key, t, true)
+	if err != nil {
+		return LeaseGrant{}, err
+	}
+	defer sh.mu.Unlock()
+	g := LeaseGrant{Held: k.held()}
+	if g.Held >= limit {
+		g.Next = k.next()
+		return g, nil
+	}
+	g.OK, g.ID, g.Expiry = true, l.NewID(key), addTTL(t, ttl)
+	k.own[g.ID.Serial] = g.Expiry
+	g.Held++
+	return g, nil
+}
+
+// addTTL is t + ttl, saturated.
+func addTTL(t int64, ttl time.Duration) int64 {
+	if t > math.MaxInt64-int64(ttl) {
+		return math.MaxInt64
+	}
+	return t + int64(ttl)
+}
+
+// Release frees id, which this table granted (ErrForeignLease
+// otherwise), and reports whether it was live. When record, the release
+// is kept for the next sync to send (the store may hold the lease).
+func (l *Leases) Release(now time.Time, id LeaseID, record bool) (bool, error) {
+	if id.Holder != l.holder {
+		return false, l.foreign()
+	}
+	t := now.UnixNano()
+	sh, k, _ := l.lockKey(id.Key, t, false)
+	defer sh.mu.Unlock()
+	if k == nil {
+		return false, nil
+	}
+	exp, ok := k.own[id.Serial]
+	delete(k.own, id.Serial)
+	if ok && record {
+		k.note(id.StoreID(), exp)
+	}
+	return ok, nil
+}
+
+func (l *Leases) foreign() error {
+	return fieldErr("lease", ErrForeignLease, "namespace %q is local only: a lease is released or renewed only at the node (and in the run) that granted it", l.name)
+}
+
+func (k *leaseKey) note(storeID string, until int64) {
+	if k.releases == nil {
+		k.releases = map[string]int64{}
+	}
+	k.releases[storeID] = max(k.releases[storeID], until)
+}
+
+// ReleaseElsewhere records the release of a lease this table did not
+// grant, for the next sync to send (until: when it stops mattering), and
+// counts one fewer of the others' leases of its key at once.
+func (l *Leases) ReleaseElsewhere(now time.Time, id LeaseID, until int64) error {
+	sh, k, err := l.lockKey(id.Key, now.UnixNano(), true)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if _, seen := k.releases[id.StoreID()]; !seen && k.others > 0 {
+		k.others--
+	}
+	k.note(id.StoreID(), until)
+	return nil
+}
+
+// Renew sets id's expiry to now + ttl if it is live here; id must be
+// this table's (ErrForeignLease otherwise).
+func (l *Leases) Renew(now time.Time, id LeaseID, ttl time.Duration) (ok bool, expiry int64, err error) {
+	if id.Holder != l.holder {
+		return false, 0, l.foreign()
+	}
+	t := now.UnixNano()
+	sh, k, _ := l.lockKey(id.Key, t, false)
+	defer sh.mu.Unlock()
+	if k == nil {
+		return false, 0, nil
+	}
+	if _, ok := k.own[id.Serial]; !ok {
+		return false, 0, nil
+	}
+	exp := addTTL(t, ttl)
+	k.own[id.Serial] = exp
+	return true, exp, nil
+}
+
+// LeaseSync is one key's part of a sync: the leases this node holds and
+// the releases to send. Serials[i] is the serial of Own[i].
+type LeaseSync struct {
+	Key      string
+	Serials  []uint64
+	Expiries []int64
+	Releases map[string]int64
+}
+
+// Collect appends to dst what a sync of the table sends at now: every key
+// with leases of this node or releases to send, and, when all, every key
+// held (whose others' count the sync refreshes).
+func (l *Leases) Collect(now time.Time, all bool, dst []LeaseSync) []LeaseSync {
+	t := now.UnixNano()
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for key, k := range sh.keys {
+			k.purge(t)
+			if !all && k.idle() {
+				continue
+			}
+			s := LeaseSync{Key: key}
+			for serial, exp := range k.own {
+				s.Serials = append(s.Serials, serial)
+				s.Expiries = append(s.Expiries, exp)
+			}
+			if len(k.releases) > 0 {
+				s.Releases = make(map[string]int64, len(k.releases))
+				for id, until := range k.releases {
+					s.Releases[id] = until
+				}
+			}
+			dst = append(dst, s)
+		}
+		sh.mu.Unlock()
+	}
+	return dst
+}
+
+// Synced applies what the store answered to a sync of s (which took
+// s.Releases): stored[i] reports whether it holds s's i-th lease (false:
+// released elsewhere, so it is dropped here; true and !keep: the store
+// decides from now on, so it is dropped too); when counted, held and
+// next are the key's live leases in the store after the sync, the stored
+// ones of this node among them.
+func (l *Leases) Synced(now time.Time, s LeaseSync, stored []bool, keep, counted bool, held, next int64) {
+	sh, k, _ := l.lockKey(s.Key, now.UnixNano(), false)
+	defer sh.mu.Unlock()
+	if k == nil {
+		return
+	}
+	for id, until := range s.Releases {
+		if k.releases[id] == until {
+			delete(k.releases, id)
+		}
+	}
+	mine := int64(0)
+	for i, serial := range s.Serials {
+		if stored[i] {
+			mine++
+		}
+		if _, live := k.own[serial]; live && (!stored[i] || !keep) {
+			delete(k.own, serial)
+		}
+	}
+	if counted {
+		k.others, k.nextOther, k.read = max(held-mine, 0), 0, true
+		if k.others > 0 {
+			k.nextOther = next // a lower bound: next may be one of this node's
+		}
+	}
+}
+
+// Reclaim removes the keys with no lease or release of this node that
+// were last used before idleBefore.
+func (l *Leases) Reclaim(now, idleBefore time.Time) int {
+	t, cut := now.UnixNano(), idleBefore.UnixNano()
+	removed := 0
+	for i := range l.shards {
+		sh := &l.shards[i]
+		sh.mu.Lock()
+		for key, k := range sh.keys {
+			k.purge(t)
+			if k.idle() && k.used < cut {
+				delete(sh.keys, key)
+				removed++
+			}
+		}
+		sh.mu.Unlock()
+	}
+	l.n.Add(-int64(removed))
+	return removed
+}

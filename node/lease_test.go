@@ -1,0 +1,230 @@
+package node_test
+
+import (
+	"errors"
+	"strings"
+	gosync "sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+var t0 = time.Unix(1_700_000_000, 0)
+
+func TestLeaseIDRoundTrip(t *testing.T) {
+	l := node.NewLeases("ns-1", 0)
+	for _, key := range []string{"k", "a:b{c}", "ключ", strings.Repeat("x", node.MaxKeyLen)} {
+		id := l.NewID(key)
+		got, err := node.ParseLeaseID(id.String())
+		if err != nil {
+			t.Fatalf("ParseLeaseID(%q): %v", id.String(), err)
+		}
+		if got != id {
+			t.Fatalf("round trip of %+v gave %+v", id, got)
+		}
+		if len(id.StoreID()) != 22 {
+			t.Fatalf("StoreID %q: want 22 characters", id.StoreID())
+		}
+	}
+	if a, b := l.NewID("k"), l.NewID("k"); a.StoreID() == b.StoreID() {
+		t.Fatal("two leases of one key share a store id")
+	}
+	if node.NewLeases("ns-1", 0).Holder() == l.Holder() {
+		t.Fatal("two tables drew the same holder")
+	}
+}
+
+func TestParseLeaseIDRejects(t *testing.T) {
+	good := node.NewLeases("ns", 0).NewID("key").String()
+	for name, s := range map[string]string{
+		"empty":      "",
+		"not base64": "!!!",
+		"truncated":  good[:10],
+		"version":    "Ag" + good[2:],
+		"too long":   strings.Repeat("A", 3*node.MaxKeyLen),
+		"no key":     node.LeaseID{Namespace: "ns", Holder: 1, Serial: 1}.String(),
+		"bad ns":     node.LeaseID{Namespace: "a b", Key: "k", Holder: 1, Serial: 1}.String(),
+		"bad utf8":   node.LeaseID{Namespace: "ns", Key: "\xff", Holder: 1, Serial: 1}.String(),
+	} {
+		_, err := node.ParseLeaseID(s)
+		var fe *node.FieldError
+		if !errors.As(err, &fe) || fe.Field != "lease" || !errors.Is(err, node.ErrInvalidLease) {
+			t.Errorf("%s: ParseLeaseID(%q) = %v, want a FieldError on lease wrapping ErrInvalidLease", name, s, err)
+		}
+	}
+}
+
+func FuzzParseLeaseID(f *testing.F) {
+	f.Add(node.NewLeases("ns", 0).NewID("key").String())
+	f.Add("AQ")
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := node.ParseLeaseID(s)
+		if err != nil {
+			return
+		}
+		// Whatever parses is a lease of a valid namespace and key, and
+		// encodes back to an id that parses the same.
+		again, err := node.ParseLeaseID(id.String())
+		if err != nil || again != id {
+			t.Fatalf("%q parsed as %+v, which re-parses as %+v, %v", s, id, again, err)
+		}
+	})
+}
+
+func TestLeasesLimitReleaseExpiry(t *testing.T) {
+	l := node.NewLeases("ns", 0)
+	now := t0
+	var ids []node.LeaseID
+	for i := range 3 {
+		g, err := l.Acquire(now.Add(time.Duration(i)*time.Second), "k", 3, 10*time.Second)
+		if err != nil || !g.OK || g.Held != int64(i+1) {
+			t.Fatalf("acquire %d: %+v, %v", i, g, err)
+		}
+		ids = append(ids, g.ID)
+	}
+	g, _ := l.Acquire(now, "k", 3, 10*time.Second)
+	if g.OK || g.Held != 3 || g.Next != now.Add(10*time.Second).UnixNano() {
+		t.Fatalf("4th acquire: %+v, want refused, held 3, next at the first expiry", g)
+	}
+	if ok, err := l.Release(now, ids[1], false); !ok || err != nil {
+		t.Fatalf("release: %v, %v", ok, err)
+	}
+	if ok, _ := l.Release(now, ids[1], false); ok {
+		t.Fatal("second release reported live")
+	}
+	if g, _ := l.Acquire(now, "k", 3, 10*time.Second); !g.OK {
+		t.Fatalf("acquire after release: %+v", g)
+	}
+	// Renew the first past the others' expiry; at +11 s only it is left.
+	if ok, exp, _ := l.Renew(now.Add(5*time.Second), ids[0], 20*time.Second); !ok || exp != now.Add(25*time.Second).UnixNano() {
+		t.Fatalf("renew: %v %d", ok, exp)
+	}
+	g, _ = l.Acquire(now.Add(12*time.Second), "k", 2, time.Second)
+	if !g.OK || g.Held != 2 {
+		t.Fatalf("after expiry: %+v, want granted with held 2 (the renewed one and this)", g)
+	}
+	if ok, _, _ := l.Renew(now.Add(12*time.Second), ids[2], time.Second); ok {
+		t.Fatal("renewed an expired lease")
+	}
+	// A lower limit than held refuses; other keys are independent.
+	if g, _ := l.Acquire(now.Add(12*time.Second), "k", 1, time.Second); g.OK {
+		t.Fatal("limit 1 granted with 2 held")
+	}
+	if g, _ := l.Acquire(now, "other", 1, time.Second); !g.OK {
+		t.Fatal("another key refused")
+	}
+}
+
+func TestLeasesForeign(t *testing.T) {
+	a, b := node.NewLeases("ns", 0), node.NewLeases("ns", 0)
+	g, _ := a.Acquire(t0, "k", 1, time.Second)
+	if _, err := b.Release(t0, g.ID, false); !errors.Is(err, node.ErrForeignLease) || !errors.Is(err, node.ErrNotLocal) {
+		t.Fatalf("release at another table: %v, want ErrForeignLease", err)
+	}
+	if _, _, err := b.Renew(t0, g.ID, time.Second); !errors.Is(err, node.ErrForeignLease) {
+		t.Fatalf("renew at another table: %v, want ErrForeignLease", err)
+	}
+}
+
+func TestLeasesKeyCap(t *testing.T) {
+	l := node.NewLeases("ns", 2)
+	for _, k := range []string{"a", "b"} {
+		if _, err := l.Acquire(t0, k, 1, time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Acquire(t0, "c", 1, time.Second); !errors.Is(err, node.ErrKeyLimit) {
+		t.Fatalf("third key: %v, want ErrKeyLimit", err)
+	}
+	// Reclaim frees keys without leases once idle.
+	if n := l.Reclaim(t0.Add(2*time.Second), t0.Add(time.Second)); n != 2 || l.Len() != 0 {
+		t.Fatalf("Reclaim removed %d, %d left", n, l.Len())
+	}
+	if _, err := l.Acquire(t0, "c", 1, time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The sync side: the others' count, releases kept for the store, leases
+// released elsewhere dropped.
+func TestLeasesSync(t *testing.T) {
+	l := node.NewLeases("ns", 0)
+	g1, _ := l.Acquire(t0, "k", 5, time.Minute)
+	g2, _ := l.Acquire(t0, "k", 5, time.Minute)
+	got := l.Collect(t0, true, nil)
+	if len(got) != 1 || len(got[0].Serials) != 2 || len(got[0].Releases) != 0 {
+		t.Fatalf("Collect: %+v", got)
+	}
+	// The store holds g1, not g2 (released elsewhere), and 3 more leases.
+	stored := make([]bool, 2)
+	for i, s := range got[0].Serials {
+		stored[i] = s == g1.ID.Serial
+	}
+	l.Synced(t0, got[0], stored, true, true, 4, t0.Add(time.Second).UnixNano())
+	if g, _ := l.Acquire(t0, "k", 5, time.Minute); !g.OK || g.Held != 5 {
+		t.Fatalf("acquire after sync: %+v, want granted at held 5 (g1, 3 others, this)", g)
+	}
+	if ok, _ := l.Release(t0, g2.ID, true); ok {
+		t.Fatal("g2 still live after the store said it was released")
+	}
+	// A release here is kept for the store until sent.
+	if ok, _ := l.Release(t0, g1.ID, true); !ok {
+		t.Fatal("release of g1")
+	}
+	got = l.Collect(t0, false, nil)
+	if len(got) != 1 || got[0].Releases[g1.ID.StoreID()] != g1.Expiry {
+		t.Fatalf("Collect after release: %+v", got)
+	}
+	all := []bool{true} // g3, granted after the first sync
+	l.Synced(t0, got[0], all, true, false, 0, 0)
+	if got = l.Collect(t0, false, nil); len(got) != 1 || len(got[0].Releases) != 0 {
+		t.Fatalf("release still kept after the store took it: %+v", got)
+	}
+	// The others' earliest lease expiring counts one fewer at once.
+	if g, _ := l.Acquire(t0.Add(2*time.Second), "k", 5, time.Minute); !g.OK || g.Held != 4 {
+		t.Fatalf("after an other's expiry: %+v, want held 4", g)
+	}
+}
+
+func TestLeasesExactUnderConcurrency(t *testing.T) {
+	l := node.NewLeases("ns", 0)
+	var granted atomic.Int64
+	var wg gosync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 100 {
+				if g, _ := l.Acquire(t0, "k", 10, time.Minute); g.OK {
+					granted.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if granted.Load() != 10 {
+		t.Fatalf("granted %d leases with limit 10", granted.Load())
+	}
+}
+
+func TestNamespaceLeaseConfig(t *testing.T) {
+	c := node.DefaultConfig()
+	c.MaxLeaseTTL = -time.Second
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "max_lease_ttl") {
+		t.Fatalf("negative max_lease_ttl: %v", err)
+	}
+	c = node.DefaultConfig()
+	c.OnStoreDown = "later"
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "on_store_down") {
+		t.Fatalf("bad on_store_down: %v", err)
+	}
+	ns, err := node.NewNamespace(node.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ns.Config(); got.MaxLeaseTTL != node.DefaultMaxLeaseTTL || got.OnStoreDown != node.StoreDownRefuse {
+		t.Fatalf("defaults: %s %q", got.MaxLeaseTTL, got.OnStoreDown)
+	}
+}

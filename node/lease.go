@@ -405,6 +405,29 @@ func (l *Leases) Synced(now time.Time, s LeaseSync, stored []bool, keep, counted
 	}
 }
 
+// Read reports whether the others' leases of key were read from the
+// store since the key was last created here.
+func (l *Leases) Read(now time.Time, key string) bool {
+	sh, k, _ := l.lockKey(key, now.UnixNano(), false)
+	defer sh.mu.Unlock()
+	return k != nil && k.read
+}
+
+// SetRead records the store's count of key's live leases, read before
+// this node held any of them (a key new to the node): held and next are
+// as LeaseReply's. It does nothing once the key was read.
+func (l *Leases) SetRead(now time.Time, key string, held, next int64) error {
+	sh, k, err := l.lockKey(key, now.UnixNano(), true)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if !k.read {
+		k.others, k.nextOther, k.read = held, next, true
+	}
+	return nil
+}
+
 // Reclaim removes the keys with no lease or release of this node that
 // were last used before idleBefore.
 func (l *Leases) Reclaim(now, idleBefore time.Time) int {

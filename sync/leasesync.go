@@ -21,7 +21,8 @@ import (
 // node's own leases, which the tick then writes to the store.
 //
 // Periodic namespaces: Acquire is decided in the node from its own
-// leases and the others' count of the last tick; the tick writes every
+// leases and the others' count of the last tick (of a key new to the
+// node: read from the store first); the tick writes every
 // lease of the node to the store (learning which were released
 // elsewhere) and reads every held key's count. A lease of this node is
 // released and renewed in the node; another node's goes to the store at
@@ -70,6 +71,16 @@ func (s *Syncer) AcquireLease(ctx context.Context, now time.Time, key string, li
 	}
 	leases := s.ns.Leases()
 	if s.ns.Config().Mode() != node.Synchronous {
+		// A key new to the node: the others may hold it at its limit, so
+		// their count is read first (a failure leaves it to the tick).
+		if !leases.Read(now, key) && s.storeUp() {
+			r, err := s.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseCount, Namespace: s.name, Key: key})
+			if err == nil {
+				if err := leases.SetRead(now, key, r[0].Held, r[0].Next); err != nil {
+					return node.LeaseGrant{}, err
+				}
+			}
+		}
 		return leases.Acquire(now, key, limit, ttl)
 	}
 	var cerr error

@@ -1,0 +1,265 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/integration/harness"
+	redisstore "github.com/limiterd/limiterd/strategy/redis"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// Concurrency leases across the cluster, on real stores and limiterd
+// processes.
+
+func acquire(ctx context.Context, n *harness.Limiterd, ns, key string, limit int64, ttl time.Duration) (*limiterv1.AcquireResponse, error) {
+	return n.Client.Acquire(ctx, &limiterv1.AcquireRequest{Namespace: ns, Key: key, Limit: limit, Ttl: durationpb.New(ttl)})
+}
+
+func release(ctx context.Context, n *harness.Limiterd, lease string) (*limiterv1.ReleaseResponse, error) {
+	return n.Client.Release(ctx, &limiterv1.ReleaseRequest{Lease: lease})
+}
+
+// checkLeasesFreedAfterKill: a node granted 50 leases and is SIGKILLed;
+// another node acquires all 50 once their TTL (plus one sync period when
+// periodic) has passed, and not before.
+func checkLeasesFreedAfterKill(t *testing.T, store string, syncRate float64) {
+	nodes := harness.Cluster(t, 3, clusterConfig(store, syncRate))
+	ctx := context.Background()
+	key := harness.UniqueName("killed")
+	const limit, ttl = 50, 3 * time.Second
+	period := time.Duration(syncRate * float64(time.Second))
+	for i := range limit {
+		resp, err := acquire(ctx, nodes[0], "api", key, limit, ttl)
+		if err != nil || !resp.GetAcquired() {
+			t.Fatalf("lease %d at node 0: %v, %v", i, resp, err)
+		}
+	}
+	granted := time.Now() // the last lease expires by granted + ttl
+	// Periodic: the others see the leases after a tick of each.
+	time.Sleep(2*period + 200*time.Millisecond)
+	nodes[0].Kill()
+	if resp, err := acquire(ctx, nodes[1], "api", key, limit, ttl); err != nil || resp.GetAcquired() || resp.GetHeld() != limit {
+		t.Fatalf("node 1 with 50 held by node 0: %v, %v; want refused at 50", resp, err)
+	}
+	for {
+		resp, err := acquire(ctx, nodes[1], "api", key, limit, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetAcquired() {
+			break
+		}
+		if time.Since(granted) > ttl+period+2*time.Second {
+			t.Fatalf("leases of the killed node still held %s after the last was granted (ttl %s, sync period %s): %v",
+				time.Since(granted).Round(time.Millisecond), ttl, period, resp)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The last of the killed node's leases lives until granted + ttl.
+	if freed := time.Since(granted); freed < ttl-time.Second {
+		t.Fatalf("a lease freed %s after it was granted, before its ttl %s", freed, ttl)
+	}
+	// Every one is free: node 2 takes the other 49 (periodic: once node 1's
+	// lease reached it).
+	time.Sleep(2*period + 200*time.Millisecond)
+	got := 1
+	for range limit {
+		resp, err := acquire(ctx, nodes[2], "api", key, limit, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.GetAcquired() {
+			got++
+		}
+	}
+	if got != limit {
+		t.Fatalf("after the kill the others acquired %d leases, want %d", got, limit)
+	}
+}
+
+func TestRedisLeasesFreedAfterKill(t *testing.T) {
+	r := harness.SharedRedis(t)
+	for _, s := range []float64{0, 0.1} {
+		t.Run(fmt.Sprint("sync_rate=", s), func(t *testing.T) {
+			checkLeasesFreedAfterKill(t, redisStore(r.Addr(), harness.UniqueName("lkill")), s)
+		})
+	}
+}
+
+func TestPostgresLeasesFreedAfterKill(t *testing.T) {
+	checkLeasesFreedAfterKill(t, postgresStore(harness.SharedPostgres(t).DSN()), 0)
+}
+
+// checkLeasesExact: 8 callers on each of 3 synchronous nodes acquire,
+// hold for a moment and release. By the callers' own accounting no
+// instant holds more than the limit, and some instant holds exactly it.
+func checkLeasesExact(t *testing.T, store string) {
+	nodes := harness.Cluster(t, 3, clusterConfig(store, 0))
+	key := harness.UniqueName("exact")
+	const limit = 6
+	var inFlight, peak, granted, failed atomic.Int64
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		for range 8 {
+			wg.Go(func() {
+				ctx := context.Background()
+				for range 30 {
+					resp, err := acquire(ctx, n, "api", key, limit, 10*time.Second)
+					if err != nil {
+						failed.Add(1)
+						continue
+					}
+					if !resp.GetAcquired() {
+						continue
+					}
+					granted.Add(1)
+					now := inFlight.Add(1)
+					for p := peak.Load(); now > p && !peak.CompareAndSwap(p, now); p = peak.Load() {
+					}
+					time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond)
+					inFlight.Add(-1) // before the release: never counted after it
+					if r, err := release(ctx, n, resp.GetLease()); err != nil || !r.GetReleased() {
+						failed.Add(1)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Fatalf("%d calls failed", failed.Load())
+	}
+	if p := peak.Load(); p != limit {
+		t.Fatalf("peak in flight %d with a limit of %d (%d leases granted)", p, limit, granted.Load())
+	}
+	t.Logf("%d leases granted, peak in flight %d", granted.Load(), peak.Load())
+}
+
+func TestRedisLeasesExact(t *testing.T) {
+	checkLeasesExact(t, redisStore(harness.SharedRedis(t).Addr(), harness.UniqueName("lexact")))
+}
+
+func TestPostgresLeasesExact(t *testing.T) {
+	checkLeasesExact(t, postgresStore(harness.SharedPostgres(t).DSN()))
+}
+
+// TestRedisLeasesOutage: while Redis is down a synchronous namespace
+// refuses Acquire (UNAVAILABLE) and one with on_store_down: local grants
+// from the node's own leases; releases made meanwhile reach the store
+// afterwards. After recovery the store holds exactly the leases the
+// callers still hold.
+func TestRedisLeasesOutage(t *testing.T) {
+	r := harness.StartRedis(t)
+	prefix := harness.UniqueName("loutage")
+	nodes := harness.Cluster(t, 2, fmt.Sprintf(`sync:
+  tick_timeout: 1s
+  call_timeout: 300ms
+stores:
+  main: %s
+namespaces:
+  - name: refuse
+    window_sizes: ["1h"]
+    sync_rate: 0
+    store: main
+  - name: local
+    window_sizes: ["1h"]
+    sync_rate: 0
+    store: main
+    on_store_down: local
+`, redisStore(r.Addr(), prefix)))
+	cfg := redisstore.DefaultConfig()
+	cfg.Addrs, cfg.KeyPrefix = []string{r.Addr()}, prefix
+	st, err := redisstore.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	var before []string
+	for range 4 {
+		resp, err := acquire(ctx, nodes[0], "refuse", "k", 10, time.Minute)
+		if err != nil || !resp.GetAcquired() {
+			t.Fatalf("acquire before the outage: %v, %v", resp, err)
+		}
+		before = append(before, resp.GetLease())
+	}
+	r.Stop()
+	_, err = acquire(ctx, nodes[0], "refuse", "k", 10, time.Minute)
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("acquire while Redis is down: %v, want UNAVAILABLE", err)
+	}
+	// Released at the other node while down: pending, sent later.
+	for _, l := range before[:3] {
+		resp, err := release(ctx, nodes[1], l)
+		if err != nil || !resp.GetPending() {
+			t.Fatalf("release while down: %v, %v; want pending", resp, err)
+		}
+	}
+	var local []string
+	for range 3 {
+		resp, err := acquire(ctx, nodes[1], "local", "k", 2, time.Minute)
+		if err != nil {
+			t.Fatalf("acquire, on_store_down local: %v", err)
+		}
+		if resp.GetAcquired() {
+			local = append(local, resp.GetLease())
+		}
+	}
+	if len(local) != 2 {
+		t.Fatalf("on_store_down local granted %d with limit 2", len(local))
+	}
+	if resp, err := release(ctx, nodes[1], local[0]); err != nil || !resp.GetReleased() {
+		t.Fatalf("release of a local lease while down: %v, %v", resp, err)
+	}
+	r.Start()
+	// Held by callers now: before[3] (refuse) and local[1] (local).
+	want := map[string]int64{"refuse": 1, "local": 1}
+	deadline := time.Now().Add(10 * time.Second)
+	for ns, n := range want {
+		for {
+			got := storeLeases(t, st, ns, "k")
+			if got == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("namespace %s: the store holds %d leases after recovery, want %d (those callers hold)", ns, got, n)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	for _, l := range []string{before[3], local[1]} {
+		if resp, err := release(ctx, nodes[0], l); err != nil || !resp.GetReleased() {
+			t.Fatalf("release after recovery: %v, %v", resp, err)
+		}
+	}
+	for ns := range want {
+		if got := storeLeases(t, st, ns, "k"); got != 0 {
+			t.Fatalf("namespace %s: %d leases left", ns, got)
+		}
+	}
+}
+
+// storeLeases is the key's live leases in the store, now.
+func storeLeases(t *testing.T, st clustersync.LeaseStore, ns, key string) int64 {
+	t.Helper()
+	r := make([]clustersync.LeaseReply, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := st.Leases(ctx, time.Now().UnixNano(), []clustersync.LeaseOp{{Kind: clustersync.LeaseCount, Namespace: ns, Key: key}}, r); err != nil {
+		return -1
+	}
+	return r[0].Held
+}

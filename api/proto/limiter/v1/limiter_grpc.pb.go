@@ -28,8 +28,10 @@
 // Errors. A malformed request fails with INVALID_ARGUMENT (empty or
 // over-long key, non-finite value, window size the namespace does not have,
 // and so on), an unknown namespace with NOT_FOUND, a new key past the
-// namespace's cap on active keys with RESOURCE_EXHAUSTED, and a bucket
-// limit in a namespace that is not local-only with FAILED_PRECONDITION.
+// namespace's cap on active keys with RESOURCE_EXHAUSTED, a limit its
+// namespace's mode or store cannot serve with FAILED_PRECONDITION, and an
+// Acquire in a synchronous namespace whose store cannot be reached with
+// UNAVAILABLE (unless the namespace decides locally then).
 // The batch calls report such errors per item instead (see
 // IncrementResult, AllowResult).
 

@@ -29,6 +29,7 @@ func TestLeases(t *testing.T) {
 	t.Run("Concurrent", func(t *testing.T) { testLeasesConcurrent(t, s) })
 	t.Run("Requests", func(t *testing.T) { testLeasesRequests(t, s) })
 	t.Run("TTL", func(t *testing.T) { testLeasesTTL(t, s) })
+	t.Run("RowsWithoutSeq", func(t *testing.T) { testLeasesWithoutSeq(t, e, s) })
 	t.Run("Errors", func(t *testing.T) { testLeasesErrors(t, e) })
 }
 
@@ -207,6 +208,41 @@ func testLeasesTTL(t *testing.T, s *cassandrastore.Store) {
 	}
 	if _, ok := ttls["short"]; ok || len(ttls) != 2 {
 		t.Errorf("rows after the short lease's expiry: %v; want \"\" and rel", ttls)
+	}
+}
+
+// testLeasesWithoutSeq: a partition whose seq expired before its rows
+// (written by a caller whose clock was behind) still counts them, and
+// the next write makes its seq again.
+func testLeasesWithoutSeq(t *testing.T, e *env, s *cassandrastore.Store) {
+	now := time.Now().UnixNano()
+	exp := now + int64(time.Minute)
+	stmt := fmt.Sprintf("INSERT INTO %s.windows_leases (namespace, key, id, expiry, released) VALUES ('noseq', 0x6b, 0x61, %d, false) USING TTL 60", e.keyspace, exp)
+	if err := cassandrastore.ExecCQL(ctx(t), s, stmt); err != nil {
+		t.Fatal(err)
+	}
+	k := func(kind clustersync.LeaseOpKind, id string) clustersync.LeaseOp {
+		return clustersync.LeaseOp{Kind: kind, Namespace: "noseq", Key: "k", ID: id, Limit: 1, Expiry: exp + 1}
+	}
+	for _, tc := range []struct {
+		op   clustersync.LeaseOp
+		want clustersync.LeaseReply
+	}{
+		{k(clustersync.LeaseAcquire, "b"), clustersync.LeaseReply{OK: false, Held: 1, Next: exp}},
+		{k(clustersync.LeasePut, "b"), clustersync.LeaseReply{OK: true, Held: 2, Next: exp}},
+		{k(clustersync.LeaseRenew, "a"), clustersync.LeaseReply{OK: true, Held: 2, Next: exp + 1}},
+		{k(clustersync.LeaseCount, ""), clustersync.LeaseReply{OK: true, Held: 2, Next: exp + 1}},
+	} {
+		replies := make([]clustersync.LeaseReply, 1)
+		if err := s.Leases(ctx(t), now, []clustersync.LeaseOp{tc.op}, replies); err != nil {
+			t.Fatal(err)
+		}
+		if replies[0] != tc.want {
+			t.Errorf("%v %q: %+v, want %+v", tc.op.Kind, tc.op.ID, replies[0], tc.want)
+		}
+	}
+	if _, seqTTL, err := cassandrastore.LeaseTTLs(ctx(t), s, "noseq", "k"); err != nil || seqTTL < 50 {
+		t.Errorf("seq's TTL = %d, %v; want about 60", seqTTL, err)
 	}
 }
 

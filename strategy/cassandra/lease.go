@@ -84,12 +84,20 @@ type leasePart struct {
 // batch on the partition's seq as read. When another caller wrote first
 // the batch applies nothing and the run starts again from a read at
 // SERIAL, after a short random pause, until ctx ends. Runs are applied
-// one after the other, so an error leaves a prefix of the ops applied;
-// a key met again later in the call is not read again.
+// one after the other, so an error leaves a prefix of the ops applied. A
+// key met again later in the call starts from what the call wrote (the
+// condition catches a writer in between), unless its run changes
+// nothing: its replies then come from a new read.
 //
 // Two requests per run without contention (the read alone when nothing
 // changes). As in Buckets, the first read is at the read consistency: a
-// stale one only fails the batch's condition, since seq only grows.
+// stale one only fails the batch's condition, since seq only grows; a
+// run that changes nothing (a count, a refused acquire) answers from it,
+// which sees every acknowledged write when reads and writes overlap (as
+// LOCAL_QUORUM for both does). A batch whose outcome was unknown (a
+// timeout) and that the driver retried fails its condition if it had
+// applied, and the run is applied again: the state is as if it were sent
+// once, but a Release then answers OK = false.
 func (s *Store) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
 	if s.isClosed() {
 		return fmt.Errorf("cassandra: leases: %w", clustersync.ErrClosed)

@@ -228,6 +228,62 @@ func BenchmarkSyncCall(b *testing.B) {
 	}
 }
 
+// BenchmarkLeases measures a synchronous lease from one goroutine, next
+// to BenchmarkSyncCall's sliding window: LeaseAcquire then LeaseRelease
+// of a new id (two calls, one incarnation, each with the Syncer's
+// 250 ms timeout), 1000 keys in turn, the limit never reached. One op
+// is both calls; reports their p50 and p99 in µs and the requests per
+// op.
+func BenchmarkLeases(b *testing.B) {
+	c := harness.SharedCassandra(b)
+	e := newEnv(b, c)
+	s := open(b, e.config())
+	const nkeys = 1000
+	keys := make([]string, nkeys)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("user-%04d", i)
+	}
+	ops := make([]clustersync.LeaseOp, 1)
+	replies := make([]clustersync.LeaseReply, 1)
+	call := func(op clustersync.LeaseOp, timeout time.Duration) error {
+		ops[0] = op
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		err := s.Leases(ctx, time.Now().UnixNano(), ops, replies)
+		if err == nil && !replies[0].OK {
+			err = fmt.Errorf("%v %q: %+v, want OK", op.Kind, op.ID, replies[0])
+		}
+		return err
+	}
+	// Create the session and the schema before timing.
+	if err := call(clustersync.LeaseOp{Kind: clustersync.LeaseCount, Namespace: "warmup"}, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	trips0 := cassandrastore.LeaseTrips(s)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		key, id := keys[i%nkeys], "me-"+strconv.Itoa(i)
+		i++
+		began := time.Now()
+		exp := began.Add(time.Minute).UnixNano()
+		err := call(clustersync.LeaseOp{Kind: clustersync.LeaseAcquire, Namespace: "bench", Key: key, ID: id, Limit: 1000, Expiry: exp}, 250*time.Millisecond)
+		if err == nil {
+			err = call(clustersync.LeaseOp{Kind: clustersync.LeaseRelease, Namespace: "bench", Key: key, ID: id, Expiry: exp}, 250*time.Millisecond)
+		}
+		lat = append(lat, time.Since(began))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) }
+	b.ReportMetric(q(0.5), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(float64(cassandrastore.LeaseTrips(s)-trips0)/float64(len(lat)), "requests/op")
+}
+
 // BenchmarkBuckets measures one synchronous bucket call from one
 // goroutine, next to BenchmarkSyncCall's sliding window: take 1 of one
 // bucket of each kind (large enough to admit every take), one

@@ -232,6 +232,9 @@ func TestSchemaCQL(t *testing.T) {
 		"key         blob,",
 		"PRIMARY KEY ((namespace, size_ns, start_ns, key), incarnation)",
 		"TimeWindowCompactionStrategy",
+		"CREATE TABLE IF NOT EXISTS rl.w_leases (",
+		"seq       bigint static,",
+		"PRIMARY KEY ((namespace, key), id)",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("SchemaCQL lacks %q:\n%s", want, got)

@@ -47,6 +47,21 @@
 // rewrites the whole row with the TTL of its latest ExpireAt, so a row
 // and all its records expire together.
 //
+// It is a clustersync.LeaseStore. Leases live in a third table,
+// <table>_leases: one partition per namespace and key, one row per lease
+// id (expiry, and released: a live lease or a remembered release) and a
+// static seq, the partition's version. Leases decides in Go with
+// clustersync.ApplyLease, the reference, as Buckets does: per run of
+// consecutive ops of one key it reads the partition, applies the run, and
+// writes the changed rows (INSERT, or DELETE for a row past its time) in
+// one conditional batch IF seq = <as read> (IF seq = null for a new
+// partition), which sets seq to max(seq + 1, now); a lost condition reads
+// again at SERIAL and starts over, until the context ends. So each run is
+// atomic, and runs are applied in order, one after the other. A row's TTL
+// is its own time (expiry, or until when a release is remembered) less
+// the caller's now, rounded up; seq's is the partition's latest, so a key
+// vanishes after its last lease or release.
+//
 // Errors wrap clustersync.ErrUnavailable when Cassandra could not answer
 // (no host, a timeout, overload, a done context); errors that retrying
 // cannot cure (a missing table with create_schema off, bad credentials,

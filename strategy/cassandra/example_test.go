@@ -43,6 +43,19 @@ func ExampleSchemaCQL() {
 	//   AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': '4'}
 	//   AND gc_grace_seconds = 10800
 	//   AND comment = 'limiterd token, leaky and fixed buckets, decided under lightweight transactions; rows expire by TTL';
+	//
+	// CREATE TABLE IF NOT EXISTS limiterd.windows_leases (
+	//   namespace text,
+	//   key       blob,
+	//   id        blob,
+	//   expiry    bigint,
+	//   released  boolean,
+	//   seq       bigint static,
+	//   PRIMARY KEY ((namespace, key), id)
+	// ) WITH compaction = {'class': 'LeveledCompactionStrategy'}
+	//   AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': '4'}
+	//   AND gc_grace_seconds = 10800
+	//   AND comment = 'limiterd concurrency leases, changed under lightweight transactions; rows expire by TTL';
 }
 
 // A store for a production cluster: three replicas per data center,

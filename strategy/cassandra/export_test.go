@@ -49,3 +49,30 @@ func BucketTTL(ctx context.Context, s *Store, ns string, b node.BucketSpec) (int
 		ns, []byte(b.Key), []byte(b.StoreKey())).ScanContext(ctx, &ttl)
 	return ttl, err
 }
+
+// LeaseRetries returns how many Leases runs of s started again after a
+// failed condition.
+func LeaseRetries(s *Store) int64 { return s.leaseRetries.Load() }
+
+// LeaseTrips returns how many requests s's Leases calls sent.
+func LeaseTrips(s *Store) int64 { return s.leaseTrips.Load() }
+
+// LeaseTTLs returns the TTL in seconds of the lease rows of key in
+// namespace ns, by id, and of the partition's seq.
+func LeaseTTLs(ctx context.Context, s *Store, ns, key string) (map[string]int, int, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	iter := sess.Query("SELECT id, TTL(expiry), TTL(seq) FROM "+s.cfg.Keyspace+"."+leaseTable(s.cfg)+" WHERE namespace = ? AND key = ?",
+		ns, []byte(key)).IterContext(ctx)
+	ttls := map[string]int{}
+	var (
+		id          []byte
+		ttl, seqTTL int
+	)
+	for iter.Scan(&id, &ttl, &seqTTL) {
+		ttls[string(id)] = ttl
+	}
+	return ttls, seqTTL, iter.Close()
+}

@@ -21,7 +21,8 @@ import (
 // It is not a clustersync.AtomicAllower: deciding an Allow atomically
 // would take a lightweight transaction (Paxos, several round trips among
 // the replicas) on a partition holding every window of a key. It is a
-// clustersync.BucketStore, whose calls do take one (see Buckets).
+// clustersync.BucketStore and a clustersync.LeaseStore, whose calls do
+// take one (see Buckets and Leases).
 type Store struct {
 	cfg     Config
 	cluster gocql.ClusterConfig
@@ -34,6 +35,7 @@ type Store struct {
 	selectKeysCQL   string // key IN ?: key, incarnation, total
 	selectStartsCQL string // start_ns IN ?: start_ns, incarnation, total
 	bucketCQL       bucketCQL
+	leaseCQL        leaseCQL
 
 	mu         sync.Mutex
 	sess       *gocql.Session
@@ -51,6 +53,8 @@ type Store struct {
 	connects      atomic.Int64 // sessions created, for tests
 	bucketRetries atomic.Int64 // Buckets attempts after a failed condition, for tests
 	bucketTrips   atomic.Int64 // Buckets requests (reads and batches), for tests
+	leaseRetries  atomic.Int64 // Leases attempts after a failed condition, for tests
+	leaseTrips    atomic.Int64 // Leases requests (reads and batches), for tests
 }
 
 // Open validates cfg and returns a Store. It does not contact Cassandra:
@@ -117,6 +121,7 @@ func Open(cfg Config) (*Store, error) {
 		selectStartsCQL: "SELECT start_ns, incarnation, total FROM " + table +
 			" WHERE namespace = ? AND size_ns = ? AND start_ns IN ? AND key = ?",
 		bucketCQL:           newBucketCQL(cfg),
+		leaseCQL:            newLeaseCQL(cfg),
 		done:                make(chan struct{}),
 		replaceSessionAfter: defaultReplaceSessionAfter,
 	}, nil

@@ -54,8 +54,9 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // default is to admit).
 func WithFailClosed() Option { return func(c *config) { c.failClosed = true } }
 
-// WithRetries sets how many times a read-only SlidingWindow is retried on
-// UNAVAILABLE (default 1; 0 disables). Calls that count are never retried.
+// WithRetries sets how many times a read-only SlidingWindow, a Release
+// and a Renew are retried on UNAVAILABLE (default 1; 0 disables). Calls
+// that count (Allow, Increment, Acquire) are never retried.
 func WithRetries(n int) Option { return func(c *config) { c.retries = max(n, 0) } }
 
 // WithErrorHook calls hook with the method name ("Allow", ...) and the error
@@ -191,14 +192,23 @@ func (c *Client) SlidingWindow(ctx context.Context, req *limiterv1.SlidingWindow
 	if req.CurDiff != nil {
 		retries = 0
 	}
+	resp, err := retried(ctx, retries, func(ctx context.Context) (*limiterv1.SlidingWindowResponse, error) {
+		return c.rpc.SlidingWindow(ctx, req)
+	})
+	if err != nil {
+		c.report("SlidingWindow", err)
+		return nil, err
+	}
+	return resp, nil
+}
+
+// retried makes call, again up to retries times while it fails with
+// UNAVAILABLE, retryPause apart, within ctx.
+func retried[T any](ctx context.Context, retries int, call func(context.Context) (T, error)) (T, error) {
 	for attempt := 0; ; attempt++ {
-		resp, err := c.rpc.SlidingWindow(ctx, req)
-		if err == nil {
-			return resp, nil
-		}
-		if attempt >= retries || status.Code(err) != codes.Unavailable || !pause(ctx, retryPause) {
-			c.report("SlidingWindow", err)
-			return nil, err
+		resp, err := call(ctx)
+		if err == nil || attempt >= retries || status.Code(err) != codes.Unavailable || !pause(ctx, retryPause) {
+			return resp, err
 		}
 	}
 }

@@ -32,6 +32,7 @@ type fakeLimiter struct {
 	batches      atomic.Int64
 	slidingFails atomic.Int64 // SlidingWindow calls left to fail with UNAVAILABLE
 	block        chan struct{}
+	fakeLeases
 }
 
 func (f *fakeLimiter) wait(ctx context.Context) error {

@@ -13,10 +13,16 @@
 // should not take the service it protects down with it. WithFailClosed
 // refuses instead. WithErrorHook reports every failure, e.g. to a metric.
 //
-// Retries: Allow and Increment count, so a failed call is never repeated
-// (the server may have counted it before the answer was lost). SlidingWindow
-// without cur_diff only reads and is retried on UNAVAILABLE (WithRetries,
+// Retries: Allow, Increment and Acquire count, so a failed call is never
+// repeated (the server may have counted it before the answer was lost).
+// SlidingWindow without cur_diff only reads, and Release and Renew have the
+// same effect done twice: they are retried on UNAVAILABLE (WithRetries,
 // default 1 retry, 5 ms apart) within the same deadline.
+//
+// Concurrency limits: Acquire takes a lease (at most limit held at once
+// per key), Release frees it, Renew extends it. Acquire returns its error
+// rather than following the failure policy: without a lease there is
+// nothing to release.
 //
 // WithBatching gathers concurrent Allow calls for up to a short wait or a
 // number of items into one AllowBatch RPC and hands each caller its own

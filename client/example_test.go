@@ -58,3 +58,45 @@ func ExampleWithFailClosed() {
 	// allowed true, error true
 	// allowed false, error true
 }
+
+// A concurrency limit: at most 2 jobs write to the database at once. Each
+// job takes a lease, works, and releases it when done (defer), also when
+// the work fails; a lease never released expires after its ttl. (The
+// server is an in-process stand-in, as in Example.)
+func ExampleClient_Acquire() {
+	dial, stop := startFake(&fakeLimiter{})
+	defer stop()
+	c, err := client.New("passthrough:///bufconn", dial, client.WithTimeout(100*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	job := func(ctx context.Context, name string, inner func(context.Context)) {
+		lease, err := c.Acquire(ctx, client.Lease("db-writes", 2, 30*time.Second))
+		if err != nil {
+			fmt.Printf("%s: limiterd did not answer: %v\n", name, err)
+			return
+		}
+		if !lease.GetAcquired() {
+			fmt.Printf("%s: busy (%d held), retry within %v\n", name, lease.GetHeld(), lease.GetRetryAfter().AsDuration())
+			return
+		}
+		// WithoutCancel: the lease is released even when ctx was cancelled.
+		defer c.Release(context.WithoutCancel(ctx), lease.GetLease())
+		fmt.Printf("%s: writing (%d held)\n", name, lease.GetHeld())
+		if inner != nil {
+			inner(ctx) // more jobs start while this one holds its lease
+		}
+	}
+	ctx := context.Background()
+	job(ctx, "a", func(ctx context.Context) {
+		job(ctx, "b", func(ctx context.Context) { job(ctx, "c", nil) })
+	})
+	job(ctx, "d", nil) // a and b have released theirs
+	// Output:
+	// a: writing (1 held)
+	// b: writing (2 held)
+	// c: busy (2 held), retry within 30s
+	// d: writing (1 held)
+}

@@ -76,6 +76,14 @@ type NamespaceConfig struct {
 	// Estimator makes the namespace an estimator namespace: count-min
 	// sketches of hashes × slots counters per window, local only.
 	Estimator *EstimatorConfig `yaml:"estimator"`
+	// MaxLeaseTTL is the longest ttl a concurrency lease may ask for
+	// (default 1h when 0, at most 168h).
+	MaxLeaseTTL Duration `yaml:"max_lease_ttl"`
+	// OnStoreDown is what a synchronous namespace's Acquire does when its
+	// store cannot be reached: "refuse" (default; UNAVAILABLE) or "local"
+	// (decided from this node's own leases, written to the store when it
+	// is back). Other modes ignore it.
+	OnStoreDown string `yaml:"on_store_down"`
 }
 
 // EstimatorConfig sizes an estimator namespace's sketches.
@@ -409,7 +417,8 @@ func (c *Config) NodeConfigs() []node.Config {
 	}
 	out := make([]node.Config, len(c.Namespaces))
 	for i, n := range c.Namespaces {
-		nc := node.Config{Name: n.Name, Store: n.Store, MaxKeys: n.MaxKeys, SyncRate: -1, OnFull: node.KeyCapPolicy(n.OnFull)}
+		nc := node.Config{Name: n.Name, Store: n.Store, MaxKeys: n.MaxKeys, SyncRate: -1, OnFull: node.KeyCapPolicy(n.OnFull),
+			MaxLeaseTTL: time.Duration(n.MaxLeaseTTL), OnStoreDown: node.StoreDownPolicy(n.OnStoreDown)}
 		if n.Estimator != nil {
 			nc.Estimator = &node.EstimatorConfig{Hashes: n.Estimator.Hashes, Slots: n.Estimator.Slots}
 		}

@@ -115,6 +115,8 @@ func TestConfigFullExample(t *testing.T) {
 		"namespaces[].max_keys":                {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}, {ns(3).MaxKeys, 0}},
 		"namespaces[].on_full":                 {{ns(0).OnFull, "evict"}, {ns(1).OnFull, ""}, {ns(2).OnFull, ""}, {ns(3).OnFull, ""}},
 		"namespaces[].escalate":                {{ns(0).Escalate, ""}, {ns(1).Escalate, "never"}, {cfg.NamespaceSyncerConfig("api").NoEscalate, true}, {cfg.NamespaceSyncerConfig("billing").NoEscalate, false}},
+		"namespaces[].max_lease_ttl":           {{time.Duration(ns(0).MaxLeaseTTL), time.Duration(0)}, {time.Duration(ns(1).MaxLeaseTTL), 10 * time.Minute}, {time.Duration(ns(2).MaxLeaseTTL), 90 * time.Second}},
+		"namespaces[].on_store_down":           {{ns(0).OnStoreDown, ""}, {ns(1).OnStoreDown, ""}, {ns(2).OnStoreDown, "local"}},
 		"namespaces[].estimator.hashes":        {{ns(0).Estimator == nil, true}, {ns(3).Estimator, &EstimatorConfig{Hashes: 4, Slots: 65536}}},
 		"namespaces[].estimator.slots":         {{ns(1).Estimator == nil && ns(2).Estimator == nil, true}},
 		"envoy.config_dir":                     {{cfg.Envoy.ConfigDir, "/etc/limiterd/envoy"}},
@@ -148,8 +150,8 @@ func TestConfigFullExample(t *testing.T) {
 	ncs := cfg.NodeConfigs()
 	want := []node.Config{
 		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1, MaxKeys: 500, OnFull: node.OnFullEvict},
-		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: 0.1, Store: "main"},
-		{Name: "billing", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "pg", MaxKeys: 2_000_000},
+		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: 0.1, Store: "main", MaxLeaseTTL: 10 * time.Minute},
+		{Name: "billing", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "pg", MaxKeys: 2_000_000, MaxLeaseTTL: 90 * time.Second, OnStoreDown: node.StoreDownLocal},
 		{Name: "flows", WindowSizes: []time.Duration{time.Second}, SyncRate: -1, Estimator: &node.EstimatorConfig{Hashes: 4, Slots: 65536}},
 	}
 	if !reflect.DeepEqual(ncs, want) {
@@ -262,6 +264,12 @@ func TestConfigValidation(t *testing.T) {
 		{"max_keys not a number", "namespaces:\n  - {name: a, window_sizes: [1s], sync_rate: -1, max_keys: lots}\n", "namespaces[0].max_keys", []string{"`lots`"}},
 		{"unknown on_full", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    on_full: drop\n"), "namespaces[0].on_full", []string{`must be "refuse" or "evict"`, `"drop"`}},
 		{"unknown escalate", nsWith("    window_sizes: [1s]\n    sync_rate: 0.1\n    store: main\n    escalate: always\n"), "namespaces[0].escalate", []string{`must be "auto" or "never"`, `"always"`}},
+		{"negative max_lease_ttl", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_lease_ttl: -1s\n"), "namespaces[0].max_lease_ttl", []string{"between 0 (default 1h0m0s) and 168h0m0s", "got -1s"}},
+		{"max_lease_ttl above a week", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_lease_ttl: 169h\n"), "namespaces[0].max_lease_ttl", []string{"and 168h0m0s", "got 169h0m0s"}},
+		{"max_lease_ttl bare seconds above a week", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_lease_ttl: 604801\n"), "namespaces[0].max_lease_ttl", []string{"got 168h0m1s"}},
+		{"unparsable max_lease_ttl", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_lease_ttl: forever\n"), "namespaces[0].max_lease_ttl", []string{`invalid duration "forever"`}},
+		{"unknown on_store_down", nsWith("    window_sizes: [1s]\n    sync_rate: 0\n    store: s\n    on_store_down: fail\n"), "namespaces[0].on_store_down", []string{`must be "refuse" or "local"`, `"fail"`}},
+		{"on_store_down in another case", nsWith("    window_sizes: [1s]\n    sync_rate: 0\n    store: s\n    on_store_down: Local\n"), "namespaces[0].on_store_down", []string{`"Local"`}},
 		{"on_full evict in an estimator", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    on_full: evict\n    estimator: {hashes: 4, slots: 1024}\n"), "namespaces[0].on_full", []string{"holds no keys"}},
 		{"estimator hashes zero", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator: {hashes: 0, slots: 65536}\n"), "namespaces[0].estimator.hashes", []string{"between 1 and 16", "got 0"}},
 		{"estimator hashes 17", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator: {hashes: 17, slots: 65536}\n"), "namespaces[0].estimator.hashes", []string{"between 1 and 16"}},

@@ -168,6 +168,34 @@ func BenchmarkGRPC(b *testing.B) {
 	})
 }
 
+// BenchmarkAcquireRelease is one Acquire and one Release of a lease of a
+// limit of 1 through the gRPC server (default namespace, local only): the
+// cost of a concurrency limit around one request, next to BenchmarkGRPC's
+// Allow. The limit of 1 makes a Release that freed nothing fail the next
+// Acquire.
+func BenchmarkAcquireRelease(b *testing.B) {
+	s := newTestServer(b, nil)
+	serialOrParallel(b, 1, func(key string) func() error {
+		acq := &limiterv1.AcquireRequest{Key: key, Limit: 1, Ttl: dur(time.Minute)}
+		rel := &limiterv1.ReleaseRequest{}
+		return func() error {
+			a, err := s.client.Acquire(bg, acq)
+			if err != nil {
+				return err
+			}
+			if !a.GetAcquired() {
+				return errors.New("refused")
+			}
+			rel.Lease = a.GetLease()
+			r, err := s.client.Release(bg, rel)
+			if err == nil && !r.GetReleased() {
+				err = errors.New("not released")
+			}
+			return err
+		}
+	})
+}
+
 // allowBatch is 100 Allows over 100 keys of key's own.
 func allowBatch(key string) *limiterv1.AllowBatchRequest {
 	req := &limiterv1.AllowBatchRequest{Items: make([]*limiterv1.AllowRequest, batchItems)}

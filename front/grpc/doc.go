@@ -9,10 +9,13 @@
 // the same errors as every other front. Errors become statuses in one
 // function, toStatus: INVALID_ARGUMENT with a google.rpc.BadRequest naming
 // the field, NOT_FOUND for an unknown namespace, RESOURCE_EXHAUSTED at a
-// namespace's key cap.
+// namespace's key cap, FAILED_PRECONDITION for a call the namespace's mode
+// cannot serve (another node's lease in a local-only namespace),
+// UNAVAILABLE when a synchronous namespace's store cannot be reached.
 //
 // An absent window_size, like a zero one, means every window size of the
-// namespace; an absent value or cost means 1. A batch of more than
+// namespace; an absent value or cost means 1; an absent lease ttl is
+// refused like a zero one (INVALID_ARGUMENT on "ttl"). A batch of more than
 // service.MaxBatchItems items is refused as a whole; otherwise each item
 // carries its own response or status.
 //

@@ -18,6 +18,8 @@
 // 400, with a google.rpc.BadRequest detail naming the field, also for a
 // field the JSON decoder refused ("limits[0].window_size") or does not
 // know; NOT_FOUND (unknown namespace) 404; RESOURCE_EXHAUSTED (key cap)
-// 429. A request body over MaxRequestBytes is refused with 413. A refusal
-// by a limit is no error: Allow answers 200 with "allowed": false.
+// 429; FAILED_PRECONDITION 400; UNAVAILABLE (a synchronous namespace's
+// store down) 503. A request body over MaxRequestBytes is refused with 413.
+// A refusal by a limit is no error: Allow answers 200 with "allowed":
+// false, Acquire 200 with "acquired": false.
 package httpfront

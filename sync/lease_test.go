@@ -222,3 +222,40 @@ func TestLeasesStoreWithout(t *testing.T) {
 		t.Fatalf("acquire on a store without leases: %v", err)
 	}
 }
+
+// applyThenWait applies lease ops, then answers only when the call's
+// context ends: a reply that never comes back in time.
+type applyThenWait struct{ *memory.Store }
+
+func (s applyThenWait) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
+	if err := s.Store.Leases(ctx, now, ops, replies); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return errors.Join(clustersync.ErrUnavailable, ctx.Err())
+}
+
+// TestLeasesCallerGivesUp: a caller whose deadline ends while the store
+// holds its Acquire or Release loses nothing: the tick releases the lease
+// no one holds, and sends the release.
+func TestLeasesCallerGivesUp(t *testing.T) {
+	clock := fakeclock.New(start)
+	mem := memory.New()
+	n := newLeaseNode(t, "a", 0, "", applyThenWait{mem}, clock)
+	short := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	if _, err := n.sy.AcquireLease(short(), clock.Now(), "k", 1, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquire: %v, want the caller's deadline", err)
+	}
+	if got := storeHeld(t, mem, clock, "k"); got != 1 {
+		t.Fatalf("store holds %d, want the grant no one holds (1)", got)
+	}
+	clock.Add(time.Second) // past the presumed outage
+	_ = n.sy.SyncOnce(short()) // applied, then not answered in time
+	if got := storeHeld(t, mem, clock, "k"); got != 0 {
+		t.Fatalf("store holds %d after the tick, want 0", got)
+	}
+}

@@ -96,12 +96,13 @@ func (s *Syncer) AcquireLease(ctx context.Context, now time.Time, key string, li
 			}
 			return g, nil
 		}
+		// The store may have granted it (also when the caller gave up
+		// first): the tick releases it.
+		if rerr := leases.ReleaseElsewhere(now, id, exp); rerr != nil {
+			return node.LeaseGrant{}, rerr
+		}
 		if ctx.Err() != nil {
 			return node.LeaseGrant{}, ctx.Err()
-		}
-		// The store may have granted it: the tick releases it.
-		if err := leases.ReleaseElsewhere(now, id, exp); err != nil {
-			return node.LeaseGrant{}, err
 		}
 		cerr = err
 	} else {
@@ -137,10 +138,8 @@ func (s *Syncer) ReleaseLease(ctx context.Context, now time.Time, id node.LeaseI
 		if err == nil {
 			return r[0].OK, false, nil
 		}
-		if ctx.Err() != nil {
-			return false, false, ctx.Err()
-		}
 	}
+	// Also when the caller gave up: the release is the tick's now.
 	if err := leases.ReleaseElsewhere(now, id, until); err != nil {
 		return false, false, err
 	}

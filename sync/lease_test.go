@@ -253,7 +253,7 @@ func TestLeasesCallerGivesUp(t *testing.T) {
 	if got := storeHeld(t, mem, clock, "k"); got != 1 {
 		t.Fatalf("store holds %d, want the grant no one holds (1)", got)
 	}
-	clock.Add(time.Second) // past the presumed outage
+	clock.Add(time.Second)     // past the presumed outage
 	_ = n.sy.SyncOnce(short()) // applied, then not answered in time
 	if got := storeHeld(t, mem, clock, "k"); got != 0 {
 		t.Fatalf("store holds %d after the tick, want 0", got)

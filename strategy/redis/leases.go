@@ -11,14 +11,13 @@ import (
 
 // Leases applies ops at now as clustersync.LeaseStore specifies: the ops
 // of each (namespace, key), in their order, in one call of the leases
-// script (a port of clustersync.ApplyLease, see leases.lua), so each
-// key's ops are applied together atomically. Ops of several keys go as
-// pipelined script calls, one round trip per 1000 ops; on a cluster each
-// call touches one slot.
+// script (a port of clustersync.ApplyLease, see leases.lua), so a key's
+// ops are applied together atomically (up to 1000 of them). Ops of
+// several keys go as pipelined script calls, one round trip per 1000
+// ops; on a cluster each script call touches one slot.
 //
-// Keys are independent, so gathering a key's ops that other keys' ops
-// separate changes no reply; it makes a failed call leave each key with
-// all or none of its ops applied.
+// Keys are independent, so gathering the ops of a key that other keys'
+// ops separate changes no reply, and spares script calls.
 func (s *Store) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
 	if s.closed.Load() {
 		return fmt.Errorf("redis: leases: %w", clustersync.ErrClosed)
@@ -37,7 +36,7 @@ func (s *Store) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp
 	if err := ctx.Err(); err != nil {
 		return s.fail("leases", err)
 	}
-	if oneLeaseKey(ops) {
+	if len(ops) <= rowsPerRoundTrip && oneLeaseKey(ops) {
 		call := encodeLeases(s.prefix, now, ops, nil)
 		reply, err := leasesScript.Run(ctx, scripter{s.c}, call.keys, call.args...).Slice()
 		if err != nil {
@@ -45,28 +44,30 @@ func (s *Store) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp
 		}
 		return decodeLeases(reply, nil, replies)
 	}
-	groups := leaseGroups(ops)
-	// Pipelines of whole groups, up to rowsPerRoundTrip ops each (a larger
-	// group goes alone), one after the other.
-	for lo := 0; lo < len(groups); {
+	// Script calls of up to rowsPerRoundTrip ops of one key, in pipelines
+	// of up to rowsPerRoundTrip ops, one after the other. A key with more
+	// ops than that has its later ones in later pipelines, so a failed
+	// call leaves each key with a prefix of its ops applied.
+	pieces := leasePieces(leaseGroups(ops), rowsPerRoundTrip)
+	for lo := 0; lo < len(pieces); {
 		hi, n := lo, 0
-		for hi < len(groups) && (hi == lo || n+len(groups[hi]) <= rowsPerRoundTrip) {
-			n += len(groups[hi])
+		for hi < len(pieces) && n+len(pieces[hi]) <= rowsPerRoundTrip {
+			n += len(pieces[hi])
 			hi++
 		}
 		calls := make([]scriptCall, hi-lo)
-		for g := lo; g < hi; g++ {
-			calls[g-lo] = encodeLeases(s.prefix, now, ops, groups[g])
+		for p := lo; p < hi; p++ {
+			calls[p-lo] = encodeLeases(s.prefix, now, ops, pieces[p])
 		}
 		if err := runScripts(ctx, s.c, leasesScript, calls); err != nil {
 			return s.fail("leases", err)
 		}
-		for g := lo; g < hi; g++ {
-			reply, err := calls[g-lo].cmd.Slice()
+		for p := lo; p < hi; p++ {
+			reply, err := calls[p-lo].cmd.Slice()
 			if err != nil {
 				return s.fail("leases", err)
 			}
-			if err := decodeLeases(reply, groups[g], replies); err != nil {
+			if err := decodeLeases(reply, pieces[p], replies); err != nil {
 				return err
 			}
 		}
@@ -119,6 +120,17 @@ func leaseGroups(ops []clustersync.LeaseOp) [][]int {
 		groups[g] = append(groups[g], i)
 	}
 	return groups
+}
+
+// leasePieces cuts groups into pieces of at most n ops, in order.
+func leasePieces(groups [][]int, n int) [][]int {
+	pieces := groups[:0:0]
+	for _, g := range groups {
+		for lo := 0; lo < len(g); lo += n {
+			pieces = append(pieces, g[lo:min(lo+n, len(g))])
+		}
+	}
+	return pieces
 }
 
 // leaseTimeLen is the length of a leaseTime.

@@ -183,6 +183,21 @@ func TestLeasesRoundTrips(t *testing.T) {
 			t.Fatalf("put %d: %+v, want %+v", i, r, want)
 		}
 	}
+	// One key, more ops than one script call takes: in order, over 3
+	// round trips.
+	for i := range ops {
+		ops[i] = leaseOp(clustersync.LeasePut, "rt", "big", fmt.Sprint("id-", i), 0, exp+int64(n-i))
+	}
+	hook.n.Store(0)
+	replies = leases(t, s, now, ops...)
+	if got := hook.n.Load(); got != 3 {
+		t.Errorf("a call of %d ops of one key took %d round trips, want 3", n, got)
+	}
+	for i, r := range replies {
+		if want := (clustersync.LeaseReply{OK: true, Held: int64(i + 1), Next: exp + int64(n-i)}); r != want {
+			t.Fatalf("put %d of one key: %+v, want %+v", i, r, want)
+		}
+	}
 }
 
 // TestLeasesErrors: bad calls are refused before the server sees them;

@@ -105,11 +105,14 @@ for i = 1, (#ARGV - LEASES_HEAD_WIDTH) / LEASES_OP_WIDTH do
   out[o + LEASES_REPLY_GRANTED], out[o + LEASES_REPLY_HELD], out[o + LEASES_REPLY_NEXT] = ok and 1 or 0, held, first or ''
 end
 
+-- S and I hold one entry per lease or release each, so they are created,
+-- emptied and given an expiry together: S's stands for both.
 if exp > 0 then
-  local e = format('%d', exp)
-  for _, k in ipairs({S, I}) do
-    local cur = call('PEXPIRETIME', k) -- -1: none, -2: no key
-    if cur == -1 or (cur >= 0 and cur < exp) then call('PEXPIREAT', k, e) end
+  local cur = call('PEXPIRETIME', S) -- -1: none, -2: no key
+  if cur == -1 or (cur >= 0 and cur < exp) then
+    local e = format('%d', exp)
+    call('PEXPIREAT', S, e)
+    call('PEXPIREAT', I, e)
   end
 end
 return out

@@ -223,10 +223,11 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 // only), "allow" is Syncer.AllowAt over both sizes (one Allow script).
 // "bucket-token", "bucket-leaky" and "bucket-fixed" are one store Buckets
 // call (one script) taking 1 from one bucket of that kind, in one
-// incarnation, as a synchronous bucket limit makes it. "lease" is a
-// synchronous concurrency limit's two store calls, one Leases call (one
-// script) acquiring a new lease of the key, then one releasing it, in
-// one incarnation: its ns/op and p50 cover both.
+// incarnation, as a synchronous bucket limit makes it.
+// "lease-acquire-release" is a synchronous concurrency limit's two store
+// calls: one Leases call (one script) acquiring a new lease of the key,
+// then one releasing it, in one incarnation; its ns/op and p50 cover
+// both.
 // "go-redis-incr" is a plain INCR through
 // go-redis from the same goroutine: the client's own floor. Each reports
 // p50/p99 latency and, next to them, the p50 of redis-benchmark -c 1 -t
@@ -240,7 +241,7 @@ func BenchmarkSyncCall(b *testing.B) {
 		"bucket-leaky": {Kind: node.LeakyLimit, A: node.MaxValue * node.Micro, B: int64(time.Second), C: 1},
 		"bucket-fixed": {Kind: node.FixedLimit, A: int64(time.Minute), B: node.MaxValue * node.Micro},
 	}
-	for _, op := range []string{"go-redis-incr", "increment", "increment-10keys", "allow", "lease", "bucket-token", "bucket-leaky", "bucket-fixed"} {
+	for _, op := range []string{"go-redis-incr", "increment", "increment-10keys", "allow", "lease-acquire-release", "bucket-token", "bucket-leaky", "bucket-fixed"} {
 		b.Run(op, func(b *testing.B) {
 			s, _ := newStoreAt(b, addr)
 			raw := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
@@ -292,7 +293,7 @@ func BenchmarkSyncCall(b *testing.B) {
 					var d node.Decision
 					d, err = sy.AllowAt(ctx, time.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, statuses[:0])
 					statuses = d.Limits
-				case "lease":
+				case "lease-acquire-release":
 					now := time.Now().UnixNano()
 					exp := now + int64(30*time.Second)
 					leaseSeq++

@@ -46,12 +46,17 @@ local first -- the earliest live expiry; nil: to be read, false: none
 local exp = 0 -- the latest PEXPIREAT asked
 
 -- set moves id's time of kind k ('l' or 'r') from old (false: none) to
--- t, which differs from old.
+-- t, which differs from old, and keeps first known where it can.
 local function set(k, id, old, t)
   call('ZADD', S, 0, k .. t .. id)
   call('HSET', I, k .. id, t)
   if old then call('ZREM', S, k .. old .. id) end
-  if k == 'l' then first = nil end
+  if k ~= 'l' or first == nil then return end
+  if not first or later(first, t) then
+    first = t
+  elseif old == first then
+    first = nil -- the earliest moved later: another may be earlier now
+  end
 end
 
 local out = {}
@@ -87,7 +92,8 @@ for i = 1, (#ARGV - LEASES_HEAD_WIDTH) / LEASES_OP_WIDTH do
       if live then
         call('ZREM', S, 'l' .. live .. id)
         call('HDEL', I, 'l' .. id)
-        held, first, ok = held - 1, nil, true
+        held, ok = held - 1, true
+        if live == first then first = nil end
       end
     elseif kind == 'n' then
       if valid and live then

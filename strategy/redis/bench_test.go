@@ -224,6 +224,10 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 // "bucket-token", "bucket-leaky" and "bucket-fixed" are one store Buckets
 // call (one script) taking 1 from one bucket of that kind, in one
 // incarnation, as a synchronous bucket limit makes it.
+// "lease-acquire-release" is a synchronous concurrency limit's two store
+// calls: one Leases call (one script) acquiring a new lease of the key,
+// then one releasing it, in one incarnation; its ns/op and p50 cover
+// both.
 // "go-redis-incr" is a plain INCR through
 // go-redis from the same goroutine: the client's own floor. Each reports
 // p50/p99 latency and, next to them, the p50 of redis-benchmark -c 1 -t
@@ -237,7 +241,7 @@ func BenchmarkSyncCall(b *testing.B) {
 		"bucket-leaky": {Kind: node.LeakyLimit, A: node.MaxValue * node.Micro, B: int64(time.Second), C: 1},
 		"bucket-fixed": {Kind: node.FixedLimit, A: int64(time.Minute), B: node.MaxValue * node.Micro},
 	}
-	for _, op := range []string{"go-redis-incr", "increment", "increment-10keys", "allow", "bucket-token", "bucket-leaky", "bucket-fixed"} {
+	for _, op := range []string{"go-redis-incr", "increment", "increment-10keys", "allow", "lease-acquire-release", "bucket-token", "bucket-leaky", "bucket-fixed"} {
 		b.Run(op, func(b *testing.B) {
 			s, _ := newStoreAt(b, addr)
 			raw := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
@@ -266,6 +270,12 @@ func BenchmarkSyncCall(b *testing.B) {
 			life, version := time.Now().UnixNano(), time.Now().UnixMicro()
 			bcalls := make([]clustersync.BucketCall, 1)
 			breplies := make([]clustersync.BucketReply, 1)
+			// A lease call's op and reply; ids are the incarnation's and a
+			// counter, as a node makes them.
+			inc := clustersync.NewIncarnation("me")
+			lops := make([]clustersync.LeaseOp, 1)
+			lreplies := make([]clustersync.LeaseReply, 1)
+			var leaseSeq int
 			var rates []node.Rate
 			var statuses []node.LimitStatus
 			lat := make([]time.Duration, 0, b.N)
@@ -283,6 +293,22 @@ func BenchmarkSyncCall(b *testing.B) {
 					var d node.Decision
 					d, err = sy.AllowAt(ctx, time.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, statuses[:0])
 					statuses = d.Limits
+				case "lease-acquire-release":
+					now := time.Now().UnixNano()
+					exp := now + int64(30*time.Second)
+					leaseSeq++
+					lops[0] = clustersync.LeaseOp{Kind: clustersync.LeaseAcquire, Namespace: "sync", Key: key,
+						ID: inc + "." + strconv.Itoa(leaseSeq), Limit: 1000, Expiry: exp}
+					cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+					err = s.Leases(cctx, now, lops, lreplies)
+					if err == nil && !lreplies[0].OK {
+						err = fmt.Errorf("lease %s refused: %+v", lops[0].ID, lreplies[0])
+					}
+					if err == nil {
+						lops[0].Kind, lops[0].Limit = clustersync.LeaseRelease, 0
+						err = s.Leases(cctx, time.Now().UnixNano(), lops, lreplies)
+					}
+					cancel()
 				default:
 					j := i % len(keys)
 					at := time.Now()

@@ -153,6 +153,32 @@ func TestCluster(t *testing.T) {
 			t.Errorf("Buckets: bucket %d applied %d, want %d", i, replies[i].Applied, m)
 		}
 	}
+	// Leases of 20 keys (in several slots) in one call, then of one key.
+	now := time.Now().UnixNano()
+	exp := now + int64(time.Minute)
+	var lops []clustersync.LeaseOp
+	for i := range 20 {
+		for _, id := range []string{"a", "b"} {
+			lops = append(lops, clustersync.LeaseOp{Kind: clustersync.LeaseAcquire, Namespace: "api", Key: fmt.Sprint("user-", i), ID: id, Limit: 1, Expiry: exp})
+		}
+	}
+	lr := make([]clustersync.LeaseReply, len(lops))
+	if err := s.Leases(ctx, now, lops, lr); err != nil {
+		t.Fatalf("Leases of 20 keys: %v", err)
+	}
+	for i, r := range lr {
+		if want := (clustersync.LeaseReply{OK: i%2 == 0, Held: 1, Next: exp}); r != want {
+			t.Errorf("Leases of 20 keys: op %d (%s of %s): %+v, want %+v", i, lops[i].ID, lops[i].Key, r, want)
+		}
+	}
+	lops = []clustersync.LeaseOp{
+		{Kind: clustersync.LeaseRelease, Namespace: "api", Key: "user-7", ID: "a", Expiry: exp},
+		{Kind: clustersync.LeaseAcquire, Namespace: "api", Key: "user-7", ID: "b", Limit: 1, Expiry: exp},
+	}
+	lr = lr[:2]
+	if err := s.Leases(ctx, now, lops, lr); err != nil || !lr[0].OK || !lr[1].OK || lr[1].Held != 1 {
+		t.Errorf("Leases of one key: %+v, %v; want a released, b acquired", lr, err)
+	}
 	// Every call went straight to the shard of its keys: no node answered
 	// MOVED (which the client would have followed, at a round trip each).
 	for _, a := range addrs {

@@ -1,7 +1,8 @@
 // Package redis is limiterd's Redis store: a clustersync.Store, with the
-// optional clustersync.PushFetcher, clustersync.AtomicAllower and
-// clustersync.BucketStore, on a standalone server, Sentinel or Redis
-// Cluster (Redis ≥ 7.0). Import it as redisstore.
+// optional clustersync.PushFetcher, clustersync.AtomicAllower,
+// clustersync.BucketStore and clustersync.LeaseStore, on a standalone
+// server, Sentinel or Redis Cluster (Redis ≥ 7.0). Import it as
+// redisstore.
 //
 // Open builds a client from a Config without contacting the server, so a
 // node starts during a store outage; New wraps a go-redis client the
@@ -32,12 +33,29 @@
 // exact parts, and gets from Go what needs a floored division of a
 // signed instant (a fixed bucket's period start) and a new row's state.
 //
+// Concurrency leases (LeaseStore) of a (namespace, key) live in two keys
+// under the hash tag of the key's windows,
+// "<prefix>:{<tag>}:ls:<len(ns)>:<ns>:<key>" and ":li:" in place of
+// ":ls:": a sorted set whose scores are all 0, so it orders by member,
+// with member "l" + t + id per live lease (t its expiry) and "r" + t + id
+// per remembered release (t its until), and a hash from "l" + id and
+// "r" + id to t, to find an id. t is the Unix ns time as 16 hexadecimal
+// digits that sort as the int64s do, so dropping what is at or before now
+// is one ZREMRANGEBYLEX, the earliest live expiry the first member, and
+// Lua compares times exactly (a double cannot hold a Unix ns). One script
+// call applies all of a call's ops of one key, in order, atomically (a
+// port of clustersync.ApplyLease); the calls for several keys go in one
+// pipeline per 1000 ops. Both keys expire (PEXPIREAT, ms rounded up) no earlier than
+// the latest expiry or until written, computed from the caller's times,
+// which are assumed close to the wall clock.
+//
 // The code by concern:
 //
 //	store.go            Store, New, Close
 //	push.go             Push, PushFetch, Fetch, Window: batches, grouping by hash
 //	allow.go            Allow
 //	buckets.go          Buckets: the bucket hashes' keys, the script's arguments
+//	leases.go           Leases: the lease keys, times, grouping by key
 //	encode.go           the scripts' arguments and replies
 //	layout.go           where each argument and reply value is, shared with the Lua
 //	script.go, *.lua    the scripts and how they run

@@ -21,3 +21,9 @@ func RowField(inc string, k clustersync.WindowKey) string { return rowPrefix(inc
 func BucketsKey(prefix, ns string, b node.BucketSpec) string {
 	return bucketsKey(escapePrefix(prefix), ns, &b)
 }
+
+// LeaseKeys returns the Redis keys of the lease set and index of
+// (ns, key) under prefix.
+func LeaseKeys(prefix, ns, key string) [2]string {
+	return leaseKeys(escapePrefix(prefix), ns, key)
+}

@@ -182,6 +182,51 @@ const (
 	bucketsReplyWidth
 )
 
+// The leases script applies the ops of one (namespace, key) of a
+// clustersync.LeaseStore call (see leases.go). Times go as 16 hexadecimal
+// digits that sort as the int64s do (leaseTime), so Lua compares and
+// orders them exactly as strings.
+
+// leasesKeys is the leases script's KEYS.
+type leasesKeys int
+
+const (
+	leasesKeysSet   leasesKeys = iota // the sorted set of live and released ids, by time
+	leasesKeysIndex                   // the hash of each id's times
+	leasesKeysWidth
+)
+
+// leasesHead is the head of the leases script's ARGV.
+type leasesHead int
+
+const (
+	leasesHeadNow   leasesHead = iota // now, as a leaseTime
+	leasesHeadAfter                   // now + 1, as a leaseTime ('g' past the last)
+	leasesHeadWidth
+)
+
+// leasesOp is one op of the leases script's ARGV.
+type leasesOp int
+
+const (
+	leasesOpKind     leasesOp = iota // 'a' acquire, 'p' put, 'r' release, 'n' renew, 'c' count
+	leasesOpLease                    // the lease's id
+	leasesOpLimit                    // the limit of an acquire, decimal
+	leasesOpExpiry                   // the expiry (until, for a release), as a leaseTime
+	leasesOpExpireAt                 // the expiry in Unix ms, rounded up: the keys' PEXPIREAT
+	leasesOpWidth
+)
+
+// leasesReply is one op's reply of the leases script.
+type leasesReply int
+
+const (
+	leasesReplyGranted leasesReply = iota // the reply's OK: 1 or 0
+	leasesReplyHeld                       // the live leases after the op
+	leasesReplyNext                       // the earliest expiry among them as a leaseTime, '' for none
+	leasesReplyWidth
+)
+
 // Where field f of item i is, 0-based.
 func (f pushRow) at(i int) int     { return int(pushHeadWidth) + i*int(pushRowWidth) + int(f) }
 func (f rowReply) at(i int) int    { return i*int(rowReplyWidth) + int(f) }
@@ -190,6 +235,8 @@ func (f allowKeys) at(i int) int   { return i*int(allowKeysWidth) + int(f) }
 func (f allowLimit) at(i int) int  { return int(allowHeadWidth) + i*int(allowLimitWidth) + int(f) }
 func (f allowReply) at(i int) int  { return int(allowReplyHeadWidth) + i*int(allowReplyWidth) + int(f) }
 func (f bucketsCall) at(i int) int { return int(bucketsHeadWidth) + i*int(bucketsCallWidth) + int(f) }
+func (f leasesOp) at(i int) int    { return int(leasesHeadWidth) + i*int(leasesOpWidth) + int(f) }
+func (f leasesReply) at(i int) int { return i*int(leasesReplyWidth) + int(f) }
 func (f bucketsReply) at(i int) int {
 	return int(bucketsReplyHeadWidth) + i*int(bucketsReplyWidth) + int(f)
 }

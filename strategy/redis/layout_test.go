@@ -29,6 +29,7 @@ var layoutHeaders = []struct {
 	{"key_layout.lua", []string{"keyHead", "keyWindow", "rowReply"}},
 	{"allow_layout.lua", []string{"allowKeys", "allowHead", "allowLimit", "allowReplyHead", "allowReply"}},
 	{"buckets_layout.lua", []string{"bucketsHead", "bucketsCall", "bucketsReplyHead", "bucketsReply"}},
+	{"leases_layout.lua", []string{"leasesKeys", "leasesHead", "leasesOp", "leasesReply"}},
 }
 
 // TestLayoutHeaders wants every *_layout.lua header to be what layout.go

@@ -30,6 +30,7 @@ var (
 	_ clustersync.PushFetcher   = (*redisstore.Store)(nil)
 	_ clustersync.AtomicAllower = (*redisstore.Store)(nil)
 	_ clustersync.BucketStore   = (*redisstore.Store)(nil)
+	_ clustersync.LeaseStore    = (*redisstore.Store)(nil)
 
 	_ redisstore.Client = (*redis.Client)(nil)
 	_ redisstore.Client = (*redis.ClusterClient)(nil)
@@ -754,6 +755,7 @@ func TestClosed(t *testing.T) {
 	_, werr := s.Window(ctx, k)
 	_, aerr := s.Allow(ctx, clustersync.AllowRequest{Inc: "a", Limits: []clustersync.AllowLimit{allowLimit("c", "k", time.Second, 1, 0, 0, 0, 1)}})
 	for name, err := range map[string]error{
+		"Leases":    s.Leases(ctx, 1, []clustersync.LeaseOp{leaseOp(clustersync.LeaseCount, "c", "k", "", 0, 0)}, make([]clustersync.LeaseReply, 1)),
 		"Push":      s.Push(ctx, "a", []clustersync.Row{row(k, 1, 1)}),
 		"Fetch":     s.Fetch(ctx, "a", []clustersync.WindowKey{k}, make([]int64, 1)),
 		"PushFetch": s.PushFetch(ctx, "a", []clustersync.Row{row(k, 1, 1)}, make([]int64, 1)),
@@ -772,7 +774,10 @@ func TestUnavailable(t *testing.T) {
 	calls := func(s *redisstore.Store, ctx context.Context) map[string]error {
 		_, werr := s.Window(ctx, k)
 		_, aerr := s.Allow(ctx, clustersync.AllowRequest{Inc: "a", Limits: []clustersync.AllowLimit{allowLimit("u", "k", time.Second, 1, 0, 0, 0, 1)}})
+		lops := []clustersync.LeaseOp{leaseOp(clustersync.LeaseCount, "u", "k", "", 0, 0), leaseOp(clustersync.LeaseCount, "u", "k2", "", 0, 0)}
 		return map[string]error{
+			"Leases":    s.Leases(ctx, 1, lops[:1], make([]clustersync.LeaseReply, 1)),
+			"Leases2":   s.Leases(ctx, 1, lops, make([]clustersync.LeaseReply, 2)),
 			"Push":      s.Push(ctx, "a", []clustersync.Row{row(k, 1, 1)}),
 			"Fetch":     s.Fetch(ctx, "a", []clustersync.WindowKey{k}, make([]int64, 1)),
 			"PushFetch": s.PushFetch(ctx, "a", []clustersync.Row{row(k, 1, 1)}, make([]int64, 1)),
@@ -792,7 +797,7 @@ func TestUnavailable(t *testing.T) {
 			}
 		}
 		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("5 calls with a 300ms deadline took %v", d)
+			t.Errorf("7 calls with a 300ms deadline took %v", d)
 		}
 	})
 	t.Run("no answer within the deadline", func(t *testing.T) {
@@ -820,7 +825,7 @@ func TestUnavailable(t *testing.T) {
 			}
 		}
 		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("5 calls with a 100ms deadline took %v", d)
+			t.Errorf("7 calls with a 100ms deadline took %v", d)
 		}
 	})
 }
@@ -864,6 +869,13 @@ func TestScriptFlush(t *testing.T) {
 		func() error {
 			_, err := s.Allow(ctxT(t), clustersync.AllowRequest{Inc: "c", Limits: []clustersync.AllowLimit{allowLimit("sf", "k", time.Second, 10, 0, 0, 0, 1)}})
 			return err
+		},
+		func() error { // one key: one script call
+			return s.Leases(ctxT(t), time.Now().UnixNano(), []clustersync.LeaseOp{leaseOp(clustersync.LeaseCount, "sf", "k", "", 0, 0)}, make([]clustersync.LeaseReply, 1))
+		},
+		func() error { // two keys: a pipeline
+			ops := []clustersync.LeaseOp{leaseOp(clustersync.LeaseCount, "sf", "k", "", 0, 0), leaseOp(clustersync.LeaseCount, "sf", "k2", "", 0, 0)}
+			return s.Leases(ctxT(t), time.Now().UnixNano(), ops, make([]clustersync.LeaseReply, 2))
 		},
 	}
 	for i, step := range steps {

@@ -15,6 +15,7 @@ var (
 	keyScript     = newScript("key")
 	allowScript   = newScript("allow")
 	bucketsScript = newScript("buckets")
+	leasesScript  = newScript("leases")
 )
 
 //go:embed *.lua

@@ -22,8 +22,8 @@ type Client interface {
 }
 
 // Store is a clustersync.Store on Redis: standalone, Sentinel or Cluster.
-// It also implements clustersync.PushFetcher, clustersync.AtomicAllower
-// and clustersync.BucketStore.
+// It also implements clustersync.PushFetcher, clustersync.AtomicAllower,
+// clustersync.BucketStore and clustersync.LeaseStore.
 // It is safe for concurrent use.
 //
 // Rows are grouped by the hash that holds them (one per window and bucket,

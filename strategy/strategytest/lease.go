@@ -236,7 +236,7 @@ func testLeaseBatchOrder(t *testing.T, e *env) {
 			t.Errorf("op %d: OK = %v, want %v", i, r.OK, wantOK[i])
 		}
 	}
-	// The same ops the other way round give other answers.
+	// A second call: b's release frees k1's one slot for c, not for d.
 	e.leases(t, ref, at(1),
 		k1.release("b", at(5)),
 		k1.acquire("c", 1, at(60)),

@@ -2,11 +2,15 @@ package strategytest_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
+	gosync "sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/limiterd/limiterd/strategy/memory"
 	"github.com/limiterd/limiterd/strategy/strategytest"
@@ -41,6 +45,12 @@ var mutants = []struct {
 	{"buckets taken one by one", "^bucket_all_or_none$", func() clustersync.Store { return &bucketOneByOne{memory.New()} }},
 	{"bucket key cut at NUL", "^bucket_keys$", func() clustersync.Store { return &bucketCutKey{memory.New()} }},
 	{"bucket take in float32", "^bucket_arithmetic$", func() clustersync.Store { return &bucketFloatTake{memory.New()} }},
+	{"lease acquire as count then put", "^lease_exact_under_concurrency$", func() clustersync.Store { return &leaseCountThenPut{memory.New()} }},
+	{"lease release not remembered", "^lease_releases_remembered$", func() clustersync.Store { return newLeaseSets(releaseForgotten) }},
+	{"lease replay counted twice", "^lease_arithmetic$", func() clustersync.Store { return newLeaseSets(replayCountedTwice) }},
+	{"lease replay refused at the limit", "^lease_arithmetic$", func() clustersync.Store { return newLeaseSets(replayRefusedAtLimit) }},
+	{"lease expiry by the wall clock", "^lease_arithmetic$", func() clustersync.Store { return &leaseWallClock{memory.New()} }},
+	{"lease expiry ignored", "^lease_arithmetic$", func() clustersync.Store { return &leaseFirstNow{Store: memory.New()} }},
 }
 
 // TestSuiteCatchesMutants runs the suite against each mutant in a child
@@ -279,7 +289,7 @@ func TestMinimalStore(t *testing.T) {
 // TestOptionalSubtestAlone: an optional subtest selected alone with -run,
 // against a store without its interface, is skipped rather than failed.
 func TestOptionalSubtestAlone(t *testing.T) {
-	for _, sub := range []string{"window", "push_fetch", "atomic_allow"} {
+	for _, sub := range []string{"window", "push_fetch", "atomic_allow", "lease_arithmetic"} {
 		t.Run(sub, func(t *testing.T) {
 			t.Parallel()
 			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestMinimalStore$/^"+sub+"$", "-test.count=1", "-test.v")
@@ -352,4 +362,110 @@ type bucketFloatTake struct{ *memory.Store }
 
 func (s *bucketFloatTake) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
 	return s.Store.Buckets(ctx, inc, int64(float32(at)), int64(float32(take)), calls, replies)
+}
+
+// leaseCountThenPut decides an acquire by a Count, then a Put in another
+// call: not atomic, so concurrent acquires can all see a free slot.
+type leaseCountThenPut struct{ *memory.Store }
+
+func (s *leaseCountThenPut) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
+	for i, op := range ops {
+		if op.Kind == clustersync.LeaseAcquire {
+			count := op
+			count.Kind, count.ID = clustersync.LeaseCount, ""
+			if err := s.Store.Leases(ctx, now, []clustersync.LeaseOp{count}, replies[i:i+1]); err != nil {
+				return err
+			}
+			if replies[i].Held < op.Limit {
+				op.Kind = clustersync.LeasePut
+			}
+			runtime.Gosched() // the round trip between the two calls
+		}
+		if err := s.Store.Leases(ctx, now, []clustersync.LeaseOp{op}, replies[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaseWallClock judges expiry by its own clock instead of the caller's
+// now.
+type leaseWallClock struct{ *memory.Store }
+
+func (s *leaseWallClock) Leases(ctx context.Context, _ int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
+	return s.Store.Leases(ctx, time.Now().UnixNano(), ops, replies)
+}
+
+// leaseFirstNow keeps the first now it is given: nothing ever expires.
+type leaseFirstNow struct {
+	*memory.Store
+	first atomic.Int64
+}
+
+func (s *leaseFirstNow) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
+	s.first.CompareAndSwap(0, now)
+	return s.Store.Leases(ctx, s.first.Load(), ops, replies)
+}
+
+// leaseSets is the memory store with lease sets of its own, applied by
+// apply: clustersync.ApplyLease with one deliberate bug.
+type leaseSets struct {
+	*memory.Store
+	apply func(s *clustersync.LeaseSet, now int64, op clustersync.LeaseOp) clustersync.LeaseReply
+	mu    gosync.Mutex
+	sets  map[[2]string]*clustersync.LeaseSet
+}
+
+func newLeaseSets(apply func(*clustersync.LeaseSet, int64, clustersync.LeaseOp) clustersync.LeaseReply) *leaseSets {
+	return &leaseSets{Store: memory.New(), apply: apply, sets: map[[2]string]*clustersync.LeaseSet{}}
+}
+
+func (s *leaseSets) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
+	if len(replies) != len(ops) {
+		return errors.New("leases: len(replies) != len(ops)")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, op := range ops {
+		k := [2]string{op.Namespace, op.Key}
+		if s.sets[k] == nil {
+			s.sets[k] = &clustersync.LeaseSet{}
+		}
+		replies[i] = s.apply(s.sets[k], now, op)
+	}
+	return nil
+}
+
+// releaseForgotten removes a released id without remembering it.
+func releaseForgotten(s *clustersync.LeaseSet, now int64, op clustersync.LeaseOp) clustersync.LeaseReply {
+	r := clustersync.ApplyLease(s, now, op)
+	if op.Kind == clustersync.LeaseRelease {
+		delete(s.Released, op.ID)
+	}
+	return r
+}
+
+// replayCountedTwice holds a second lease for a replayed acquire.
+func replayCountedTwice(s *clustersync.LeaseSet, now int64, op clustersync.LeaseOp) clustersync.LeaseReply {
+	_, live := s.Live[op.ID]
+	if op.Kind == clustersync.LeaseAcquire && live && op.Expiry > now {
+		twice := op
+		twice.Kind, twice.ID = clustersync.LeasePut, op.ID+"\x00again"
+		clustersync.ApplyLease(s, now, twice)
+	}
+	return clustersync.ApplyLease(s, now, op)
+}
+
+// replayRefusedAtLimit refuses a replayed acquire when the limit is
+// reached, as if it were a new lease.
+func replayRefusedAtLimit(s *clustersync.LeaseSet, now int64, op clustersync.LeaseOp) clustersync.LeaseReply {
+	if op.Kind == clustersync.LeaseAcquire {
+		count := op
+		count.Kind, count.ID = clustersync.LeaseCount, ""
+		if r := clustersync.ApplyLease(s, now, count); r.Held >= op.Limit {
+			r.OK = false
+			return r
+		}
+	}
+	return clustersync.ApplyLease(s, now, op)
 }

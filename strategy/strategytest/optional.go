@@ -48,6 +48,13 @@ func (e *env) calls(inc string) []call {
 			return err
 		}})
 	}
+	if ls, ok := e.s.(clustersync.LeaseStore); ok {
+		cs = append(cs, call{"Leases", func(c context.Context) error {
+			now := time.Now().UnixNano()
+			op := e.lkey(k.Key).acquire("calls", 1, now+int64(time.Minute))
+			return ls.Leases(c, now, []clustersync.LeaseOp{op}, make([]clustersync.LeaseReply, 1))
+		}})
+	}
 	return cs
 }
 

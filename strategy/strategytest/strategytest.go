@@ -57,6 +57,11 @@ var subtests = []subtest{
 	{"bucket keys", testBucketKeys, is[clustersync.BucketStore]},
 	{"bucket exact under concurrency", testBucketExact, is[clustersync.BucketStore]},
 	{"bucket expiry", testBucketExpiry, is[clustersync.BucketStore]},
+	{"lease arithmetic", testLeaseArithmetic, is[clustersync.LeaseStore]},
+	{"lease batch order", testLeaseBatchOrder, is[clustersync.LeaseStore]},
+	{"lease keys", testLeaseKeys, is[clustersync.LeaseStore]},
+	{"lease exact under concurrency", testLeaseExact, is[clustersync.LeaseStore]},
+	{"lease releases remembered", testLeaseReleasesRemembered, is[clustersync.LeaseStore]},
 }
 
 // Run runs the conformance suite against the stores newStore returns: one

@@ -159,23 +159,30 @@ func testLeaseScript(t *testing.T, d pgdb) {
 	}
 }
 
-// Random calls over a few namespaces, keys and ids, with times moving
-// forward and sometimes back, compared with the reference.
+// Random calls compared with the reference, with now moving forward (or
+// staying): over a few namespaces, keys and ids in short calls,
+// then over many ids of one key in long calls (ops of one key one after
+// the other in a call, the earliest expiry moving often).
 func testLeaseRandom(t *testing.T, d pgdb) {
 	s, _ := newStore(t, d)
 	c := newLeaseCheck(s)
 	r := rand.New(rand.NewPCG(1, 2))
 	now := unixNow
-	for call := range 400 {
-		now += int64(r.IntN(5)-1) * int64(time.Second)
-		ops := make([]clustersync.LeaseOp, 1+r.IntN(8))
-		for i := range ops {
-			ops[i] = lop(clustersync.LeaseOpKind(1+r.IntN(5)), fmt.Sprint("n", r.IntN(2)), fmt.Sprint("k", r.IntN(3)),
-				fmt.Sprint("i", r.IntN(6)), int64(r.IntN(5)), now+int64(r.IntN(25)-4)*int64(time.Second))
-		}
-		c.call(t, now, ops...)
-		if t.Failed() {
-			t.Fatalf("call %d", call)
+	for _, tc := range []struct{ calls, ops, namespaces, keys, ids, limit int }{
+		{400, 8, 2, 3, 6, 5},
+		{100, 40, 1, 2, 30, 20},
+	} {
+		for call := range tc.calls {
+			now += int64(r.IntN(4)) * int64(time.Second)
+			ops := make([]clustersync.LeaseOp, 1+r.IntN(tc.ops))
+			for i := range ops {
+				ops[i] = lop(clustersync.LeaseOpKind(1+r.IntN(5)), fmt.Sprint("n", r.IntN(tc.namespaces)), fmt.Sprint("k", r.IntN(tc.keys)),
+					fmt.Sprint("i", r.IntN(tc.ids)), int64(r.IntN(tc.limit)), now+int64(r.IntN(25)-4)*int64(time.Second))
+			}
+			c.call(t, now, ops...)
+			if t.Failed() {
+				t.Fatalf("%+v: call %d", tc, call)
+			}
 		}
 	}
 }
@@ -205,6 +212,19 @@ func testLeaseLargeCalls(t *testing.T, d pgdb) {
 	if got := c.call(t, now, ops...); got[len(got)-1].Held != 102 {
 		t.Errorf("p0 holds %d leases, want 102", got[len(got)-1].Held)
 	}
+	// Thousands of leases of one key taken, then released oldest first
+	// (each release moves the earliest expiry), in one call, well within
+	// the statement timeout.
+	ops = ops[:0]
+	for i := range 3000 {
+		ops = append(ops, lop(clustersync.LeaseAcquire, "n", "big", fmt.Sprint(i), 5000, now+int64(time.Minute)+int64(i)))
+	}
+	for i := range 3000 {
+		ops = append(ops, lop(clustersync.LeaseRelease, "n", "big", fmt.Sprint(i), 0, 0))
+	}
+	start := time.Now()
+	c.call(t, now, ops...)
+	t.Logf("6000 ops on one key: %s", time.Since(start))
 }
 
 // 16 goroutines acquire distinct ids on one key with limit 25, through

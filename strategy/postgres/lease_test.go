@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -369,15 +370,18 @@ func testLeaseErrors(t *testing.T, d pgdb) {
 }
 
 // Purge deletes the leases and releases whose time has passed on the
-// server's clock, and keeps the others.
+// server's clock by more than its grace, and keeps the others.
 func testLeasePurge(t *testing.T, d pgdb) {
 	s, cfg := newStore(t, d)
 	wall := time.Now().UnixNano()
 	past, future := wall-int64(30*time.Minute), wall+int64(time.Hour)
-	then := wall - int64(time.Hour) // a caller's now when the past ones were live
+	then := wall - int64(time.Hour)     // a caller's now when the past ones were live
+	recent := wall - int64(time.Second) // past, but within the purge's grace
 	ops := []clustersync.LeaseOp{
 		lop(clustersync.LeaseAcquire, "n", "k", "old", 9, past),
 		lop(clustersync.LeaseRelease, "n", "k", "gone", 0, past),
+		lop(clustersync.LeasePut, "n", "k", "recent", 9, recent),
+		lop(clustersync.LeaseRelease, "n", "k", "recent", 0, recent),
 		lop(clustersync.LeaseAcquire, "n", "k", "live", 9, future),
 		lop(clustersync.LeaseRelease, "n", "k", "kept", 0, future),
 	}
@@ -389,13 +393,13 @@ func testLeasePurge(t *testing.T, d pgdb) {
 		t.Errorf("Purge: %d, %v; want 2, nil", n, err)
 	}
 	c := connect(t, d.dsn)
-	for table, want := range map[string]string{cfg.Table + "_lease": "live", cfg.Table + "_lease_rel": "kept"} {
+	for table, want := range map[string][]string{cfg.Table + "_lease": {"live"}, cfg.Table + "_lease_rel": {"kept", "recent"}} {
 		var ids []string
-		if err := c.QueryRow(ctxT(t), "SELECT coalesce(array_agg(convert_from(id, 'UTF8')), '{}') FROM "+pgx.Identifier{cfg.Schema, table}.Sanitize()).Scan(&ids); err != nil {
+		if err := c.QueryRow(ctxT(t), "SELECT coalesce(array_agg(convert_from(id, 'UTF8') ORDER BY id), '{}') FROM "+pgx.Identifier{cfg.Schema, table}.Sanitize()).Scan(&ids); err != nil {
 			t.Fatal(err)
 		}
-		if len(ids) != 1 || ids[0] != want {
-			t.Errorf("%s after Purge holds %q, want [%s]", table, ids, want)
+		if !slices.Equal(ids, want) {
+			t.Errorf("%s after Purge holds %q, want %q", table, ids, want)
 		}
 	}
 	rep := make([]clustersync.LeaseReply, 2)

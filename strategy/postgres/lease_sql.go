@@ -8,10 +8,9 @@ import (
 )
 
 // The lease objects are named after the windows table T: T_lease (live
-// leases), T_lease_rel (remembered releases) and the function
-// T_lease_v1. Every suffix is at most as long as
-// "_expire_at", so the names fit PostgreSQL's 63 bytes for any valid
-// Table.
+// leases), T_lease_rel (remembered releases) and the function T_lease_v1.
+// Every suffix is at most as long as "_expire_at", so the names fit
+// PostgreSQL's 63 bytes for any valid Table.
 //
 // As with the buckets, the function's version is in its name: a change
 // to its arguments or behaviour is a new function (T_lease_v2) created
@@ -49,8 +48,8 @@ func (c Config) leaseNames() leaseNames {
 // primary keys: an index on (namespace, key, time) would let a generic
 // plan look an id up through it, reading every row of the key, and one on
 // the time alone would slow every write for the purge's sake only. The
-// purge reads the tables in full instead, which hold no more than the
-// live leases and the releases not yet forgotten.
+// purge reads the tables in full instead: they hold little more than the
+// live leases and the remembered releases.
 func leaseSchemaSQL(n leaseNames) string {
 	return fmt.Sprintf(`-- limiterd concurrency leases: one row per live lease (namespace, key,
 -- lease id) with its expiry, one per remembered release with the time it

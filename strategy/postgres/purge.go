@@ -15,9 +15,9 @@ import (
 const purgeBatch = 1000
 
 // Purge deletes the window and bucket rows whose expire_at has passed
-// (a bucket's incarnation rows with it), and the leases and releases
-// whose time has passed on the server's clock, in statements of at most 1000
-// rows each (skipping rows other transactions hold locked, so
+// (a bucket's incarnation rows with it), and the lease and release rows
+// a minute past their time on the server's clock, in statements of at
+// most 1000 rows each (skipping rows other transactions hold locked, so
 // nodes purging at once skip each other's rows), until a statement deletes
 // fewer; it returns how many rows it deleted. A store made by Open runs it
 // every PurgeInterval by itself.

@@ -74,11 +74,7 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 		exists: `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL
 	AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AND to_regprocedure($5) IS NOT NULL
 	AND to_regclass($6) IS NOT NULL AND to_regclass($7) IS NOT NULL AND to_regprocedure($8) IS NOT NULL`,
-		leases:        leases,
-		purgeLeases:   purgeLeases,
-		purgeReleases: purgeReleases,
-		leaseLockNS:   ln.lockNS,
-		push:          fmt.Sprintf(upsert, pushRows),
+		push: fmt.Sprintf(upsert, pushRows),
 		fetch: fmt.Sprintf(others, `unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[])
 		WITH ORDINALITY AS r(namespace, size_ns, start_ns, key, ord)`),
 		// The read does not see the write (one snapshot), and need not: it
@@ -95,6 +91,10 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 		// A bucket's incarnation rows go with it (ON DELETE CASCADE).
 		purgeBuckets: fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM %[1]s WHERE expire_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED))`, bn.table),
+		leases:        leases,
+		purgeLeases:   purgeLeases,
+		purgeReleases: purgeReleases,
+		leaseLockNS:   ln.lockNS,
 	}
 }
 

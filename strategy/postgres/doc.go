@@ -1,7 +1,7 @@
 // Package postgres is limiterd's PostgreSQL store: a clustersync.Store,
-// also a clustersync.PushFetcher, a clustersync.AtomicAllower and a
-// clustersync.BucketStore, on
-// PostgreSQL 12 or later through pgx v5. Import it as pgstore.
+// also a clustersync.PushFetcher, a clustersync.AtomicAllower, a
+// clustersync.BucketStore and a clustersync.LeaseStore, on PostgreSQL 12
+// or later through pgx v5. Import it as pgstore.
 //
 // Open builds a Store on a new connection pool without contacting the
 // server, so a node starts during a store outage; New wraps a pool,
@@ -36,6 +36,21 @@
 // writes back what changed; the row locks serialise calls on a bucket
 // across nodes. The function's version is in its name, so a later
 // release adds T_bkt_v2 beside it.
+//
+// Concurrency leases live in two more tables: T_lease holds one row per
+// live lease (namespace, key as bytea, lease id as bytea) with its expiry,
+// T_lease_rel one per remembered release with the time it is remembered
+// until, both int8 Unix nanoseconds on the callers' clocks; a row at or
+// before a call's now counts as absent. Leases is one call of the
+// PL/pgSQL function T_lease_v1 per statement, in one transaction: it
+// takes a transaction-scoped advisory lock per distinct key of the call
+// (a hash of the lease table, namespace and key), in ascending order so
+// calls sharing keys queue instead of deadlocking, then applies the ops
+// as clustersync.ApplyLease, each key's in order. A call of at most 64
+// keys and 5000 ops is one round trip; a larger one is split, in order,
+// so that no transaction fills the server's shared lock table. The purge
+// deletes lease and release rows a minute past their time on the
+// server's clock.
 //
 // Push, Fetch and PushFetch take one statement per batch of rows (large
 // calls on a pool run a few at once); Allow decides in one round trip

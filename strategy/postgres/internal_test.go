@@ -77,14 +77,15 @@ func TestTransient(t *testing.T) {
 // Only the quoted table name is spliced into the statements.
 func TestQueriesQuoteTable(t *testing.T) {
 	cfg := Config{Schema: "S", Table: "t"}
-	q := buildQueries(cfg.tableName(), cfg.bucketNames())
+	q := buildQueries(cfg.tableName(), cfg.bucketNames(), cfg.leaseNames())
 	for name, sql := range map[string]string{"push": q.push, "fetch": q.fetch, "pfetch": q.pfetch,
 		"window": q.window, "allow": q.allow, "purge": q.purge, "buckets": q.buckets,
-		"purge buckets": q.purgeBuckets, "schema": schemaSQL(cfg, true)} {
+		"purge buckets": q.purgeBuckets, "leases": q.leases, "purge leases": q.purgeLeases,
+		"purge releases": q.purgeReleases, "schema": schemaSQL(cfg, true)} {
 		if strings.Contains(sql, "%!") {
 			t.Errorf("%s: bad format: %s", name, sql)
 		}
-		if !strings.Contains(sql, `"S"."t"`) && !strings.Contains(sql, `"S"."t_bkt`) {
+		if !strings.Contains(sql, `"S"."t"`) && !strings.Contains(sql, `"S"."t_bkt`) && !strings.Contains(sql, `"S"."t_lease`) {
 			t.Errorf("%s does not use the quoted table name: %s", name, sql)
 		}
 	}

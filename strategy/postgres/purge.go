@@ -15,8 +15,9 @@ import (
 const purgeBatch = 1000
 
 // Purge deletes the window and bucket rows whose expire_at has passed
-// (a bucket's incarnation rows with it), in statements of at most 1000
-// rows each (skipping rows other transactions hold locked, so
+// (a bucket's incarnation rows with it), and the lease and release rows
+// a minute past their time on the server's clock, in statements of at
+// most 1000 rows each (skipping rows other transactions hold locked, so
 // nodes purging at once skip each other's rows), until a statement deletes
 // fewer; it returns how many rows it deleted. A store made by Open runs it
 // every PurgeInterval by itself.
@@ -34,7 +35,7 @@ func (s *Store) Purge(ctx context.Context) (int64, error) {
 		return 0, s.fail(op, err)
 	}
 	var total int64
-	for _, q := range [...]string{s.q.purge, s.q.purgeBuckets} {
+	for _, q := range [...]string{s.q.purge, s.q.purgeBuckets, s.q.purgeLeases, s.q.purgeReleases} {
 		for {
 			tag, err := s.db.Exec(ctx, q, purgeBatch)
 			if err != nil {

@@ -60,6 +60,15 @@ func (c *countingDB) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResul
 	return c.db.SendBatch(ctx, b)
 }
 
+// leaseOps is per ops on each of keys keys.
+func leaseOps(per, keys int) []clustersync.LeaseOp {
+	var ops []clustersync.LeaseOp
+	for i := range per * keys {
+		ops = append(ops, clustersync.LeaseOp{Kind: clustersync.LeasePut, Namespace: "ns", Key: fmt.Sprint(i % keys), ID: "a", Expiry: 2})
+	}
+	return ops
+}
+
 // Each call is the number of round trips the package documents.
 func testRoundTrips(t *testing.T, d pgdb) {
 	pool, err := pgxpool.New(ctxT(t), d.dsn)
@@ -103,7 +112,9 @@ func testRoundTrips(t *testing.T, d pgdb) {
 				Bucket: node.BucketSpec{Kind: node.TokenLimit, A: 1, B: 1, C: 1, Key: "k"}}}, make([]clustersync.BucketReply, 1))
 			return err
 		}, "[query]"},
-		{"Purge", func() error { _, err := s.Purge(ctx); return err }, "[exec exec]"}, // windows, then buckets
+		{"Leases", func() error { return s.Leases(ctx, 1, leaseOps(2, 64), make([]clustersync.LeaseReply, 128)) }, "[query]"},
+		{"Leases of 65 keys", func() error { return s.Leases(ctx, 1, leaseOps(1, 65), make([]clustersync.LeaseReply, 65)) }, "[query query]"},
+		{"Purge", func() error { _, err := s.Purge(ctx); return err }, "[exec exec exec exec]"}, // windows, buckets, leases, releases
 		{"no rows", func() error { return s.Push(ctx, "a", nil) }, "[]"},
 	}
 	for _, st := range steps {

@@ -8,10 +8,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ensureSchema makes sure the tables and the bucket function exist,
-// creating them when CreateSchema is set (a table of an earlier release
-// gets the bucket objects it lacks). Until that succeeds every call tries again (one at a time); once
-// it has, it costs one atomic load.
+// ensureSchema makes sure the tables and the bucket and lease functions
+// exist, creating them when CreateSchema is set (a table of an earlier
+// release gets the bucket and lease objects it lacks). Until that
+// succeeds every call tries again (one at a time); once it has, it costs
+// one atomic load.
 func (s *Store) ensureSchema(ctx context.Context) error {
 	if !s.cfg.CreateSchema || s.ready.Load() {
 		return nil
@@ -26,9 +27,9 @@ func (s *Store) ensureSchema(ctx context.Context) error {
 		return nil
 	}
 	var schemaOK, tableOK bool
-	bn := s.cfg.bucketNames()
+	bn, ln := s.cfg.bucketNames(), s.cfg.leaseNames()
 	if err := s.db.QueryRow(ctx, s.q.exists, pgx.Identifier{s.cfg.Schema}.Sanitize(), s.cfg.tableName(),
-		bn.table, bn.inc, bn.fnSig).Scan(&schemaOK, &tableOK); err != nil {
+		bn.table, bn.inc, bn.fnSig, ln.live, ln.rel, ln.fnSig).Scan(&schemaOK, &tableOK); err != nil {
 		return err
 	}
 	if !tableOK {
@@ -85,5 +86,6 @@ func schemaSQL(cfg Config, createSchema bool) string {
 	fmt.Fprintf(&b, "CREATE INDEX IF NOT EXISTS %s ON %s (expire_at);\n",
 		pgx.Identifier{cfg.Table + "_expire_at"}.Sanitize(), cfg.tableName())
 	b.WriteString(bucketSchemaSQL(cfg.bucketNames()))
+	b.WriteString(leaseSchemaSQL(cfg.leaseNames()))
 	return b.String()
 }

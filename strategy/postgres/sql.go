@@ -22,6 +22,9 @@ type queries struct {
 	// The bucket rows (bucket_sql.go).
 	buckets      string
 	purgeBuckets string
+	// The leases (lease_sql.go).
+	leases, purgeLeases, purgeReleases string
+	leaseLockNS                        string // mixed into the leases' advisory lock keys
 }
 
 // sat clamps a numeric expression to bigint (NULL stays NULL).
@@ -39,7 +42,7 @@ const schemaLockKey = 0x6c696d6974657264
 const pushRows = `unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[], $6::int8[], $7::int8[], $8::timestamptz[])
 		WITH ORDINALITY AS r(namespace, size_ns, start_ns, key, total, version, expire_at, ord)`
 
-func buildQueries(table string, bn bucketNames) queries {
+func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 	// upsert writes the rows of relation r, in ord order (which the caller
 	// sorted by primary key) so that concurrent statements lock rows in
 	// one global order and cannot deadlock.
@@ -63,11 +66,14 @@ func buildQueries(table string, bn bucketNames) queries {
 	) s
 	WHERE s.sum IS NOT NULL`, table, sat("sum(o.total)"))
 
+	leases, purgeLeases, purgeReleases := leaseQueries(ln)
 	return queries{
-		// $3 … $5: the bucket tables and function (a table made by an
-		// earlier release lacks them: the schema is then completed).
+		// $3 … $5: the bucket tables and function, $6 … $8 the lease
+		// tables and function (a table made by an earlier release lacks
+		// them: the schema is then completed).
 		exists: `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL
-	AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AND to_regprocedure($5) IS NOT NULL`,
+	AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AND to_regprocedure($5) IS NOT NULL
+	AND to_regclass($6) IS NOT NULL AND to_regclass($7) IS NOT NULL AND to_regprocedure($8) IS NOT NULL`,
 		push: fmt.Sprintf(upsert, pushRows),
 		fetch: fmt.Sprintf(others, `unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[])
 		WITH ORDINALITY AS r(namespace, size_ns, start_ns, key, ord)`),
@@ -85,6 +91,10 @@ func buildQueries(table string, bn bucketNames) queries {
 		// A bucket's incarnation rows go with it (ON DELETE CASCADE).
 		purgeBuckets: fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM %[1]s WHERE expire_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED))`, bn.table),
+		leases:        leases,
+		purgeLeases:   purgeLeases,
+		purgeReleases: purgeReleases,
+		leaseLockNS:   ln.lockNS,
 	}
 }
 

@@ -32,8 +32,8 @@ type DB interface {
 }
 
 // Store is a clustersync.Store on PostgreSQL. It also implements
-// clustersync.PushFetcher, clustersync.AtomicAllower and
-// clustersync.BucketStore. It is safe for
+// clustersync.PushFetcher, clustersync.AtomicAllower,
+// clustersync.BucketStore and clustersync.LeaseStore. It is safe for
 // concurrent use when its DB is (a pool is).
 type Store struct {
 	db     DB
@@ -133,7 +133,7 @@ func New(db DB, cfg Config) *Store {
 	return &Store{
 		db:        db,
 		cfg:       cfg,
-		q:         buildQueries(cfg.tableName(), cfg.bucketNames()),
+		q:         buildQueries(cfg.tableName(), cfg.bucketNames(), cfg.leaseNames()),
 		lockNS:    cfg.Schema + "." + cfg.Table,
 		par:       par,
 		log:       log,

@@ -156,7 +156,7 @@ func TestPostgresLeasesExact(t *testing.T) {
 	checkLeasesExact(t, postgresStore(harness.SharedPostgres(t).DSN()))
 }
 
-// TestRedisLeasesOutage: while Redis is down a synchronous namespace
+// TestRedisLeasesOutage, TestPostgresLeasesOutage: while the store is down a synchronous namespace
 // refuses Acquire (UNAVAILABLE) and one with on_store_down: local grants
 // from the node's own leases; releases made meanwhile reach the store
 // afterwards. After recovery the store holds exactly the leases the
@@ -164,6 +164,22 @@ func TestPostgresLeasesExact(t *testing.T) {
 func TestRedisLeasesOutage(t *testing.T) {
 	r := harness.StartRedis(t)
 	prefix := harness.UniqueName("loutage")
+	cfg := redisstore.DefaultConfig()
+	cfg.Addrs, cfg.KeyPrefix = []string{r.Addr()}, prefix
+	st, err := redisstore.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	checkLeasesOutage(t, redisStore(r.Addr(), prefix), r.Stop, r.Start, st)
+}
+
+func TestPostgresLeasesOutage(t *testing.T) {
+	p := harness.StartPostgres(t)
+	checkLeasesOutage(t, postgresStore(p.DSN()), p.Stop, p.Start, openPostgres(t, p.DSN()))
+}
+
+func checkLeasesOutage(t *testing.T, store string, stop, start func(), st clustersync.LeaseStore) {
 	nodes := harness.Cluster(t, 2, fmt.Sprintf(`sync:
   tick_timeout: 1s
   call_timeout: 300ms
@@ -179,14 +195,7 @@ namespaces:
     sync_rate: 0
     store: main
     on_store_down: local
-`, redisStore(r.Addr(), prefix)))
-	cfg := redisstore.DefaultConfig()
-	cfg.Addrs, cfg.KeyPrefix = []string{r.Addr()}, prefix
-	st, err := redisstore.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+`, store))
 	ctx := context.Background()
 	var before []string
 	for range 4 {
@@ -196,8 +205,8 @@ namespaces:
 		}
 		before = append(before, resp.GetLease())
 	}
-	r.Stop()
-	_, err = acquire(ctx, nodes[0], "refuse", "k", 10, time.Minute)
+	stop()
+	_, err := acquire(ctx, nodes[0], "refuse", "k", 10, time.Minute)
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("acquire while Redis is down: %v, want UNAVAILABLE", err)
 	}
@@ -224,7 +233,7 @@ namespaces:
 	if resp, err := release(ctx, nodes[1], local[0]); err != nil || !resp.GetReleased() {
 		t.Fatalf("release of a local lease while down: %v, %v", resp, err)
 	}
-	r.Start()
+	start()
 	// Held by callers now: before[3] (refuse) and local[1] (local).
 	want := map[string]int64{"refuse": 1, "local": 1}
 	deadline := time.Now().Add(10 * time.Second)

@@ -22,7 +22,7 @@ func (s *Store) fail(op string, err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		if pe.Code == "42P01" || pe.Code == "3F000" || pe.Code == "42883" {
-			// The table, schema or bucket function is gone (dropped,
+			// The table, schema or bucket or lease function is gone (dropped,
 			// restored from an old backup): create it again on the next
 			// call.
 			s.ready.Store(false)

@@ -65,3 +65,42 @@ func (x *AllowBatchResponse) ValidUTF8() bool {
 	}
 	return true
 }
+
+// ValidUTF8 reports whether the namespace and key are valid UTF-8.
+func (x *AcquireRequest) ValidUTF8() bool {
+	return utf8.ValidString(x.GetNamespace()) && utf8.ValidString(x.GetKey())
+}
+
+// ValidUTF8 reports whether the lease is valid UTF-8.
+func (x *AcquireResponse) ValidUTF8() bool { return utf8.ValidString(x.GetLease()) }
+
+// ValidUTF8 reports whether the lease is valid UTF-8.
+func (x *ReleaseRequest) ValidUTF8() bool { return utf8.ValidString(x.GetLease()) }
+
+// ValidUTF8 reports whether the lease is valid UTF-8.
+func (x *RenewRequest) ValidUTF8() bool { return utf8.ValidString(x.GetLease()) }
+
+// ValidUTF8 reports whether the response's strings are valid UTF-8.
+func (x *AcquireResult) ValidUTF8() bool { return x.GetResponse().ValidUTF8() }
+
+// ValidUTF8 reports whether every item's strings are valid UTF-8.
+func (x *AcquireBatchRequest) ValidUTF8() bool { return allValid(x.GetItems()) }
+
+// ValidUTF8 reports whether every result's strings are valid UTF-8.
+func (x *AcquireBatchResponse) ValidUTF8() bool { return allValid(x.GetResults()) }
+
+// ValidUTF8 reports whether every item's strings are valid UTF-8.
+func (x *ReleaseBatchRequest) ValidUTF8() bool { return allValid(x.GetItems()) }
+
+// ValidUTF8 reports whether every item's strings are valid UTF-8.
+func (x *RenewBatchRequest) ValidUTF8() bool { return allValid(x.GetItems()) }
+
+// allValid reports whether every message's strings are valid UTF-8.
+func allValid[M interface{ ValidUTF8() bool }](ms []M) bool {
+	for _, m := range ms {
+		if !m.ValidUTF8() {
+			return false
+		}
+	}
+	return true
+}

@@ -41,6 +41,7 @@ func (g *frameGuard) scan(p []byte) (int, error) {
 			switch c {
 			case '*':
 				g.state = stArrayHeader
+				g.hdr[0], g.nhdr = '*', 1
 			case '\n':
 				// An empty inline line: redcon skips it.
 			default:

@@ -2,8 +2,8 @@ package resp
 
 import (
 	"context"
-	"net"
 	"fmt"
+	"net"
 	"reflect"
 	"testing"
 	"time"
@@ -206,7 +206,9 @@ func TestGoRedisEqualsGRPC(t *testing.T) {
 						return g.Increment(ctx, &limiterv1.IncrementRequest{Namespace: "api", Key: "w", WindowSize: d(100 * time.Millisecond), At: at})
 					}, sameRates},
 				step{[]any{"RL.RATE", "w", "DIFF", 1},
-					func() (any, error) { return g.SlidingWindow(ctx, &limiterv1.SlidingWindowRequest{Key: "w", CurDiff: f(1)}) }, sameRates},
+					func() (any, error) {
+						return g.SlidingWindow(ctx, &limiterv1.SlidingWindowRequest{Key: "w", CurDiff: f(1)})
+					}, sameRates},
 				step{[]any{"RL.ALLOW", "w", 1000, 4, 60000, 10, "COST", 1},
 					allow(&limiterv1.AllowRequest{Key: "w", Cost: f(1), Limits: []*limiterv1.Limit{{WindowSize: d(time.Second), Limit: 4}, {WindowSize: d(time.Minute), Limit: 10}}}), sameDecision},
 				step{[]any{"RL.ALLOW", "w", 1000, 4, "PENALTY"},

@@ -166,9 +166,10 @@ func (s *Server) Shutdown(ctx context.Context) {
 	if len(s.conns) == 0 {
 		close(s.drained)
 	}
-	// Wake the readers waiting for a command: their next read fails.
+	// Wake the readers waiting for a command: a read that gets nothing
+	// within drainGrace fails, closing its connection.
 	for c := range s.conns {
-		c.Conn.SetReadDeadline(time.Now())
+		c.Conn.SetReadDeadline(time.Now().Add(drainGrace))
 	}
 	s.mu.Unlock()
 	if ln == nil {
@@ -239,7 +240,7 @@ func (s *Server) closed(c redcon.Conn, err error) {
 		}
 	}
 	s.mu.Unlock()
-	if err != nil && !errors.Is(err, errShutdown) && !errors.Is(err, net.ErrClosed) {
+	if err != nil && !errors.Is(err, net.ErrClosed) {
 		s.log.Debug("resp connection closed", "remote", c.RemoteAddr(), "err", err)
 	}
 }
@@ -274,8 +275,10 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	}
 }
 
-// errShutdown is a read refused because the server is shutting down.
-var errShutdown = errors.New("resp: shutting down")
+// drainGrace is how long a read waits for a client's bytes once a
+// shutdown has begun: what a client sent before it is still read and
+// answered, and a connection with nothing more to say is closed.
+const drainGrace = 50 * time.Millisecond
 
 // frameListener hands out frameConns, and keeps Serve from returning
 // (redcon then closes every connection at once) until Shutdown lets it.
@@ -332,9 +335,11 @@ func (c *frameConn) Read(p []byte) (int, error) {
 		c.deadline = false
 	}
 	// Checked after the deadline is set, so that a Shutdown's wake-up
-	// (a deadline in the past) is not overwritten unseen.
+	// is not overwritten unseen. While shutting down, a read takes what
+	// the client had sent, waiting no longer than drainGrace for it.
 	if c.s.stopping.Load() {
-		return 0, errShutdown
+		c.Conn.SetReadDeadline(time.Now().Add(drainGrace))
+		c.deadline = true
 	}
 	wasMid := c.guard.mid()
 	n, err := c.Conn.Read(p)

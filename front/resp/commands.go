@@ -66,7 +66,10 @@ func (s *Server) exec(ctx context.Context, sess *session, args [][]byte) {
 	if n := len(args); (cmd.arity > 0 && n != cmd.arity) || (cmd.arity < 0 && n < -cmd.arity) || (cmd.max > 0 && n > cmd.max) {
 		w.error("ERR wrong number of arguments for '" + cmd.name + "' command")
 	} else {
-		cmd.run(s, &call{ctx: ctx, sess: sess, args: args, w: w})
+		x := &sess.scratch.call
+		*x = call{ctx: ctx, sess: sess, args: args, w: w}
+		cmd.run(s, x)
+		*x = call{} // holds nothing of the command once it is done
 	}
 	if w.errors != errs {
 		cmd.failed.Inc()

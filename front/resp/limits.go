@@ -146,13 +146,12 @@ func tokenCmd(unit time.Duration, reduce bool) func(*Server, *call) {
 			writeErr(x.w, err, nil)
 			return
 		}
-		cost := float64(take)
-		var lim [1]service.Limit
-		lim[0] = service.Limit{Kind: service.TokenLimit, Strict: strict,
+		sc := &x.sess.scratch
+		sc.cost = float64(take)
+		sc.limits[0] = service.Limit{Kind: service.TokenLimit, Strict: strict,
 			Token: service.TokenBucket{Max: float64(max), RefillTime: d, RefillAmount: float64(amount)}}
-		req.Cost, req.Limits = &cost, lim[:]
-		var st [1]service.LimitStatus
-		dec, err := s.svc.Allow(x.ctx, req, st[:0])
+		req.Cost, req.Limits = &sc.cost, sc.limits[:1]
+		dec, err := s.svc.Allow(x.ctx, req, sc.status[:0])
 		if err != nil {
 			writeErr(x.w, err, tokenFields)
 			return
@@ -244,12 +243,12 @@ var windowFields = func(f string) string {
 // RL.INCR key [BY value] [WINDOW ms] [AT ms] [NS namespace]
 func cmdIncr(s *Server, x *call) {
 	req := service.IncrementRequest{Key: string(x.args[1])}
-	var v float64
+	v := &x.sess.scratch.cost
 	err := options(x.args, 2, []string{"BY", "WINDOW", "AT", "NS"}, nil, func(n string, b []byte) (err error) {
 		switch n {
 		case "BY":
-			v, err = floatArg("BY", b)
-			req.Value = &v
+			*v, err = floatArg("BY", b)
+			req.Value = v
 		case "WINDOW":
 			req.WindowSize, err = durationArg("WINDOW", b, time.Millisecond)
 		case "AT":
@@ -263,8 +262,7 @@ func cmdIncr(s *Server, x *call) {
 		fail(x.w, err, nil)
 		return
 	}
-	var buf [service.MaxWindowSizes]service.Rate
-	rs, err := s.svc.Increment(x.ctx, req, buf[:0])
+	rs, err := s.svc.Increment(x.ctx, req, x.sess.scratch.rates[:0])
 	if err != nil {
 		writeErr(x.w, err, windowFields)
 		return
@@ -292,8 +290,7 @@ func cmdRate(s *Server, x *call) {
 		fail(x.w, err, nil)
 		return
 	}
-	var buf [service.MaxWindowSizes]service.Rate
-	rs, err := s.svc.SlidingWindow(x.ctx, req, buf[:0])
+	rs, err := s.svc.SlidingWindow(x.ctx, req, x.sess.scratch.rates[:0])
 	if err != nil {
 		writeErr(x.w, err, windowFields)
 		return
@@ -339,12 +336,12 @@ func allowOptions(x *call, from int, cost string, req *service.AllowRequest, ext
 	if extra != nil {
 		names = append(names, "WAIT")
 	}
-	var c float64
+	c := &x.sess.scratch.cost
 	return options(x.args, from, names, []string{"PENALTY"}, func(n string, b []byte) (err error) {
 		switch n {
 		case cost:
-			c, err = floatArg(cost, b)
-			req.Cost = &c
+			*c, err = floatArg(cost, b)
+			req.Cost = c
 		case "PENALTY":
 			req.CountRejected = true
 		case "AT":
@@ -361,7 +358,7 @@ func allowOptions(x *call, from int, cost string, req *service.AllowRequest, ext
 // RL.ALLOW key window limit [window limit ...] [COST n] [PENALTY] [AT ms] [NS namespace]
 func cmdAllow(s *Server, x *call) {
 	a := x.args
-	var lims [service.MaxLimits + 1]service.Limit
+	lims := &x.sess.scratch.limits
 	n, i := 0, 2
 	for ; i+1 < len(a); i += 2 {
 		w, err := strconv.ParseInt(string(a[i]), 10, 64)
@@ -393,8 +390,7 @@ func cmdAllow(s *Server, x *call) {
 		fail(x.w, err, nil)
 		return
 	}
-	var st [service.MaxLimits]service.LimitStatus
-	d, err := s.svc.Allow(x.ctx, req, st[:0])
+	d, err := s.svc.Allow(x.ctx, req, x.sess.scratch.status[:0])
 	if err != nil {
 		writeErr(x.w, err, commonFields)
 		return
@@ -421,9 +417,9 @@ func cmdLeaky(s *Server, x *call) {
 		writeErr(x.w, err, nil)
 		return
 	}
-	var lim [1]service.Limit
+	lim := x.sess.scratch.limits[:1]
 	lim[0] = service.Limit{Kind: service.LeakyLimit, Leaky: service.LeakyBucket{Size: size, Interval: interval}}
-	req := service.AllowRequest{Key: string(a[1]), Limits: lim[:]}
+	req := service.AllowRequest{Key: string(a[1]), Limits: lim}
 	err = allowOptions(x, 4, "TAKE", &req, func(_ string, b []byte) (err error) {
 		lim[0].WaitTimeout, err = durationArg("WAIT", b, time.Millisecond)
 		return err
@@ -432,8 +428,7 @@ func cmdLeaky(s *Server, x *call) {
 		fail(x.w, err, nil)
 		return
 	}
-	var st [1]service.LimitStatus
-	d, err := s.svc.Allow(x.ctx, req, st[:0])
+	d, err := s.svc.Allow(x.ctx, req, x.sess.scratch.status[:0])
 	if err != nil {
 		writeErr(x.w, err, leakyFields)
 		return
@@ -456,15 +451,14 @@ func cmdFixed(s *Server, x *call) {
 		writeErr(x.w, err, nil)
 		return
 	}
-	var lim [1]service.Limit
+	lim := x.sess.scratch.limits[:1]
 	lim[0] = service.Limit{Kind: service.FixedLimit, Fixed: service.FixedBucket{Limit: limit, Period: period}}
-	req := service.AllowRequest{Key: string(a[1]), Limits: lim[:]}
+	req := service.AllowRequest{Key: string(a[1]), Limits: lim}
 	if err := allowOptions(x, 4, "TAKE", &req, nil); err != nil {
 		fail(x.w, err, nil)
 		return
 	}
-	var st [1]service.LimitStatus
-	d, err := s.svc.Allow(x.ctx, req, st[:0])
+	d, err := s.svc.Allow(x.ctx, req, x.sess.scratch.status[:0])
 	if err != nil {
 		writeErr(x.w, err, fixedFields)
 		return

@@ -201,6 +201,18 @@ type session struct {
 	dead bool
 	// quit: close once this reply is written.
 	quit bool
+	// scratch is what a command works in: the service keeps none of it,
+	// and one connection runs one command at a time, so it is reused
+	// rather than allocated per command.
+	scratch scratch
+}
+
+type scratch struct {
+	call   call
+	limits [service.MaxLimits + 1]service.Limit
+	status [service.MaxLimits]service.LimitStatus
+	rates  [service.MaxWindowSizes]service.Rate
+	cost   float64
 }
 
 func (s *Server) accept(c redcon.Conn) bool {

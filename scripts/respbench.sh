@@ -9,16 +9,19 @@
 #   limiter-bench -call allow -c 50 over 100 000 keys                               (gRPC Allow)
 #   limiter-bench -call allow-batch -batch 16 -c 50                                 (gRPC AllowBatch ×16)
 #
-# and prints requests/s for each and the ratio RL.REDUCE / INCR. Every
+# in ROUNDS rounds, Redis and limiterd back to back in each (the load of a
+# shared machine drifts), and prints requests/s, each round's ratio
+# RL.REDUCE / INCR and the medians. Every
 # tool shares the machine's cores with the servers. Needs redis-server,
 # redis-benchmark (Debian's redis-tools) and jq.
 #
-#   bash scripts/respbench.sh              # N = 1 000 000
-#   N=200000 bash scripts/respbench.sh
+#   bash scripts/respbench.sh              # N = 1 000 000, 3 rounds
+#   N=200000 ROUNDS=5 bash scripts/respbench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 n="${N:-1000000}"
+rounds="${ROUNDS:-3}"
 duration="${DURATION:-10s}"
 tmp="$(mktemp -d)"
 pids=()
@@ -84,24 +87,38 @@ grpc() {
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "redis-benchmark -c 50 -n $n -r 100000; limiter-bench -c 50 -keys 100000 -duration $duration"
+echo "redis-benchmark -c 50 -n $n -r 100000, $rounds rounds (Redis and limiterd in turn); limiter-bench -c 50 -keys 100000 -duration $duration"
 echo
-incr16="$(rps "$rport" 16 INCR 'key:__rand_int__')"
-reduce16="$(rps "$lport" 16 RL.REDUCE 'key:__rand_int__' 1000000000 60)"
-incr1="$(rps "$rport" 1 INCR 'key:__rand_int__')"
-reduce1="$(rps "$lport" 1 RL.REDUCE 'key:__rand_int__' 1000000000 60)"
-read -r allow _ <<<"$(grpc -call allow)"
-read -r _ batch <<<"$(grpc -call allow-batch -batch 16)"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-echo "| what | requests/s (decisions/s) | / Redis INCR -P 16 |"
+# median of the arguments
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# The load on a shared machine drifts: each round runs Redis and limiterd
+# back to back, and its ratio is reported with the medians.
+i16=() r16=() i1=() r1=() q16=()
+echo "| round | INCR -P 16 | RL.REDUCE -P 16 | ratio | INCR -P 1 | RL.REDUCE -P 1 | ratio |"
+echo "|---|---|---|---|---|---|---|"
+for k in $(seq "$rounds"); do
+	a="$(rps "$rport" 16 INCR 'key:__rand_int__')"
+	b="$(rps "$lport" 16 RL.REDUCE 'key:__rand_int__' 1000000000 60)"
+	c="$(rps "$rport" 1 INCR 'key:__rand_int__')"
+	d="$(rps "$lport" 1 RL.REDUCE 'key:__rand_int__' 1000000000 60)"
+	i16+=("$a") r16+=("$b") i1+=("$c") r1+=("$d") q16+=("$(ratio "$b" "$a")")
+	echo "| $k | $a | $b | $(ratio "$b" "$a") | $c | $d | $(ratio "$d" "$c") |"
+done
+read -r allow _ <<<"$(grpc -call allow)"
+read -r _ batch <<<"$(grpc -call allow-batch -batch 16)"
+incr16="$(median "${i16[@]}")"
+echo
+echo "| what (medians) | requests/s (decisions/s) | / Redis INCR -P 16 |"
 echo "|---|---|---|"
 echo "| Redis INCR, -P 16 | $incr16 | 1.00 |"
-echo "| limiterd RL.REDUCE, -P 16 | $reduce16 | $(ratio "$reduce16" "$incr16") |"
-echo "| Redis INCR, -P 1 | $incr1 | $(ratio "$incr1" "$incr16") |"
-echo "| limiterd RL.REDUCE, -P 1 | $reduce1 | $(ratio "$reduce1" "$incr16") |"
+echo "| limiterd RL.REDUCE, -P 16 | $(median "${r16[@]}") | $(ratio "$(median "${r16[@]}")" "$incr16") |"
+echo "| Redis INCR, -P 1 | $(median "${i1[@]}") | $(ratio "$(median "${i1[@]}")" "$incr16") |"
+echo "| limiterd RL.REDUCE, -P 1 | $(median "${r1[@]}") | $(ratio "$(median "${r1[@]}")" "$incr16") |"
 echo "| limiterd gRPC Allow, c 50 (sliding window, limit 1e9) | $allow | $(ratio "$allow" "$incr16") |"
 echo "| limiterd gRPC AllowBatch ×16 | $batch decisions | $(ratio "$batch" "$incr16") |"
 echo
-echo "RL.REDUCE / INCR (-P 16): $(ratio "$reduce16" "$incr16"); without pipelining: $(ratio "$reduce1" "$incr1")"
+echo "RL.REDUCE / INCR, -P 16: median of the rounds' ratios $(median "${q16[@]}")"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

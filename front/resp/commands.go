@@ -269,14 +269,29 @@ func cmdQuit(s *Server, x *call) {
 	x.sess.quit = true
 }
 
-// cmdConfig answers CONFIG GET with no parameters (benchmark tools ask
-// for Redis's persistence settings, which limiterd has none of).
+// cmdConfig answers CONFIG GET for Redis's persistence settings, which
+// benchmark tools ask for: limiterd saves nothing to disk (save "",
+// appendonly no). Other parameters are not answered: limiterd is
+// configured by its own file.
 func cmdConfig(s *Server, x *call) {
 	if !eqFold(x.args[1], "GET") || len(x.args) < 3 {
-		x.w.error("ERR limiterd supports only CONFIG GET (which answers no parameters); it is configured by its own file")
+		x.w.error("ERR limiterd supports only CONFIG GET (of save and appendonly); it is configured by its own file")
 		return
 	}
-	x.w.mapHeader(0)
+	var pairs [][2]string
+	for _, p := range x.args[2:] {
+		switch {
+		case eqFold(p, "SAVE"):
+			pairs = append(pairs, [2]string{"save", ""})
+		case eqFold(p, "APPENDONLY"):
+			pairs = append(pairs, [2]string{"appendonly", "no"})
+		}
+	}
+	x.w.mapHeader(len(pairs))
+	for _, p := range pairs {
+		x.w.bulk(p[0])
+		x.w.bulk(p[1])
+	}
 }
 
 func cmdInfo(s *Server, x *call) {

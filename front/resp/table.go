@@ -95,7 +95,7 @@ func commandTable() map[string]*command {
 		{name: "info", arity: -1, flags: []string{"loading"}, group: groupServer, run: cmdInfo,
 			summary: "Answers the server, clients, stats and limiterd sections.", args: []arg{{name: "section", typ: "string", optional: true, multiple: true}}},
 		{name: "config", arity: -2, flags: []string{"loading"}, group: groupServer, run: cmdConfig,
-			summary: "CONFIG GET answers no parameters: limiterd is configured by its own file.", args: []arg{{name: "subcommand", typ: "string"}}},
+			summary: "CONFIG GET answers save (\"\") and appendonly (no) only: limiterd is configured by its own file.", args: []arg{{name: "subcommand", typ: "string"}}},
 	}
 	m := make(map[string]*command, len(cmds))
 	for _, c := range cmds {

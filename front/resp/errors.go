@@ -50,21 +50,16 @@ func writeErr(w *reply, err error, rename func(string) string) {
 	w.error(code + field + ": " + fe.Reason)
 }
 
-// bucketFields renames a bucket command's fields: "limits[0].<kind>.x"
-// is the argument the table names for x, "cost" is take.
-func bucketFields(names map[string]string) func(string) string {
-	return func(f string) string {
-		if rest, ok := strings.CutPrefix(f, "limits[0]."); ok {
-			if i := strings.IndexByte(rest, '.'); i >= 0 {
-				rest = rest[i+1:]
-			}
-			f = rest
+// bucketField renames a bucket command's field f: "limits[0].<kind>.x"
+// is x, then renamed by rename (the command's argument names).
+func bucketField(f string, rename func(string) string) string {
+	if rest, ok := strings.CutPrefix(f, "limits[0]."); ok {
+		if i := strings.IndexByte(rest, '.'); i >= 0 {
+			rest = rest[i+1:]
 		}
-		if n, ok := names[f]; ok {
-			return n
-		}
-		return f
+		f = rest
 	}
+	return rename(f)
 }
 
 // commonFields are the fields every RL.* command renames.
@@ -81,4 +76,4 @@ func invalid(field, reason string) error {
 }
 
 // errSyntax is an argument list the command does not read.
-var errSyntax = errors.New("syntax error")
+var errSyntax = errors.New("resp: syntax error")

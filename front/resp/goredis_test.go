@@ -309,3 +309,40 @@ func TestGoRedisEqualsGRPC(t *testing.T) {
 func statusMessage(err error) string { return grpcstatus.Convert(err).Message() }
 
 func fmtSscan(s string, x *float64) (int, error) { return fmt.Sscan(s, x) }
+
+// TestManyConnections: 50 go-redis connections take from one token
+// bucket of 100 at once, pipelined: exactly 100 takes are admitted (an
+// answer of at least 1 token before the take), as on one connection.
+func TestManyConnections(t *testing.T) {
+	_, addr := serveFront(t, newService(t, nil), Config{})
+	ctx := context.Background()
+	admitted := make(chan int, 50)
+	for range 50 {
+		go func() {
+			rdb := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})
+			defer rdb.Close()
+			pipe := rdb.Pipeline()
+			var cmds []*redis.Cmd
+			for range 10 {
+				cmds = append(cmds, pipe.Do(ctx, "RL.REDUCE", "shared", 100, 3600))
+			}
+			n := 0
+			if _, err := pipe.Exec(ctx); err != nil {
+				t.Error(err)
+			}
+			for _, c := range cmds {
+				if v, err := c.Int64(); err == nil && v >= 1 {
+					n++
+				}
+			}
+			admitted <- n
+		}()
+	}
+	total := 0
+	for range 50 {
+		total += <-admitted
+	}
+	if total != 100 {
+		t.Errorf("%d takes admitted of 500 on a bucket of 100; want exactly 100", total)
+	}
+}

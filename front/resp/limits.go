@@ -69,7 +69,20 @@ func ms(d time.Duration) int64 {
 
 // Smyte's token bucket: RL.REDUCE, RL.GET, RL.PREDUCE, RL.PGET.
 
-var tokenFields = bucketFields(map[string]string{"refill_time": "refilltime", "refill_amount": "refill", "cost": "take", "namespace": "NS"})
+// tokenFields names Smyte's arguments as his README does.
+func tokenFields(f string) string {
+	return bucketField(f, func(f string) string {
+		switch f {
+		case "refill_time":
+			return "refilltime"
+		case "refill_amount":
+			return "refill"
+		case "cost":
+			return "take"
+		}
+		return commonFields(f)
+	})
+}
 
 // tokenCmd runs Smyte's RL.[P]REDUCE and RL.[P]GET: unit is seconds or
 // milliseconds (refilltime and AT); reduce takes (TAKE, default 1), get
@@ -228,7 +241,8 @@ func writeRates(w *reply, rs []service.Rate) {
 	}
 }
 
-var windowFields = func(f string) string {
+// windowFields names the sliding-window commands' options.
+func windowFields(f string) string {
 	switch f {
 	case "window_size":
 		return "WINDOW"
@@ -402,7 +416,18 @@ func cmdAllow(s *Server, x *call) {
 // service does.
 func pairField(i int, f string) string { return "limits[" + itoa(int64(i)) + "]." + f }
 
-var leakyFields = bucketFields(map[string]string{"wait_timeout": "WAIT", "cost": "TAKE", "namespace": "NS"})
+// leakyFields names RL.LEAKY's arguments.
+func leakyFields(f string) string {
+	return bucketField(f, func(f string) string {
+		switch f {
+		case "wait_timeout":
+			return "WAIT"
+		case "cost":
+			return "TAKE"
+		}
+		return commonFields(f)
+	})
+}
 
 // RL.LEAKY key size interval [TAKE n] [WAIT ms] [AT ms] [NS namespace]
 func cmdLeaky(s *Server, x *call) {
@@ -436,7 +461,15 @@ func cmdLeaky(s *Server, x *call) {
 	writeDecision(x.w, d)
 }
 
-var fixedFields = bucketFields(map[string]string{"cost": "TAKE", "namespace": "NS"})
+// fixedFields names RL.FIXED's arguments.
+func fixedFields(f string) string {
+	return bucketField(f, func(f string) string {
+		if f == "cost" {
+			return "TAKE"
+		}
+		return commonFields(f)
+	})
+}
 
 // RL.FIXED key limit period [TAKE n] [AT ms] [NS namespace]
 func cmdFixed(s *Server, x *call) {

@@ -29,7 +29,7 @@ func (w *reply) header(prefix byte, n int64) {
 // simple writes a status reply (+OK); s must hold no CR or LF.
 func (w *reply) simple(s string) { w.line('+', s) }
 
-// errorf writes an error reply; msg starts with its code (ERR, NOAUTH...)
+// error writes an error reply; msg starts with its code (ERR, NOAUTH...)
 // and its line breaks are replaced, as a RESP error is one line.
 func (w *reply) error(msg string) {
 	w.errors++

@@ -13,12 +13,6 @@ const (
 	groupServer     = "server"
 )
 
-// Arguments shared by the RL.* commands.
-var (
-	argNS      = arg{name: "namespace", typ: "string", token: "NS", optional: true}
-	argAtMilli = arg{name: "unix-time-milliseconds", typ: "unix-time", token: "AT", optional: true}
-)
-
 func key(name string) arg             { return arg{name: name, typ: "key"} }
 func integer(name string) arg         { return arg{name: name, typ: "integer"} }
 func number(name string) arg          { return arg{name: name, typ: "double"} }
@@ -30,6 +24,9 @@ func flag(token string) arg {
 // commandTable returns a new command table, by lower-case name (new per
 // server: the entries hold the server's metric series).
 func commandTable() map[string]*command {
+	// Arguments shared by the RL.* commands.
+	argNS := arg{name: "namespace", typ: "string", token: "NS", optional: true}
+	argAtMilli := arg{name: "unix-time-milliseconds", typ: "unix-time", token: "AT", optional: true}
 	smyte := func(name string, reduce bool, unit string, run func(*Server, *call)) *command {
 		args := []arg{key("key"), integer("max"), integer("refilltime"), opt("REFILL", "refillamount", "integer")}
 		max := 11

@@ -16,6 +16,9 @@ type frameGuard struct {
 	left  int64 // array elements still to come
 	body  int64 // bulk bytes still to come, CRLF included
 	size  int64 // bytes of the current command so far
+	// done counts the commands framed: a reader sees from it that a new
+	// command began.
+	done uint64
 }
 
 const (
@@ -50,6 +53,7 @@ func (g *frameGuard) scan(p []byte) (int, error) {
 		case stInline:
 			if c == '\n' {
 				g.state = stStart
+				g.done++
 			}
 		case stArrayHeader, stBulkHeader:
 			if g.nhdr == 0 && g.state == stBulkHeader && c != '$' {
@@ -91,6 +95,7 @@ func (g *frameGuard) scan(p []byte) (int, error) {
 			if g.body == 0 {
 				if g.left--; g.left == 0 {
 					g.state = stStart
+					g.done++
 				} else {
 					g.state = stBulkHeader
 				}

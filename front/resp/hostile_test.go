@@ -292,3 +292,26 @@ func TestShutdownTimeout(t *testing.T) {
 		t.Error("the waiting call's connection outlived the shutdown")
 	}
 }
+
+// TestLongPipelineNotCut: a client streaming commands for longer than
+// CommandTimeout, each write ending inside a command, is not cut off:
+// the timer is each command's, not the stream's.
+func TestLongPipelineNotCut(t *testing.T) {
+	_, addr := serveFront(t, newService(t, nil), Config{CommandTimeout: 200 * time.Millisecond})
+	c := dial(t, addr)
+	r := bufio.NewReader(c)
+	io.WriteString(c, "*1\r\n$4\r\nPI")
+	const writes = 40 // 40 × 25 ms: five times the timeout
+	for range writes {
+		time.Sleep(25 * time.Millisecond)
+		if _, err := io.WriteString(c, "NG\r\n*1\r\n$4\r\nPI"); err != nil {
+			t.Fatalf("the connection was cut: %v", err)
+		}
+	}
+	io.WriteString(c, "NG\r\n")
+	for i := range writes + 1 {
+		if got := readLine(t, c, r); got != "+PONG\r\n" {
+			t.Fatalf("reply %d: %q", i, got)
+		}
+	}
+}

@@ -323,6 +323,7 @@ type frameConn struct {
 	s        *Server
 	guard    frameGuard
 	deadline bool  // a read deadline is set
+	restart  bool  // a new command began: restart the command timer
 	err      error // the guard's refusal, reported by the next read
 }
 
@@ -333,11 +334,11 @@ func (c *frameConn) Read(p []byte) (int, error) {
 	cfg := &c.s.cfg
 	switch {
 	case c.guard.mid():
-		if !c.deadline {
-			// A command's bytes must arrive within CommandTimeout of its
-			// first read.
+		if !c.deadline || c.restart {
+			// A command's bytes must arrive within CommandTimeout of the
+			// read that found it unfinished.
 			c.Conn.SetReadDeadline(time.Now().Add(cfg.CommandTimeout))
-			c.deadline = true
+			c.deadline, c.restart = true, false
 		}
 	case cfg.IdleTimeout > 0:
 		c.Conn.SetReadDeadline(time.Now().Add(cfg.IdleTimeout))
@@ -353,7 +354,7 @@ func (c *frameConn) Read(p []byte) (int, error) {
 		c.Conn.SetReadDeadline(time.Now().Add(drainGrace))
 		c.deadline = true
 	}
-	wasMid := c.guard.mid()
+	done := c.guard.done
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		ok, gerr := c.guard.scan(p[:n])
@@ -365,10 +366,10 @@ func (c *frameConn) Read(p []byte) (int, error) {
 			}
 			return ok, nil
 		}
-		if wasMid && !c.guard.mid() && c.deadline && cfg.IdleTimeout == 0 {
-			c.Conn.SetReadDeadline(time.Time{})
-			c.deadline = false
-		}
+		// A command ended here and another began: its own timer starts
+		// at the next read, so a client streaming a long pipeline is
+		// never cut off.
+		c.restart = c.guard.done != done
 	}
 	return n, err
 }

@@ -170,7 +170,7 @@ func TestHostileBounded(t *testing.T) {
 		clients  = 32
 	)
 	s, addr := serveFront(t, newService(t, nil), Config{MaxCommandSize: capBytes, MaxClients: 3 * clients,
-		CommandTimeout: time.Second, WriteTimeout: 500 * time.Millisecond, MaxPendingReplies: 16 << 10})
+		CommandTimeout: time.Second, WriteTimeout: 500 * time.Millisecond, MaxPendingReplies: 4 << 10})
 	heap0, gr0 := heapInUse(), runtime.NumGoroutine()
 
 	var conns []net.Conn

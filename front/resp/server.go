@@ -266,11 +266,11 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	sess.w.b = sess.w.b[:0]
 	s.exec(s.ctx, sess, cmd.Args)
 	c.WriteRaw(sess.w.b)
+	sess.pending += len(sess.w.b)
 	if cap(sess.w.b) > s.cfg.MaxPendingReplies {
 		sess.w.b = nil // a large reply's buffer is not kept
 	}
 	last := len(c.PeekPipeline()) == 0
-	sess.pending += len(sess.w.b)
 	switch {
 	case sess.quit:
 		redcon.BaseWriter(c).Flush()

@@ -69,7 +69,7 @@ func ms(d time.Duration) int64 {
 
 // Smyte's token bucket: RL.REDUCE, RL.GET, RL.PREDUCE, RL.PGET.
 
-// tokenFields names Smyte's arguments as his README does.
+// tokenFields names the arguments as Smyte's README does.
 func tokenFields(f string) string {
 	return bucketField(f, func(f string) string {
 		switch f {

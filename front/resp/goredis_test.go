@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -344,5 +345,42 @@ func TestManyConnections(t *testing.T) {
 	}
 	if total != 100 {
 		t.Errorf("%d takes admitted of 500 on a bucket of 100; want exactly 100", total)
+	}
+}
+
+// TestGoRedisConnection: go-redis's own connection set-up (HELLO,
+// CLIENT SETINFO, CLIENT SETNAME) and its typed connection commands work;
+// a DB other than 0 fails the connection with the reason.
+func TestGoRedisConnection(t *testing.T) {
+	_, addr := serveFront(t, newService(t, nil), Config{})
+	ctx := context.Background()
+	for _, proto := range []int{2, 3} {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: proto, ClientName: "app"})
+		if got, err := rdb.ClientGetName(ctx).Result(); err != nil || got != "app" {
+			t.Errorf("RESP%d CLIENT GETNAME: %q, %v", proto, got, err)
+		}
+		if got, err := rdb.Ping(ctx).Result(); err != nil || got != "PONG" {
+			t.Errorf("RESP%d PING: %q, %v", proto, got, err)
+		}
+		if got, err := rdb.Echo(ctx, "hi").Result(); err != nil || got != "hi" {
+			t.Errorf("RESP%d ECHO: %q, %v", proto, got, err)
+		}
+		if got, err := rdb.Info(ctx).Result(); err != nil || !strings.Contains(got, "limiterd_version:") || !strings.Contains(got, "namespace_names:api,default") {
+			t.Errorf("RESP%d INFO: %q, %v", proto, got, err)
+		}
+		if got, err := rdb.Do(ctx, "COMMAND", "COUNT").Int64(); err != nil || got != 22 {
+			t.Errorf("RESP%d COMMAND COUNT: %d, %v", proto, got, err)
+		}
+		rdb.Close()
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr, DB: 1, MaxRetries: -1})
+	defer rdb.Close()
+	if err := rdb.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "limiterd has one database, 0") {
+		t.Errorf("DB 1: %v; want the SELECT error", err)
+	}
+	rdb2 := redis.NewClient(&redis.Options{Addr: addr, Password: "secret", MaxRetries: -1})
+	defer rdb2.Close()
+	if err := rdb2.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "no access tokens are configured") {
+		t.Errorf("a password: %v; want the AUTH error", err)
 	}
 }

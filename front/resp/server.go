@@ -97,6 +97,7 @@ type Server struct {
 	m    *metrics
 	rs   *redcon.Server
 	cmds map[string]*command
+	byID []*command // cmds by command.id
 
 	// ctx is the calls' context, canceled when a shutdown runs out of
 	// time.
@@ -105,7 +106,7 @@ type Server struct {
 
 	started  time.Time
 	ids      atomic.Int64
-	commands atomic.Int64
+	commands atomic.Uint64
 
 	// stopping mirrors closing for the reads, without the lock.
 	stopping atomic.Bool
@@ -130,6 +131,10 @@ func New(svc *service.Service, cfg Config, log *slog.Logger, reg prometheus.Regi
 	s := &Server{svc: svc, cfg: cfg.withDefaults(), log: log, started: time.Now(),
 		conns: map[*frameConn]struct{}{}, drained: make(chan struct{}), release: make(chan struct{}), served: make(chan struct{})}
 	s.cmds = commandTable()
+	s.byID = sortedCommands(s.cmds)
+	for i, c := range s.byID {
+		c.id = i
+	}
 	s.m = newMetrics(reg, s.cmds)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.rs = redcon.NewServerNetwork("tcp", "", s.handle, s.accept, s.closed)
@@ -201,6 +206,9 @@ type session struct {
 	dead bool
 	// quit: close once this reply is written.
 	quit bool
+	// counts are the commands run since the last flush to the metrics,
+	// by command.id.
+	counts []uint64
 	// scratch is what a command works in: the service keeps none of it,
 	// and one connection runs one command at a time, so it is reused
 	// rather than allocated per command.
@@ -242,6 +250,9 @@ func (s *Server) accept(c redcon.Conn) bool {
 }
 
 func (s *Server) closed(c redcon.Conn, err error) {
+	if sess, _ := c.Context().(*session); sess != nil {
+		s.flush(sess) // what a dead connection's pipeline ran
+	}
 	fc, _ := c.NetConn().(*frameConn)
 	s.mu.Lock()
 	if _, ok := s.conns[fc]; ok {
@@ -273,10 +284,12 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	last := len(c.PeekPipeline()) == 0
 	switch {
 	case sess.quit:
+		s.flush(sess)
 		redcon.BaseWriter(c).Flush()
 		sess.dead = true
 		c.Close()
 	case last:
+		s.flush(sess)
 		sess.pending = 0 // redcon writes the replies now
 	case sess.pending > s.cfg.MaxPendingReplies:
 		sess.pending = 0

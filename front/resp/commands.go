@@ -27,10 +27,12 @@ type command struct {
 	ok, failed counter
 }
 
-// arg documents one argument for COMMAND DOCS.
+// arg documents one argument for COMMAND DOCS; a "block" has its parts
+// in args (redis-cli reads them to build its hints).
 type arg struct {
 	name, typ, token   string
 	optional, multiple bool
+	args               []arg
 }
 
 // call is one command being run.
@@ -452,9 +454,17 @@ func writeDocs(w *reply, c *command) {
 	w.bulk("complexity")
 	w.bulk("O(1)")
 	w.bulk("arguments")
-	w.array(len(c.args))
-	for _, a := range c.args {
+	writeArgs(w, c.args)
+}
+
+// writeArgs writes COMMAND DOCS's arguments.
+func writeArgs(w *reply, args []arg) {
+	w.array(len(args))
+	for _, a := range args {
 		n := 2
+		if len(a.args) > 0 {
+			n++
+		}
 		if a.token != "" {
 			n++
 		}
@@ -469,6 +479,10 @@ func writeDocs(w *reply, c *command) {
 		if a.token != "" {
 			w.bulk("token")
 			w.bulk(a.token)
+		}
+		if len(a.args) > 0 {
+			w.bulk("arguments")
+			writeArgs(w, a.args)
 		}
 		if a.optional || a.multiple {
 			var flags []string

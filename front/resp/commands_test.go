@@ -176,6 +176,14 @@ func TestCommandDocs(t *testing.T) {
 			t.Errorf("%s is missing from COMMAND DOCS or INFO", name)
 		}
 	}
+	// redis-cli builds its hints from a block's parts.
+	for name, c := range s.cmds {
+		for _, a := range c.args {
+			if a.typ == "block" && len(a.args) == 0 {
+				t.Errorf("%s: block argument %s has no parts", name, a.name)
+			}
+		}
+	}
 	if got := s.do(&session{}, "COMMAND INFO rl.reduce nosuch"); !strings.HasPrefix(got, "*2\r\n*10\r\n$9\r\nrl.reduce\r\n:-4\r\n") || !strings.HasSuffix(got, "$-1\r\n") {
 		t.Errorf("COMMAND INFO rl.reduce nosuch = %q", got)
 	}

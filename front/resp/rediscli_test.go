@@ -55,9 +55,19 @@ func TestRedisCLISmyte(t *testing.T) {
 	if got := cli(t, bin, addr, "--no-raw", "RL.REDUCE", "x", "abc", "60"); !strings.Contains(got, "(error) ERR max: value is not an integer or out of range") {
 		t.Errorf("redis-cli bad max = %q", got)
 	}
-	// Several commands on one connection, piped as redis-cli --pipe does
-	// for a script.
 	if got := cli(t, bin, addr, "--no-raw", "COMMAND", "COUNT"); !strings.Contains(got, "(integer) 22") {
 		t.Errorf("redis-cli COMMAND COUNT = %q", got)
+	}
+	// Commands on stdin: redis-cli first reads COMMAND DOCS for its help
+	// (a reply it cannot read crashes it), then runs them on one
+	// connection.
+	host, port, _ := net.SplitHostPort(addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "-h", host, "-p", port)
+	cmd.Stdin = strings.NewReader("RL.REDUCE piped 2 60\nRL.REDUCE piped 2 60\nRL.REDUCE piped 2 60\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil || string(out) != "2\n1\n0\n" {
+		t.Errorf("redis-cli with commands on stdin: %v, %q; want 2, 1, 0", err, out)
 	}
 }

@@ -39,10 +39,11 @@
 //
 // Hostile input costs bounded memory: a frame guard reads ahead of
 // redcon's parser and refuses a command over Config.MaxCommandSize (an
-// error reply, then the connection is closed); a command must arrive
-// within Config.CommandTimeout; replies are written when
-// Config.MaxPendingReplies accumulate, each write within
-// Config.WriteTimeout; at most Config.MaxClients connections are served.
+// error reply, then the connection is closed); a command whose bytes stop
+// arriving closes its connection after Config.CommandTimeout; replies
+// are written whenever Config.MaxPendingReplies accumulate, each write
+// within Config.WriteTimeout; at most Config.MaxClients connections are
+// served.
 // Error replies begin with a code (see writeErr) and name the argument
 // that was wrong, as the gRPC front's INVALID_ARGUMENT names its field.
 package resp

@@ -35,7 +35,7 @@
 // The connection commands real clients send are served: PING, ECHO,
 // HELLO 2|3, AUTH (refused: no access tokens are configured), CLIENT
 // SETNAME/GETNAME/SETINFO/ID/INFO, COMMAND (COUNT, LIST, INFO, DOCS),
-// SELECT 0, QUIT, INFO, CONFIG GET (no parameters).
+// SELECT 0, QUIT, INFO, CONFIG GET (save and appendonly only).
 //
 // Hostile input costs bounded memory: a frame guard reads ahead of
 // redcon's parser and refuses a command over Config.MaxCommandSize (an

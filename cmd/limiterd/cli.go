@@ -19,6 +19,7 @@ const (
 	envConfig   = "LIMITERD_CONFIG"
 	envGRPCAddr = "LIMITERD_GRPC_ADDR"
 	envHTTPAddr = "LIMITERD_HTTP_ADDR"
+	envRESPAddr = "LIMITERD_RESP_ADDR"
 	envNodeName = "LIMITERD_NODE_NAME"
 	envLogLevel = "LIMITERD_LOG_LEVEL"
 	envEnvoyDir = "LIMITERD_ENVOY_CONFIG_DIR"
@@ -94,8 +95,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // flagValues are the serving flags, defaulted from the environment.
 type flagValues struct {
-	configPath, grpcAddr, httpAddr, nodeName, logLevel, envoyDir *string
-	version                                                      *bool
+	configPath, grpcAddr, httpAddr, respAddr, nodeName, logLevel, envoyDir *string
+	version                                                                *bool
 }
 
 func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
@@ -105,6 +106,7 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
 		configPath: fs.String("config", getenv(envConfig), "YAML config file (env "+envConfig+"); none: a local-only \"default\" namespace with 1s and 60s windows"),
 		grpcAddr:   fs.String("grpc-addr", getenv(envGRPCAddr), "gRPC listen address (env "+envGRPCAddr+", default 127.0.0.1:7070)"),
 		httpAddr:   fs.String("http-addr", getenv(envHTTPAddr), "HTTP address for /metrics, /healthz, /readyz (env "+envHTTPAddr+", default 127.0.0.1:7071; \"off\" disables)"),
+		respAddr:   fs.String("resp-addr", getenv(envRESPAddr), "Redis protocol listen address (env "+envRESPAddr+"; default off)"),
 		nodeName:   fs.String("node-name", getenv(envNodeName), "node name for people (env "+envNodeName+", default the host name)"),
 		logLevel:   fs.String("log-level", getenv(envLogLevel), "debug, info, warn or error (env "+envLogLevel+")"),
 		envoyDir:   fs.String("envoy-config-dir", getenv(envEnvoyDir), "serve Envoy's rate limit service with envoyproxy/ratelimit's domain files from this directory (env "+envEnvoyDir+"; overrides envoy.config_dir)"),
@@ -122,7 +124,7 @@ func (f flagValues) config() (Config, error) {
 			return cfg, err
 		}
 	}
-	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel, &cfg.Envoy.ConfigDir: *f.envoyDir} {
+	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.RESPAddr: *f.respAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel, &cfg.Envoy.ConfigDir: *f.envoyDir} {
 		if v != "" {
 			*dst = v
 		}

@@ -31,6 +31,11 @@ type Config struct {
 	GRPCAddr string `yaml:"grpc_addr"`
 	// HTTPAddr serves /metrics, /healthz and /readyz (default 127.0.0.1:7071).
 	HTTPAddr string `yaml:"http_addr"`
+	// RESPAddr is where the Redis protocol front listens; empty (the
+	// default) or "off" turns it off.
+	RESPAddr string `yaml:"resp_addr"`
+	// RESP tunes the Redis protocol front.
+	RESP RESPConfig `yaml:"resp"`
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `yaml:"log_level"`
 	// ShutdownTimeout bounds the final push of every namespace on SIGTERM
@@ -345,6 +350,14 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 			return bad("http_addr", "must be host:port or \"off\", got %q", c.HTTPAddr)
 		}
+	}
+	if c.RESPAddr != "" && c.RESPAddr != "off" {
+		if _, _, err := net.SplitHostPort(c.RESPAddr); err != nil {
+			return bad("resp_addr", "must be host:port or \"off\", got %q", c.RESPAddr)
+		}
+	}
+	if err := c.RESP.validate(); err != nil {
+		return err
 	}
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":

@@ -87,15 +87,19 @@ func TestConfigFullExample(t *testing.T) {
 		return m[key]
 	}
 	checks := map[string][]struct{ got, want any }{
-		"node_name":         {{cfg.NodeName, "edge-1"}},
-		"grpc_addr":         {{cfg.GRPCAddr, "0.0.0.0:9090"}},
-		"http_addr":         {{cfg.HTTPAddr, "0.0.0.0:9091"}},
-		"log_level":         {{cfg.LogLevel, "debug"}},
-		"shutdown_timeout":  {{time.Duration(cfg.ShutdownTimeout), 7 * time.Second}},
-		"sync.tick_timeout": {{time.Duration(cfg.Sync.TickTimeout), 2 * time.Second}},
-		"sync.call_timeout": {{time.Duration(cfg.Sync.CallTimeout), 100 * time.Millisecond}}, // bare 0.1
-		"sync.retry_period": {{time.Duration(cfg.Sync.RetryPeriod), time.Second}},            // bare 1
-		"sync.batch_size":   {{cfg.Sync.BatchSize, 1000}},
+		"node_name":             {{cfg.NodeName, "edge-1"}},
+		"grpc_addr":             {{cfg.GRPCAddr, "0.0.0.0:9090"}},
+		"http_addr":             {{cfg.HTTPAddr, "0.0.0.0:9091"}},
+		"log_level":             {{cfg.LogLevel, "debug"}},
+		"resp_addr":             {{cfg.RESPAddr, "0.0.0.0:6380"}},
+		"resp.max_command_size": {{cfg.RESP.MaxCommandSize, 65536}},
+		"resp.max_clients":      {{cfg.RESP.MaxClients, 500}},
+		"resp.idle_timeout":     {{time.Duration(cfg.RESP.IdleTimeout), 5 * time.Minute}},
+		"shutdown_timeout":      {{time.Duration(cfg.ShutdownTimeout), 7 * time.Second}},
+		"sync.tick_timeout":     {{time.Duration(cfg.Sync.TickTimeout), 2 * time.Second}},
+		"sync.call_timeout":     {{time.Duration(cfg.Sync.CallTimeout), 100 * time.Millisecond}}, // bare 0.1
+		"sync.retry_period":     {{time.Duration(cfg.Sync.RetryPeriod), time.Second}},            // bare 1
+		"sync.batch_size":       {{cfg.Sync.BatchSize, 1000}},
 		"stores.*.type": {
 			{len(cfg.Stores), 2}, {cfg.Stores["main"].Type, "redis"}, {cfg.Stores["pg"].Type, "postgres"},
 			// The store's own options are kept for its package.
@@ -292,6 +296,10 @@ func TestConfigValidation(t *testing.T) {
 		{"envoy remaining header", "envoy:\n  config_dir: d\n  response_headers: {remaining: \"a:b\"}\n" + ns, "envoy.response_headers.remaining", []string{"header name"}},
 		{"envoy reset header", "envoy:\n  config_dir: d\n  response_headers: {reset: \"\\u00e9\"}\n" + ns, "envoy.response_headers.reset", []string{"header name"}},
 		{"envoy near_limit_ratio", "envoy: {config_dir: d, near_limit_ratio: 1.5}\n" + ns, "envoy.near_limit_ratio", []string{"between 0 and 1"}},
+		{"resp_addr not host:port", "resp_addr: 6380\n" + ns, "resp_addr", []string{`must be host:port or "off"`, `"6380"`}},
+		{"resp negative max_command_size", "resp: {max_command_size: -1}\n" + ns, "resp.max_command_size", []string{"must not be negative"}},
+		{"resp negative max_clients", "resp: {max_clients: -5}\n" + ns, "resp.max_clients", []string{"must not be negative"}},
+		{"resp negative idle_timeout", "resp: {idle_timeout: -1s}\n" + ns, "resp.idle_timeout", []string{"must not be negative"}},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {

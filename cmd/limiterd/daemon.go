@@ -54,7 +54,7 @@ type listener struct {
 // its own (listen_*.go, http.go). An opener returns nil when the config
 // turns its listener off.
 // The JSON API is served on the HTTP listener (listen_http_api.go).
-var listenerOpeners = []func(*daemon) (*listener, error){listenGRPC, listenHTTP}
+var listenerOpeners = []func(*daemon) (*listener, error){listenGRPC, listenHTTP, listenRESP}
 
 // shutdownTimeout bounds the graceful stop of the fronts: calls still
 // running after it are cut off.

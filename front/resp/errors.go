@@ -1,0 +1,79 @@
+package resp
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/limiterd/limiterd/service"
+)
+
+// writeErr writes err as an error reply: the one place the front chooses
+// error codes. A request error names its argument, as the gRPC front's
+// INVALID_ARGUMENT names its field; rename maps the service's field names
+// to the command's argument names (the single limit of a bucket command
+// is "limits[0]" to the service).
+//
+//	ERR          the request is invalid (the field, then why)
+//	NOTFOUND     no such namespace
+//	KEYLIMIT     the namespace holds as many keys as it may
+//	PRECONDITION the namespace's mode or store cannot serve the request
+//	UNAVAILABLE  the store a synchronous call needs cannot be reached
+//	TIMEOUT      the call was canceled or ran out of time
+//	INTERNAL     anything else
+func writeErr(w *reply, err error, rename func(string) string) {
+	var fe *service.FieldError
+	if !errors.As(err, &fe) {
+		switch {
+		case errors.Is(err, service.ErrUnavailable):
+			w.error("UNAVAILABLE " + err.Error())
+		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+			w.error("TIMEOUT " + err.Error())
+		default:
+			w.error("INTERNAL " + err.Error())
+		}
+		return
+	}
+	code := "ERR "
+	switch {
+	case errors.Is(err, service.ErrUnknownNamespace):
+		code = "NOTFOUND "
+	case errors.Is(err, service.ErrKeyLimit):
+		code = "KEYLIMIT "
+	case errors.Is(err, service.ErrFailedPrecondition):
+		code = "PRECONDITION "
+	}
+	field := fe.Field
+	if rename != nil {
+		field = rename(field)
+	}
+	w.error(code + field + ": " + fe.Reason)
+}
+
+// bucketField renames a bucket command's field f: "limits[0].<kind>.x"
+// is x, then renamed by rename (the command's argument names).
+func bucketField(f string, rename func(string) string) string {
+	if rest, ok := strings.CutPrefix(f, "limits[0]."); ok {
+		if i := strings.IndexByte(rest, '.'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		f = rest
+	}
+	return rename(f)
+}
+
+// commonFields are the fields every RL.* command renames.
+func commonFields(f string) string {
+	if f == "namespace" {
+		return "NS"
+	}
+	return f
+}
+
+// invalid is a request error found while parsing arguments.
+func invalid(field, reason string) error {
+	return &service.FieldError{Field: field, Reason: reason, Err: service.ErrInvalidValue}
+}
+
+// errSyntax is an argument list the command does not read.
+var errSyntax = errors.New("resp: syntax error")

@@ -140,9 +140,9 @@ func (k *leaseKey) purge(now int64) {
 		}
 	}
 	if k.nextOther != 0 && k.nextOther <= now {
-		// The earliest of the others' leases has expired since the sync:
-		// at least one is gone, more may be; the next sync tells.
-		k.others = max(k.others-1, 0)
+		// Past the earliest expiry the sync saw. It may have been one of
+		// this node's own leases, so the others' count stays as it is
+		// (never under the truth) until the next sync.
 		k.nextOther = 0
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,8 @@ import (
 //
 // LIMITERD_ACCURACY_STORES picks the stores (default "redis,postgres"),
 // LIMITERD_ACCURACY_WORKLOADS the rows (default "onekey,zipf"),
-// LIMITERD_ACCURACY_ZIPF_DURATION the Zipf rows' judged time (default 30s)
+// LIMITERD_ACCURACY_ZIPF_DURATION the Zipf rows' judged time (default 30s),
+// LIMITERD_ACCURACY_ZIPF_ESCALATE their modes (default "never,auto,newkeys")
 // and LIMITERD_ACCURACY_OUT a file for the Markdown tables.
 func TestEscalationOracle(t *testing.T) {
 	stores := []string{"redis", "postgres"}
@@ -47,6 +49,10 @@ func TestEscalationOracle(t *testing.T) {
 	workloads := "onekey,zipf"
 	if v := os.Getenv("LIMITERD_ACCURACY_WORKLOADS"); v != "" {
 		workloads = v
+	}
+	zipfModes := "never,auto,newkeys"
+	if v := os.Getenv("LIMITERD_ACCURACY_ZIPF_ESCALATE"); v != "" {
+		zipfModes = v
 	}
 	zipfDur, zipfWindow := 30*time.Second, 10*time.Second
 	for name, d := range map[string]*time.Duration{"LIMITERD_ACCURACY_ZIPF_DURATION": &zipfDur, "LIMITERD_ACCURACY_ZIPF_WINDOW": &zipfWindow} {
@@ -120,11 +126,15 @@ func TestEscalationOracle(t *testing.T) {
 				}
 			}
 			for _, m := range []struct {
+				mode    string
 				esc     bool
 				newKeys time.Duration
-			}{{false, 0}, {true, 0}, {true, zipfWindow}} {
+			}{{"never", false, 0}, {"auto", true, 0}, {"newkeys", true, zipfWindow}} {
 				if !strings.Contains(workloads, "zipf") {
 					break
+				}
+				if !slices.Contains(strings.Split(zipfModes, ","), m.mode) {
+					continue
 				}
 				esc := m.esc
 				r := accuracy.Run{Nodes: 3, SyncRate: 0.1, Escalate: esc, Window: zipfWindow, Limit: 1,

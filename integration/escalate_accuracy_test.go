@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,10 @@ import (
 //
 // LIMITERD_ACCURACY_STORES picks the stores (default "redis,postgres"),
 // LIMITERD_ACCURACY_WORKLOADS the rows (default "onekey,zipf"),
-// LIMITERD_ACCURACY_ZIPF_DURATION the Zipf rows' judged time (default 30s)
+// LIMITERD_ACCURACY_ZIPF_DURATION the Zipf rows' judged time (default 30s),
+// LIMITERD_ACCURACY_ZIPF_ESCALATE their modes (default "never,auto,newkeys"),
+// LIMITERD_ACCURACY_ZIPF_WARMUP their warm-up (default one window: longer,
+// nodes that have run a while, which know more keys)
 // and LIMITERD_ACCURACY_OUT a file for the Markdown tables.
 func TestEscalationOracle(t *testing.T) {
 	stores := []string{"redis", "postgres"}
@@ -48,14 +52,22 @@ func TestEscalationOracle(t *testing.T) {
 	if v := os.Getenv("LIMITERD_ACCURACY_WORKLOADS"); v != "" {
 		workloads = v
 	}
+	zipfModes := "never,auto,newkeys"
+	if v := os.Getenv("LIMITERD_ACCURACY_ZIPF_ESCALATE"); v != "" {
+		zipfModes = v
+	}
+	var zipfWarmup time.Duration
 	zipfDur, zipfWindow := 30*time.Second, 10*time.Second
-	for name, d := range map[string]*time.Duration{"LIMITERD_ACCURACY_ZIPF_DURATION": &zipfDur, "LIMITERD_ACCURACY_ZIPF_WINDOW": &zipfWindow} {
+	for name, d := range map[string]*time.Duration{"LIMITERD_ACCURACY_ZIPF_DURATION": &zipfDur, "LIMITERD_ACCURACY_ZIPF_WINDOW": &zipfWindow, "LIMITERD_ACCURACY_ZIPF_WARMUP": &zipfWarmup} {
 		if v := os.Getenv(name); v != "" {
 			var err error
 			if *d, err = time.ParseDuration(v); err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
 		}
+	}
+	if zipfWarmup == 0 {
+		zipfWarmup = zipfWindow
 	}
 	table := []string{
 		"| store | workload | sync_rate s | escalate | calls/s | mean ÷ L | worst ÷ L | wrongly admitted | wrongly refused | escalated | decided without a store round trip |",
@@ -120,15 +132,19 @@ func TestEscalationOracle(t *testing.T) {
 				}
 			}
 			for _, m := range []struct {
+				mode    string
 				esc     bool
 				newKeys time.Duration
-			}{{false, 0}, {true, 0}, {true, zipfWindow}} {
+			}{{"never", false, 0}, {"auto", true, 0}, {"newkeys", true, zipfWindow}} {
 				if !strings.Contains(workloads, "zipf") {
 					break
 				}
+				if !slices.Contains(strings.Split(zipfModes, ","), m.mode) {
+					continue
+				}
 				esc := m.esc
 				r := accuracy.Run{Nodes: 3, SyncRate: 0.1, Escalate: esc, Window: zipfWindow, Limit: 1,
-					Rate: 6000, Keys: 100_000, ZipfS: 1.1, Warmup: zipfWindow, Duration: zipfDur, Workers: 32,
+					Rate: 6000, Keys: 100_000, ZipfS: 1.1, Warmup: zipfWarmup, Duration: zipfDur, Workers: 32,
 					Sync: clustersync.Config{EscalateNewKeys: m.newKeys}}
 				// The largest whole limit that the top 1 % of keys exceed
 				// at least twice.
@@ -139,7 +155,7 @@ func TestEscalationOracle(t *testing.T) {
 				res := measure(r)
 				row(store, fmt.Sprintf("Zipf 1.1, 100,000 keys, %s windows, L = %v, top 1 %% ≥ %.1f×", r.Window, r.Limit, r.TopShareOffered()), r, res)
 				if esc {
-					t.Logf("warm-up (first window): %d calls, %.2f %% escalated", res.WarmupCalls, 100*float64(res.WarmupEscalated)/float64(res.WarmupCalls))
+					t.Logf("warm-up: %d calls, %.2f %% escalated", res.WarmupCalls, 100*float64(res.WarmupEscalated)/float64(res.WarmupCalls))
 				}
 			}
 		})

@@ -326,3 +326,41 @@ func BenchmarkAllowMarginAt(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkAllowMarginAtPeriodic is BenchmarkAllowMarginAt as a Syncer
+// calls it: a periodic namespace, keys whose others' totals were
+// fetched, and keys never fetched sent to the store (Unfetched).
+func BenchmarkAllowMarginAtPeriodic(b *testing.B) {
+	limits := []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
+	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2, Unfetched: true}
+	cfg := benchConfig()
+	cfg.SyncRate, cfg.Store = 0.1, "main"
+	ns, err := node.NewNamespace(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	keys := benchKeys(hotKeys)
+	for _, k := range keys {
+		if _, err := ns.IncrementAt(benchTime, k, 0, 1, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, w := range ns.CollectInterest(benchTime, nil) {
+		ns.SetOthers(w, node.Micro)
+	}
+	for _, parallel := range []bool{false, true} {
+		mode := "serial"
+		if parallel {
+			mode = "parallel"
+		}
+		b.Run("hot-1k/"+mode, func(b *testing.B) {
+			walk(b, parallel, hotKeys, func(i int) {
+				var dst [2]node.LimitStatus
+				d, near, err := ns.AllowMarginAt(benchTime, node.AllowRequest{Key: keys[i], Cost: 1, Limits: limits}, m, dst[:0])
+				if err != nil || near || !d.Allowed {
+					b.Fatalf("AllowMarginAt: allowed=%v near=%v err=%v", d.Allowed, near, err)
+				}
+			})
+		})
+	}
+}

@@ -1,10 +1,12 @@
 package accuracy
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	gosync "sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +51,10 @@ type Result struct {
 	WarmupCalls, WarmupEscalated int64
 	// TickMean and TickMax describe the nodes' sync ticks.
 	TickMean, TickMax time.Duration
+	// FirstCalls counts the calls after the warm-up that were their
+	// node's first on their key since it started: keys no node can know
+	// by itself (they go to the store by default).
+	FirstCalls int64
 	// Errors counts calls that returned an error.
 	Errors int64
 	// Start is when the load started, Elapsed its wall time; Offered the
@@ -206,6 +212,7 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 	from := start.Add(r.Warmup)
 	res := Result{Start: from, Escalated: esc.n.Load() - warmEsc, WarmupCalls: warm, WarmupEscalated: warmEsc,
 		Errors: errs.Load(), Elapsed: elapsed, Offered: float64(total) / elapsed.Seconds()}
+	res.FirstCalls = firstCalls(all, r.Nodes, warm, r.Window)
 	res.Verdict = Judge(all, r.Window, r.Limit, from, start.Add(elapsed))
 	if n := esc.ticks.Load(); n > 0 {
 		res.TickMean, res.TickMax = time.Duration(esc.tickSum.Load()/n), time.Duration(esc.tickMax.Load())
@@ -216,12 +223,41 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 	return res, ctx.Err()
 }
 
+// firstCalls counts the calls from seq warm on that were the first on
+// their key of their node (seq modulo nodes), and marks Back the calls on
+// a key their node called before whose last call in the cluster was in a
+// window before the previous one (of size). It sorts calls by seq.
+func firstCalls(calls []Call, nodes int, warm int64, size time.Duration) int64 {
+	slices.SortFunc(calls, func(a, b Call) int { return cmp.Compare(a.Seq, b.Seq) })
+	type nodeKey struct {
+		node int64
+		key  int32
+	}
+	seen := make(map[nodeKey]bool)
+	last := make(map[int32]int64) // a key's last call in the cluster
+	var n int64
+	for i := range calls {
+		c := &calls[i]
+		k := nodeKey{c.Seq % int64(max(nodes, 1)), c.Key}
+		if !seen[k] {
+			seen[k] = true
+			if c.Seq >= warm {
+				n++
+			}
+		} else if at, ok := last[c.Key]; ok && node.WindowStart(at, size) < node.WindowStart(c.At, size)-int64(size) {
+			c.Back = true
+		}
+		last[c.Key] = c.At
+	}
+	return n
+}
+
 // Summary describes the result of r in one line.
 func (res Result) Summary(r Run) string {
-	return fmt.Sprintf("%d calls (%.0f/s), %d admitted, mean %.3f L, worst %.2f L; wrongly admitted %d (%.4f %%), wrongly refused %d (%.4f %%); escalated %.2f %%; ticks mean %s, longest %s",
+	return fmt.Sprintf("%d calls (%.0f/s), %d admitted, mean %.3f L, worst %.2f L; wrongly admitted %d (%.4f %%), wrongly refused %d (%.4f %%); escalated %.2f %% (first calls of a node on a key: %.2f %%; back after a window alone: %d, wrongly admitted %d); ticks mean %s, longest %s",
 		res.Calls, res.Offered, res.Admitted, res.Mean/r.Limit, res.Worst/r.Limit,
 		res.WronglyAdmitted, 100*share(res.WronglyAdmitted, res.Calls), res.WronglyRefused, 100*share(res.WronglyRefused, res.Calls),
-		100*(1-res.Local()), res.TickMean.Round(time.Millisecond), res.TickMax.Round(time.Millisecond))
+		100*(1-res.Local()), 100*share(int(res.FirstCalls), res.Calls), res.BackCalls, res.BackWronglyAdmitted, res.TickMean.Round(time.Millisecond), res.TickMax.Round(time.Millisecond))
 }
 
 func share(n, of int) float64 {

@@ -20,6 +20,10 @@ type Call struct {
 	Seq     int64 // send order, to order equal times
 	Key     int32
 	Allowed bool
+	// Back marks a call on a key its node held before while the whole
+	// cluster left it alone a window or more: one a node may have
+	// reclaimed and remember (set by Measure).
+	Back bool
 }
 
 // Verdict is the oracle's judgement of a run's calls.
@@ -28,6 +32,9 @@ type Verdict struct {
 	// WronglyAdmitted: admitted where the oracle refuses; WronglyRefused:
 	// refused where it admits.
 	WronglyAdmitted, WronglyRefused int
+	// BackCalls and BackWronglyAdmitted count the calls marked Back and
+	// those of them wrongly admitted.
+	BackCalls, BackWronglyAdmitted int
 	// Mean is the mean number admitted per complete window of the key
 	// admitted most; Worst the most admitted in any one window of any key,
 	// complete or not (windows aligned to the epoch).
@@ -93,9 +100,15 @@ func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) 
 			continue // fed to the oracle, not judged
 		}
 		v.Calls++
+		if c.Back {
+			v.BackCalls++
+		}
 		switch {
 		case c.Allowed && !oracle:
 			v.WronglyAdmitted++
+			if c.Back {
+				v.BackWronglyAdmitted++
+			}
 		case !c.Allowed && oracle:
 			v.WronglyRefused++
 		}

@@ -48,9 +48,17 @@ const freshBatch = 256
 // limits are for AllowNearAt.
 func (s *Syncer) Escalates() bool { return s.escalate }
 
-// blind is how long the other nodes' newest hits may stay unseen here.
+// blind is how long the other nodes' newest hits may stay unseen here:
+// a period for them to push and one for this node to fetch, plus a tick;
+// longer when this node's last successful tick started longer ago than a
+// period (a tick still running, or failing, under load).
 func (s *Syncer) blind() time.Duration {
-	return 2*s.period + time.Duration(s.lastTick.Load())
+	tick := time.Duration(s.lastTick.Load())
+	d := 2*s.period + tick
+	if at := s.fetchedAt.Load(); at != 0 {
+		d = max(d, time.Since(time.Unix(0, at))+s.period+tick)
+	}
+	return d
 }
 
 // presumedDown reports whether a failed store call makes the store

@@ -124,7 +124,10 @@ type Syncer struct {
 	escalate bool
 	aa       AtomicAllower
 	lastTick atomic.Int64
-	fresh    chan string
+	// fetchedAt (Unix ns, wall clock) is when the last successful tick
+	// started: the others' totals are at least as recent.
+	fetchedAt atomic.Int64
+	fresh     chan string
 	// newKeysUntil (Unix ns) ends the time in which keys never fetched
 	// escalate (Config.EscalateNewKeys).
 	newKeysUntil int64
@@ -261,6 +264,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	s.statusMu.Lock()
 	s.lastErr = err
 	if err == nil {
+		s.fetchedAt.Store(start.UnixNano())
 		s.lastSuccess = time.Now()
 		s.m.Synced(s.name, s.lastSuccess)
 	}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -151,6 +152,9 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 		p := st.Proto()
 		p.Message = strings.ToValidUTF8(p.Message, "\uFFFD")
 		err = status.ErrorProto(p)
+	}
+	if status.Code(err) == codes.Unauthenticated {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/limiterd/limiterd/api/proto/limiter/v1/limiterv1gw"
+	"github.com/limiterd/limiterd/auth"
 	grpcfront "github.com/limiterd/limiterd/front/grpc"
 	"github.com/limiterd/limiterd/service"
 )
@@ -35,11 +36,28 @@ type Handler struct {
 	marshal  *jsonMarshaler
 	inflight atomic.Int64
 	closing  atomic.Bool
+	authz    *auth.Authorizer
 }
 
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithAuthorizer makes every call carry its principal: the bearer token
+// of its Authorization header ("Bearer <token>"), else its TLS client
+// certificate. The service (given the authorizer too) refuses a call
+// without one with 401, or one not granted the call with 403.
+func WithAuthorizer(a *auth.Authorizer) Option { return func(h *Handler) { h.authz = a } }
+
+// MaxAuthorizationBytes bounds the Authorization header read: a longer
+// one is no credential, and is not hashed.
+const MaxAuthorizationBytes = auth.MaxTokenLen + 64
+
 // New returns the JSON API over svc.
-func New(svc *service.Service) (*Handler, error) {
+func New(svc *service.Service, opts ...Option) (*Handler, error) {
 	h := &Handler{marshal: newJSONMarshaler()}
+	for _, o := range opts {
+		o(h)
+	}
 	h.gw = runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, h.marshal),
 		runtime.WithErrorHandler(errorHandler),
@@ -81,8 +99,29 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, tooLarge())
 		return
 	}
+	if h.authz != nil {
+		if p := h.principal(r); p != nil {
+			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		}
+	}
 	r.Body = &body{ReadCloser: http.MaxBytesReader(w, r.Body, MaxRequestBytes)}
 	h.gw.ServeHTTP(w, r)
+}
+
+// principal returns the principal of r, or nil: a request with several
+// Authorization headers, or one that is no bearer token or too long, has
+// none.
+func (h *Handler) principal(r *http.Request) *auth.Principal {
+	token := ""
+	if vs := r.Header.Values("Authorization"); len(vs) > 0 {
+		if len(vs) > 1 || len(vs[0]) > MaxAuthorizationBytes {
+			return nil
+		}
+		if token = auth.Bearer(vs[0]); token == "" {
+			return nil
+		}
+	}
+	return h.authz.Authenticate(token, r.TLS)
 }
 
 // fail answers err as the gateway answers errors.

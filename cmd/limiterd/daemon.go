@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/limiterd/limiterd/auth"
 	envoyfront "github.com/limiterd/limiterd/front/envoy"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
@@ -30,6 +31,8 @@ type daemon struct {
 	// envoy serves Envoy's rate limit service on the gRPC listener, when
 	// configured.
 	envoy *envoyfront.Server
+	// authz authorizes every call when the config has an auth section.
+	authz *auth.Authorizer
 }
 
 // A listener is one server on its own address: a front, or the operators'
@@ -181,6 +184,13 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 	if d.svc, err = service.New(n, syncers...); err != nil {
 		d.closeStores()
 		return nil, err
+	}
+	if d.authz, err = authorizer(cfg); err != nil {
+		d.closeStores()
+		return nil, err
+	}
+	if d.authz != nil {
+		d.svc = d.svc.WithAuthorizer(d.authz)
 	}
 	if d.envoy, err = openEnvoy(d); err != nil {
 		d.closeStores()

@@ -154,7 +154,18 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 		err = status.ErrorProto(p)
 	}
 	if status.Code(err) == codes.Unauthenticated {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
+		w = bearerChallenge{w}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}
+
+// bearerChallenge answers a 401 with the challenge of RFC 6750: the
+// gateway would send the status message as WWW-Authenticate.
+type bearerChallenge struct{ http.ResponseWriter }
+
+func (w bearerChallenge) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
+	}
+	w.ResponseWriter.WriteHeader(code)
 }

@@ -130,7 +130,7 @@ func TestNewErrors(t *testing.T) {
 		{auth.Config{Tokens: []auth.Token{{Name: "a", Secret: writerToken, Ops: auth.Read}}}, "tokens[0].namespaces"},
 		{auth.Config{Tokens: []auth.Token{{Name: "a", Secret: writerToken, Namespaces: []string{""}, Ops: auth.Read}}}, "tokens[0].namespaces[0]"},
 		{auth.Config{Tokens: []auth.Token{{Name: "a", Secret: writerToken, Namespaces: []string{"api"}}}}, "tokens[0].operations"},
-		{auth.Config{Identities: []auth.Identity{{SubjectCN: "a", URISAN: "spiffe://x", Namespaces: []string{"api"}, Ops: auth.Read}}}, "identities[0]"},
+		{auth.Config{Identities: []auth.Identity{{SubjectCN: "a", URISAN: "spiffe://x", Namespaces: []string{"api"}, Ops: auth.Read}}}, "identities[0].uri_san"},
 		{auth.Config{Identities: []auth.Identity{{Namespaces: []string{"api"}, Ops: auth.Read}}}, "identities[0]"},
 		{auth.Config{Identities: []auth.Identity{{SHA256: "zz", Namespaces: []string{"api"}, Ops: auth.Read}}}, "identities[0].sha256"},
 		{auth.Config{Identities: []auth.Identity{{SubjectCN: "a", Namespaces: []string{"api"}, Ops: auth.Read},

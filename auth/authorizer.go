@@ -91,13 +91,17 @@ func New(cfg Config) (*Authorizer, error) {
 	for i, id := range cfg.Identities {
 		field := fmt.Sprintf("identities[%d]", i)
 		set := 0
-		for _, v := range []string{id.SubjectCN, id.URISAN, id.SHA256} {
-			if v != "" {
-				set++
+		for i, v := range []string{id.SubjectCN, id.URISAN, id.SHA256} {
+			if v == "" {
+				continue
+			}
+			if set++; set > 1 {
+				return nil, &ConfigError{Field: field + "." + [...]string{"subject_cn", "uri_san", "sha256"}[i],
+					Reason: "give exactly one of subject_cn, uri_san and sha256"}
 			}
 		}
-		if set != 1 {
-			return nil, &ConfigError{Field: field, Reason: "give exactly one of subject_cn, uri_san and sha256"}
+		if set == 0 {
+			return nil, &ConfigError{Field: field, Reason: "give one of subject_cn, uri_san and sha256"}
 		}
 		name := id.Name
 		if name == "" {

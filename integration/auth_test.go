@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -23,14 +22,6 @@ import (
 	"github.com/limiterd/limiterd/client"
 	"github.com/limiterd/limiterd/integration/harness"
 )
-
-// bearerCreds sends a bearer token with every call of the Go client.
-type bearerCreds string
-
-func (b bearerCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + string(b)}, nil
-}
-func (bearerCreds) RequireTransportSecurity() bool { return false }
 
 // TestAuthTokenFile: a limiterd process whose auth section reads a token
 // file serves that token on gRPC (the Go client too), HTTP and RESP, in a
@@ -99,7 +90,7 @@ auth:
 		t.Errorf("RL.INCR after AUTH: %v", err)
 	}
 	// The Go client with the token.
-	c, err := client.New(l.GRPCAddr, client.WithDialOptions(grpc.WithPerRPCCredentials(bearerCreds(token))))
+	c, err := client.New(l.GRPCAddr, client.WithBearerToken(token))
 	if err != nil {
 		t.Fatal(err)
 	}

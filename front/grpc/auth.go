@@ -31,12 +31,12 @@ func UnaryAuth(a *auth.Authorizer) grpc.UnaryServerInterceptor {
 // principal returns the principal of an incoming call's context, or nil.
 func principal(ctx context.Context, a *auth.Authorizer) *auth.Principal {
 	token := ""
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		// Only the first value counts: a second one cannot widen access.
-		if v := md.Get("authorization"); len(v) > 0 {
-			if token = auth.Bearer(v[0]); token == "" {
-				return nil // a credential that is not a bearer token
-			}
+	// ValueFromIncomingContext copies one key's values, not the whole
+	// metadata. Only the first value counts: a second one cannot widen
+	// access.
+	if v := metadata.ValueFromIncomingContext(ctx, "authorization"); len(v) > 0 {
+		if token = auth.Bearer(v[0]); token == "" {
+			return nil // a credential that is not a bearer token
 		}
 	}
 	var cs *tls.ConnectionState

@@ -59,6 +59,7 @@ func TestAuthCommands(t *testing.T) {
 		{[]any{"AUTH", "wrong-wrong-wrong-wrong"}, "WRONGPASS"},
 		{[]any{"RL.INCR", "k"}, "NOAUTH"},
 		{[]any{"AUTH", "someone", testToken}, "WRONGPASS"},
+		{[]any{"AUTH", strings.Repeat("x", 512<<10)}, "WRONGPASS"}, // not hashed: longer than any token
 		{[]any{"AUTH", testToken}, ""},
 		{[]any{"RL.INCR", "k"}, ""},
 		{[]any{"RL.INCR", "k", "NS", "api"}, "NOPERM"},

@@ -132,7 +132,7 @@ func TestAuthMetadata(t *testing.T) {
 		{"token then a wrong one", withToken(bg, "Bearer "+testToken, "Bearer wrong"), codes.OK},
 		{"a wrong one then the token", withToken(bg, "Bearer wrong", "Bearer "+testToken), codes.Unauthenticated},
 		{"none", bg, codes.Unauthenticated},
-		{"huge", withToken(bg, "Bearer "+strings.Repeat("x", 1<<20)), codes.Unauthenticated},
+		{"huge", withToken(bg, "Bearer "+strings.Repeat("x", 512<<10)), codes.Unauthenticated},
 	} {
 		_, err := c.Increment(tc.ctx, &limiterv1.IncrementRequest{Key: "k"})
 		if got := status.Code(err); got != tc.want {
@@ -141,6 +141,12 @@ func TestAuthMetadata(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), testToken) {
 			t.Errorf("%s: the error holds the token", tc.name)
 		}
+	}
+	// Past MaxHeaderBytes the call is refused before it reaches a handler.
+	if _, err := c.Increment(withToken(bg, "Bearer "+strings.Repeat("x", MaxHeaderBytes+1)), &limiterv1.IncrementRequest{Key: "k"}); err == nil || status.Code(err) == codes.OK {
+		t.Errorf("metadata over MaxHeaderBytes: %v", err)
+	} else {
+		t.Logf("metadata over MaxHeaderBytes: %v", err)
 	}
 	if _, err := healthpb.NewHealthClient(conn).Check(bg, &healthpb.HealthCheckRequest{}); err != nil {
 		t.Errorf("health check without a credential: %v", err)

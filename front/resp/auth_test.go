@@ -55,12 +55,14 @@ func TestAuthCommands(t *testing.T) {
 		want string // the error's code, "" for a reply
 	}{
 		{[]any{"PING"}, ""},
+		{[]any{"INFO"}, "NOAUTH"},
 		{[]any{"RL.INCR", "k"}, "NOAUTH"},
 		{[]any{"AUTH", "wrong-wrong-wrong-wrong"}, "WRONGPASS"},
 		{[]any{"RL.INCR", "k"}, "NOAUTH"},
 		{[]any{"AUTH", "someone", testToken}, "WRONGPASS"},
 		{[]any{"AUTH", strings.Repeat("x", 512<<10)}, "WRONGPASS"}, // not hashed: longer than any token
 		{[]any{"AUTH", testToken}, ""},
+		{[]any{"INFO"}, ""},
 		{[]any{"RL.INCR", "k"}, ""},
 		{[]any{"RL.INCR", "k", "NS", "api"}, "NOPERM"},
 		{[]any{"AUTH", "wrong-wrong-wrong-wrong"}, "WRONGPASS"},

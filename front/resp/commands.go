@@ -372,6 +372,12 @@ func cmdConfig(s *Server, x *call) {
 }
 
 func cmdInfo(s *Server, x *call) {
+	// INFO names the namespaces and counts the clients: for
+	// authenticated connections only, as Redis has it.
+	if s.cfg.Authorizer != nil && x.sess.ctx == nil {
+		x.w.error(errNoAuthReply)
+		return
+	}
 	s.mu.Lock()
 	clients := len(s.conns)
 	s.mu.Unlock()

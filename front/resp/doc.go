@@ -41,8 +41,9 @@
 // last successful AUTH (the username, when given, must be the token's
 // name or "default"; a wrong token answers WRONGPASS), else its TLS
 // client certificate. An RL.* command without a principal answers NOAUTH,
-// one not granted answers NOPERM naming the namespace and operation; the
-// connection commands need none. Without an authorizer AUTH is refused.
+// one not granted answers NOPERM naming the namespace and operation; INFO
+// answers NOAUTH too, the other connection commands need none. Without an
+// authorizer AUTH is refused.
 //
 // Hostile input costs bounded memory: a frame guard reads ahead of
 // redcon's parser and refuses a command over Config.MaxCommandSize (an

@@ -28,7 +28,7 @@ func writeErr(w *reply, err error, rename func(string) string) {
 	if !errors.As(err, &fe) {
 		switch {
 		case errors.Is(err, service.ErrUnauthenticated):
-			w.error("NOAUTH Authentication required: AUTH with a configured token, or a configured client certificate.")
+			w.error(errNoAuthReply)
 		case errors.Is(err, service.ErrPermissionDenied):
 			w.error("NOPERM " + err.Error())
 		case errors.Is(err, service.ErrUnavailable):
@@ -80,6 +80,10 @@ func commonFields(f string) string {
 func invalid(field, reason string) error {
 	return &service.FieldError{Field: field, Reason: reason, Err: service.ErrInvalidValue}
 }
+
+// errNoAuthReply answers a command that needs a principal on a
+// connection without one.
+const errNoAuthReply = "NOAUTH Authentication required: AUTH with a configured token, or a configured client certificate."
 
 // errSyntax is an argument list the command does not read.
 var errSyntax = errors.New("resp: syntax error")

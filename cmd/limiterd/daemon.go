@@ -191,6 +191,7 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 	}
 	if d.authz != nil {
 		d.svc = d.svc.WithAuthorizer(d.authz)
+		log.Info("authorization on", "tokens", len(cfg.Auth.Tokens), "identities", len(cfg.Auth.Identities))
 	}
 	if d.envoy, err = openEnvoy(d); err != nil {
 		d.closeStores()

@@ -9,10 +9,13 @@
 //	write  Increment, Allow, Acquire, Release, Renew: every call that counts
 //	admin  the admin operations (none yet)
 //
-// The fronts find a call's Principal (Authorizer.Token, Authorizer.TLS)
+// The fronts find a call's Principal (Authorizer.Token, Authorizer.TLS,
+// Authorizer.Request)
 // and put it in the call's context (WithPrincipal); package service checks
 // it (Authorizer.Authorize) before it counts anything, the one place every
-// front's calls pass. The package imports nothing of limiterd.
+// front's calls pass. Middleware guards an HTTP endpoint that is not about
+// one namespace (the admin operations): it needs a grant of "*". The
+// package imports nothing of limiterd.
 //
 // Tokens are kept only as SHA-256 hashes, looked up by hash (so many
 // tokens cost one map lookup) and compared in constant time; a token's

@@ -48,10 +48,6 @@ type Option func(*Handler)
 // without one with 401, or one not granted the call with 403.
 func WithAuthorizer(a *auth.Authorizer) Option { return func(h *Handler) { h.authz = a } }
 
-// MaxAuthorizationBytes bounds the Authorization header read: a longer
-// one is no credential, and is not hashed.
-const MaxAuthorizationBytes = auth.MaxTokenLen + 64
-
 // New returns the JSON API over svc.
 func New(svc *service.Service, opts ...Option) (*Handler, error) {
 	h := &Handler{marshal: newJSONMarshaler()}
@@ -100,28 +96,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.authz != nil {
-		if p := h.principal(r); p != nil {
+		if p := h.authz.Request(r); p != nil {
 			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
 		}
 	}
 	r.Body = &body{ReadCloser: http.MaxBytesReader(w, r.Body, MaxRequestBytes)}
 	h.gw.ServeHTTP(w, r)
-}
-
-// principal returns the principal of r, or nil: a request with several
-// Authorization headers, or one that is no bearer token or too long, has
-// none.
-func (h *Handler) principal(r *http.Request) *auth.Principal {
-	token := ""
-	if vs := r.Header.Values("Authorization"); len(vs) > 0 {
-		if len(vs) > 1 || len(vs[0]) > MaxAuthorizationBytes {
-			return nil
-		}
-		if token = auth.Bearer(vs[0]); token == "" {
-			return nil
-		}
-	}
-	return h.authz.Authenticate(token, r.TLS)
 }
 
 // fail answers err as the gateway answers errors.

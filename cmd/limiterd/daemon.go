@@ -20,10 +20,13 @@ import (
 
 // daemon is one running limiterd: everything wired in one place.
 type daemon struct {
-	cfg     Config
-	log     *slog.Logger
-	node    *node.Node
-	svc     *service.Service
+	cfg  Config
+	log  *slog.Logger
+	node *node.Node
+	svc  *service.Service
+	// authz authorizes every call when the config has an auth section
+	// (auth.go).
+	authz   *auth.Authorizer
 	stores  map[string]clustersync.Store
 	syncers map[string]*clustersync.Syncer
 	reg     *prometheus.Registry
@@ -31,8 +34,6 @@ type daemon struct {
 	// envoy serves Envoy's rate limit service on the gRPC listener, when
 	// configured.
 	envoy *envoyfront.Server
-	// authz authorizes every call when the config has an auth section.
-	authz *auth.Authorizer
 }
 
 // A listener is one server on its own address: a front, or the operators'

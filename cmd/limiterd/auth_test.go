@@ -231,9 +231,10 @@ func TestAuthorizationTable(t *testing.T) {
 					if got != want {
 						t.Fatalf("code %s; want %s", got, want)
 					}
-					if want != codes.OK && op.counted != nil {
-						if n := op.counted(t, c, key, lease); n != 0 {
-							t.Errorf("a refused %s counted %g", op.method, n)
+					if op.counted != nil {
+						// A granted call counts: the read-back can tell.
+						if n := op.counted(t, c, key, lease); (n != 0) != (want == codes.OK) {
+							t.Errorf("%s answered %s and counted %g", op.method, want, n)
 						}
 					}
 				})
@@ -308,14 +309,34 @@ func TestAuthorizationRESP(t *testing.T) {
 		}
 		return float64(10 - left)
 	}
+	// taken is what a bucket command's refused take left taken: its
+	// limit less what remains, read by the writer with TAKE 0.
+	taken := func(cmd string) func(t *testing.T, key, _ string) float64 {
+		return func(t *testing.T, key, _ string) float64 {
+			conn := conn(t)
+			if err := conn.Do(ctx, "AUTH", writerToken).Err(); err != nil {
+				t.Fatal(err)
+			}
+			v, err := conn.Do(ctx, cmd, key, 10, 1000, "TAKE", 0, "NS", "api").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, ok := v.(map[any]any)
+			if !ok {
+				t.Fatalf("%s answered %#v", cmd, v)
+			}
+			remaining, _ := m["remaining"].(float64)
+			return 10 - remaining
+		}
+	}
 	cmds := []cmd{
 		{args: func(k, _ string) []any { return []any{"RL.INCR", k, "NS", "api"} }, counted: window},
 		{args: func(k, _ string) []any { return []any{"RL.RATE", k, "NS", "api"} }, read: true},
 		{args: func(k, _ string) []any { return []any{"RL.ALLOW", k, 60000, 100, "NS", "api"} }, counted: window},
 		{args: func(k, _ string) []any { return []any{"RL.GET", k, 10, 1, "NS", "api"} }, read: true},
 		{args: func(k, _ string) []any { return []any{"RL.REDUCE", k, 10, 1, "NS", "api"} }, counted: tokens},
-		{args: func(k, _ string) []any { return []any{"RL.LEAKY", k, 10, 1000, "NS", "api"} }},
-		{args: func(k, _ string) []any { return []any{"RL.FIXED", k, 10, 1000, "NS", "api"} }},
+		{args: func(k, _ string) []any { return []any{"RL.LEAKY", k, 10, 1000, "NS", "api"} }, counted: taken("RL.LEAKY")},
+		{args: func(k, _ string) []any { return []any{"RL.FIXED", k, 10, 1000, "NS", "api"} }, counted: taken("RL.FIXED")},
 		{args: func(k, _ string) []any { return []any{"RL.ACQUIRE", k, 5, 60000, "NS", "api"} },
 			counted: func(t *testing.T, k, l string) float64 { return leasesHeld(t, c, k, l) }},
 		{args: func(_, l string) []any { return []any{"RL.RELEASE", l} },
@@ -354,9 +375,10 @@ func TestAuthorizationRESP(t *testing.T) {
 				case p != "" && (err == nil || !strings.HasPrefix(err.Error(), p)):
 					t.Fatalf("%v; want %s", err, p)
 				}
-				if want != codes.OK && cm.counted != nil {
-					if n := cm.counted(t, key, lease); n != 0 {
-						t.Errorf("a refused %s counted %g", name, n)
+				if cm.counted != nil {
+					// A granted command counts: the read-back can tell.
+					if n := cm.counted(t, key, lease); (n != 0) != (want == codes.OK) {
+						t.Errorf("%s answered %s and counted %g", name, want, n)
 					}
 				}
 			})

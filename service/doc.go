@@ -21,6 +21,14 @@
 // range it may take depends on the limiter kind (see AtRange): for the
 // sliding window, [now − the largest window size, now + MaxFuture].
 //
+// Authorization: a Service made by WithAuthorizer checks, first of all,
+// that the principal in a call's context (auth.WithPrincipal, put there
+// by the front) may do the call's operation in its namespace: read for
+// SlidingWindow and an Allow of cost 0, write for every other call; a
+// lease's namespace is the one in its id. A refusal (ErrUnauthenticated,
+// ErrPermissionDenied) comes before any validation or counting, so every
+// front refuses the same calls the same way.
+//
 // Batches: a front serves a batch call through a Batch, which refuses more
 // than MaxBatchItems items as a whole and otherwise answers each item on
 // its own, an item's error being its own.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -112,6 +113,9 @@ func leaseErr(r route, err error) error {
 }
 
 func (s *Service) acquire(ctx context.Context, req AcquireRequest, last *route) (Acquired, error) {
+	if err := s.authorize(ctx, req.Namespace, auth.Write); err != nil {
+		return Acquired{}, err
+	}
 	r, err := s.resolve(req.Namespace, last)
 	if err != nil {
 		return Acquired{}, err
@@ -144,10 +148,18 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest, last *route) 
 	return a, nil
 }
 
-// lease parses a lease and resolves its namespace.
-func (s *Service) lease(lease string, last *route) (route, node.LeaseID, error) {
+// lease parses a lease, checks that ctx's caller may write in its
+// namespace and resolves it. A caller without credentials learns nothing
+// of the lease, not even whether it is well formed.
+func (s *Service) lease(ctx context.Context, lease string, last *route) (route, node.LeaseID, error) {
 	id, err := node.ParseLeaseID(lease)
 	if err != nil {
+		if aerr := s.authorize(ctx, "", 0); errors.Is(aerr, ErrUnauthenticated) {
+			return route{}, id, aerr
+		}
+		return route{}, id, err
+	}
+	if err := s.authorize(ctx, id.Namespace, auth.Write); err != nil {
 		return route{}, id, err
 	}
 	r, err := s.resolve(id.Namespace, last)
@@ -155,7 +167,7 @@ func (s *Service) lease(lease string, last *route) (route, node.LeaseID, error) 
 }
 
 func (s *Service) release(ctx context.Context, lease string, last *route) (Released, error) {
-	r, id, err := s.lease(lease, last)
+	r, id, err := s.lease(ctx, lease, last)
 	if err != nil {
 		return Released{}, err
 	}
@@ -170,7 +182,7 @@ func (s *Service) release(ctx context.Context, lease string, last *route) (Relea
 }
 
 func (s *Service) renew(ctx context.Context, lease string, ttl time.Duration, last *route) (Renewed, error) {
-	r, id, err := s.lease(lease, last)
+	r, id, err := s.lease(ctx, lease, last)
 	if err != nil {
 		return Renewed{}, err
 	}

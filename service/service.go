@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -17,6 +18,36 @@ type Service struct {
 	// clustered those of every namespace given one, periodic ones too;
 	// escalators those of the periodic ones that escalate.
 	syncers, clustered, escalators map[string]*clustersync.Syncer
+	// authz, when set, authorizes every call before it is served.
+	authz Authorizer
+}
+
+// Authorizer decides whether a call may do op in a namespace, from the
+// principal in its context (auth.WithPrincipal). It must be safe for
+// concurrent use. *auth.Authorizer is one.
+type Authorizer interface {
+	// Authorize returns nil, an error wrapping auth.ErrUnauthenticated
+	// or one wrapping auth.ErrPermissionDenied.
+	Authorize(ctx context.Context, namespace string, op auth.Op) error
+}
+
+// WithAuthorizer returns a Service serving the same node and syncers that
+// authorizes every call with a before validating or counting anything: a
+// refused call returns ErrUnauthenticated or ErrPermissionDenied and
+// counts nothing. nil turns authorization off.
+func (s *Service) WithAuthorizer(a Authorizer) *Service {
+	c := *s
+	c.authz = a
+	return &c
+}
+
+// authorize checks a call of op in namespace; a nil check when
+// authorization is off.
+func (s *Service) authorize(ctx context.Context, namespace string, op auth.Op) error {
+	if s.authz == nil {
+		return nil
+	}
+	return s.authz.Authorize(ctx, namespace, op)
 }
 
 // New serves n's namespaces, routing the synchronous ones through their
@@ -80,9 +111,12 @@ func (s *Service) resolve(name string, last *route) (route, error) {
 }
 
 // target checks the start every call of the kinds ks shares, in order:
-// its namespace, its time (zero: now), its key and its window size (0:
+// that ctx's caller may do op in its namespace, its namespace, its time (zero: now), its key and its window size (0:
 // every size, or none). It returns the call's route and time.
-func (s *Service) target(last *route, ks kindSet, namespace string, t time.Time, key string, size time.Duration) (route, time.Time, error) {
+func (s *Service) target(ctx context.Context, op auth.Op, last *route, ks kindSet, namespace string, t time.Time, key string, size time.Duration) (route, time.Time, error) {
+	if err := s.authorize(ctx, namespace, op); err != nil {
+		return route{}, t, err
+	}
 	r, err := s.resolve(namespace, last)
 	if err != nil {
 		return r, t, err
@@ -143,7 +177,7 @@ func (s *Service) Increment(ctx context.Context, req IncrementRequest, dst []Rat
 }
 
 func (s *Service) increment(ctx context.Context, req IncrementRequest, last *route, dst []Rate) ([]Rate, error) {
-	r, t, err := s.target(last, only(SlidingWindow), req.Namespace, req.At, req.Key, req.WindowSize)
+	r, t, err := s.target(ctx, auth.Write, last, only(SlidingWindow), req.Namespace, req.At, req.Key, req.WindowSize)
 	if err != nil {
 		return dst, err
 	}
@@ -161,7 +195,7 @@ func (s *Service) increment(ctx context.Context, req IncrementRequest, last *rou
 // size asked for, ascending) as if req.CurDiff more were counted now; it
 // counts nothing.
 func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate) ([]Rate, error) {
-	r, t, err := s.target(nil, only(SlidingWindow), req.Namespace, req.At, req.Key, req.WindowSize)
+	r, t, err := s.target(ctx, auth.Read, nil, only(SlidingWindow), req.Namespace, req.At, req.Key, req.WindowSize)
 	if err != nil {
 		return dst, err
 	}
@@ -192,7 +226,12 @@ func (s *Service) Allow(ctx context.Context, req AllowRequest, dst []LimitStatus
 }
 
 func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst []LimitStatus) (Decision, error) {
-	r, t, err := s.target(last, limitKinds(req.Limits), req.Namespace, req.At, req.Key, 0)
+	// An Allow of cost 0 counts nothing: a read of the limits' state.
+	op := auth.Write
+	if req.Cost != nil && *req.Cost == 0 {
+		op = auth.Read
+	}
+	r, t, err := s.target(ctx, op, last, limitKinds(req.Limits), req.Namespace, req.At, req.Key, 0)
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}

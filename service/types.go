@@ -3,6 +3,7 @@ package service
 import (
 	"time"
 
+	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -59,6 +60,12 @@ var (
 	// ErrUnavailable: the store a synchronous call needs cannot be
 	// reached (wrapped by errors that are no FieldError).
 	ErrUnavailable = clustersync.ErrUnavailable
+	// ErrUnauthenticated: authorization is on and the call carries no
+	// configured credential (no FieldError wraps it).
+	ErrUnauthenticated = auth.ErrUnauthenticated
+	// ErrPermissionDenied: the caller is not granted the call's operation
+	// in its namespace; an *auth.DeniedError names both.
+	ErrPermissionDenied = auth.ErrPermissionDenied
 )
 
 // Request limits.

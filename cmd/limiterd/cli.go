@@ -97,6 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 type flagValues struct {
 	configPath, grpcAddr, httpAddr, respAddr, nodeName, logLevel, envoyDir *string
 	version                                                                *bool
+	getenv                                                                 func(string) string
 }
 
 func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
@@ -111,6 +112,7 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
 		logLevel:   fs.String("log-level", getenv(envLogLevel), "debug, info, warn or error (env "+envLogLevel+")"),
 		envoyDir:   fs.String("envoy-config-dir", getenv(envEnvoyDir), "serve Envoy's rate limit service with envoyproxy/ratelimit's domain files from this directory (env "+envEnvoyDir+"; overrides envoy.config_dir)"),
 		version:    fs.Bool("version", false, "print the version and exit"),
+		getenv:     getenv,
 	}
 }
 
@@ -130,6 +132,9 @@ func (f flagValues) config() (Config, error) {
 		}
 	}
 	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Auth.load(*f.configPath, cfg.namespaceNames(), f.getenv); err != nil {
 		return cfg, err
 	}
 	if cfg.NodeName == "" {

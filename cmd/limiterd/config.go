@@ -49,6 +49,9 @@ type Config struct {
 	Namespaces []NamespaceConfig `yaml:"namespaces"`
 	// Envoy serves Envoy's rate limit service on the gRPC listener.
 	Envoy EnvoyConfig `yaml:"envoy"`
+	// Auth, when present, requires every call to carry a granted token or
+	// client certificate (auth.go).
+	Auth *AuthConfig `yaml:"auth"`
 }
 
 // SyncConfig tunes the sync loops.
@@ -419,7 +422,10 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	return c.Envoy.validate(names)
+	if err := c.Envoy.validate(names); err != nil {
+		return err
+	}
+	return c.Auth.validate(names)
 }
 
 // NodeConfigs returns the namespaces as node configs; the default namespace

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -133,6 +134,7 @@ func TestConfigFullExample(t *testing.T) {
 		"envoy.response_headers.reset":         {{cfg.Envoy.ResponseHeaders.Reset, "RateLimit-Reset"}},
 		"envoy.near_limit_ratio":               {{cfg.Envoy.NearLimitRatio, 0.9}},
 	}
+	maps.Copy(checks, authChecks(cfg))
 	for _, p := range configPaths {
 		cs, ok := checks[p]
 		if !ok {
@@ -301,6 +303,7 @@ func TestConfigValidation(t *testing.T) {
 		{"resp negative max_clients", "resp: {max_clients: -5}\n" + ns, "resp.max_clients", []string{"must not be negative"}},
 		{"resp negative idle_timeout", "resp: {idle_timeout: -1s}\n" + ns, "resp.idle_timeout", []string{"must not be negative"}},
 	}
+	cases = append(cases, authCases(ns)...)
 	covered := map[string]bool{}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/limiterd/limiterd/auth"
 	envoyfront "github.com/limiterd/limiterd/front/envoy"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
@@ -19,10 +20,13 @@ import (
 
 // daemon is one running limiterd: everything wired in one place.
 type daemon struct {
-	cfg     Config
-	log     *slog.Logger
-	node    *node.Node
-	svc     *service.Service
+	cfg  Config
+	log  *slog.Logger
+	node *node.Node
+	svc  *service.Service
+	// authz authorizes every call when the config has an auth section
+	// (auth.go).
+	authz   *auth.Authorizer
 	stores  map[string]clustersync.Store
 	syncers map[string]*clustersync.Syncer
 	reg     *prometheus.Registry
@@ -181,6 +185,14 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 	if d.svc, err = service.New(n, syncers...); err != nil {
 		d.closeStores()
 		return nil, err
+	}
+	if d.authz, err = authorizer(cfg); err != nil {
+		d.closeStores()
+		return nil, err
+	}
+	if d.authz != nil {
+		d.svc = d.svc.WithAuthorizer(d.authz)
+		log.Info("authorization on", "tokens", len(cfg.Auth.Tokens), "identities", len(cfg.Auth.Identities))
 	}
 	if d.envoy, err = openEnvoy(d); err != nil {
 		d.closeStores()

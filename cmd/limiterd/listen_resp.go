@@ -50,6 +50,7 @@ func listenRESP(d *daemon) (*listener, error) {
 	}
 	fc.IdleTimeout = time.Duration(c.IdleTimeout)
 	fc.Version = version()
+	fc.Authorizer = d.authz
 	srv, err := respfront.New(d.svc, fc, d.log, d.reg)
 	if err != nil {
 		return nil, err

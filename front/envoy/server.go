@@ -403,6 +403,10 @@ func toStatus(err error) error {
 	switch {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
+	case errors.Is(err, service.ErrUnauthenticated):
+		return status.Error(codes.Unauthenticated, err.Error())
+	case errors.Is(err, service.ErrPermissionDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, service.ErrKeyLimit):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, service.ErrUnknownNamespace):

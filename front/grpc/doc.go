@@ -11,7 +11,12 @@
 // the field, NOT_FOUND for an unknown namespace, RESOURCE_EXHAUSTED at a
 // namespace's key cap, FAILED_PRECONDITION for a call the namespace's mode
 // cannot serve (another node's lease in a local-only namespace),
-// UNAVAILABLE when a synchronous namespace's store cannot be reached.
+// UNAVAILABLE when a synchronous namespace's store cannot be reached,
+// UNAUTHENTICATED and PERMISSION_DENIED when authorization is on.
+//
+// UnaryAuth is the interceptor that gives each call its principal (a
+// bearer token in metadata, else the TLS client certificate); the service
+// decides.
 //
 // An absent window_size, like a zero one, means every window size of the
 // namespace; an absent value or cost means 1; an absent lease ttl is

@@ -20,6 +20,10 @@ import (
 // items with long keys, well below what could exhaust memory.
 const MaxRecvMsgSize = 16 << 20
 
+// MaxHeaderBytes bounds one call's metadata, as net/http's default bounds
+// an HTTP request's headers: gRPC's own default is 16 MiB.
+const MaxHeaderBytes = 1 << 20
+
 // Server is the gRPC server of the limiter, health checking and
 // reflection. Serve it with Serve; end it with Shutdown.
 type Server struct {
@@ -30,10 +34,11 @@ type Server struct {
 }
 
 // NewServer serves svc. opts are added to the server's own options
-// (message size bound, codec, stream workers), later ones winning.
+// (message and metadata size bounds, codec, stream workers), later ones
+// winning.
 func NewServer(svc *service.Service, opts ...grpc.ServerOption) *Server {
 	s := &Server{health: health.NewServer(), stopping: make(chan struct{})}
-	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRecvMsgSize), grpc.ForceServerCodecV2(grpccodec.Codec{}),
+	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(MaxRecvMsgSize), grpc.MaxHeaderListSize(MaxHeaderBytes), grpc.ForceServerCodecV2(grpccodec.Codec{}),
 		grpc.NumStreamWorkers(streamWorkers())}, opts...)
 	s.Server = grpc.NewServer(opts...)
 	limiterv1.RegisterRateLimiterServer(s.Server, NewRateLimiterServer(svc))

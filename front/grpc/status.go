@@ -19,6 +19,12 @@ func toStatus(err error) error {
 	}
 	var fe *service.FieldError
 	if !errors.As(err, &fe) {
+		switch {
+		case errors.Is(err, service.ErrUnauthenticated):
+			return status.Error(codes.Unauthenticated, err.Error())
+		case errors.Is(err, service.ErrPermissionDenied):
+			return status.Error(codes.PermissionDenied, err.Error())
+		}
 		if errors.Is(err, service.ErrUnavailable) {
 			return status.Error(codes.Unavailable, err.Error())
 		}

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -152,5 +153,19 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 		p.Message = strings.ToValidUTF8(p.Message, "\uFFFD")
 		err = status.ErrorProto(p)
 	}
+	if status.Code(err) == codes.Unauthenticated {
+		w = bearerChallenge{w}
+	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
+}
+
+// bearerChallenge answers a 401 with the challenge of RFC 6750: the
+// gateway would send the status message as WWW-Authenticate.
+type bearerChallenge struct{ http.ResponseWriter }
+
+func (w bearerChallenge) WriteHeader(code int) {
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="limiterd"`)
+	}
+	w.ResponseWriter.WriteHeader(code)
 }

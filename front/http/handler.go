@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/limiterd/limiterd/api/proto/limiter/v1/limiterv1gw"
+	"github.com/limiterd/limiterd/auth"
 	grpcfront "github.com/limiterd/limiterd/front/grpc"
 	"github.com/limiterd/limiterd/service"
 )
@@ -35,11 +36,24 @@ type Handler struct {
 	marshal  *jsonMarshaler
 	inflight atomic.Int64
 	closing  atomic.Bool
+	authz    *auth.Authorizer
 }
 
+// Option configures a Handler.
+type Option func(*Handler)
+
+// WithAuthorizer makes every call carry its principal: the bearer token
+// of its Authorization header ("Bearer <token>"), else its TLS client
+// certificate. The service (given the authorizer too) refuses a call
+// without one with 401, or one not granted the call with 403.
+func WithAuthorizer(a *auth.Authorizer) Option { return func(h *Handler) { h.authz = a } }
+
 // New returns the JSON API over svc.
-func New(svc *service.Service) (*Handler, error) {
+func New(svc *service.Service, opts ...Option) (*Handler, error) {
 	h := &Handler{marshal: newJSONMarshaler()}
+	for _, o := range opts {
+		o(h)
+	}
 	h.gw = runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, h.marshal),
 		runtime.WithErrorHandler(errorHandler),
@@ -80,6 +94,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > MaxRequestBytes {
 		h.fail(w, r, tooLarge())
 		return
+	}
+	if h.authz != nil {
+		if p := h.authz.Request(r); p != nil {
+			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		}
 	}
 	r.Body = &body{ReadCloser: http.MaxBytesReader(w, r.Body, MaxRequestBytes)}
 	h.gw.ServeHTTP(w, r)

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/limiterd/limiterd/auth"
 )
 
 // command is one entry of the command table: what COMMAND reports of it
@@ -178,7 +180,38 @@ func cmdEcho(s *Server, x *call) { x.w.bulkBytes(x.args[1]) }
 // errNoAuth is AUTH's answer: limiterd has no access tokens to check.
 const errNoAuth = "ERR AUTH: no access tokens are configured on this limiterd, so there is no password to check; connect without one"
 
-func cmdAuth(s *Server, x *call) { x.w.error(errNoAuth) }
+// errWrongPass is AUTH's answer to a token that is not configured, as
+// Redis answers a wrong password.
+const errWrongPass = "WRONGPASS invalid username-password pair or user is disabled."
+
+// cmdAuth is AUTH <token> or AUTH <username> <token>; the username, when
+// given, must be the token's name (or "default", as clients send).
+func cmdAuth(s *Server, x *call) {
+	if s.cfg.Authorizer == nil {
+		x.w.error(errNoAuth)
+		return
+	}
+	user, token := []byte(nil), x.args[1]
+	if len(x.args) == 3 {
+		user, token = x.args[1], x.args[2]
+	}
+	if !s.login(x.sess, user, token) {
+		x.w.error(errWrongPass)
+		return
+	}
+	x.w.simple("OK")
+}
+
+// login makes token's principal the session's, when token is configured
+// and user (when given) names it; else the session keeps what it had.
+func (s *Server) login(sess *session, user, token []byte) bool {
+	p := s.cfg.Authorizer.Token(string(token))
+	if p == nil || (user != nil && string(user) != p.Name() && string(user) != "default") {
+		return false
+	}
+	sess.ctx = auth.WithPrincipal(s.ctx, p)
+	return true
+}
 
 func cmdHello(s *Server, x *call) {
 	a := x.args
@@ -195,8 +228,15 @@ func cmdHello(s *Server, x *call) {
 	for i := 2; i < len(a); {
 		switch {
 		case eqFold(a[i], "AUTH") && i+2 < len(a):
-			x.w.error(errNoAuth)
-			return
+			if s.cfg.Authorizer == nil {
+				x.w.error(errNoAuth)
+				return
+			}
+			if !s.login(x.sess, a[i+1], a[i+2]) {
+				x.w.error(errWrongPass)
+				return
+			}
+			i += 3
 		case eqFold(a[i], "SETNAME") && i+1 < len(a):
 			if !validName(a[i+1]) {
 				x.w.error(errClientName)
@@ -332,6 +372,12 @@ func cmdConfig(s *Server, x *call) {
 }
 
 func cmdInfo(s *Server, x *call) {
+	// INFO names the namespaces and counts the clients: for
+	// authenticated connections only, as Redis has it.
+	if s.cfg.Authorizer != nil && x.sess.ctx == nil {
+		x.w.error(errNoAuthReply)
+		return
+	}
 	s.mu.Lock()
 	clients := len(s.conns)
 	s.mu.Unlock()

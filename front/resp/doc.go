@@ -33,9 +33,17 @@
 // bulk strings; booleans RESP3 booleans or 1 and 0.
 //
 // The connection commands real clients send are served: PING, ECHO,
-// HELLO 2|3, AUTH (refused: no access tokens are configured), CLIENT
+// HELLO 2|3 [AUTH username token], AUTH [username] token, CLIENT
 // SETNAME/GETNAME/SETINFO/ID/INFO, COMMAND (COUNT, LIST, INFO, DOCS),
 // SELECT 0, QUIT, INFO, CONFIG GET (save and appendonly only).
+//
+// With Config.Authorizer, a connection's principal is the token of its
+// last successful AUTH (the username, when given, must be the token's
+// name or "default"; a wrong token answers WRONGPASS), else its TLS
+// client certificate. An RL.* command without a principal answers NOAUTH,
+// one not granted answers NOPERM naming the namespace and operation; INFO
+// answers NOAUTH too, the other connection commands need none. Without an
+// authorizer AUTH is refused.
 //
 // Hostile input costs bounded memory: a frame guard reads ahead of
 // redcon's parser and refuses a command over Config.MaxCommandSize (an

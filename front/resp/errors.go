@@ -19,12 +19,18 @@ import (
 //	KEYLIMIT     the namespace holds as many keys as it may
 //	PRECONDITION the namespace's mode or store cannot serve the request
 //	UNAVAILABLE  the store a synchronous call needs cannot be reached
+//	NOAUTH       authorization is on and the connection has no principal
+//	NOPERM       the principal is not granted the command in the namespace
 //	TIMEOUT      the call was canceled or ran out of time
 //	INTERNAL     anything else
 func writeErr(w *reply, err error, rename func(string) string) {
 	var fe *service.FieldError
 	if !errors.As(err, &fe) {
 		switch {
+		case errors.Is(err, service.ErrUnauthenticated):
+			w.error(errNoAuthReply)
+		case errors.Is(err, service.ErrPermissionDenied):
+			w.error("NOPERM " + err.Error())
 		case errors.Is(err, service.ErrUnavailable):
 			w.error("UNAVAILABLE " + err.Error())
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
@@ -74,6 +80,10 @@ func commonFields(f string) string {
 func invalid(field, reason string) error {
 	return &service.FieldError{Field: field, Reason: reason, Err: service.ErrInvalidValue}
 }
+
+// errNoAuthReply answers a command that needs a principal on a
+// connection without one.
+const errNoAuthReply = "NOAUTH Authentication required: AUTH with a configured token, or a configured client certificate."
 
 // errSyntax is an argument list the command does not read.
 var errSyntax = errors.New("resp: syntax error")

@@ -2,6 +2,7 @@ package resp
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/tidwall/redcon"
 
+	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/service"
 )
 
@@ -40,6 +42,12 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Version is the server version HELLO and INFO report.
 	Version string
+	// Authorizer, when set, gives each connection its principal: the
+	// token of its last successful AUTH (or HELLO ... AUTH), else its TLS
+	// client certificate. The service, given the same authorizer, refuses
+	// the RL.* commands of a connection without one (NOAUTH) or not
+	// granted them (NOPERM).
+	Authorizer *auth.Authorizer
 }
 
 // DefaultConfig returns the defaults.
@@ -202,6 +210,11 @@ type session struct {
 	w       reply
 	// pending is the bytes of replies written since the last flush.
 	pending int
+	// ctx is the calls' context once the connection has a principal
+	// (nil: the server's).
+	ctx context.Context
+	// tlsChecked: the TLS client certificate was looked at.
+	tlsChecked bool
 	// dead: the connection failed; the rest of its pipeline is skipped.
 	dead bool
 	// quit: close once this reply is written.
@@ -275,7 +288,18 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		return
 	}
 	sess.w.b = sess.w.b[:0]
-	s.exec(s.ctx, sess, cmd.Args)
+	if s.cfg.Authorizer != nil && !sess.tlsChecked {
+		// After the first read, so a TLS handshake is done.
+		sess.tlsChecked = true
+		if sess.ctx == nil {
+			s.tlsPrincipal(sess, c)
+		}
+	}
+	ctx := s.ctx
+	if sess.ctx != nil {
+		ctx = sess.ctx
+	}
+	s.exec(ctx, sess, cmd.Args)
 	c.WriteRaw(sess.w.b)
 	sess.pending += len(sess.w.b)
 	if cap(sess.w.b) > s.cfg.MaxPendingReplies {
@@ -297,6 +321,23 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 			sess.dead = true
 			c.Close()
 		}
+	}
+}
+
+// tlsPrincipal gives sess the principal of its TLS client certificate,
+// if any.
+func (s *Server) tlsPrincipal(sess *session, c redcon.Conn) {
+	fc, _ := c.NetConn().(*frameConn)
+	if fc == nil {
+		return
+	}
+	tc, ok := fc.Conn.(interface{ ConnectionState() tls.ConnectionState })
+	if !ok {
+		return
+	}
+	cs := tc.ConnectionState()
+	if p := s.cfg.Authorizer.TLS(&cs); p != nil {
+		sess.ctx = auth.WithPrincipal(s.ctx, p)
 	}
 }
 

@@ -15,7 +15,7 @@ func listenGRPC(d *daemon) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen: %w", err)
 	}
-	gs := grpcfront.NewServer(d.svc)
+	gs := grpcfront.NewServer(d.svc, d.grpcCreds()...)
 	if d.envoy != nil {
 		d.envoy.Register(gs.Server)
 	}

@@ -4,20 +4,22 @@
 # (client_auth: require), in the same run with the same load
 # (limiter-bench, -c 50 over 4 connections, KEYS keys, local-only
 # namespace "default"). One limiterd per mode, started up front; the modes
-# run one after the other, plaintext first and last (the two plaintext rows
-# show how much a shared machine drifted during the run). Server CPU is
+# run one after the other, ROUNDS times (default 2), then plaintext once
+# more: the plaintext rows show how much a shared machine drifted during
+# the run. Server CPU is
 # read from /proc/<pid>/stat by limiter-bench -pids. Certificates: a
 # throw-away EC P-256 CA, server and client made with openssl. Linux only;
 # needs openssl, curl and jq.
 #
 #   bash scripts/tlsbench.sh                  # 10s per row after a 2s warm-up
-#   DURATION=20s WARMUP=3s KEYS=10000 bash scripts/tlsbench.sh
+#   DURATION=20s WARMUP=3s KEYS=10000 ROUNDS=3 bash scripts/tlsbench.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 duration="${DURATION:-10s}"
 warmup="${WARMUP:-2s}"
 keys="${KEYS:-1000}"
+rounds="${ROUNDS:-2}"
 tmp="$(mktemp -d)"
 pids=()
 cleanup() {
@@ -99,10 +101,12 @@ row() { # label mode limiter-bench args...
 		"| \($name) | \(.calls_per_sec | round) | \(.latency_us.p50 | ms) | \(.latency_us.p99 | ms) | \(.server_cpu_us_per_call * 10 | round / 10) | \(.client_cpu_us_per_call * 10 | round / 10) | \(.errors | add // 0) |"' "$tmp/row.json"
 }
 
-row "plaintext" plain
-row "TLS" tls -ca-file "$tmp/ca.crt"
-row "mTLS" mtls -ca-file "$tmp/ca.crt" -cert-file "$tmp/client.crt" -key-file "$tmp/client.key"
-row "plaintext (again)" plain
+for round in $(seq "$rounds"); do
+	row "plaintext ($round)" plain
+	row "TLS ($round)" tls -ca-file "$tmp/ca.crt"
+	row "mTLS ($round)" mtls -ca-file "$tmp/ca.crt" -cert-file "$tmp/client.crt" -key-file "$tmp/client.key"
+done
+row "plaintext (last)" plain
 
 echo
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -16,14 +16,14 @@ import (
 
 type files struct{ dir, cert, key, ca string }
 
-func write(t *testing.T, dir string, l *testcerts.Leaf) files {
+func write(t testing.TB, dir string, l *testcerts.Leaf) files {
 	t.Helper()
 	return files{dir: dir,
 		cert: testcerts.WriteFile(t, dir, "server.crt", l.CertPEM),
 		key:  testcerts.WriteFile(t, dir, "server.key", l.KeyPEM)}
 }
 
-func newReloader(t *testing.T, f files, clock *fakeclock.Clock, auth tls.ClientAuthType) *certreload.Reloader {
+func newReloader(t testing.TB, f files, clock *fakeclock.Clock, auth tls.ClientAuthType) *certreload.Reloader {
 	t.Helper()
 	r, err := certreload.New(certreload.Config{CertFile: f.cert, KeyFile: f.key, ClientCAFile: f.ca, ClientAuth: auth, Now: clock.Now},
 		slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -113,7 +113,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 
 // handshake runs a TLS handshake over loopback TCP and returns both
 // sides' states, or the first error of either side.
-func handshake(t *testing.T, server *tls.Config, client *tls.Config) (tls.ConnectionState, tls.ConnectionState, error) {
+func handshake(t testing.TB, server *tls.Config, client *tls.Config) (tls.ConnectionState, tls.ConnectionState, error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -56,8 +56,10 @@ type stamp struct {
 }
 
 func (a stamp) same(b stamp) bool {
-	if a.err != nil || b.err != nil {
-		return (a.err == nil) == (b.err == nil)
+	if a.err != nil || b.err != nil || a.info == nil || b.info == nil {
+		// Unreadable or not configured (no CA file): the same while it
+		// stays so.
+		return (a.err == nil) == (b.err == nil) && (a.info == nil) == (b.info == nil)
 	}
 	return os.SameFile(a.info, b.info) && a.info.ModTime().Equal(b.info.ModTime()) && a.info.Size() == b.info.Size()
 }

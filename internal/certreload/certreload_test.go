@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,8 +26,13 @@ func write(t testing.TB, dir string, l *testcerts.Leaf) files {
 
 func newReloader(t testing.TB, f files, clock *fakeclock.Clock, auth tls.ClientAuthType) *certreload.Reloader {
 	t.Helper()
+	return newReloaderLog(t, f, clock, auth, io.Discard)
+}
+
+func newReloaderLog(t testing.TB, f files, clock *fakeclock.Clock, auth tls.ClientAuthType, log io.Writer) *certreload.Reloader {
+	t.Helper()
 	r, err := certreload.New(certreload.Config{CertFile: f.cert, KeyFile: f.key, ClientCAFile: f.ca, ClientAuth: auth, Now: clock.Now},
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		slog.New(slog.NewTextHandler(log, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,9 +46,15 @@ func TestReloadPicksUpChangeAfterInterval(t *testing.T) {
 	first, second := ca.Server(t, "first"), ca.Server(t, "second")
 	f := write(t, t.TempDir(), first)
 	clock := fakeclock.New(time.Unix(1000, 0))
-	r := newReloader(t, f, clock, tls.NoClientCert)
+	var log strings.Builder
+	r := newReloaderLog(t, f, clock, tls.NoClientCert, &log)
 	if got, want := serialOf(r), first.Cert.SerialNumber.String(); got != want {
 		t.Fatalf("serial at start = %s, want %s", got, want)
+	}
+	clock.Add(2 * time.Second)
+	serialOf(r)
+	if log.Len() > 0 {
+		t.Fatalf("files unchanged, yet logged: %s", log.String())
 	}
 	write(t, f.dir, second)
 	clock.Add(500 * time.Millisecond)
@@ -52,6 +64,9 @@ func TestReloadPicksUpChangeAfterInterval(t *testing.T) {
 	clock.Add(600 * time.Millisecond)
 	if got, want := serialOf(r), second.Cert.SerialNumber.String(); got != want {
 		t.Errorf("serial after the check interval = %s, want %s", got, want)
+	}
+	if n := strings.Count(log.String(), "TLS certificate reloaded"); n != 1 {
+		t.Errorf("logged %d reloads, want 1:\n%s", n, log.String())
 	}
 }
 

@@ -55,7 +55,7 @@ func listenAdmin(d *daemon) (*listener, error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog("admin")}
 	return &listener{
 		name: "admin",
 		lis:  d.tlsListener(lis, "h2", "http/1.1"),

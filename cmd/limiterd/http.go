@@ -32,7 +32,7 @@ func listenHTTP(d *daemon) (*listener, error) {
 		lis.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog("http")}
 	return &listener{
 		name: "http",
 		lis:  d.tlsListener(lis, "h2", "http/1.1"),

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -129,6 +130,13 @@ func (d *daemon) tlsListener(lis net.Listener, nextProtos ...string) net.Listene
 		return lis
 	}
 	return tls.NewListener(lis, d.tls.ServerConfig(nextProtos...))
+}
+
+// httpErrorLog is an HTTP server's error log (failed TLS handshakes with
+// the client's address, among others) in the daemon's log, at warn, instead
+// of net/http's default of the standard logger.
+func (d *daemon) httpErrorLog(server string) *log.Logger {
+	return slog.NewLogLogger(d.log.Handler().WithAttrs([]slog.Attr{slog.String("server", server)}), slog.LevelWarn)
 }
 
 // grpcCreds is the gRPC server's transport security: TLS when configured,

@@ -488,7 +488,7 @@ func measure(t *testing.T, n *harness.Limiterd) usage {
 func measureLive(t *testing.T, n *harness.Limiterd) usage {
 	t.Helper()
 	for range 2 {
-		resp, err := http.Get("http://" + n.HTTPAddr + "/debug/pprof/heap?gc=1")
+		resp, err := http.Get("http://" + n.AdminAddr + "/debug/pprof/heap?gc=1")
 		if err != nil {
 			t.Fatalf("%s: forcing a collection: %v", n.Name, err)
 		}

@@ -3,7 +3,8 @@
 #
 # 1. docker-compose.yml is valid for docker-compose (Debian's package
 #    docker-compose, installed on Debian as root when missing), with the
-#    default profile of .env and with each store's profile.
+#    default profile of .env and with each store's profile, and publishes
+#    ports on 127.0.0.1 only.
 # 2. The binary builds with the Dockerfile's own build command (taken from
 #    the Dockerfile, so the two cannot drift apart), and the result is what
 #    the image needs: static, trimmed paths, stripped.
@@ -50,6 +51,12 @@ elif [ "${CI:-}" = true ]; then
 	die "CI=true: docker-compose is missing and cannot be installed here (Debian: apt-get install docker-compose)"
 else
 	log "docker-compose is missing (Debian: apt-get install docker-compose): compose file not checked"
+fi
+
+# Every published port binds loopback: reaching a node from elsewhere is
+# a decision to write down, not a default.
+if open="$(grep -n 'ports:' docker-compose.yml | grep -v 'ports: \["127\.0\.0\.1:[0-9]*:[0-9]*"\(, "127\.0\.0\.1:[0-9]*:[0-9]*"\)*\]')"; then
+	die "docker-compose.yml publishes a port beyond 127.0.0.1: $open"
 fi
 
 # --- 2. the binary, built as the Dockerfile builds it ---

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -12,6 +15,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -133,9 +137,13 @@ func runLoad(ctx context.Context, cfg config, progress io.Writer) (*result, erro
 			}
 		}
 	}
+	creds, err := transportCreds(cfg)
+	if err != nil {
+		return nil, err
+	}
 	for range cfg.conns {
 		for _, t := range cfg.targets {
-			conn, err := grpc.NewClient(t, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			conn, err := grpc.NewClient(t, grpc.WithTransportCredentials(creds),
 				grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec{})))
 			if err != nil {
 				return nil, fmt.Errorf("target %s: %w", t, err)
@@ -459,4 +467,28 @@ func (r *runner) report(out io.Writer, start time.Time, stop <-chan struct{}) {
 			last, lastAt = done, now
 		}
 	}
+}
+
+// transportCreds is plaintext, or TLS when -ca-file is given (with a
+// client certificate for mTLS).
+func transportCreds(cfg config) (credentials.TransportCredentials, error) {
+	if cfg.caFile == "" {
+		return insecure.NewCredentials(), nil
+	}
+	pem, err := os.ReadFile(cfg.caFile)
+	if err != nil {
+		return nil, fmt.Errorf("-ca-file: %w", err)
+	}
+	tc := &tls.Config{RootCAs: x509.NewCertPool(), MinVersion: tls.VersionTLS12}
+	if !tc.RootCAs.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("-ca-file: %s holds no PEM certificate", cfg.caFile)
+	}
+	if cfg.certFile != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.certFile, cfg.keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("-cert-file, -key-file: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return credentials.NewTLS(tc), nil
 }

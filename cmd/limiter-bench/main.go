@@ -72,6 +72,8 @@ type config struct {
 	sendAt    bool
 	pids      []int
 	json      bool
+	// tls: CA file (turns TLS on), client certificate and key (mTLS).
+	caFile, certFile, keyFile string
 }
 
 const usageHead = `limiter-bench drives load against limiterd nodes and reports calls/s,
@@ -117,6 +119,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.sendAt, "at", false, "send the client's clock as each request's at field (increment, allow), so admitted hits are counted in exactly the window the server decided in; needs clocks in step with the nodes'")
 	pids := fs.String("pids", "", "comma-separated process ids (Linux) whose CPU time is read before and after the measurement, to report server CPU µs per call")
 	fs.BoolVar(&c.json, "json", false, "print the report as JSON")
+	fs.StringVar(&c.caFile, "ca-file", "", "TLS: PEM CA bundle the servers' certificates must chain to (turns TLS on)")
+	fs.StringVar(&c.certFile, "cert-file", "", "mTLS: PEM client certificate (with -key-file and -ca-file)")
+	fs.StringVar(&c.keyFile, "key-file", "", "mTLS: PEM client key")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -176,6 +181,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("-timeout: must be positive, got %s", c.timeout)
 	case c.progress < 0:
 		return fmt.Errorf("-progress: must not be negative, got %s", c.progress)
+	case (c.certFile == "") != (c.keyFile == ""):
+		return errors.New("-cert-file and -key-file: give both or neither")
+	case c.certFile != "" && c.caFile == "":
+		return errors.New("-cert-file: needs -ca-file (TLS)")
 	}
 	return nil
 }

@@ -33,6 +33,8 @@ func TestParseFlags(t *testing.T) {
 		{"-dist", "zipf", "-zipf-s", "1"},
 		{"-window", "0s"},
 		{"-pids", "x"},
+		{"-ca-file", "ca.crt", "-cert-file", "c.crt"},
+		{"-cert-file", "c.crt", "-key-file", "c.key"},
 		{"extra"},
 	} {
 		if _, err := parseFlags(bad, &bytes.Buffer{}); err == nil {

@@ -29,7 +29,8 @@ const usageHead = `Usage:
   limiterd [flags]                 serve (until SIGINT or SIGTERM)
   limiterd schema postgres|cassandra [--config file] [--store name]
                                    print a store's schema
-  limiterd probe URL               GET URL, succeed on 200 (container health check)
+  limiterd probe [--ca-file F] [--cert-file F --key-file F] URL
+                                   GET URL, succeed on 200 (container health check)
   limiterd version                 print the version (also --version)
   limiterd help                    print this help (also -h, --help)
 
@@ -96,6 +97,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // flagValues are the serving flags, defaulted from the environment.
 type flagValues struct {
 	configPath, grpcAddr, httpAddr, respAddr, nodeName, logLevel, envoyDir *string
+	adminAddr                                                              *string
 	version                                                                *bool
 	getenv                                                                 func(string) string
 }
@@ -108,6 +110,7 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
 		grpcAddr:   fs.String("grpc-addr", getenv(envGRPCAddr), "gRPC listen address (env "+envGRPCAddr+", default 127.0.0.1:7070)"),
 		httpAddr:   fs.String("http-addr", getenv(envHTTPAddr), "HTTP address for /metrics, /healthz, /readyz (env "+envHTTPAddr+", default 127.0.0.1:7071; \"off\" disables)"),
 		respAddr:   fs.String("resp-addr", getenv(envRESPAddr), "Redis protocol listen address (env "+envRESPAddr+"; default off)"),
+		adminAddr:  fs.String("admin-addr", getenv(envAdminAddr), "admin listen address for /debug/pprof/ (env "+envAdminAddr+"; default off; a bare port binds 127.0.0.1)"),
 		nodeName:   fs.String("node-name", getenv(envNodeName), "node name for people (env "+envNodeName+", default the host name)"),
 		logLevel:   fs.String("log-level", getenv(envLogLevel), "debug, info, warn or error (env "+envLogLevel+")"),
 		envoyDir:   fs.String("envoy-config-dir", getenv(envEnvoyDir), "serve Envoy's rate limit service with envoyproxy/ratelimit's domain files from this directory (env "+envEnvoyDir+"; overrides envoy.config_dir)"),
@@ -126,7 +129,7 @@ func (f flagValues) config() (Config, error) {
 			return cfg, err
 		}
 	}
-	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.RESPAddr: *f.respAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel, &cfg.Envoy.ConfigDir: *f.envoyDir} {
+	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.RESPAddr: *f.respAddr, &cfg.AdminAddr: *f.adminAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel, &cfg.Envoy.ConfigDir: *f.envoyDir} {
 		if v != "" {
 			*dst = v
 		}
@@ -187,22 +190,23 @@ func version() string {
 // probe is the container health check (the image has no curl): GET a URL,
 // succeed on 200.
 func probe(ctx context.Context, args []string) error {
-	if len(args) != 1 {
-		return errors.New("usage: limiterd probe URL")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, args[0], nil)
+	client, url, err := probeClient(args)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", args[0], resp.Status)
+		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return nil
 }

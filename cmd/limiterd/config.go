@@ -36,6 +36,11 @@ type Config struct {
 	RESPAddr string `yaml:"resp_addr"`
 	// RESP tunes the Redis protocol front.
 	RESP RESPConfig `yaml:"resp"`
+	// AdminAddr serves /debug/pprof/ (admin.go); empty (the default) or
+	// "off" turns it off, a bare port binds loopback.
+	AdminAddr string `yaml:"admin_addr"`
+	// TLS, when set, secures every listener (tls.go).
+	TLS TLSConfig `yaml:"tls"`
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `yaml:"log_level"`
 	// ShutdownTimeout bounds the final push of every namespace on SIGTERM
@@ -360,6 +365,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	if err := c.RESP.validate(); err != nil {
+		return err
+	}
+	if _, err := adminAddr(c.AdminAddr); err != nil {
+		return bad("admin_addr", "%v", err)
+	}
+	if err := c.TLS.validate(); err != nil {
 		return err
 	}
 	switch c.LogLevel {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"maps"
 	"os"
@@ -93,6 +94,12 @@ func TestConfigFullExample(t *testing.T) {
 		"http_addr":             {{cfg.HTTPAddr, "0.0.0.0:9091"}},
 		"log_level":             {{cfg.LogLevel, "debug"}},
 		"resp_addr":             {{cfg.RESPAddr, "0.0.0.0:6380"}},
+		"admin_addr":            {{cfg.AdminAddr, "6060"}, {must(adminAddr(cfg.AdminAddr)), "127.0.0.1:6060"}},
+		"tls.cert_file":         {{cfg.TLS.CertFile, "/etc/limiterd/tls/server.crt"}},
+		"tls.key_file":          {{cfg.TLS.KeyFile, "/etc/limiterd/tls/server.key"}},
+		"tls.client_ca_file":    {{cfg.TLS.ClientCAFile, "/etc/limiterd/tls/clients-ca.crt"}},
+		"tls.client_auth":       {{cfg.TLS.ClientAuth, "request"}, {must(cfg.TLS.clientAuth()), tls.VerifyClientCertIfGiven}},
+		"tls.min_version":       {{cfg.TLS.MinVersion, "1.3"}, {must(cfg.TLS.minVersion()), uint16(tls.VersionTLS13)}},
 		"resp.max_command_size": {{cfg.RESP.MaxCommandSize, 65536}},
 		"resp.max_clients":      {{cfg.RESP.MaxClients, 500}},
 		"resp.idle_timeout":     {{time.Duration(cfg.RESP.IdleTimeout), 5 * time.Minute}},
@@ -302,6 +309,12 @@ func TestConfigValidation(t *testing.T) {
 		{"resp negative max_command_size", "resp: {max_command_size: -1}\n" + ns, "resp.max_command_size", []string{"must not be negative"}},
 		{"resp negative max_clients", "resp: {max_clients: -5}\n" + ns, "resp.max_clients", []string{"must not be negative"}},
 		{"resp negative idle_timeout", "resp: {idle_timeout: -1s}\n" + ns, "resp.idle_timeout", []string{"must not be negative"}},
+		{"admin_addr not an address", "admin_addr: a:b:c\n" + ns, "admin_addr", []string{`host:port, a port or "off"`}},
+		{"tls key without certificate", "tls: {key_file: k}\n" + ns, "tls.cert_file", []string{"required with key_file"}},
+		{"tls certificate without key", "tls: {cert_file: c}\n" + ns, "tls.key_file", []string{"required with cert_file"}},
+		{"tls mTLS without CA", "tls: {cert_file: c, key_file: k, client_auth: require}\n" + ns, "tls.client_ca_file", []string{"required with client_auth require"}},
+		{"tls client_auth", "tls: {cert_file: c, key_file: k, client_auth: maybe}\n" + ns, "tls.client_auth", []string{"none, request or require", `"maybe"`}},
+		{"tls min_version below 1.2", "tls: {cert_file: c, key_file: k, min_version: 1.1}\n" + ns, "tls.min_version", []string{`"1.2" or "1.3"`, `"1.1"`}},
 	}
 	cases = append(cases, authCases(ns)...)
 	covered := map[string]bool{}
@@ -462,3 +475,6 @@ func FuzzParseConfig(f *testing.F) {
 		}
 	})
 }
+
+// must is v, for a check of a function whose error another case covers.
+func must[T any](v T, _ error) T { return v }

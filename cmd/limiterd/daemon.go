@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiterd/limiterd/auth"
 	envoyfront "github.com/limiterd/limiterd/front/envoy"
+	"github.com/limiterd/limiterd/internal/certreload"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -34,6 +35,8 @@ type daemon struct {
 	// envoy serves Envoy's rate limit service on the gRPC listener, when
 	// configured.
 	envoy *envoyfront.Server
+	// tls is every listener's certificate when TLS is configured (tls.go).
+	tls *certreload.Reloader
 }
 
 // A listener is one server on its own address: a front, or the operators'
@@ -58,7 +61,7 @@ type listener struct {
 // its own (listen_*.go, http.go). An opener returns nil when the config
 // turns its listener off.
 // The JSON API is served on the HTTP listener (listen_http_api.go).
-var listenerOpeners = []func(*daemon) (*listener, error){listenGRPC, listenHTTP, listenRESP}
+var listenerOpeners = []func(*daemon) (*listener, error){listenGRPC, listenHTTP, listenRESP, listenAdmin}
 
 // shutdownTimeout bounds the graceful stop of the fronts: calls still
 // running after it are cut off.
@@ -150,10 +153,14 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 	if err != nil {
 		return nil, err
 	}
+	certs, err := openTLS(cfg.TLS, log)
+	if err != nil {
+		return nil, err
+	}
 	d := &daemon{
 		cfg: cfg, log: log, node: n, reg: prometheus.NewRegistry(),
 		stores: map[string]clustersync.Store{}, syncers: map[string]*clustersync.Syncer{},
-		inc: clustersync.NewIncarnation(cfg.NodeName),
+		inc: clustersync.NewIncarnation(cfg.NodeName), tls: certs,
 	}
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.registerNodeMetrics()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sort"
 	"time"
 
@@ -33,10 +32,10 @@ func listenHTTP(d *daemon) (*listener, error) {
 		lis.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog("http")}
 	return &listener{
 		name: "http",
-		lis:  lis,
+		lis:  d.tlsListener(lis, "h2", "http/1.1"),
 		serve: func(l net.Listener) error {
 			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 				return err
@@ -49,20 +48,14 @@ func listenHTTP(d *daemon) (*listener, error) {
 	}, nil
 }
 
-// httpHandler serves /metrics, /healthz, /readyz and Go's profiles under
-// /debug/pprof/ (the listener is loopback unless configured otherwise, as
-// the profiles are for operators). /readyz means
+// httpHandler serves /metrics, /healthz and /readyz; Go's profiles are
+// on the admin listener (admin.go). /readyz means
 // "serving" and never depends on a store, or one store outage would take
 // every restarted node out of its load balancer; store health is in
 // /healthz and the metrics.
 func (d *daemon) httpHandler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})

@@ -15,7 +15,7 @@ func listenGRPC(d *daemon) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen: %w", err)
 	}
-	gs := grpcfront.NewServer(d.svc, d.grpcAuth()...)
+	gs := grpcfront.NewServer(d.svc, append(d.grpcCreds(), d.grpcAuth()...)...)
 	if d.envoy != nil {
 		d.envoy.Register(gs.Server)
 	}

@@ -61,7 +61,7 @@ func listenRESP(d *daemon) (*listener, error) {
 	}
 	return &listener{
 		name:     "resp",
-		lis:      lis,
+		lis:      d.tlsListener(lis),
 		serve:    srv.Serve,
 		shutdown: func(ctx context.Context) { srv.Shutdown(ctx) },
 	}, nil

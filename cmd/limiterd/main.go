@@ -5,7 +5,9 @@
 // runs the listeners; each listener has its own file (listen_grpc.go for
 // the gRPC front, http.go for the operators' endpoints, which also serve
 // the JSON API of listen_http_api.go), which adds itself
-// to the listeners the daemon runs. A new front adds its config fields and
+// to the listeners the daemon runs; admin.go is the admin listener
+// (/debug/pprof/), and tls.go puts TLS on every listener when configured.
+// A new front adds its config fields and
 // its listen_*.go file; request handling lives in the fronts' packages.
 package main
 

@@ -205,15 +205,18 @@ func getHealthz(t *testing.T, httpAddr string) healthz {
 }
 
 func TestRunServesWithoutConfig(t *testing.T) {
-	grpcAddr, httpAddr := freeAddr(t), freeAddr(t)
-	d := startRun(t, []string{"--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--node-name", "test-node"}, nil)
+	grpcAddr, httpAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	d := startRun(t, []string{"--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--admin-addr", adminAddr, "--node-name", "test-node"}, nil)
 	conn := d.dial(t, grpcAddr)
 	ctx := context.Background()
 
 	t.Run("pprof", func(t *testing.T) {
-		code, body, _ := httpGet(t, "http://"+httpAddr+"/debug/pprof/goroutine?debug=1")
+		code, body, _ := httpGet(t, "http://"+adminAddr+"/debug/pprof/goroutine?debug=1")
 		if code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
-			t.Fatalf("/debug/pprof/goroutine: %d %.200q", code, body)
+			t.Fatalf("admin /debug/pprof/goroutine: %d %.200q", code, body)
+		}
+		if code, _, _ := httpGet(t, "http://"+httpAddr+"/debug/pprof/goroutine?debug=1"); code != http.StatusNotFound {
+			t.Fatalf("HTTP listener /debug/pprof/goroutine: %d, want 404 (profiles are on the admin listener)", code)
 		}
 	})
 

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
@@ -58,13 +60,19 @@ type Limiterd struct {
 	Name     string
 	GRPCAddr string
 	HTTPAddr string
-	Client   limiterv1.RateLimiterClient
+	// AdminAddr serves /debug/pprof/.
+	AdminAddr string
+	Client    limiterv1.RateLimiterClient
+	// TLS is the client config of a limiterd started with
+	// StartLimiterdTLS; nil for plaintext.
+	TLS *tls.Config
 
 	tb      testing.TB
 	bin     string
 	cfgPath string
 	logPath string
 	conn    *grpc.ClientConn
+	web     *http.Client
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -83,18 +91,39 @@ func StartLimiterd(tb testing.TB, name, config string) *Limiterd {
 // for callers that publish fixed ports (the cluster command).
 func StartLimiterdAt(tb testing.TB, name, config, grpcAddr, httpAddr string) *Limiterd {
 	tb.Helper()
+	return start(tb, name, config, grpcAddr, httpAddr, nil)
+}
+
+// StartLimiterdTLS is StartLimiterd for a config with a tls: section: the
+// harness's own calls (the readiness check, Metrics, Client) use client.
+func StartLimiterdTLS(tb testing.TB, name, config string, client *tls.Config) *Limiterd {
+	tb.Helper()
+	return start(tb, name, config,
+		fmt.Sprintf("127.0.0.1:%d", FreePort(tb)), fmt.Sprintf("127.0.0.1:%d", FreePort(tb)), client)
+}
+
+func start(tb testing.TB, name, config, grpcAddr, httpAddr string, client *tls.Config) *Limiterd {
+	tb.Helper()
 	dir := tb.TempDir()
 	l := &Limiterd{
 		Name: name, tb: tb, bin: LimiterdBinary(tb),
-		GRPCAddr: grpcAddr,
-		HTTPAddr: httpAddr,
-		cfgPath:  filepath.Join(dir, "limiterd.yaml"),
-		logPath:  filepath.Join(dir, "limiterd.log"),
+		GRPCAddr:  grpcAddr,
+		HTTPAddr:  httpAddr,
+		AdminAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(tb)),
+		TLS:       client,
+		cfgPath:   filepath.Join(dir, "limiterd.yaml"),
+		logPath:   filepath.Join(dir, "limiterd.log"),
 	}
 	if err := os.WriteFile(l.cfgPath, []byte(config), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	conn, err := grpc.NewClient(l.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	l.web = http.DefaultClient
+	if client != nil {
+		creds = credentials.NewTLS(client)
+		l.web = &http.Client{Transport: &http.Transport{TLSClientConfig: client}}
+	}
+	conn, err := grpc.NewClient(l.GRPCAddr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -124,7 +153,7 @@ func (l *Limiterd) Start() {
 		l.tb.Fatal(err)
 	}
 	cmd := exec.Command(l.bin, "--config", l.cfgPath, "--grpc-addr", l.GRPCAddr, "--http-addr", l.HTTPAddr,
-		"--node-name", l.Name, "--log-level", "debug")
+		"--admin-addr", l.AdminAddr, "--node-name", l.Name, "--log-level", "debug")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr(nil)
 	if err := cmd.Start(); err != nil {
@@ -142,7 +171,7 @@ func (l *Limiterd) Start() {
 			l.tb.Fatalf("%s exited during start-up:\n%s", l.Name, l.LogTail(40))
 		default:
 		}
-		if resp, err := http.Get("http://" + l.HTTPAddr + "/readyz"); err == nil {
+		if resp, err := l.HTTPClient().Get(l.URL(l.HTTPAddr, "/readyz")); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return
@@ -193,8 +222,8 @@ func (l *Limiterd) Running() bool {
 
 // Metrics returns the /metrics text.
 func (l *Limiterd) Metrics(ctx context.Context) (string, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.HTTPAddr+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, l.URL(l.HTTPAddr, "/metrics"), nil)
+	resp, err := l.HTTPClient().Do(req)
 	if err != nil {
 		return "", err
 	}
@@ -203,6 +232,18 @@ func (l *Limiterd) Metrics(ctx context.Context) (string, error) {
 	_, err = b.ReadFrom(resp.Body)
 	return b.String(), err
 }
+
+// URL is path on addr (HTTPAddr or AdminAddr), https when the process
+// serves TLS.
+func (l *Limiterd) URL(addr, path string) string {
+	if l.TLS != nil {
+		return "https://" + addr + path
+	}
+	return "http://" + addr + path
+}
+
+// HTTPClient is a client of the process's HTTP and admin listeners.
+func (l *Limiterd) HTTPClient() *http.Client { return l.web }
 
 // PID returns the process id of the running incarnation, or 0 when the
 // process is not running.

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"time"
+)
+
+// envAdminAddr is the admin listener's address, overridden by
+// --admin-addr.
+const envAdminAddr = "LIMITERD_ADMIN_ADDR"
+
+// adminAddr is the admin listener's address: "" or "off" turns it off; a
+// bare port ("6060" or ":6060") binds loopback, so that exposing the
+// profiles beyond the host takes an explicit host.
+func adminAddr(s string) (string, error) {
+	if s == "" || s == "off" {
+		return "", nil
+	}
+	if _, err := strconv.ParseUint(s, 10, 16); err == nil {
+		return net.JoinHostPort("127.0.0.1", s), nil
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", fmt.Errorf("must be host:port, a port or \"off\", got %q", s)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// listenAdmin opens the admin listener: Go's profiles under
+// /debug/pprof/, kept off the HTTP listener (whose /metrics and health
+// checks are scraped by others) because a profile shows the process's
+// internals and a CPU profile costs CPU. The admin operations of later
+// features belong here too. TLS applies as on every listener.
+func listenAdmin(d *daemon) (*listener, error) {
+	addr, err := adminAddr(d.cfg.AdminAddr)
+	if err != nil || addr == "" {
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog("admin")}
+	return &listener{
+		name: "admin",
+		lis:  d.tlsListener(lis, "h2", "http/1.1"),
+		serve: func(l net.Listener) error {
+			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+		shutdown: func(ctx context.Context) { _ = srv.Shutdown(ctx) },
+		operator: true,
+	}, nil
+}

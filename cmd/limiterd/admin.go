@@ -9,6 +9,8 @@ import (
 	"net/http/pprof"
 	"strconv"
 	"time"
+
+	"github.com/limiterd/limiterd/auth"
 )
 
 // envAdminAddr is the admin listener's address, overridden by
@@ -55,7 +57,13 @@ func listenAdmin(d *daemon) (*listener, error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog("admin")}
+	var h http.Handler = mux
+	if d.authz != nil {
+		// With authorization on, the admin listener needs the admin grant
+		// in every namespace.
+		h = auth.Middleware(d.authz, auth.Admin, mux)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog("admin")}
 	return &listener{
 		name: "admin",
 		lis:  d.tlsListener(lis, "h2", "http/1.1"),

@@ -385,3 +385,57 @@ func TestAuthorizationRESP(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminNeedsTheAdminGrant: with authorization on, the admin listener
+// serves only a credential granted admin in every namespace.
+func TestAdminNeedsTheAdminGrant(t *testing.T) {
+	adminAddr, grpcAddr, httpAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	const adminToken = "admin-token-0123456789abcdef"
+	cfg := fmt.Sprintf(`grpc_addr: %s
+http_addr: %s
+admin_addr: %s
+namespaces:
+  - {name: api, window_sizes: ["1s"], sync_rate: -1}
+auth:
+  tokens:
+    - {name: ops, token_env: LIMITERD_TEST_ADMIN, namespaces: ["*"], operations: [admin]}
+    - {name: writer, token_env: LIMITERD_TEST_WRITER, namespaces: [api], operations: [read, write, admin]}
+`, grpcAddr, httpAddr, adminAddr)
+	startRun(t, []string{"--config", writeFile(t, "limiterd.yaml", cfg)},
+		map[string]string{"LIMITERD_TEST_ADMIN": adminToken, "LIMITERD_TEST_WRITER": writerToken})
+	get := func(token string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, "http://"+adminAddr+"/debug/pprof/cmdline", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		var resp *http.Response
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			if resp, err = http.DefaultClient.Do(req); err == nil || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		name, token string
+		want        int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"wrong token", wrongToken, http.StatusUnauthorized},
+		{"admin in one namespace only", writerToken, http.StatusForbidden},
+		{"admin everywhere", adminToken, http.StatusOK},
+	} {
+		if got := get(c.token); got != c.want {
+			t.Errorf("%s: admin listener answered %d, want %d", c.name, got, c.want)
+		}
+	}
+}

@@ -53,7 +53,10 @@ func TestEscalationSmoke(t *testing.T) {
 				t.Helper()
 				r := accuracy.Run{
 					Nodes: 3, SyncRate: 0.1, Escalate: escalate,
-					Sync:   clustersync.Config{TickTimeout: time.Second},
+					// A store call past CallTimeout presumes the store down,
+					// and calls then decide alone, as documented; 2 s keeps a
+					// pause of the machine from turning into that here.
+					Sync:   clustersync.Config{TickTimeout: time.Second, CallTimeout: 2 * time.Second},
 					Window: time.Second, Limit: 100, Rate: 1000, Keys: 1,
 					Duration: 6 * time.Second, Workers: 16,
 					Namespace: harness.UniqueName("smoke"), NewStore: open,

@@ -42,7 +42,9 @@ func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(os.Stderr, "limiterd:", err)
+	for _, e := range flatten(err) { // a config's errors, one a line
+		fmt.Fprintln(os.Stderr, "limiterd:", e)
+	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprint(os.Stderr, ue.usage)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 )
@@ -152,7 +153,12 @@ func (f flagValues) config() (Config, error) {
 // loadSecrets reads the tokens and the stores' secrets of a validated
 // config from files and the environment, reporting every error.
 func loadSecrets(cfg *Config, file string, getenv func(string) string) error {
-	return joinErrors(cfg.Auth.load(file, cfg.namespaceNames(), getenv), cfg.loadStoreSecrets(file, getenv))
+	err := joinErrors(cfg.Auth.load(file, cfg.namespaceNames(), getenv), cfg.loadStoreSecrets(file, getenv))
+	if err == nil || file == "" {
+		return err
+	}
+	data, _ := os.ReadFile(file) // for the lines only; read before
+	return placeErrors(file, data, flatten(err))
 }
 
 // checkConfig is limiterd check: it validates a config file as serving
@@ -165,15 +171,32 @@ func checkConfig(args []string, getenv func(string) string, stdout io.Writer) er
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *path == "" {
 		return errors.New("usage: limiterd check --config file")
 	}
-	cfg, err := LoadConfig(*path)
-	if err == nil {
-		err = loadSecrets(&cfg, *path, getenv)
+	data, err := os.ReadFile(*path)
+	if err != nil {
+		return &ConfigError{File: *path, Reason: err.Error()}
 	}
-	if err == nil {
+	cfg, err := parseConfig(*path, data)
+	errs := flatten(err)
+	// Secrets are read even from a file with errors, so that one run
+	// shows them all; those of a field already reported are dropped.
+	var reported []string
+	for _, e := range errs {
+		if ce, ok := e.(*ConfigError); ok {
+			reported = append(reported, ce.Field)
+		}
+	}
+	for _, e := range flatten(loadSecrets(&cfg, *path, getenv)) {
+		ce, ok := e.(*ConfigError)
+		if ok && slices.ContainsFunc(reported, func(f string) bool { return underAny(ce.Field, []string{f}) || underAny(f, []string{ce.Field}) }) {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	if len(errs) == 0 {
 		_, err = fmt.Fprintf(stdout, "%s: ok\n", *path)
 		return err
 	}
-	errs := flatten(err)
+	slices.SortStableFunc(errs, func(a, b error) int { return errorLine(a) - errorLine(b) })
 	for _, e := range errs {
 		line := e.Error()
 		if ce, ok := e.(*ConfigError); ok {

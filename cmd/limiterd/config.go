@@ -282,6 +282,16 @@ func LoadConfig(path string) (Config, error) {
 // The error joins every *ConfigError found, each with its line when the
 // file shows one.
 func ParseConfig(name string, data []byte) (Config, error) {
+	cfg, err := parseConfig(name, data)
+	if err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// parseConfig is ParseConfig returning, with its errors, what could be
+// decoded, so that check can go on to read the secrets.
+func parseConfig(name string, data []byte) (Config, error) {
 	cfg, fatal, decodeErr := decodeConfig(name, data)
 	errs := flatten(decodeErr)
 	if !fatal {
@@ -307,20 +317,26 @@ func ParseConfig(name string, data []byte) (Config, error) {
 	if len(errs) == 0 {
 		return cfg, nil
 	}
+	return cfg, placeErrors(name, data, errs)
+}
+
+// placeErrors names file in every *ConfigError of errs, gives those
+// without a line the line of their field in data, and joins them in the
+// file's order, errors of the whole file (line 0) first.
+func placeErrors(file string, data []byte, errs []error) error {
 	var root yaml.Node
 	_ = yaml.Unmarshal(data, &root) // a syntax error leaves root empty
 	lines := pathLines(&root)
 	for _, e := range errs {
 		if ce, ok := e.(*ConfigError); ok {
-			ce.File = name
+			ce.File = file
 			if ce.Line == 0 {
 				ce.Line = lineOf(lines, ce.Field)
 			}
 		}
 	}
-	// In the file's order; errors of the whole file (line 0) first.
 	slices.SortStableFunc(errs, func(a, b error) int { return errorLine(a) - errorLine(b) })
-	return Config{}, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // errorLine is err's line when it is a *ConfigError, else 0.
@@ -407,7 +423,18 @@ func decodeConfig(name string, data []byte) (cfg Config, fatal bool, err error) 
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		errs = append(errs, &ConfigError{File: name, Line: extra.Line, Reason: "a config file holds one YAML document, found a second one"})
 	}
-	errs = append(errs, checkWholeNumbers(name, data))
+	// A count the decoder refused already is not reported twice.
+	failed := make(map[string]bool)
+	for _, e := range flatten(joinErrors(errs...)) {
+		if ce, ok := e.(*ConfigError); ok {
+			failed[ce.Field] = true
+		}
+	}
+	for _, e := range flatten(checkWholeNumbers(name, data)) {
+		if ce, ok := e.(*ConfigError); !ok || !failed[ce.Field] {
+			errs = append(errs, e)
+		}
+	}
 	return cfg, false, joinErrors(errs...)
 }
 
@@ -581,7 +608,9 @@ func validateStore(name string, s StoreConfig, getenv func(string) string) (Stor
 			}
 		}
 	}
-	lines := pathLines(&s.Options)
+	// The resolved mapping keeps the file's lines, and has the entries
+	// (addrs[1]) of values read from files and variables.
+	lines := pathLines(&resolved.Options)
 	for _, e := range flatten(err) {
 		if ce, ok := e.(*ConfigError); ok {
 			if ce.Line == 0 {

@@ -116,8 +116,8 @@ func TestCheckEveryError(t *testing.T) {
 			map[string]string{"A": "0123456789abcdef-a", "B": "0123456789abcdef-b"}, []string{"6 auth.tokens[1].name"}},
 		{"secrets", "stores:\n  r:\n    type: redis\n    password: x\n    password_env: P\n    username_file: /nonexistent/user\n  p:\n    type: postgres\n    dsn_env: DSN\n" + ns,
 			nil, []string{"5 stores.r.password_env", "6 stores.r.username_file", "9 stores.p.dsn_env"}},
-		{"secrets read", "stores:\n  r:\n    type: redis\n    password_file: " + secret + "\n    addrs_env: ADDRS\n" + ns,
-			map[string]string{"ADDRS": "127.0.0.1:1 nohost"}, []string{"5 stores.r.addrs[1]"}},
+		{"secrets read", "stores:\n  r:\n    type: redis\n    password_file: " + secret + "\n    addrs_env: ADDRS\n  p:\n    type: postgres\n    dsn_env: DSN\n" + ns,
+			map[string]string{"ADDRS": "127.0.0.1:1 nohost", "DSN": "postgres://u:hunter2@db:port/x"}, []string{"5 stores.r.addrs[1]", "8 stores.p.dsn"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path, stdout, err := runCheck(t, c.yaml, c.env)
@@ -133,7 +133,7 @@ func TestCheckEveryError(t *testing.T) {
 					continue
 				}
 				got = append(got, strings.TrimSpace(m[1]+" "+m[2]))
-				if strings.Contains(l, "s3cret") || strings.Contains(l, "nohost ") {
+				if strings.Contains(l, "s3cret") || strings.Contains(l, "hunter2") {
 					t.Errorf("line %q holds a secret", l)
 				}
 			}
@@ -197,6 +197,7 @@ func TestStoreSecrets(t *testing.T) {
 		{"empty file", "password_file: " + empty + "\n", redisstore.Config{}, "stores.r.password_file", 4, "is empty"},
 		{"literal and file", "password: p\n    password_file: " + pw + "\n", redisstore.Config{}, "stores.r.password_file", 5, "give only one of password, password_file and password_env"},
 		{"file and variable", "addrs_env: ADDRS\n    addrs_file: " + pw + "\n", redisstore.Config{}, "stores.r.addrs_file", 5, "give only one of addrs"},
+		{"two suffixes", "password_env_file: x\n", redisstore.Config{}, "stores.r.password_env_file", 4, "field password_env_file not found"},
 		{"not a name", "password_env: [A]\n", redisstore.Config{}, "stores.r.password_env", 4, "must be a file name or an environment variable's name"},
 		{"bad address from a variable", "addrs_env: USER\n", redisstore.Config{}, "stores.r.addrs[0]", 4, `"lim" is not host:port`},
 	} {

@@ -54,7 +54,10 @@ func resolveStoreSecrets(s StoreConfig, getenv func(string) string) (StoreConfig
 	var kept []*yaml.Node
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
-		base := strings.TrimSuffix(strings.TrimSuffix(k.Value, "_file"), "_env")
+		base, ok := strings.CutSuffix(k.Value, "_file")
+		if !ok {
+			base, _ = strings.CutSuffix(k.Value, "_env")
+		}
 		if !slices.ContainsFunc(fields, func(f secretField) bool { return f.name == base }) {
 			kept = append(kept, k, n.Content[i+1])
 			continue

@@ -94,6 +94,8 @@ func TestCheckEveryError(t *testing.T) {
 		{"tab indentation", "sync:\n\tbatch_size: 1\n", nil, []string{"2 "}},
 		{"unknown fields, all of them", "grpc_adr: x\nsync:\n  batchsize: 1\n" + ns + "tls: {cert: c}\nresp: {max: 1}\n",
 			nil, []string{"1 grpc_adr", "3 sync.batchsize", "6 tls.cert", "7 resp.max"}},
+		{"a typo and the field it leaves out", "namespaces:\n  - name: a\n    window_sizes: [1s]\n    sync_rat: -1\n",
+			nil, []string{"2 namespaces[0].sync_rate", "4 namespaces[0].sync_rat"}},
 		{"type errors", "shutdown_timeout: soon\nsync: {batch_size: many}\nenvoy:\n  config_dir: [a]\n" + ns,
 			nil, []string{"1 shutdown_timeout", "2 sync.batch_size", "4 envoy.config_dir"}},
 		{"addresses", "grpc_addr: x\nhttp_addr: y\nresp_addr: z\nadmin_addr: a:b:c\nnode_name: \"\\0\"\n" + ns,

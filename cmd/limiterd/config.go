@@ -297,10 +297,11 @@ func parseConfig(name string, data []byte) (Config, error) {
 	if !fatal {
 		// A field that did not decode holds its default, so the checks
 		// of the entry holding it (its namespace, token, section) would
-		// report errors that are not in the file.
+		// report errors that are not in the file. An unknown field
+		// leaves nothing half-decoded: its entry is checked.
 		var decoded []string
 		for _, e := range errs {
-			if ce, ok := e.(*ConfigError); ok && ce.Field != "" {
+			if ce, ok := e.(*ConfigError); ok && ce.Field != "" && !strings.Contains(ce.Reason, " not found in type ") {
 				entry := ce.Field
 				if i := strings.LastIndexAny(entry, ".["); i > 0 {
 					entry = entry[:i]

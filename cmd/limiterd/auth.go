@@ -93,9 +93,10 @@ func (c *AuthConfig) load(file string, namespaces []string, getenv func(string) 
 		return v, nil
 	})
 	if err != nil {
-		var ce *ConfigError
-		if errors.As(err, &ce) {
-			ce.File = file
+		for _, e := range flatten(err) {
+			if ce, ok := e.(*ConfigError); ok {
+				ce.File = file
+			}
 		}
 		return err
 	}
@@ -106,56 +107,59 @@ func (c *AuthConfig) load(file string, namespaces []string, getenv func(string) 
 // build checks the section and makes its authorizer, the tokens read by
 // secret.
 func (c *AuthConfig) build(namespaces []string, secret func(int, TokenConfig) (string, error)) (*auth.Authorizer, error) {
-	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: "auth." + field, Reason: fmt.Sprintf(format, args...)}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: "auth." + field, Reason: fmt.Sprintf(format, args...)})
 	}
 	if len(c.Tokens) == 0 && len(c.Identities) == 0 {
-		return nil, bad("tokens", "an auth section needs at least one token or identity, or no call could be served")
+		bad("tokens", "an auth section needs at least one token or identity, or no call could be served")
 	}
-	grants := func(field string, nss, ops []string) (auth.Op, error) {
+	grants := func(field string, nss, ops []string) auth.Op {
 		for j, ns := range nss {
 			if ns != auth.AllNamespaces && !slices.Contains(namespaces, ns) {
-				return 0, bad(fmt.Sprintf("%s.namespaces[%d]", field, j), "namespace %q is not configured", ns)
+				bad(fmt.Sprintf("%s.namespaces[%d]", field, j), "namespace %q is not configured", ns)
 			}
 		}
 		var op auth.Op
 		for j, s := range ops {
 			o, err := auth.ParseOp(s)
 			if err != nil {
-				return 0, bad(fmt.Sprintf("%s.operations[%d]", field, j), "%v", err)
+				bad(fmt.Sprintf("%s.operations[%d]", field, j), "%v", err)
 			}
 			op |= o
 		}
-		return op, nil
+		return op
 	}
 	var cfg auth.Config
 	for i, t := range c.Tokens {
 		field := fmt.Sprintf("tokens[%d]", i)
 		if (t.TokenFile == "") == (t.TokenEnv == "") {
-			return nil, bad(field, "give exactly one of token_file and token_env")
+			bad(field, "give exactly one of token_file and token_env")
+			continue
 		}
-		op, err := grants(field, t.Namespaces, t.Operations)
-		if err != nil {
-			return nil, err
-		}
+		op := grants(field, t.Namespaces, t.Operations)
 		s, err := secret(i, t)
 		if err != nil {
-			return nil, err
+			errs = append(errs, err)
+			continue
 		}
 		cfg.Tokens = append(cfg.Tokens, auth.Token{Name: t.Name, Secret: s, Namespaces: t.Namespaces, Ops: op})
 	}
 	for i, id := range c.Identities {
-		op, err := grants(fmt.Sprintf("identities[%d]", i), id.Namespaces, id.Operations)
-		if err != nil {
-			return nil, err
-		}
+		op := grants(fmt.Sprintf("identities[%d]", i), id.Namespaces, id.Operations)
 		cfg.Identities = append(cfg.Identities, auth.Identity{Name: id.Name, SubjectCN: id.SubjectCN, URISAN: id.URISAN,
 			SHA256: id.SHA256, Namespaces: id.Namespaces, Ops: op})
+	}
+	if len(errs) > 0 {
+		// auth.New checks the credentials together (names, duplicates);
+		// with some of them missing it would report errors that are not.
+		return nil, errors.Join(errs...)
 	}
 	a, err := auth.New(cfg)
 	var ae *auth.ConfigError
 	if errors.As(err, &ae) {
-		return nil, bad(ae.Field, "%s", ae.Reason)
+		bad(ae.Field, "%s", ae.Reason)
+		return nil, errors.Join(errs...)
 	}
 	return a, err
 }

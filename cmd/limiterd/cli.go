@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 )
@@ -29,6 +30,7 @@ const usageHead = `Usage:
   limiterd [flags]                 serve (until SIGINT or SIGTERM)
   limiterd schema postgres|cassandra [--config file] [--store name]
                                    print a store's schema
+  limiterd check [--config file]   validate a config file, print every error
   limiterd probe [--ca-file F] [--cert-file F --key-file F] URL
                                    GET URL, succeed on 200 (container health check)
   limiterd version                 print the version (also --version)
@@ -58,6 +60,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return printSchema(rest, stdout)
 		case "probe":
 			return probe(ctx, rest)
+		case "check":
+			return checkConfig(rest, getenv, stdout)
 		case "version", "help":
 			if len(rest) > 0 {
 				return &usageError{msg: fmt.Sprintf("%s takes no arguments, got %q", cmd, rest), usage: usage}
@@ -137,13 +141,72 @@ func (f flagValues) config() (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
-	if err := cfg.Auth.load(*f.configPath, cfg.namespaceNames(), f.getenv); err != nil {
+	if err := loadSecrets(&cfg, *f.configPath, f.getenv); err != nil {
 		return cfg, err
 	}
 	if cfg.NodeName == "" {
 		cfg.NodeName, _ = os.Hostname()
 	}
 	return cfg, nil
+}
+
+// loadSecrets reads the tokens and the stores' secrets of a validated
+// config from files and the environment, reporting every error.
+func loadSecrets(cfg *Config, file string, getenv func(string) string) error {
+	err := joinErrors(cfg.Auth.load(file, cfg.namespaceNames(), getenv), cfg.loadStoreSecrets(file, getenv))
+	if err == nil || file == "" {
+		return err
+	}
+	data, _ := os.ReadFile(file) // for the lines only; read before
+	return placeErrors(file, data, flatten(err))
+}
+
+// checkConfig is limiterd check: it validates a config file as serving
+// would, secrets read, and prints every error as "file:line: field:
+// reason", one a line, or "ok"; the error it returns sets the exit status.
+func checkConfig(args []string, getenv func(string) string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("limiterd check", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	path := fs.String("config", getenv(envConfig), "YAML config file (env "+envConfig+")")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *path == "" {
+		return errors.New("usage: limiterd check --config file")
+	}
+	data, err := os.ReadFile(*path)
+	if err != nil {
+		return &ConfigError{File: *path, Reason: err.Error()}
+	}
+	cfg, err := parseConfig(*path, data)
+	errs := flatten(err)
+	// Secrets are read even from a file with errors, so that one run
+	// shows them all; those of a field already reported are dropped.
+	var reported []string
+	for _, e := range errs {
+		if ce, ok := e.(*ConfigError); ok {
+			reported = append(reported, ce.Field)
+		}
+	}
+	for _, e := range flatten(loadSecrets(&cfg, *path, getenv)) {
+		ce, ok := e.(*ConfigError)
+		if ok && slices.ContainsFunc(reported, func(f string) bool { return underAny(ce.Field, []string{f}) || underAny(f, []string{ce.Field}) }) {
+			continue
+		}
+		errs = append(errs, e)
+	}
+	if len(errs) == 0 {
+		_, err = fmt.Fprintf(stdout, "%s: ok\n", *path)
+		return err
+	}
+	slices.SortStableFunc(errs, func(a, b error) int { return errorLine(a) - errorLine(b) })
+	for _, e := range errs {
+		line := e.Error()
+		if ce, ok := e.(*ConfigError); ok {
+			line = ce.Position()
+		}
+		if _, err := fmt.Fprintln(stdout, line); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s: %d error(s)", *path, len(errs))
 }
 
 func usageText(fs *flag.FlagSet) string {

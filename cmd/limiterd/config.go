@@ -115,7 +115,8 @@ type StoreConfig struct {
 // UnmarshalYAML keeps the whole mapping so the store's package decodes it.
 func (s *StoreConfig) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: a store must be a mapping", n.Line)
+		// A *yaml.TypeError lets the decoder go on to the other fields.
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: a store must be a mapping", n.Line)}}
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == "type" {
@@ -130,44 +131,60 @@ func (s *StoreConfig) UnmarshalYAML(n *yaml.Node) error {
 // seconds.
 type Duration = confval.Duration
 
-// ConfigError names the file, the field and the reason.
+// ConfigError names the file, the line (0 when unknown), the field and
+// the reason. Validation returns an errors.Join of them, one per error.
 type ConfigError struct {
-	File, Field, Reason string
+	File   string
+	Line   int
+	Field  string
+	Reason string
 }
 
-func (e *ConfigError) Error() string {
-	where := "config"
-	if e.File != "" {
-		where += " " + e.File
+func (e *ConfigError) Error() string { return "config " + e.Position() }
+
+// Position is the error as a compiler would print it:
+// "file:line: field: reason", parts unknown left out.
+func (e *ConfigError) Position() string {
+	where := e.File
+	if e.Line > 0 {
+		where += ":" + strconv.Itoa(e.Line)
 	}
-	if e.Field == "" {
-		return fmt.Sprintf("%s: %s", where, e.Reason)
+	var parts []string
+	for _, p := range []string{where, e.Field, e.Reason} {
+		if p != "" {
+			parts = append(parts, p)
+		}
 	}
-	return fmt.Sprintf("%s: %s: %s", where, e.Field, e.Reason)
+	return strings.Join(parts, ": ")
 }
 
-var errorLine = regexp.MustCompile(`^line (\d+): `)
+var linePrefix = regexp.MustCompile(`^line (\d+): `)
 
-// decodeError turns a YAML decoding error into a ConfigError naming the
-// field: the decoder's messages give only a line ("line 7: cannot unmarshal
-// !!str `x` into int"), so the field is found in the document by that line.
-func decodeError(file string, data []byte, err error) *ConfigError {
+// decodeError turns a YAML decoding error into one ConfigError per
+// message, each naming its line and field: the decoder's messages give
+// only a line ("line 7: cannot unmarshal !!str `x` into int"), so the
+// field is found in the document by that line.
+func decodeError(file string, data []byte, err error) error {
 	msgs := []string{strings.TrimPrefix(err.Error(), "yaml: ")}
 	var te *yaml.TypeError
 	if errors.As(err, &te) && len(te.Errors) > 0 {
 		msgs = te.Errors
 	}
-	ce := &ConfigError{File: file, Reason: strings.Join(msgs, "; ")}
-	m := errorLine.FindStringSubmatch(msgs[0])
-	if m == nil {
-		return ce
-	}
-	line, _ := strconv.Atoi(m[1])
 	var root yaml.Node
-	if yaml.Unmarshal(data, &root) == nil {
-		ce.Field = fieldAt(&root, line, msgs[0])
+	parsed := yaml.Unmarshal(data, &root) == nil
+	var errs []error
+	for _, msg := range msgs {
+		ce := &ConfigError{File: file, Reason: msg}
+		if m := linePrefix.FindStringSubmatch(msg); m != nil {
+			ce.Line, _ = strconv.Atoi(m[1])
+			ce.Reason = msg[len(m[0]):]
+			if parsed {
+				ce.Field = fieldAt(&root, ce.Line, msg)
+			}
+		}
+		errs = append(errs, ce)
 	}
-	return ce
+	return errors.Join(errs...)
 }
 
 // fieldAt returns the path ("namespaces[1].window_sizes[0]") of the entry
@@ -262,37 +279,164 @@ func LoadConfig(path string) (Config, error) {
 }
 
 // ParseConfig parses and validates config data; name is used in errors.
+// The error joins every *ConfigError found, each with its line when the
+// file shows one.
 func ParseConfig(name string, data []byte) (Config, error) {
-	cfg, err := decodeConfig(name, data)
+	cfg, err := parseConfig(name, data)
 	if err != nil {
-		return Config{}, err
-	}
-	if err := cfg.Validate(); err != nil {
-		var ce *ConfigError
-		if errors.As(err, &ce) {
-			ce.File = name
-		}
 		return Config{}, err
 	}
 	return cfg, nil
 }
 
-// decodeConfig parses config data over DefaultConfig without validating it.
-func decodeConfig(name string, data []byte) (Config, error) {
-	cfg := DefaultConfig()
+// parseConfig is ParseConfig returning, with its errors, what could be
+// decoded, so that check can go on to read the secrets.
+func parseConfig(name string, data []byte) (Config, error) {
+	cfg, fatal, decodeErr := decodeConfig(name, data)
+	errs := flatten(decodeErr)
+	if !fatal {
+		// A field that did not decode holds its default, so the checks
+		// of the entry holding it (its namespace, token, section) would
+		// report errors that are not in the file. An unknown field
+		// leaves nothing half-decoded: its entry is checked.
+		var decoded []string
+		for _, e := range errs {
+			if ce, ok := e.(*ConfigError); ok && ce.Field != "" && !strings.Contains(ce.Reason, " not found in type ") {
+				entry := ce.Field
+				if i := strings.LastIndexAny(entry, ".["); i > 0 {
+					entry = entry[:i]
+				}
+				decoded = append(decoded, entry)
+			}
+		}
+		for _, e := range flatten(cfg.Validate()) {
+			if ce, ok := e.(*ConfigError); !ok || !underAny(ce.Field, decoded) {
+				errs = append(errs, e)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return cfg, nil
+	}
+	return cfg, placeErrors(name, data, errs)
+}
+
+// placeErrors names file in every *ConfigError of errs, gives those
+// without a line the line of their field in data, and joins them in the
+// file's order, errors of the whole file (line 0) first.
+func placeErrors(file string, data []byte, errs []error) error {
+	var root yaml.Node
+	_ = yaml.Unmarshal(data, &root) // a syntax error leaves root empty
+	lines := pathLines(&root)
+	for _, e := range errs {
+		if ce, ok := e.(*ConfigError); ok {
+			ce.File = file
+			if ce.Line == 0 {
+				ce.Line = lineOf(lines, ce.Field)
+			}
+		}
+	}
+	slices.SortStableFunc(errs, func(a, b error) int { return errorLine(a) - errorLine(b) })
+	return errors.Join(errs...)
+}
+
+// errorLine is err's line when it is a *ConfigError, else 0.
+func errorLine(err error) int {
+	if ce, ok := err.(*ConfigError); ok {
+		return ce.Line
+	}
+	return 0
+}
+
+// underAny reports whether field is one of fields or inside one of them.
+func underAny(field string, fields []string) bool {
+	for _, f := range fields {
+		if field == f || strings.HasPrefix(field, f+".") || strings.HasPrefix(field, f+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// pathLines maps every entry's path ("namespaces[1].window_sizes[0]") to
+// its line: a mapping entry's key, a sequence item's first line.
+func pathLines(root *yaml.Node) map[string]int {
+	lines := make(map[string]int)
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				p := n.Content[i].Value
+				if path != "" {
+					p = path + "." + p
+				}
+				lines[p] = n.Content[i].Line
+				walk(n.Content[i+1], p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				lines[p] = c.Line
+				walk(c, p)
+			}
+		}
+	}
+	walk(root, "")
+	return lines
+}
+
+// lineOf is the line of field, or of its nearest enclosing entry in the
+// file (a missing field's namespace, say); 0 when none is there.
+func lineOf(lines map[string]int, field string) int {
+	for field != "" {
+		if l, ok := lines[field]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(field, ".[")
+		if i < 0 {
+			return 0
+		}
+		field = field[:i]
+	}
+	return 0
+}
+
+// decodeConfig parses config data over DefaultConfig without validating
+// it. Type errors and unknown fields leave the rest decoded; fatal is
+// set when nothing could be (a syntax error).
+func decodeConfig(name string, data []byte) (cfg Config, fatal bool, err error) {
+	cfg = DefaultConfig()
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
+	var errs []error
 	if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, decodeError(name, data, err)
+		if _, ok := errors.AsType[*yaml.TypeError](err); !ok {
+			return Config{}, true, decodeError(name, data, err)
+		}
+		errs = append(errs, decodeError(name, data, err))
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return Config{}, &ConfigError{File: name, Reason: "a config file holds one YAML document, found a second one"}
+		errs = append(errs, &ConfigError{File: name, Line: extra.Line, Reason: "a config file holds one YAML document, found a second one"})
 	}
-	if err := checkWholeNumbers(name, data); err != nil {
-		return Config{}, err
+	// A count the decoder refused already is not reported twice.
+	failed := make(map[string]bool)
+	for _, e := range flatten(joinErrors(errs...)) {
+		if ce, ok := e.(*ConfigError); ok {
+			failed[ce.Field] = true
+		}
 	}
-	return cfg, nil
+	for _, e := range flatten(checkWholeNumbers(name, data)) {
+		if ce, ok := e.(*ConfigError); !ok || !failed[ce.Field] {
+			errs = append(errs, e)
+		}
+	}
+	return cfg, false, joinErrors(errs...)
 }
 
 // checkWholeNumbers rejects a fractional count ("max_keys: 1.5"), which the
@@ -302,11 +446,11 @@ func checkWholeNumbers(file string, data []byte) error {
 	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
-	check := func(field string, v *yaml.Node) error {
+	var errs []error
+	check := func(field string, v *yaml.Node) {
 		if v.Kind == yaml.ScalarNode && v.ShortTag() != "!!int" && v.ShortTag() != "!!null" {
-			return &ConfigError{File: file, Field: field, Reason: fmt.Sprintf("line %d: must be a whole number, got %q", v.Line, v.Value)}
+			errs = append(errs, &ConfigError{File: file, Line: v.Line, Field: field, Reason: fmt.Sprintf("must be a whole number, got %q", v.Value)})
 		}
-		return nil
 	}
 	top := root.Content[0].Content
 	for i := 0; i+1 < len(top); i += 2 {
@@ -314,9 +458,7 @@ func checkWholeNumbers(file string, data []byte) error {
 		case k == "sync" && v.Kind == yaml.MappingNode:
 			for j := 0; j+1 < len(v.Content); j += 2 {
 				if v.Content[j].Value == "batch_size" {
-					if err := check("sync.batch_size", v.Content[j+1]); err != nil {
-						return err
-					}
+					check("sync.batch_size", v.Content[j+1])
 				}
 			}
 		case k == "namespaces" && v.Kind == yaml.SequenceNode:
@@ -326,84 +468,76 @@ func checkWholeNumbers(file string, data []byte) error {
 				}
 				for j := 0; j+1 < len(item.Content); j += 2 {
 					if item.Content[j].Value == "max_keys" {
-						if err := check(fmt.Sprintf("namespaces[%d].max_keys", n), item.Content[j+1]); err != nil {
-							return err
-						}
+						check(fmt.Sprintf("namespaces[%d].max_keys", n), item.Content[j+1])
 					}
 				}
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // storeTypes are the store types users may configure.
 var storeTypes = []string{"redis", "postgres", "cassandra"}
 
-// Validate checks everything that can be checked without connecting.
+// Validate checks everything that can be checked without connecting and
+// returns every error it finds: an errors.Join of *ConfigError, in the
+// order of the file's sections.
 func (c *Config) Validate() error {
-	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 	if len(c.NodeName) > 253 || !utf8.ValidString(c.NodeName) || strings.ContainsFunc(c.NodeName, unicode.IsControl) {
-		return bad("node_name", "must be valid UTF-8 of at most 253 bytes without control characters, got %q", c.NodeName)
+		bad("node_name", "must be valid UTF-8 of at most 253 bytes without control characters, got %q", c.NodeName)
 	}
 	if c.GRPCAddr == "" {
-		return bad("grpc_addr", "must not be empty")
-	}
-	if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
-		return bad("grpc_addr", "must be host:port, got %q", c.GRPCAddr)
+		bad("grpc_addr", "must not be empty")
+	} else if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
+		bad("grpc_addr", "must be host:port, got %q", c.GRPCAddr)
 	}
 	if c.HTTPAddr != "" && c.HTTPAddr != "off" {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-			return bad("http_addr", "must be host:port or \"off\", got %q", c.HTTPAddr)
+			bad("http_addr", "must be host:port or \"off\", got %q", c.HTTPAddr)
 		}
 	}
 	if c.RESPAddr != "" && c.RESPAddr != "off" {
 		if _, _, err := net.SplitHostPort(c.RESPAddr); err != nil {
-			return bad("resp_addr", "must be host:port or \"off\", got %q", c.RESPAddr)
+			bad("resp_addr", "must be host:port or \"off\", got %q", c.RESPAddr)
 		}
 	}
-	if err := c.RESP.validate(); err != nil {
-		return err
-	}
+	errs = append(errs, c.RESP.validate())
 	if _, err := adminAddr(c.AdminAddr); err != nil {
-		return bad("admin_addr", "%v", err)
+		bad("admin_addr", "%v", err)
 	}
-	if err := c.TLS.validate(); err != nil {
-		return err
-	}
+	errs = append(errs, c.TLS.validate())
 	switch c.LogLevel {
 	case "", "debug", "info", "warn", "error":
 	default:
-		return bad("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
+		bad("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
 	if c.ShutdownTimeout < 0 {
-		return bad("shutdown_timeout", "must not be negative")
+		bad("shutdown_timeout", "must not be negative")
 	}
 	for _, f := range []struct {
 		name string
 		d    Duration
 	}{{"sync.tick_timeout", c.Sync.TickTimeout}, {"sync.call_timeout", c.Sync.CallTimeout}, {"sync.retry_period", c.Sync.RetryPeriod}} {
 		if f.d < 0 {
-			return bad(f.name, "must not be negative, got %s", time.Duration(f.d))
+			bad(f.name, "must not be negative, got %s", time.Duration(f.d))
 		}
 	}
 	if c.Sync.BatchSize < 0 {
-		return bad("sync.batch_size", "must not be negative, got %d", c.Sync.BatchSize)
+		bad("sync.batch_size", "must not be negative, got %d", c.Sync.BatchSize)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.Stores)) {
 		s := c.Stores[name]
 		if !contains(storeTypes, s.Type) {
-			return bad("stores."+name+".type", "must be one of %s, got %q", strings.Join(storeTypes, ", "), s.Type)
+			bad("stores."+name+".type", "must be one of %s, got %q", strings.Join(storeTypes, ", "), s.Type)
+			continue
 		}
-		if _, err := decodeStoreOptions(s); err != nil {
-			var fe *node.FieldError
-			if errors.As(err, &fe) {
-				return bad("stores."+name+"."+fe.Field, "%s", fe.Reason)
-			}
-			return bad("stores."+name, "%v", err)
-		}
+		_, err := validateStore(name, s, nil)
+		errs = append(errs, err)
 	}
 	used := make(map[string]bool)
 	var names []string
@@ -411,32 +545,93 @@ func (c *Config) Validate() error {
 		names = append(names, nc.Name)
 		field := fmt.Sprintf("namespaces[%d]", i)
 		if used[nc.Name] {
-			return bad(field+".name", "namespace %q is defined twice", nc.Name)
+			bad(field+".name", "namespace %q is defined twice", nc.Name)
 		}
 		used[nc.Name] = true
 		if len(c.Namespaces) > 0 && c.Namespaces[i].SyncRate == nil {
-			return bad(field+".sync_rate", "is required (> 0 periodic, 0 synchronous, < 0 local only)")
+			bad(field+".sync_rate", "is required (> 0 periodic, 0 synchronous, < 0 local only)")
 		}
 		if len(c.Namespaces) > 0 && !contains(escalateModes, c.Namespaces[i].Escalate) {
-			return bad(field+".escalate", "must be \"auto\" or \"never\", got %q", c.Namespaces[i].Escalate)
+			bad(field+".escalate", "must be \"auto\" or \"never\", got %q", c.Namespaces[i].Escalate)
 		}
 		if err := nc.Validate(); err != nil {
 			var fe *node.FieldError
 			if errors.As(err, &fe) {
-				return bad(field+"."+fe.Field, "%s", fe.Reason)
+				bad(field+"."+fe.Field, "%s", fe.Reason)
+			} else {
+				bad(field, "%v", err)
 			}
-			return bad(field, "%v", err)
 		}
 		if nc.Store != "" {
 			if _, ok := c.Stores[nc.Store]; !ok {
-				return bad(field+".store", "store %q is not declared under stores", nc.Store)
+				bad(field+".store", "store %q is not declared under stores", nc.Store)
 			}
 		}
 	}
-	if err := c.Envoy.validate(names); err != nil {
-		return err
+	errs = append(errs, c.Envoy.validate(names), c.Auth.validate(names))
+	return joinErrors(errs...)
+}
+
+// joinErrors is errors.Join of errs, nested joins flattened, so that a
+// caller can list each error.
+func joinErrors(errs ...error) error {
+	var flat []error
+	var add func(error)
+	add = func(err error) {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				add(e)
+			}
+		} else if err != nil {
+			flat = append(flat, err)
+		}
 	}
-	return c.Auth.validate(names)
+	for _, e := range errs {
+		add(e)
+	}
+	return errors.Join(flat...)
+}
+
+// validateStore checks a store's options, the secrets' sources first
+// and then the store package's own checks, and returns the store with
+// its secrets resolved by getenv (see resolveStoreSecrets; nil puts
+// placeholders in). Fields are prefixed with the store's path, lines
+// taken from its YAML.
+func validateStore(name string, s StoreConfig, getenv func(string) string) (StoreConfig, error) {
+	resolved, err := resolveStoreSecrets(s, getenv)
+	if err == nil {
+		if _, err = decodeStoreOptions(resolved); err != nil {
+			var fe *node.FieldError
+			if errors.As(err, &fe) {
+				err = &ConfigError{Field: fe.Field, Reason: fe.Reason}
+			} else if _, ok := errors.AsType[*ConfigError](err); !ok {
+				err = &ConfigError{Line: s.Options.Line, Reason: err.Error()}
+			}
+		}
+	}
+	// The resolved mapping keeps the file's lines, and has the entries
+	// (addrs[1]) of values read from files and variables.
+	lines := pathLines(&resolved.Options)
+	for _, e := range flatten(err) {
+		if ce, ok := e.(*ConfigError); ok {
+			if ce.Line == 0 {
+				ce.Line = lineOf(lines, ce.Field)
+			}
+			ce.Field = strings.TrimSuffix("stores."+name+"."+ce.Field, ".")
+		}
+	}
+	return resolved, err
+}
+
+// flatten lists the errors joined in err (err itself when it joins none).
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := joinErrors(err).(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // NodeConfigs returns the namespaces as node configs; the default namespace

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -56,8 +57,9 @@ func (c EnvoyConfig) frontConfig() envoyfront.Config {
 // validate checks the envoy section against the namespaces; the files
 // themselves are read at start.
 func (c EnvoyConfig) validate(namespaces []string) error {
-	bad := func(field, format string, args ...any) error {
-		return &ConfigError{Field: "envoy." + field, Reason: fmt.Sprintf(format, args...)}
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: "envoy." + field, Reason: fmt.Sprintf(format, args...)})
 	}
 	if c.ConfigDir == "" { // off; the flag may yet give a directory
 		return nil
@@ -67,21 +69,21 @@ func (c EnvoyConfig) validate(namespaces []string) error {
 		ns = "default"
 	}
 	if !slices.Contains(namespaces, ns) {
-		return bad("namespace", "namespace %q is not configured", ns)
+		bad("namespace", "namespace %q is not configured", ns)
 	}
 	if c.PollInterval < 0 {
-		return bad("poll_interval", "must not be negative, got %s", time.Duration(c.PollInterval))
+		bad("poll_interval", "must not be negative, got %s", time.Duration(c.PollInterval))
 	}
 	for _, h := range []struct{ field, name string }{{"limit", c.ResponseHeaders.Limit},
 		{"remaining", c.ResponseHeaders.Remaining}, {"reset", c.ResponseHeaders.Reset}} {
 		if h.name != "" && !headerName(h.name) {
-			return bad("response_headers."+h.field, "must be an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~), got %q", h.name)
+			bad("response_headers."+h.field, "must be an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~), got %q", h.name)
 		}
 	}
 	if !(c.NearLimitRatio >= 0 && c.NearLimitRatio <= 1) {
-		return bad("near_limit_ratio", "must be between 0 and 1, got %g", c.NearLimitRatio)
+		bad("near_limit_ratio", "must be between 0 and 1, got %g", c.NearLimitRatio)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // openEnvoy loads the Envoy rules when configured (nil otherwise).

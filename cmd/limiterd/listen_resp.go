@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -22,16 +23,18 @@ type RESPConfig struct {
 }
 
 func (c RESPConfig) validate() error {
-	bad := func(field, reason string) error { return &ConfigError{Field: "resp." + field, Reason: reason} }
-	switch {
-	case c.MaxCommandSize < 0:
-		return bad("max_command_size", "must not be negative")
-	case c.MaxClients < 0:
-		return bad("max_clients", "must not be negative")
-	case c.IdleTimeout < 0:
-		return bad("idle_timeout", "must not be negative")
+	var errs []error
+	bad := func(field, reason string) { errs = append(errs, &ConfigError{Field: "resp." + field, Reason: reason}) }
+	if c.MaxCommandSize < 0 {
+		bad("max_command_size", "must not be negative")
 	}
-	return nil
+	if c.MaxClients < 0 {
+		bad("max_clients", "must not be negative")
+	}
+	if c.IdleTimeout < 0 {
+		bad("idle_timeout", "must not be negative")
+	}
+	return errors.Join(errs...)
 }
 
 // listenRESP opens the Redis protocol front on cfg.RESPAddr, unless it is

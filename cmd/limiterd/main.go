@@ -7,6 +7,9 @@
 // the JSON API of listen_http_api.go), which adds itself
 // to the listeners the daemon runs; admin.go is the admin listener
 // (/debug/pprof/), and tls.go puts TLS on every listener when configured.
+// config.go reads and validates the config file, reporting every error
+// with its line (limiterd check in cli.go prints them); secrets.go reads
+// stores' addresses and passwords from files and the environment.
 // A new front adds its config fields and
 // its listen_*.go file; request handling lives in the fronts' packages.
 package main
@@ -42,7 +45,9 @@ func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintln(os.Stderr, "limiterd:", err)
+	for _, e := range flatten(err) { // a config's errors, one a line
+		fmt.Fprintln(os.Stderr, "limiterd:", e)
+	}
 	var ue *usageError
 	if errors.As(err, &ue) {
 		fmt.Fprint(os.Stderr, ue.usage)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -40,7 +41,15 @@ func storeOptions(s StoreConfig, dst any) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(dst); err != nil && err != io.EOF {
-		return fmt.Errorf("%s", strings.TrimPrefix(err.Error(), "yaml: "))
+		err = decodeError("", raw, err)
+		// Lines of the re-encoded mapping are not the file's: the
+		// caller finds the field's line in the store's own nodes.
+		for _, e := range flatten(err) {
+			if ce, ok := e.(*ConfigError); ok {
+				ce.Line = 0
+			}
+		}
+		return err
 	}
 	return nil
 }
@@ -84,6 +93,12 @@ func decodeStoreOptions(s StoreConfig) (any, error) {
 // openStore opens a configured store without waiting for it to be
 // reachable: a node must start during a store outage.
 func openStore(ctx context.Context, name string, s StoreConfig, log *slog.Logger) (clustersync.Store, error) {
+	// A config from the command line has its secrets resolved already;
+	// this reads those of one that did not come that way.
+	s, err := resolveStoreSecrets(s, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
 	opts, err := decodeStoreOptions(s)
 	if err != nil {
 		return nil, err
@@ -146,6 +161,11 @@ func printSchema(args []string, w io.Writer) error {
 	} else if *storeName != "" {
 		return errors.New("--store needs --config")
 	}
+	// A schema needs no secret: placeholders stand in for them.
+	sc, err := resolveStoreSecrets(sc, nil)
+	if err != nil {
+		return err
+	}
 	var out string
 	switch typ {
 	case "postgres":
@@ -163,6 +183,6 @@ func printSchema(args []string, w io.Writer) error {
 	default:
 		return fmt.Errorf("no schema to print for %q (redis needs none); %s", typ, usage)
 	}
-	_, err := io.WriteString(w, out)
+	_, err = io.WriteString(w, out)
 	return err
 }

@@ -75,30 +75,29 @@ func (c TLSConfig) minVersion() (uint16, error) {
 
 // validate checks the section without reading the files.
 func (c TLSConfig) validate() error {
-	bad := func(field, reason string) error { return &ConfigError{Field: "tls." + field, Reason: reason} }
+	var errs []error
+	bad := func(field, reason string) { errs = append(errs, &ConfigError{Field: "tls." + field, Reason: reason}) }
 	if !c.Enabled() {
 		if c.ClientCAFile != "" || c.ClientAuth != "" || c.MinVersion != "" {
-			return bad("cert_file", "is required with the other tls fields")
+			bad("cert_file", "is required with the other tls fields")
 		}
-		return nil
+		return errors.Join(errs...)
 	}
 	switch {
 	case c.CertFile == "":
-		return bad("cert_file", "is required with key_file")
+		bad("cert_file", "is required with key_file")
 	case c.KeyFile == "":
-		return bad("key_file", "is required with cert_file")
+		bad("key_file", "is required with cert_file")
 	}
-	auth, err := c.clientAuth()
-	if err != nil {
-		return bad("client_auth", err.Error())
-	}
-	if auth != tls.NoClientCert && c.ClientCAFile == "" {
-		return bad("client_ca_file", "is required with client_auth "+c.ClientAuth)
+	if auth, err := c.clientAuth(); err != nil {
+		bad("client_auth", err.Error())
+	} else if auth != tls.NoClientCert && c.ClientCAFile == "" {
+		bad("client_ca_file", "is required with client_auth "+c.ClientAuth)
 	}
 	if _, err := c.minVersion(); err != nil {
-		return bad("min_version", err.Error())
+		bad("min_version", err.Error())
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // openTLS loads the TLS files, or returns nil when TLS is off.

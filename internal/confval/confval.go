@@ -41,13 +41,14 @@ func (d *Duration) UnmarshalText(b []byte) error {
 }
 
 // UnmarshalYAML reads a YAML scalar, naming its line when it is not a
-// duration.
+// duration. The error is a *yaml.TypeError, so the decoder goes on and
+// reports the document's other errors too.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: want a duration such as \"1s\" or a number of seconds", n.Line)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: want a duration such as \"1s\" or a number of seconds", n.Line)}}
 	}
 	if err := d.UnmarshalText([]byte(n.Value)); err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
 	}
 	return nil
 }

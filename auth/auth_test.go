@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/auth"
-	"github.com/limiterd/limiterd/internal/testpki"
+	"github.com/limiterd/limiterd/internal/testcerts"
 )
 
 const (
@@ -167,8 +167,8 @@ func TestParseOp(t *testing.T) {
 // subject CN; a pinned one by its hash even unverified; an unverified
 // one by nothing else.
 func TestCertificate(t *testing.T) {
-	ca := testpki.New(t)
-	byCN, byURI, pinned := ca.Issue("svc-a", false), ca.Issue("svc-b", false, "spiffe://example.org/svc-b"), ca.Issue("svc-c", false)
+	ca := testcerts.NewCA(t, "limiterd test CA")
+	byCN, byURI, pinned := ca.Client(t, "svc-a", "", "").TLS(t), ca.Client(t, "svc-b", "", "spiffe://example.org/svc-b").TLS(t), ca.Client(t, "svc-c", "", "").TLS(t)
 	sum := sha256.Sum256(pinned.Leaf.Raw)
 	a := newAuthorizer(t,
 		auth.Identity{SubjectCN: "svc-a", Namespaces: []string{"api"}, Ops: auth.Write},
@@ -190,7 +190,7 @@ func TestCertificate(t *testing.T) {
 		{state(byCN, true), "cn:svc-a"}, {state(byCN, false), ""},
 		{state(byURI, true), "b"}, {state(byURI, false), ""},
 		{state(pinned, false), "sha256:"},
-		{state(ca.Issue("svc-d", false), true), ""},
+		{state(ca.Client(t, "svc-d", "", "").TLS(t), true), ""},
 	} {
 		p := a.TLS(c.cs)
 		got := ""

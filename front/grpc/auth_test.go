@@ -18,7 +18,7 @@ import (
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/auth"
-	"github.com/limiterd/limiterd/internal/testpki"
+	"github.com/limiterd/limiterd/internal/testcerts"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 )
@@ -81,34 +81,34 @@ func withToken(ctx context.Context, values ...string) context.Context {
 // configured identity is a principal; another certificate, or none, is
 // not; a bearer token works beside either.
 func TestAuthClientCertificate(t *testing.T) {
-	ca := testpki.New(t)
+	ca := testcerts.NewCA(t, "limiterd test CA")
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	serveAuth(t, newAuthorizer(t), lis, grpc.Creds(credentials.NewTLS(ca.Server(false))))
+	serveAuth(t, newAuthorizer(t), lis, grpc.Creds(credentials.NewTLS(ca.ServerConfig(t, false))))
 	for _, c := range []struct {
 		name  string
 		certs []tls.Certificate
 		ctx   context.Context
 		want  codes.Code
 	}{
-		{"configured certificate", []tls.Certificate{ca.Issue("svc-a", false)}, bg, codes.OK},
-		{"other certificate", []tls.Certificate{ca.Issue("svc-b", false)}, bg, codes.Unauthenticated},
+		{"configured certificate", []tls.Certificate{ca.Client(t, "svc-a", "", "").TLS(t)}, bg, codes.OK},
+		{"other certificate", []tls.Certificate{ca.Client(t, "svc-b", "", "").TLS(t)}, bg, codes.Unauthenticated},
 		{"no certificate", nil, bg, codes.Unauthenticated},
 		{"no certificate, a token", nil, withToken(bg, "Bearer "+testToken), codes.OK},
-		{"a wrong token beside the certificate", []tls.Certificate{ca.Issue("svc-a", false)}, withToken(bg, "Bearer wrong"), codes.Unauthenticated},
-		{"basic credentials beside the certificate", []tls.Certificate{ca.Issue("svc-a", false)}, withToken(bg, "Basic dXNlcjpwYXNz"), codes.Unauthenticated},
+		{"a wrong token beside the certificate", []tls.Certificate{ca.Client(t, "svc-a", "", "").TLS(t)}, withToken(bg, "Bearer wrong"), codes.Unauthenticated},
+		{"basic credentials beside the certificate", []tls.Certificate{ca.Client(t, "svc-a", "", "").TLS(t)}, withToken(bg, "Basic dXNlcjpwYXNz"), codes.Unauthenticated},
 	} {
-		conn := dialWith(t, lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(ca.Client(c.certs...))))
+		conn := dialWith(t, lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(ca.ClientConfig(c.certs...))))
 		_, err := limiterv1.NewRateLimiterClient(conn).Increment(c.ctx, &limiterv1.IncrementRequest{Key: "k"})
 		if got := status.Code(err); got != c.want {
 			t.Errorf("%s: %v; want %s", c.name, err, c.want)
 		}
 	}
 	// A certificate signed by another CA does not even connect.
-	other := testpki.New(t)
-	conn := dialWith(t, lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(ca.Client(other.Issue("svc-a", false)))))
+	other := testcerts.NewCA(t, "limiterd test CA")
+	conn := dialWith(t, lis.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(ca.ClientConfig(other.Client(t, "svc-a", "", "").TLS(t)))))
 	if _, err := limiterv1.NewRateLimiterClient(conn).Increment(bg, &limiterv1.IncrementRequest{Key: "k"}); err == nil {
 		t.Error("a certificate of another CA was served")
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/auth"
-	"github.com/limiterd/limiterd/internal/testpki"
+	"github.com/limiterd/limiterd/internal/testcerts"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 )
@@ -18,7 +18,7 @@ const testToken = "test-token-0123456789abcdef"
 // newAuthAPI serves the JSON API with authorization over TLS that
 // verifies a client certificate if given: the token and CN "svc-a" may
 // read and write in "default".
-func newAuthAPI(t *testing.T, ca *testpki.CA) *httptest.Server {
+func newAuthAPI(t *testing.T, ca *testcerts.CA) *httptest.Server {
 	t.Helper()
 	a, err := auth.New(auth.Config{
 		Tokens:     []auth.Token{{Name: "t", Secret: testToken, Namespaces: []string{"default"}, Ops: auth.Read | auth.Write}},
@@ -42,7 +42,7 @@ func newAuthAPI(t *testing.T, ca *testpki.CA) *httptest.Server {
 	mux := http.NewServeMux()
 	h.Register(mux)
 	srv := httptest.NewUnstartedServer(mux)
-	srv.TLS = ca.Server(false)
+	srv.TLS = ca.ServerConfig(t, false)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	return srv
@@ -52,10 +52,10 @@ func newAuthAPI(t *testing.T, ca *testpki.CA) *httptest.Server {
 // authenticate; 401 (with WWW-Authenticate) and 403 otherwise; several
 // or oversized headers are no credential.
 func TestAuthHTTP(t *testing.T) {
-	ca := testpki.New(t)
+	ca := testcerts.NewCA(t, "limiterd test CA")
 	srv := newAuthAPI(t, ca)
 	client := func(certs ...tls.Certificate) *http.Client {
-		return &http.Client{Transport: &http.Transport{TLSClientConfig: ca.Client(certs...)}}
+		return &http.Client{Transport: &http.Transport{TLSClientConfig: ca.ClientConfig(certs...)}}
 	}
 	for _, c := range []struct {
 		name    string
@@ -65,9 +65,9 @@ func TestAuthHTTP(t *testing.T) {
 		want    int
 	}{
 		{"token", nil, []string{"Bearer " + testToken}, `{"key":"k"}`, http.StatusOK},
-		{"certificate", []tls.Certificate{ca.Issue("svc-a", false)}, nil, `{"key":"k"}`, http.StatusOK},
+		{"certificate", []tls.Certificate{ca.Client(t, "svc-a", "", "").TLS(t)}, nil, `{"key":"k"}`, http.StatusOK},
 		{"nothing", nil, nil, `{"key":"k"}`, http.StatusUnauthorized},
-		{"other certificate", []tls.Certificate{ca.Issue("svc-b", false)}, nil, `{"key":"k"}`, http.StatusUnauthorized},
+		{"other certificate", []tls.Certificate{ca.Client(t, "svc-b", "", "").TLS(t)}, nil, `{"key":"k"}`, http.StatusUnauthorized},
 		{"wrong token", nil, []string{"Bearer wrong-wrong-wrong-wrong"}, `{"key":"k"}`, http.StatusUnauthorized},
 		{"basic", nil, []string{"Basic dXNlcjpwYXNz"}, `{"key":"k"}`, http.StatusUnauthorized},
 		{"two headers", nil, []string{"Bearer " + testToken, "Bearer " + testToken}, `{"key":"k"}`, http.StatusUnauthorized},

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/limiterd/limiterd/auth"
-	"github.com/limiterd/limiterd/internal/testpki"
+	"github.com/limiterd/limiterd/internal/testcerts"
 )
 
 const testToken = "test-token-0123456789abcdef"
@@ -105,14 +105,14 @@ func TestAuthCommands(t *testing.T) {
 // TestAuthClientCertificate: over TLS, a connection with a configured
 // client certificate needs no AUTH.
 func TestAuthClientCertificate(t *testing.T) {
-	ca := testpki.New(t)
+	ca := testcerts.NewCA(t, "limiterd test CA")
 	cfg := authConfig(t)
 	s := newTestServer(t, newService(t, nil).WithAuthorizer(cfg.Authorizer), cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.Serve(tls.NewListener(ln, ca.Server(false)))
+	go s.Serve(tls.NewListener(ln, ca.ServerConfig(t, false)))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -124,11 +124,11 @@ func TestAuthClientCertificate(t *testing.T) {
 		certs []tls.Certificate
 		want  string
 	}{
-		{"configured", []tls.Certificate{ca.Issue("svc-a", false)}, ""},
-		{"other", []tls.Certificate{ca.Issue("svc-b", false)}, "NOAUTH"},
+		{"configured", []tls.Certificate{ca.Client(t, "svc-a", "", "").TLS(t)}, ""},
+		{"other", []tls.Certificate{ca.Client(t, "svc-b", "", "").TLS(t)}, "NOAUTH"},
 		{"none", nil, "NOAUTH"},
 	} {
-		rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), TLSConfig: ca.Client(c.certs...), MaxRetries: -1})
+		rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), TLSConfig: ca.ClientConfig(c.certs...), MaxRetries: -1})
 		err := rdb.Do(ctx, "RL.INCR", "k").Err()
 		rdb.Close()
 		if got := ""; err != nil {

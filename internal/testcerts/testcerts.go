@@ -145,3 +145,21 @@ func serial(tb testing.TB) *big.Int {
 	}
 	return n
 }
+
+// ServerConfig is a server's TLS config with a certificate for 127.0.0.1
+// that asks for a client certificate of the CA: verified if given, or
+// required.
+func (ca *CA) ServerConfig(tb testing.TB, require bool) *tls.Config {
+	tb.Helper()
+	auth := tls.VerifyClientCertIfGiven
+	if require {
+		auth = tls.RequireAndVerifyClientCert
+	}
+	return &tls.Config{Certificates: []tls.Certificate{ca.Server(tb, "127.0.0.1").TLS(tb)}, ClientCAs: ca.Pool(),
+		ClientAuth: auth, MinVersion: tls.VersionTLS12}
+}
+
+// ClientConfig is a client's TLS config trusting the CA, presenting certs.
+func (ca *CA) ClientConfig(certs ...tls.Certificate) *tls.Config {
+	return &tls.Config{RootCAs: ca.Pool(), Certificates: certs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+}

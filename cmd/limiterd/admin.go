@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
-	"time"
 
 	"github.com/limiterd/limiterd/auth"
 )
@@ -63,17 +60,5 @@ func listenAdmin(d *daemon) (*listener, error) {
 		// in every namespace.
 		h = auth.Middleware(d.authz, auth.Admin, mux)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog("admin")}
-	return &listener{
-		name: "admin",
-		lis:  d.tlsListener(lis, "h2", "http/1.1"),
-		serve: func(l net.Listener) error {
-			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-				return err
-			}
-			return nil
-		},
-		shutdown: func(ctx context.Context) { _ = srv.Shutdown(ctx) },
-		operator: true,
-	}, nil
+	return d.httpListener("admin", lis, h), nil
 }

@@ -32,9 +32,17 @@ func listenHTTP(d *daemon) (*listener, error) {
 		lis.Close()
 		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog("http")}
+	l := d.httpListener("http", lis, mux)
+	l.drain = api.Shutdown
+	return l, nil
+}
+
+// httpListener serves h on lis (with TLS when configured) as the listener
+// called name, one of the operator's.
+func (d *daemon) httpListener(name string, lis net.Listener, h http.Handler) *listener {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog(name)}
 	return &listener{
-		name: "http",
+		name: name,
 		lis:  d.tlsListener(lis, "h2", "http/1.1"),
 		serve: func(l net.Listener) error {
 			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
@@ -44,8 +52,7 @@ func listenHTTP(d *daemon) (*listener, error) {
 		},
 		shutdown: func(ctx context.Context) { _ = srv.Shutdown(ctx) },
 		operator: true,
-		drain:    api.Shutdown,
-	}, nil
+	}
 }
 
 // httpHandler serves /metrics, /healthz and /readyz; Go's profiles are

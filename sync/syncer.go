@@ -272,6 +272,17 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	return err
 }
 
+// Fetch reads the other incarnations' totals of the interest set now,
+// without pushing (Kong's fetch), within TickTimeout.
+func (s *Syncer) Fetch(ctx context.Context) error {
+	s.tickMu.Lock()
+	defer s.tickMu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
+	defer cancel()
+	s.windows = s.ns.CollectInterest(s.ns.Now(), s.windows[:0])
+	return s.fetch(ctx, nil)
+}
+
 // Flush pushes every dirty window and bucket, and the leases of this
 // node and its releases, once, without fetching.
 func (s *Syncer) Flush(ctx context.Context) error {

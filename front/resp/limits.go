@@ -431,34 +431,50 @@ func leakyFields(f string) string {
 
 // RL.LEAKY key size interval [TAKE n] [WAIT ms] [AT ms] [NS namespace]
 func cmdLeaky(s *Server, x *call) {
+	cmdBucket(s, x, "size", "interval", leakyFields, func(size float64, interval time.Duration) service.Limit {
+		return service.Limit{Kind: service.LeakyLimit, Leaky: service.LeakyBucket{Size: size, Interval: interval}}
+	}, func(lim *service.Limit) func(string, []byte) error {
+		return func(_ string, b []byte) (err error) {
+			lim.WaitTimeout, err = durationArg("WAIT", b, time.Millisecond)
+			return err
+		}
+	})
+}
+
+// cmdBucket serves a bucket command of one Limit, whose arguments are
+// the key, an amount and a duration in milliseconds (named amount and
+// dur), then the Allow options (TAKE for the cost) and, when wait is
+// set, WAIT; fields names the service's fields in its errors.
+func cmdBucket(s *Server, x *call, amount, dur string, fields func(string) string,
+	limit func(float64, time.Duration) service.Limit, wait func(*service.Limit) func(string, []byte) error) {
 	a := x.args
-	size, err := floatArg("size", a[2])
+	v, err := floatArg(amount, a[2])
 	if err != nil {
 		writeErr(x.w, err, nil)
 		return
 	}
-	interval, err := durationArg("interval", a[3], time.Millisecond)
+	d, err := durationArg(dur, a[3], time.Millisecond)
 	if err != nil {
 		writeErr(x.w, err, nil)
 		return
 	}
 	lim := x.sess.scratch.limits[:1]
-	lim[0] = service.Limit{Kind: service.LeakyLimit, Leaky: service.LeakyBucket{Size: size, Interval: interval}}
+	lim[0] = limit(v, d)
 	req := service.AllowRequest{Key: string(a[1]), Limits: lim}
-	err = allowOptions(x, 4, "TAKE", &req, func(_ string, b []byte) (err error) {
-		lim[0].WaitTimeout, err = durationArg("WAIT", b, time.Millisecond)
-		return err
-	})
-	if err != nil {
+	var extra func(string, []byte) error
+	if wait != nil {
+		extra = wait(&lim[0])
+	}
+	if err := allowOptions(x, 4, "TAKE", &req, extra); err != nil {
 		fail(x.w, err, nil)
 		return
 	}
-	d, err := s.svc.Allow(x.ctx, req, x.sess.scratch.status[:0])
+	dec, err := s.svc.Allow(x.ctx, req, x.sess.scratch.status[:0])
 	if err != nil {
-		writeErr(x.w, err, leakyFields)
+		writeErr(x.w, err, fields)
 		return
 	}
-	writeDecision(x.w, d)
+	writeDecision(x.w, dec)
 }
 
 // fixedFields names RL.FIXED's arguments.
@@ -473,30 +489,9 @@ func fixedFields(f string) string {
 
 // RL.FIXED key limit period [TAKE n] [AT ms] [NS namespace]
 func cmdFixed(s *Server, x *call) {
-	a := x.args
-	limit, err := floatArg("limit", a[2])
-	if err != nil {
-		writeErr(x.w, err, nil)
-		return
-	}
-	period, err := durationArg("period", a[3], time.Millisecond)
-	if err != nil {
-		writeErr(x.w, err, nil)
-		return
-	}
-	lim := x.sess.scratch.limits[:1]
-	lim[0] = service.Limit{Kind: service.FixedLimit, Fixed: service.FixedBucket{Limit: limit, Period: period}}
-	req := service.AllowRequest{Key: string(a[1]), Limits: lim}
-	if err := allowOptions(x, 4, "TAKE", &req, nil); err != nil {
-		fail(x.w, err, nil)
-		return
-	}
-	d, err := s.svc.Allow(x.ctx, req, x.sess.scratch.status[:0])
-	if err != nil {
-		writeErr(x.w, err, fixedFields)
-		return
-	}
-	writeDecision(x.w, d)
+	cmdBucket(s, x, "limit", "period", fixedFields, func(limit float64, period time.Duration) service.Limit {
+		return service.Limit{Kind: service.FixedLimit, Fixed: service.FixedBucket{Limit: limit, Period: period}}
+	}, nil)
 }
 
 // Concurrency leases.

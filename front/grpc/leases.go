@@ -107,72 +107,74 @@ func (h *handler) Renew(ctx context.Context, req *limiterv1.RenewRequest) (*limi
 	return new(renewAnswer).encode(r), nil
 }
 
-func (h *handler) AcquireBatch(ctx context.Context, req *limiterv1.AcquireBatchRequest) (*limiterv1.AcquireBatchResponse, error) {
-	items := req.GetItems()
+// leaseBatch serves the items of a lease batch, each on its own: serve
+// answers item i into *r, or returns its error, which fail stores in *r.
+func leaseBatch[I, R any](h *handler, items []I, serve func(b *service.Batch, i int, it I, r *R) error,
+	fail func(r *R, err error)) ([]*R, error) {
 	b, err := h.svc.Batch(len(items))
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &limiterv1.AcquireBatchResponse{Results: make([]*limiterv1.AcquireResult, len(items))}
-	results := make([]limiterv1.AcquireResult, len(items))
-	answers := make([]acquireAnswer, len(items))
+	out := make([]*R, len(items))
+	results := make([]R, len(items))
 	for i, it := range items {
-		out.Results[i] = &results[i]
-		r, err := acquireRequest(it)
-		if err == nil {
-			var g service.Acquired
-			if g, err = b.Acquire(ctx, r); err == nil {
-				results[i].Response = answers[i].encode(g)
-			}
-		}
-		if err != nil {
-			results[i].Error = status.Convert(toStatus(err)).Proto()
+		out[i] = &results[i]
+		if err := serve(&b, i, it, &results[i]); err != nil {
+			fail(&results[i], err)
 		}
 	}
 	return out, nil
+}
+
+func (h *handler) AcquireBatch(ctx context.Context, req *limiterv1.AcquireBatchRequest) (*limiterv1.AcquireBatchResponse, error) {
+	answers := make([]acquireAnswer, len(req.GetItems()))
+	results, err := leaseBatch(h, req.GetItems(), func(b *service.Batch, i int, it *limiterv1.AcquireRequest, r *limiterv1.AcquireResult) error {
+		ar, err := acquireRequest(it)
+		if err != nil {
+			return err
+		}
+		g, err := b.Acquire(ctx, ar)
+		r.Response = answers[i].encode(g)
+		return err
+	}, func(r *limiterv1.AcquireResult, err error) {
+		r.Response, r.Error = nil, status.Convert(toStatus(err)).Proto()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &limiterv1.AcquireBatchResponse{Results: results}, nil
 }
 
 func (h *handler) ReleaseBatch(ctx context.Context, req *limiterv1.ReleaseBatchRequest) (*limiterv1.ReleaseBatchResponse, error) {
-	items := req.GetItems()
-	b, err := h.svc.Batch(len(items))
+	answers := make([]limiterv1.ReleaseResponse, len(req.GetItems()))
+	results, err := leaseBatch(h, req.GetItems(), func(b *service.Batch, i int, it *limiterv1.ReleaseRequest, r *limiterv1.ReleaseResult) error {
+		rel, err := b.Release(ctx, it.GetLease())
+		r.Response = releaseResponse(&answers[i], rel)
+		return err
+	}, func(r *limiterv1.ReleaseResult, err error) {
+		r.Response, r.Error = nil, status.Convert(toStatus(err)).Proto()
+	})
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
 	}
-	out := &limiterv1.ReleaseBatchResponse{Results: make([]*limiterv1.ReleaseResult, len(items))}
-	results := make([]limiterv1.ReleaseResult, len(items))
-	answers := make([]limiterv1.ReleaseResponse, len(items))
-	for i, it := range items {
-		out.Results[i] = &results[i]
-		if r, err := b.Release(ctx, it.GetLease()); err != nil {
-			results[i].Error = status.Convert(toStatus(err)).Proto()
-		} else {
-			results[i].Response = releaseResponse(&answers[i], r)
-		}
-	}
-	return out, nil
+	return &limiterv1.ReleaseBatchResponse{Results: results}, nil
 }
 
 func (h *handler) RenewBatch(ctx context.Context, req *limiterv1.RenewBatchRequest) (*limiterv1.RenewBatchResponse, error) {
-	items := req.GetItems()
-	b, err := h.svc.Batch(len(items))
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	out := &limiterv1.RenewBatchResponse{Results: make([]*limiterv1.RenewResult, len(items))}
-	results := make([]limiterv1.RenewResult, len(items))
-	answers := make([]renewAnswer, len(items))
-	for i, it := range items {
-		out.Results[i] = &results[i]
+	answers := make([]renewAnswer, len(req.GetItems()))
+	results, err := leaseBatch(h, req.GetItems(), func(b *service.Batch, i int, it *limiterv1.RenewRequest, r *limiterv1.RenewResult) error {
 		ttl, err := toTTL(it.GetTtl())
-		if err == nil {
-			var r service.Renewed
-			if r, err = b.Renew(ctx, it.GetLease(), ttl); err == nil {
-				results[i].Response = answers[i].encode(r)
-			}
-		}
 		if err != nil {
-			results[i].Error = status.Convert(toStatus(err)).Proto()
+			return err
 		}
+		rn, err := b.Renew(ctx, it.GetLease(), ttl)
+		r.Response = answers[i].encode(rn)
+		return err
+	}, func(r *limiterv1.RenewResult, err error) {
+		r.Response, r.Error = nil, status.Convert(toStatus(err)).Proto()
+	})
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return &limiterv1.RenewBatchResponse{Results: results}, nil
 }

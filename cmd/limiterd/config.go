@@ -210,42 +210,20 @@ func fieldAt(root *yaml.Node, line int, msg string) string {
 			}
 		}
 	}
-	var walk func(n *yaml.Node, path string)
-	walk = func(n *yaml.Node, path string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, path)
+	eachEntry(root, func(p string, k, v *yaml.Node) {
+		switch {
+		case k != nil && (k.Line == line || (v.Kind == yaml.ScalarNode && v.Line == line)):
+			cands = append(cands, p)
+			if v.Kind == yaml.ScalarNode {
+				quoted(p, k.Value, v.Value)
+			} else {
+				quoted(p, k.Value)
 			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := k.Value
-				if path != "" {
-					p = path + "." + k.Value
-				}
-				if k.Line == line || (v.Kind == yaml.ScalarNode && v.Line == line) {
-					cands = append(cands, p)
-					if v.Kind == yaml.ScalarNode {
-						quoted(p, k.Value, v.Value)
-					} else {
-						quoted(p, k.Value)
-					}
-				}
-				walk(v, p)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				p := fmt.Sprintf("%s[%d]", path, i)
-				if c.Kind == yaml.ScalarNode && c.Line == line {
-					cands = append(cands, p)
-					quoted(p, c.Value)
-				}
-				walk(c, p)
-			}
+		case k == nil && v.Kind == yaml.ScalarNode && v.Line == line:
+			cands = append(cands, p)
+			quoted(p, v.Value)
 		}
-	}
-	walk(root, "")
+	})
 	if match != "" || len(cands) == 0 {
 		return match
 	}
@@ -362,6 +340,20 @@ func underAny(field string, fields []string) bool {
 // its line: a mapping entry's key, a sequence item's first line.
 func pathLines(root *yaml.Node) map[string]int {
 	lines := make(map[string]int)
+	eachEntry(root, func(p string, k, v *yaml.Node) {
+		if k != nil {
+			lines[p] = k.Line
+		} else {
+			lines[p] = v.Line
+		}
+	})
+	return lines
+}
+
+// eachEntry calls f with the path ("namespaces[1].window_sizes[0]") of
+// every entry under root, parents first: a mapping entry's key and
+// value, or a sequence item (k nil) and the item.
+func eachEntry(root *yaml.Node, f func(path string, k, v *yaml.Node)) {
 	var walk func(n *yaml.Node, path string)
 	walk = func(n *yaml.Node, path string) {
 		switch n.Kind {
@@ -371,23 +363,23 @@ func pathLines(root *yaml.Node) map[string]int {
 			}
 		case yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				p := n.Content[i].Value
+				k, v := n.Content[i], n.Content[i+1]
+				p := k.Value
 				if path != "" {
 					p = path + "." + p
 				}
-				lines[p] = n.Content[i].Line
-				walk(n.Content[i+1], p)
+				f(p, k, v)
+				walk(v, p)
 			}
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
 				p := fmt.Sprintf("%s[%d]", path, i)
-				lines[p] = c.Line
+				f(p, nil, c)
 				walk(c, p)
 			}
 		}
 	}
 	walk(root, "")
-	return lines
 }
 
 // lineOf is the line of field, or of its nearest enclosing entry in the

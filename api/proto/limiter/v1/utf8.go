@@ -32,24 +32,10 @@ func (x *AllowResponse) ValidUTF8() bool {
 }
 
 // ValidUTF8 reports whether every item's strings are valid UTF-8.
-func (x *IncrementBatchRequest) ValidUTF8() bool {
-	for _, it := range x.GetItems() {
-		if !it.ValidUTF8() {
-			return false
-		}
-	}
-	return true
-}
+func (x *IncrementBatchRequest) ValidUTF8() bool { return allValid(x.GetItems()) }
 
 // ValidUTF8 reports whether every item's strings are valid UTF-8.
-func (x *AllowBatchRequest) ValidUTF8() bool {
-	for _, it := range x.GetItems() {
-		if !it.ValidUTF8() {
-			return false
-		}
-	}
-	return true
-}
+func (x *AllowBatchRequest) ValidUTF8() bool { return allValid(x.GetItems()) }
 
 // ValidUTF8 reports whether the response's strings are valid UTF-8.
 func (x *AllowResult) ValidUTF8() bool {

@@ -43,14 +43,7 @@ func (x *AllowResult) ValidUTF8() bool {
 }
 
 // ValidUTF8 reports whether every result's strings are valid UTF-8.
-func (x *AllowBatchResponse) ValidUTF8() bool {
-	for _, r := range x.GetResults() {
-		if !r.ValidUTF8() {
-			return false
-		}
-	}
-	return true
-}
+func (x *AllowBatchResponse) ValidUTF8() bool { return allValid(x.GetResults()) }
 
 // ValidUTF8 reports whether the namespace and key are valid UTF-8.
 func (x *AcquireRequest) ValidUTF8() bool {

@@ -4,14 +4,21 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
-// Node is the set of namespaces one limiterd process serves.
+// Node is the set of namespaces one limiterd process serves. The set can
+// change while it serves (Prepare, Commit).
 type Node struct {
-	clock  Clock
+	clock Clock
+	tab   atomic.Pointer[nsTable]
+}
+
+// nsTable is one set of namespaces; a change replaces the whole table.
+type nsTable struct {
 	byName map[string]*Namespace
-	names  []string
+	names  []string // sorted
 }
 
 // New builds a node from namespace configs, which must have distinct names.
@@ -19,9 +26,10 @@ func New(cfgs []Config, clock Clock) (*Node, error) {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	n := &Node{clock: clock, byName: make(map[string]*Namespace, len(cfgs))}
+	n := &Node{clock: clock}
+	t := &nsTable{byName: make(map[string]*Namespace, len(cfgs))}
 	for i, c := range cfgs {
-		if _, dup := n.byName[c.Name]; dup {
+		if _, dup := t.byName[c.Name]; dup {
 			return nil, fieldErr(fmt.Sprintf("namespaces[%d].name", i), ErrInvalidConfig, "namespace %q is defined twice", c.Name)
 		}
 		ns, err := NewNamespace(c, clock)
@@ -31,10 +39,11 @@ func New(cfgs []Config, clock Clock) (*Node, error) {
 			}
 			return nil, err
 		}
-		n.byName[c.Name] = ns
-		n.names = append(n.names, c.Name)
+		t.byName[c.Name] = ns
+		t.names = append(t.names, c.Name)
 	}
-	slices.Sort(n.names)
+	slices.Sort(t.names)
+	n.tab.Store(t)
 	return n, nil
 }
 
@@ -46,17 +55,27 @@ func (n *Node) Namespace(name string) (*Namespace, error) {
 	if name == "" {
 		name = DefaultNamespace
 	}
-	if ns := n.byName[name]; ns != nil {
+	if ns := n.tab.Load().byName[name]; ns != nil {
 		return ns, nil
 	}
-	return nil, fieldErr("namespace", ErrUnknownNamespace, "namespace %q is not configured", name)
+	return nil, UnknownNamespace(name)
+}
+
+// UnknownNamespace is the error of a call naming a namespace the node does
+// not serve ("" being DefaultNamespace).
+func UnknownNamespace(name string) error {
+	if name == "" {
+		name = DefaultNamespace
+	}
+	return fieldErr("namespace", ErrUnknownNamespace, "namespace %q is not configured", name)
 }
 
 // Namespaces returns every namespace, ordered by name.
 func (n *Node) Namespaces() []*Namespace {
-	out := make([]*Namespace, len(n.names))
-	for i, name := range n.names {
-		out[i] = n.byName[name]
+	t := n.tab.Load()
+	out := make([]*Namespace, len(t.names))
+	for i, name := range t.names {
+		out[i] = t.byName[name]
 	}
 	return out
 }
@@ -75,13 +94,10 @@ func leaseIdle(c Config) time.Duration {
 }
 
 // Run reclaims dead windows, buckets back at their idle state and idle
-// lease keys of every namespace until ctx is done.
+// lease keys of every namespace until ctx is done. It ticks every second,
+// the shortest ReclaimInterval, and follows changes of the namespaces.
 func (n *Node) Run(ctx context.Context) {
-	tick := time.Second
-	for _, ns := range n.byName {
-		tick = min(tick, ReclaimInterval(ns.cfg))
-	}
-	t := time.NewTicker(tick)
+	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	last := make(map[*Namespace]time.Time)
 	for {
@@ -91,12 +107,18 @@ func (n *Node) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		now := n.clock.Now()
-		for _, ns := range n.byName {
+		tab := n.tab.Load()
+		for _, ns := range tab.byName {
 			if now.Sub(last[ns]) >= ReclaimInterval(ns.cfg) {
 				ns.Reclaim(now)
 				ns.buckets.Reclaim(now)
 				ns.leases.Reclaim(now, now.Add(-leaseIdle(ns.cfg)))
 				last[ns] = now
+			}
+		}
+		for ns := range last {
+			if tab.byName[ns.cfg.Name] != ns {
+				delete(last, ns) // replaced or removed
 			}
 		}
 	}

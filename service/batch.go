@@ -43,5 +43,6 @@ func (b *Batch) Sizes(namespace string) int {
 	if err != nil {
 		return 0
 	}
+	r.exit()
 	return len(r.ns.Sizes())
 }

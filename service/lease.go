@@ -120,6 +120,7 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest, last *route) 
 	if err != nil {
 		return Acquired{}, err
 	}
+	defer r.exit()
 	if err := node.ValidateKey(req.Key); err != nil {
 		return Acquired{}, err
 	}
@@ -171,6 +172,7 @@ func (s *Service) release(ctx context.Context, lease string, last *route) (Relea
 	if err != nil {
 		return Released{}, err
 	}
+	defer r.exit()
 	now := r.ns.Now()
 	var rel Released
 	if r.cl != nil {
@@ -186,6 +188,7 @@ func (s *Service) renew(ctx context.Context, lease string, ttl time.Duration, la
 	if err != nil {
 		return Renewed{}, err
 	}
+	defer r.exit()
 	if err := checkLeaseTTL(r.ns, ttl); err != nil {
 		return Renewed{}, err
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/limiterd/limiterd/auth"
@@ -14,10 +15,9 @@ import (
 // use.
 type Service struct {
 	node *node.Node
-	// syncers holds the syncer of every synchronous namespace, by name;
-	// clustered those of every namespace given one, periodic ones too;
-	// escalators those of the periodic ones that escalate.
-	syncers, clustered, escalators map[string]*clustersync.Syncer
+	// rt is where calls go (routes.go), shared by the copies WithAuthorizer
+	// makes.
+	rt *atomic.Pointer[routes]
 	// authz, when set, authorizes every call before it is served.
 	authz Authorizer
 }
@@ -57,26 +57,15 @@ func (s *Service) authorize(ctx context.Context, namespace string, op auth.Op) e
 // escalates (Syncer.Escalates), its Allow calls whose limits are all
 // sliding windows (Syncer.AllowNearAt); its other calls are served from
 // the node.
+//
+// The node's namespaces may change while it serves: see Reroute.
 func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
-	s := &Service{node: n, syncers: map[string]*clustersync.Syncer{},
-		clustered: map[string]*clustersync.Syncer{}, escalators: map[string]*clustersync.Syncer{}}
-	for _, sy := range syncers {
-		ns, err := n.Namespace(sy.Namespace().Name())
-		if err != nil || ns != sy.Namespace() {
-			return nil, fmt.Errorf("service: the syncer of %s is not of this node's namespaces", sy.Namespace())
-		}
-		s.clustered[ns.Name()] = sy
-		if ns.Config().Mode() == node.Synchronous {
-			s.syncers[ns.Name()] = sy
-		} else if sy.Escalates() {
-			s.escalators[ns.Name()] = sy
-		}
+	rt, err := buildRoutes(n, syncers)
+	if err != nil {
+		return nil, err
 	}
-	for _, ns := range n.Namespaces() {
-		if ns.Config().Mode() == node.Synchronous && s.syncers[ns.Name()] == nil {
-			return nil, fmt.Errorf("service: synchronous namespace %q has no syncer", ns.Name())
-		}
-	}
+	s := &Service{node: n, rt: new(atomic.Pointer[routes])}
+	s.rt.Store(rt)
 	return s, nil
 }
 
@@ -91,23 +80,46 @@ type route struct {
 	sy   *clustersync.Syncer
 	cl   *clustersync.Syncer
 	esc  *clustersync.Syncer // a periodic namespace's, when it escalates
+	// tab is the routes table the route is of; gate and slot, set on a
+	// resolved route, are where the call is counted until exit.
+	tab  *routes
+	gate *gate
+	slot int
 }
 
 // resolve finds the namespace called name; last is the route the previous
 // item of a batch took (nil for a single call), reused when it matches.
+// The call runs on the route's table until it calls exit on the result,
+// which it must do once it has counted (a no-op after an error).
 func (s *Service) resolve(name string, last *route) (route, error) {
-	if last != nil && last.ns != nil && last.name == name {
-		return *last, nil
+	for {
+		rt := s.rt.Load()
+		slot := rt.gate.enter()
+		if s.rt.Load() != rt { // replaced meanwhile: take the new one
+			rt.gate.exit(slot)
+			continue
+		}
+		var r route
+		if last != nil && last.tab == rt && last.name == name {
+			r = *last
+		} else {
+			key := name
+			if key == "" {
+				key = node.DefaultNamespace
+			}
+			var ok bool
+			if r, ok = rt.byName[key]; !ok {
+				rt.gate.exit(slot)
+				return route{}, node.UnknownNamespace(name)
+			}
+			r.name, r.tab = name, rt
+			if last != nil {
+				*last = r
+			}
+		}
+		r.gate, r.slot = &rt.gate, slot
+		return r, nil
 	}
-	ns, err := s.node.Namespace(name)
-	if err != nil {
-		return route{}, err
-	}
-	r := route{name: name, ns: ns, sy: s.syncers[ns.Name()], cl: s.clustered[ns.Name()], esc: s.escalators[ns.Name()]}
-	if last != nil {
-		*last = r
-	}
-	return r, nil
 }
 
 // target checks the start every call of the kinds ks shares, in order:
@@ -121,13 +133,15 @@ func (s *Service) target(ctx context.Context, op auth.Op, last *route, ks kindSe
 	if err != nil {
 		return r, t, err
 	}
-	if t, err = at(ks, r.ns, t); err != nil {
-		return r, t, err
+	if t, err = at(ks, r.ns, t); err == nil {
+		if err = node.ValidateKey(key); err == nil {
+			err = checkSize(r.ns, size)
+		}
 	}
-	if err := node.ValidateKey(key); err != nil {
-		return r, t, err
+	if err != nil {
+		r.exit()
 	}
-	return r, t, checkSize(r.ns, size)
+	return r, t, err
 }
 
 // at validates a call's time for the kinds ks in ns, defaulting to now:
@@ -181,6 +195,7 @@ func (s *Service) increment(ctx context.Context, req IncrementRequest, last *rou
 	if err != nil {
 		return dst, err
 	}
+	defer r.exit()
 	value := valueOr(req.Value, 1)
 	if err := checkValue("value", value); err != nil {
 		return dst, err
@@ -199,6 +214,7 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 	if err != nil {
 		return dst, err
 	}
+	defer r.exit()
 	if err := checkValue("cur_diff", req.CurDiff); err != nil {
 		return dst, err
 	}
@@ -235,6 +251,7 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}
+	defer r.exit()
 	// The cost and the limits: node's rules, checked here so that they
 	// come after the namespace, time and key in every mode; then whether
 	// the mode serves the limits' kinds.

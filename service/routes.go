@@ -1,0 +1,116 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// routes is one table of where calls go: every namespace of the node, with
+// its syncers. Reroute replaces the whole table; calls that started on the
+// previous one finish on it, and Reroute waits for them.
+type routes struct {
+	byName map[string]route
+	gate   gate
+}
+
+// gate counts the calls running on one routes table, in slots picked at
+// random so that concurrent calls rarely share a cache line: two atomic
+// adds per call, and no lock.
+type gate struct {
+	slots [gateSlots]struct {
+		n atomic.Int64
+		_ [56]byte
+	}
+}
+
+const gateSlots = 16
+
+func (g *gate) enter() int {
+	i := int(rand.Uint32() % gateSlots)
+	g.slots[i].n.Add(1)
+	return i
+}
+
+func (g *gate) exit(i int) { g.slots[i].n.Add(-1) }
+
+// idle reports whether no call is running. Called once the table is
+// replaced: a call that entered before that is seen, and later ones
+// leave again (resolve checks the table after entering).
+func (g *gate) idle() bool {
+	for i := range g.slots {
+		if g.slots[i].n.Load() != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// buildRoutes routes every namespace of n, the synchronous ones through
+// their syncers (see New).
+func buildRoutes(n *node.Node, syncers []*clustersync.Syncer) (*routes, error) {
+	nss := n.Namespaces()
+	rt := &routes{byName: make(map[string]route, len(nss))}
+	for _, ns := range nss {
+		rt.byName[ns.Name()] = route{name: ns.Name(), ns: ns}
+	}
+	for _, sy := range syncers {
+		ns := sy.Namespace()
+		r, ok := rt.byName[ns.Name()]
+		if !ok || r.ns != ns {
+			return nil, fmt.Errorf("service: the syncer of %s is not of this node's namespaces", ns)
+		}
+		r.cl = sy
+		if ns.Config().Mode() == node.Synchronous {
+			r.sy = sy
+		} else if sy.Escalates() {
+			r.esc = sy
+		}
+		rt.byName[ns.Name()] = r
+	}
+	for _, r := range rt.byName {
+		if r.ns.Config().Mode() == node.Synchronous && r.sy == nil {
+			return nil, fmt.Errorf("service: synchronous namespace %q has no syncer", r.ns.Name())
+		}
+	}
+	return rt, nil
+}
+
+// Reroute serves the node's namespaces as they are now, after a
+// node.Commit, with syncers (as New). It returns once no call runs on the
+// previous namespaces and syncers, so that the caller may retire them —
+// copy their counts, stop their syncers — or with ctx's error when ctx
+// ends first (the new routes serve all the same). Calls are never
+// refused or paused for it.
+func (s *Service) Reroute(ctx context.Context, syncers ...*clustersync.Syncer) error {
+	rt, err := buildRoutes(s.node, syncers)
+	if err != nil {
+		return err
+	}
+	old := s.rt.Swap(rt)
+	// Calls run for microseconds, synchronous ones up to a store call
+	// timeout: poll at a period between the two.
+	for wait := 50 * time.Microsecond; !old.gate.idle(); wait = min(2*wait, 10*time.Millisecond) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("service: calls still running on the previous namespaces: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// exit ends the call that resolved r; a no-op for a route not resolved.
+func (r *route) exit() {
+	if r.gate != nil {
+		r.gate.exit(r.slot)
+		r.gate = nil
+	}
+}

@@ -53,8 +53,9 @@ var ErrConcurrentChange = errors.New("node: namespaces changed since the change 
 // serve, and builds the namespaces to add and the successors of those
 // whose config differs. Every invalid config is reported (errors.Join of
 // FieldErrors naming namespaces[i]), not only the first. Nothing changes
-// until Commit.
-func (n *Node) Prepare(cfgs []Config) (*Change, error) {
+// until Commit. The namespaces named in renew are replaced even when their
+// config is the same (their sync settings changed outside this package).
+func (n *Node) Prepare(cfgs []Config, renew ...string) (*Change, error) {
 	from := n.tab.Load()
 	c := &Change{from: from}
 	var errs []error
@@ -68,7 +69,7 @@ func (n *Node) Prepare(cfgs []Config) (*Change, error) {
 		}
 		seen[cfg.Name] = true
 		old := from.byName[cfg.Name]
-		ns, err := n.build(old, cfg)
+		ns, err := n.build(old, cfg, slices.Contains(renew, cfg.Name))
 		if err != nil {
 			if fe, ok := err.(*FieldError); ok {
 				fe.Field = field + "." + fe.Field
@@ -100,14 +101,14 @@ func (n *Node) Prepare(cfgs []Config) (*Change, error) {
 	return c, nil
 }
 
-// build returns old itself when cfg is its config, else a new namespace
-// for cfg: a successor of old when there is one.
-func (n *Node) build(old *Namespace, cfg Config) (*Namespace, error) {
+// build returns old itself when cfg is its config (unless renew), else a
+// new namespace for cfg: a successor of old when there is one.
+func (n *Node) build(old *Namespace, cfg Config, renew bool) (*Namespace, error) {
 	ns, err := NewNamespace(cfg, n.clock)
 	if err != nil || old == nil {
 		return ns, err
 	}
-	if reflect.DeepEqual(ns.cfg, old.cfg) {
+	if !renew && reflect.DeepEqual(ns.cfg, old.cfg) {
 		return old, nil
 	}
 	if (ns.est != nil || old.est != nil) && !sameEstimator(ns, old) {

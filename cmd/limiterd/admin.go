@@ -55,7 +55,7 @@ func listenAdmin(d *daemon) (*listener, error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	adminNamespaces(mux, d.node, d.syncers, 10*time.Second)
+	d.adminNamespaces(mux, 10*time.Second)
 	var h http.Handler = mux
 	if d.authz != nil {
 		// With authorization on, the admin listener needs the admin grant

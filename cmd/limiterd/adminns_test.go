@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -31,8 +32,9 @@ func TestAdminNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 		syncers := map[string]*clustersync.Syncer{"api": sy}
+		d := &daemon{node: n, log: slog.New(slog.DiscardHandler), syncers: map[string]*liveSyncer{"api": {s: sy}}}
 		mux := http.NewServeMux()
-		adminNamespaces(mux, n, syncers, 5*time.Second)
+		d.adminNamespaces(mux, 5*time.Second)
 		srv := httptest.NewServer(mux)
 		t.Cleanup(srv.Close)
 		return n, syncers, srv

@@ -95,7 +95,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
-	return serve(ctx, cfg, log)
+	var load func() (Config, error)
+	if *flags.configPath != "" {
+		load = flags.config
+	}
+	return serveWith(ctx, cfg, log, flags.getenv, *flags.configPath, load)
 }
 
 // flagValues are the serving flags, defaulted from the environment.

@@ -25,7 +25,7 @@ func (s *stuckStore) Close() error {
 func TestCloseStoresDoesNotWaitForAStuckStore(t *testing.T) {
 	st := &stuckStore{closing: make(chan struct{}), release: make(chan struct{})}
 	defer close(st.release)
-	d := &daemon{log: slog.New(slog.DiscardHandler), stores: map[string]clustersync.Store{"main": st}}
+	d := &daemon{log: slog.New(slog.DiscardHandler), syncers: map[string]*liveSyncer{"api": {store: &openStore{name: "main", st: st}}}}
 	returned := make(chan struct{})
 	go func() {
 		d.closeStoresWithin(10 * time.Millisecond)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	gosync "sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,22 +23,41 @@ import (
 
 // daemon is one running limiterd: everything wired in one place.
 type daemon struct {
-	cfg  Config
 	log  *slog.Logger
 	node *node.Node
 	svc  *service.Service
 	// authz authorizes every call when the config has an auth section
 	// (auth.go).
-	authz   *auth.Authorizer
-	stores  map[string]clustersync.Store
-	syncers map[string]*clustersync.Syncer
-	reg     *prometheus.Registry
-	inc     string
+	authz *auth.Authorizer
+	reg   *prometheus.Registry
+	inc   string
 	// envoy serves Envoy's rate limit service on the gRPC listener, when
 	// configured.
 	envoy *envoyfront.Server
 	// tls is every listener's certificate when TLS is configured (tls.go).
 	tls *certreload.Reloader
+	// getenv reads the environment for store secrets.
+	getenv func(string) string
+	// load reads the config file, configPath, again for a reload; nil
+	// without one.
+	load       func() (Config, error)
+	configPath string
+
+	versions    *clustersync.Versions
+	syncMetrics *syncMetrics
+	// bg is the context of the background loops, loops their goroutines.
+	bg     context.Context
+	stopBG context.CancelFunc
+	loops  gosync.WaitGroup
+	// finalPushFailed is set when a syncer's last push failed: counts
+	// not yet stored are lost.
+	finalPushFailed atomic.Bool
+
+	// mu serialises namespace changes (namespaces.go) and guards what
+	// they change.
+	mu      gosync.Mutex
+	cfg     Config
+	syncers map[string]*liveSyncer
 }
 
 // A listener is one server on its own address: a front, or the operators'
@@ -68,11 +89,20 @@ var listenerOpeners = []func(*daemon) (*listener, error){listenGRPC, listenHTTP,
 const shutdownTimeout = 5 * time.Second
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
-	d, err := newDaemon(ctx, cfg, log)
+	return serveWith(ctx, cfg, log, os.Getenv, "", nil)
+}
+
+// serveWith serves cfg, reading store secrets with getenv and, when load
+// is set, reloading the config with it on SIGHUP and when the file at
+// path changes (reload.go).
+func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(string) string, path string, load func() (Config, error)) error {
+	d, err := newDaemon(ctx, cfg, log, getenv)
 	if err != nil {
 		return err
 	}
+	d.load, d.configPath = load, path
 	defer d.closeStores()
+	defer d.stopLoops()
 
 	var ls []*listener
 	for _, open := range listenerOpeners {
@@ -88,19 +118,14 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 	}
 
-	// Background work: reclaim and one sync loop per syncing namespace.
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var wg gosync.WaitGroup
-	wg.Go(func() { d.node.Run(bg) })
+	// Background work besides the sync loops: reclaim, Envoy's rules,
+	// reloads.
+	d.loops.Go(func() { d.node.Run(d.bg) })
 	if d.envoy != nil {
-		wg.Go(func() { d.envoy.Watch(bg, cfg.Envoy.envoyPoll()) })
+		d.loops.Go(func() { d.envoy.Watch(d.bg, cfg.Envoy.envoyPoll()) })
 	}
-	for name, s := range d.syncers {
-		wg.Go(func() {
-			if err := s.Run(bg); err != nil {
-				log.Error("final push failed", "namespace", name, "err", err)
-			}
-		})
+	if load != nil {
+		d.loops.Go(func() { d.watchConfig(d.bg) })
 	}
 
 	errc := make(chan error, len(ls))
@@ -142,14 +167,20 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	stop(false, shutdownTimeout)
 	// Every call has returned: the final pushes see every hit.
-	stopBG()
-	wg.Wait()
+	d.stopLoops()
 	stop(true, time.Second)
 	return err
 }
 
-func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, error) {
-	n, err := node.New(cfg.NodeConfigs(), node.SystemClock{})
+// stopLoops ends the background loops, the sync loops with their final
+// pushes, and waits for them.
+func (d *daemon) stopLoops() {
+	d.stopBG()
+	d.loops.Wait()
+}
+
+func newDaemon(ctx context.Context, cfg Config, log *slog.Logger, getenv func(string) string) (*daemon, error) {
+	n, err := node.New(nil, node.SystemClock{})
 	if err != nil {
 		return nil, err
 	}
@@ -158,42 +189,24 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 		return nil, err
 	}
 	d := &daemon{
-		cfg: cfg, log: log, node: n, reg: prometheus.NewRegistry(),
-		stores: map[string]clustersync.Store{}, syncers: map[string]*clustersync.Syncer{},
-		inc: clustersync.NewIncarnation(cfg.NodeName), tls: certs,
+		cfg: cfg, log: log, node: n, reg: prometheus.NewRegistry(), getenv: getenv,
+		syncers: map[string]*liveSyncer{},
+		inc:     clustersync.NewIncarnation(cfg.NodeName), tls: certs,
+		versions: clustersync.NewVersions(time.Now),
 	}
+	d.bg, d.stopBG = context.WithCancel(context.WithoutCancel(ctx))
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	d.registerNodeMetrics()
-	metrics := newSyncMetrics(d.reg)
-	versions := clustersync.NewVersions(time.Now)
-	var syncers []*clustersync.Syncer
-	for _, ns := range n.Namespaces() {
-		nc := ns.Config()
-		if nc.Mode() == node.LocalOnly {
-			continue
-		}
-		st, ok := d.stores[nc.Store]
-		if !ok {
-			if st, err = openStore(ctx, nc.Store, cfg.Stores[nc.Store], log); err != nil {
-				d.closeStores()
-				return nil, fmt.Errorf("store %q: %w", nc.Store, err)
-			}
-			d.stores[nc.Store] = st
-		}
-		s, err := clustersync.NewSyncer(ns, st, d.inc, versions, cfg.NamespaceSyncerConfig(nc.Name), log, metrics)
-		if err != nil {
-			d.closeStores()
-			return nil, err
-		}
-		d.syncers[nc.Name] = s
-		syncers = append(syncers, s)
-		d.registerSyncMetrics(nc.Name, s)
+	d.reg.MustRegister(namespaceCollector{d})
+	d.syncMetrics = newSyncMetrics(d.reg)
+	if d.svc, err = service.New(n); err != nil {
+		return nil, err
 	}
-	if d.svc, err = service.New(n, syncers...); err != nil {
-		d.closeStores()
+	if _, err := d.apply(ctx, cfg); err != nil {
+		d.stopLoops()
 		return nil, err
 	}
 	if d.authz, err = authorizer(cfg); err != nil {
+		d.stopLoops()
 		d.closeStores()
 		return nil, err
 	}
@@ -202,6 +215,7 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger) (*daemon, erro
 		log.Info("authorization on", "tokens", len(cfg.Auth.Tokens), "identities", len(cfg.Auth.Identities))
 	}
 	if d.envoy, err = openEnvoy(d); err != nil {
+		d.stopLoops()
 		d.closeStores()
 		return nil, err
 	}
@@ -219,11 +233,11 @@ func (d *daemon) closeStores() { d.closeStoresWithin(storeCloseTimeout) }
 // closeStoresWithin closes every store, waiting at most timeout for them.
 func (d *daemon) closeStoresWithin(timeout time.Duration) {
 	done := make(chan struct{})
-	go func() {
+	go func() { // the stores of the syncers, each once
 		defer close(done)
-		for name, s := range d.stores {
-			if err := s.Close(); err != nil {
-				d.log.Warn("closing store", "store", name, "err", err)
+		for _, o := range d.openStores() {
+			if err := o.st.Close(); err != nil {
+				d.log.Warn("closing store", "store", o.name, "err", err)
 			}
 		}
 	}()

@@ -12,8 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	clustersync "github.com/limiterd/limiterd/sync"
 )
 
 // listenHTTP opens the operators' endpoints on cfg.HTTPAddr, unless it is
@@ -80,9 +78,9 @@ func (d *daemon) httpHandler() *http.ServeMux {
 			Incarnation string     `json:"incarnation"`
 			Namespaces  []nsHealth `json:"namespaces"`
 		}{Status: "ok", Node: d.cfg.NodeName, Incarnation: d.inc, Namespaces: []nsHealth{}}
-		for name, s := range d.syncers {
-			last, err := s.Status()
-			h := nsHealth{Namespace: name, Store: s.Namespace().Config().Store, Healthy: err == nil}
+		for name, ls := range d.liveSyncers() {
+			last, err := ls.s.Status()
+			h := nsHealth{Namespace: name, Store: ls.s.Namespace().Config().Store, Healthy: err == nil}
 			if !last.IsZero() {
 				h.LastSuccess = last.UTC().Format(time.RFC3339Nano)
 			}
@@ -100,38 +98,43 @@ func (d *daemon) httpHandler() *http.ServeMux {
 	return mux
 }
 
-// registerNodeMetrics exposes the engine's counters per namespace.
-func (d *daemon) registerNodeMetrics() {
-	for _, ns := range d.node.Namespaces() {
-		labels := prometheus.Labels{"namespace": ns.Name()}
-		d.reg.MustRegister(
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "limiterd_active_keys", Help: "Keys held in memory.", ConstLabels: labels},
-				func() float64 { return float64(ns.ActiveKeys()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_keys_refused_total", Help: "New keys refused at the namespace's key cap.", ConstLabels: labels},
-				func() float64 { return float64(ns.RefusedKeys()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_evicted_keys_total", Help: "Idle keys evicted for new ones at the namespace's key cap (on_full: evict).", ConstLabels: labels},
-				func() float64 { return float64(ns.EvictedKeys()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "limiterd_active_buckets", Help: "Token, leaky and fixed buckets held in memory.", ConstLabels: labels},
-				func() float64 { return float64(ns.ActiveBuckets()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_buckets_refused_total", Help: "New buckets refused at the namespace's key cap.", ConstLabels: labels},
-				func() float64 { return float64(ns.Buckets().RefusedKeys()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "limiterd_windows_dropped_total", Help: "Windows reclaimed before their counts could be pushed (long store outage).", ConstLabels: labels},
-				func() float64 { return float64(ns.DroppedWindows()) }),
-		)
+// namespaceCollector exposes the engine's counters and the sync age of
+// every namespace the node serves at the time of the scrape, so that
+// namespaces added or removed at run time come and go with their series.
+type namespaceCollector struct{ d *daemon }
+
+var (
+	nsLabel         = []string{"namespace"}
+	descActiveKeys  = prometheus.NewDesc("limiterd_active_keys", "Keys held in memory.", nsLabel, nil)
+	descRefused     = prometheus.NewDesc("limiterd_keys_refused_total", "New keys refused at the namespace's key cap.", nsLabel, nil)
+	descEvicted     = prometheus.NewDesc("limiterd_evicted_keys_total", "Idle keys evicted for new ones at the namespace's key cap (on_full: evict).", nsLabel, nil)
+	descBuckets     = prometheus.NewDesc("limiterd_active_buckets", "Token, leaky and fixed buckets held in memory.", nsLabel, nil)
+	descBucketsRef  = prometheus.NewDesc("limiterd_buckets_refused_total", "New buckets refused at the namespace's key cap.", nsLabel, nil)
+	descDropped     = prometheus.NewDesc("limiterd_windows_dropped_total", "Windows reclaimed before their counts could be pushed (long store outage).", nsLabel, nil)
+	descSinceSynced = prometheus.NewDesc("limiterd_sync_seconds_since_success", "Seconds since the namespace's last fully successful sync (since its syncer started if none yet).", nsLabel, nil)
+)
+
+func (namespaceCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descActiveKeys, descRefused, descEvicted, descBuckets, descBucketsRef, descDropped, descSinceSynced} {
+		ch <- d
 	}
 }
 
-// registerSyncMetrics exposes how long ago namespace last synced.
-func (d *daemon) registerSyncMetrics(namespace string, s *clustersync.Syncer) {
-	started := time.Now()
-	d.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "limiterd_sync_seconds_since_success", Help: "Seconds since the namespace's last fully successful sync (since start if none yet).",
-		ConstLabels: prometheus.Labels{"namespace": namespace},
-	}, func() float64 {
-		last, _ := s.Status()
+func (c namespaceCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, ns := range c.d.node.Namespaces() {
+		name := ns.Name()
+		ch <- prometheus.MustNewConstMetric(descActiveKeys, prometheus.GaugeValue, float64(ns.ActiveKeys()), name)
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(ns.RefusedKeys()), name)
+		ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(ns.EvictedKeys()), name)
+		ch <- prometheus.MustNewConstMetric(descBuckets, prometheus.GaugeValue, float64(ns.ActiveBuckets()), name)
+		ch <- prometheus.MustNewConstMetric(descBucketsRef, prometheus.CounterValue, float64(ns.Buckets().RefusedKeys()), name)
+		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(ns.DroppedWindows()), name)
+	}
+	for name, ls := range c.d.liveSyncers() {
+		last, _ := ls.s.Status()
 		if last.IsZero() {
-			last = started
+			last = ls.started
 		}
-		return time.Since(last).Seconds()
-	}))
+		ch <- prometheus.MustNewConstMetric(descSinceSynced, prometheus.GaugeValue, time.Since(last).Seconds(), name)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -56,7 +55,7 @@ func storeOptions(s StoreConfig, dst any) error {
 
 // decodeStoreOptions decodes and validates a store's options over the
 // store's defaults; the one switch over store types is here and in
-// openStore.
+// openStoreConfig.
 func decodeStoreOptions(s StoreConfig) (any, error) {
 	var (
 		opts     any
@@ -90,12 +89,12 @@ func decodeStoreOptions(s StoreConfig) (any, error) {
 	return opts, nil
 }
 
-// openStore opens a configured store without waiting for it to be
+// openStoreConfig opens a configured store without waiting for it to be
 // reachable: a node must start during a store outage.
-func openStore(ctx context.Context, name string, s StoreConfig, log *slog.Logger) (clustersync.Store, error) {
+func openStoreConfig(ctx context.Context, name string, s StoreConfig, getenv func(string) string, log *slog.Logger) (clustersync.Store, error) {
 	// A config from the command line has its secrets resolved already;
 	// this reads those of one that did not come that way.
-	s, err := resolveStoreSecrets(s, os.Getenv)
+	s, err := resolveStoreSecrets(s, getenv)
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,13 @@ func newSyncMetrics(reg prometheus.Registerer) *syncMetrics {
 	return m
 }
 
+// forget drops the series of a namespace removed at run time.
+func (m *syncMetrics) forget(ns string) {
+	for _, v := range []interface{ DeleteLabelValues(...string) bool }{m.duration, m.rowsPushed, m.rowsFetched, m.pushErrors, m.fetchErrors, m.pending, m.lastSuccess, m.fallback, m.escalated} {
+		v.DeleteLabelValues(ns)
+	}
+}
+
 func (m *syncMetrics) Tick(ns string, d time.Duration, pushFailed, fetchFailed bool) {
 	if pushFailed {
 		m.pushErrors.WithLabelValues(ns).Inc()

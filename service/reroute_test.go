@@ -84,4 +84,3 @@ func TestRerouteLosesNoCountUnderLoad(t *testing.T) {
 		}
 	}
 }
-

@@ -12,9 +12,11 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// reloadSettle is how long the config file must stay unchanged before a
-// change of it is reloaded: editors and Kubernetes write a file in several
-// steps.
+// reloadSettle is how long the config file must stay unchanged (and not
+// empty) before a change of it is reloaded: editors, Kubernetes and
+// os.WriteFile write a file in several steps, and a file caught between
+// them would be a valid config of its own (an empty one serves only the
+// default namespace).
 const reloadSettle = 200 * time.Millisecond
 
 // reload reads the config file again and applies its namespaces, stores
@@ -51,6 +53,7 @@ func (d *daemon) watchConfig(ctx context.Context) {
 		}
 		events, errs = w.Events, w.Errors
 	}
+	var pending []byte // the content seen at the last look
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
 	defer settle.Stop()
@@ -79,8 +82,15 @@ func (d *daemon) watchConfig(ctx context.Context) {
 			d.log.Warn("watching the config file", "err", err)
 		case <-settle.C:
 			data, err := os.ReadFile(d.configPath)
-			if err != nil || bytes.Equal(data, last) {
-				continue // gone for a moment, or not changed
+			if err != nil || len(data) == 0 || bytes.Equal(data, last) {
+				continue // gone or empty for a moment (being written), or not changed
+			}
+			if !bytes.Equal(data, pending) {
+				// Changed since the last look: reload once it stays
+				// the same for a settle time.
+				pending = data
+				settle.Reset(reloadSettle)
+				continue
 			}
 			last = data
 			do("file change")

@@ -105,6 +105,16 @@ protoc \
 	--go-vtproto_out="$tmp/out" --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size \
 	"${protos[@]}"
 
+# The admin API (limiter.admin.v1) is served on the admin listener only:
+# plain Go code, no fast paths and no gateway.
+protoc \
+	--plugin=protoc-gen-go="$gobin/protoc-gen-go" \
+	--plugin=protoc-gen-go-grpc="$gobin/protoc-gen-go-grpc" \
+	-I api/proto \
+	--go_out="$tmp/out" --go_opt=paths=source_relative \
+	--go-grpc_out="$tmp/out" --go-grpc_opt=paths=source_relative \
+	limiter/admin/v1/admin.proto
+
 # The HTTP/JSON gateway and its OpenAPI (Swagger 2.0) document need no
 # google.api.http annotations: generate_unbound_methods maps every RPC to
 # POST /limiter.v1.RateLimiter/<Method> with the request as the JSON body.

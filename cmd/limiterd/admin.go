@@ -8,6 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"google.golang.org/grpc"
+
+	adminv1 "github.com/limiterd/limiterd/api/proto/limiter/admin/v1"
 	"github.com/limiterd/limiterd/auth"
 )
 
@@ -38,8 +41,9 @@ func adminAddr(s string) (string, error) {
 // listenAdmin opens the admin listener: Go's profiles under
 // /debug/pprof/, kept off the HTTP listener (whose /metrics and health
 // checks are scraped by others) because a profile shows the process's
-// internals and a CPU profile costs CPU. The admin operations of later
-// features belong here too. TLS applies as on every listener.
+// internals and a CPU profile costs CPU. The admin API is here too, over
+// HTTP/JSON (adminns.go) and gRPC (adminrpc.go) on the same port. TLS
+// applies as on every listener.
 func listenAdmin(d *daemon) (*listener, error) {
 	addr, err := adminAddr(d.cfg.AdminAddr)
 	if err != nil || addr == "" {
@@ -56,11 +60,19 @@ func listenAdmin(d *daemon) (*listener, error) {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	d.adminNamespaces(mux, 10*time.Second)
-	var h http.Handler = mux
+	gs := grpc.NewServer()
+	adminv1.RegisterAdminServer(gs, &adminRPC{d: d, timeout: 10 * time.Second})
+	var h http.Handler = grpcOrHTTP(gs, mux)
 	if d.authz != nil {
 		// With authorization on, the admin listener needs the admin grant
 		// in every namespace.
-		h = auth.Middleware(d.authz, auth.Admin, mux)
+		h = auth.Middleware(d.authz, auth.Admin, h)
 	}
-	return d.httpListener("admin", lis, h), nil
+	// gRPC without TLS is HTTP/2 with prior knowledge (h2c).
+	return d.httpListener("admin", lis, h, func(srv *http.Server) {
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetHTTP2(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+	}), nil
 }

@@ -37,8 +37,11 @@ func listenHTTP(d *daemon) (*listener, error) {
 
 // httpListener serves h on lis (with TLS when configured) as the listener
 // called name, one of the operator's.
-func (d *daemon) httpListener(name string, lis net.Listener, h http.Handler) *listener {
+func (d *daemon) httpListener(name string, lis net.Listener, h http.Handler, opts ...func(*http.Server)) *listener {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog(name)}
+	for _, o := range opts {
+		o(srv)
+	}
 	return &listener{
 		name: name,
 		lis:  d.tlsListener(lis, "h2", "http/1.1"),

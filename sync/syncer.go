@@ -222,7 +222,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 		}
 		start := time.Now()
 		if err := s.SyncOnce(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("sync tick failed; will retry", "err", err)
+			// At debug only: a store outage fails every tick (ten a
+			// second at sync_rate 0.1); whoever watches the store logs
+			// the outage once (limiterd's store probes), and Status
+			// and the metrics tell the rest.
+			s.log.Debug("sync tick failed; will retry", "err", err)
 		}
 		// An overrun delays the next tick rather than stacking ticks.
 		timer.Reset(max(s.period-time.Since(start), 0))

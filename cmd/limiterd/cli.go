@@ -17,13 +17,14 @@ import (
 
 // Environment variables, each overridden by its flag.
 const (
-	envConfig   = "LIMITERD_CONFIG"
-	envGRPCAddr = "LIMITERD_GRPC_ADDR"
-	envHTTPAddr = "LIMITERD_HTTP_ADDR"
-	envRESPAddr = "LIMITERD_RESP_ADDR"
-	envNodeName = "LIMITERD_NODE_NAME"
-	envLogLevel = "LIMITERD_LOG_LEVEL"
-	envEnvoyDir = "LIMITERD_ENVOY_CONFIG_DIR"
+	envConfig    = "LIMITERD_CONFIG"
+	envGRPCAddr  = "LIMITERD_GRPC_ADDR"
+	envHTTPAddr  = "LIMITERD_HTTP_ADDR"
+	envRESPAddr  = "LIMITERD_RESP_ADDR"
+	envNodeName  = "LIMITERD_NODE_NAME"
+	envLogLevel  = "LIMITERD_LOG_LEVEL"
+	envLogFormat = "LIMITERD_LOG_FORMAT"
+	envEnvoyDir  = "LIMITERD_ENVOY_CONFIG_DIR"
 )
 
 const usageHead = `Usage:
@@ -94,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: parseLevel(cfg.LogLevel)}))
+	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	var load func() (Config, error)
 	if *flags.configPath != "" {
 		load = flags.config
@@ -102,9 +103,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return serveWith(ctx, cfg, log, flags.getenv, *flags.configPath, load)
 }
 
+// newLogger writes format ("json", else text) records at level and above
+// to w.
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: parseLevel(level)}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
 // flagValues are the serving flags, defaulted from the environment.
 type flagValues struct {
 	configPath, grpcAddr, httpAddr, respAddr, nodeName, logLevel, envoyDir *string
+	logFormat                                                              *string
 	adminAddr                                                              *string
 	version                                                                *bool
 	getenv                                                                 func(string) string
@@ -121,6 +133,7 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
 		adminAddr:  fs.String("admin-addr", getenv(envAdminAddr), "admin listen address for /debug/pprof/ (env "+envAdminAddr+"; default off; a bare port binds 127.0.0.1)"),
 		nodeName:   fs.String("node-name", getenv(envNodeName), "node name for people (env "+envNodeName+", default the host name)"),
 		logLevel:   fs.String("log-level", getenv(envLogLevel), "debug, info, warn or error (env "+envLogLevel+")"),
+		logFormat:  fs.String("log-format", getenv(envLogFormat), "text or json (env "+envLogFormat+")"),
 		envoyDir:   fs.String("envoy-config-dir", getenv(envEnvoyDir), "serve Envoy's rate limit service with envoyproxy/ratelimit's domain files from this directory (env "+envEnvoyDir+"; overrides envoy.config_dir)"),
 		version:    fs.Bool("version", false, "print the version and exit"),
 		getenv:     getenv,
@@ -137,7 +150,7 @@ func (f flagValues) config() (Config, error) {
 			return cfg, err
 		}
 	}
-	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.RESPAddr: *f.respAddr, &cfg.AdminAddr: *f.adminAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel, &cfg.Envoy.ConfigDir: *f.envoyDir} {
+	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.RESPAddr: *f.respAddr, &cfg.AdminAddr: *f.adminAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel, &cfg.LogFormat: *f.logFormat, &cfg.Envoy.ConfigDir: *f.envoyDir} {
 		if v != "" {
 			*dst = v
 		}

@@ -43,6 +43,15 @@ type Config struct {
 	TLS TLSConfig `yaml:"tls"`
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `yaml:"log_level"`
+	// LogFormat is text (the default) or json.
+	LogFormat string `yaml:"log_format"`
+	// DrainDelay is how long limiterd keeps serving after SIGTERM once
+	// its readiness dropped, so that load balancers stop sending it
+	// calls first (default 0).
+	DrainDelay Duration `yaml:"drain_delay"`
+	// StopTimeout bounds the graceful stop of the fronts after the drain
+	// delay: calls still running after it are cut off (default 5s).
+	StopTimeout Duration `yaml:"stop_timeout"`
 	// ShutdownTimeout bounds the final push of every namespace on SIGTERM
 	// (default 5s).
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
@@ -244,7 +253,7 @@ func fieldAt(root *yaml.Node, line int, msg string) string {
 
 // DefaultConfig is what limiterd runs with given no file.
 func DefaultConfig() Config {
-	return Config{GRPCAddr: "127.0.0.1:7070", HTTPAddr: "127.0.0.1:7071", LogLevel: "info"}
+	return Config{GRPCAddr: "127.0.0.1:7070", HTTPAddr: "127.0.0.1:7071", LogLevel: "info", LogFormat: "text"}
 }
 
 // LoadConfig reads and validates a config file.
@@ -508,8 +517,19 @@ func (c *Config) Validate() error {
 	default:
 		bad("log_level", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
+	switch c.LogFormat {
+	case "", "text", "json":
+	default:
+		bad("log_format", "must be text or json, got %q", c.LogFormat)
+	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must not be negative")
+	}
+	if c.DrainDelay < 0 {
+		bad("drain_delay", "must not be negative, got %s", time.Duration(c.DrainDelay))
+	}
+	if c.StopTimeout < 0 {
+		bad("stop_timeout", "must not be negative, got %s", time.Duration(c.StopTimeout))
 	}
 	for _, f := range []struct {
 		name string

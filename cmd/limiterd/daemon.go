@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -52,6 +53,10 @@ type daemon struct {
 	// finalPushFailed is set when a syncer's last push failed: counts
 	// not yet stored are lost.
 	finalPushFailed atomic.Bool
+	// ready is what /readyz and gRPC health say: serving, until a stop
+	// begins.
+	ready       atomic.Bool
+	storeHealth storeHealth
 
 	// mu serialises namespace changes (namespaces.go) and guards what
 	// they change.
@@ -76,6 +81,9 @@ type listener struct {
 	// front it also serves (the JSON API) with the fronts: before the
 	// final pushes, at once when ctx ends.
 	drain func(ctx context.Context)
+	// unready, when set, makes the listener's own health checks say
+	// "not serving" while it still serves (the drain delay).
+	unready func()
 }
 
 // listenerOpeners open the listeners of a daemon, each defined in a file of
@@ -84,9 +92,12 @@ type listener struct {
 // The JSON API is served on the HTTP listener (listen_http_api.go).
 var listenerOpeners = []func(*daemon) (*listener, error){listenGRPC, listenHTTP, listenRESP, listenAdmin}
 
-// shutdownTimeout bounds the graceful stop of the fronts: calls still
-// running after it are cut off.
-const shutdownTimeout = 5 * time.Second
+// defaultStopTimeout bounds the graceful stop of the fronts when the
+// config sets no stop_timeout: calls still running after it are cut off.
+const defaultStopTimeout = 5 * time.Second
+
+// errFinalPush is serve's error when a namespace's last push failed.
+var errFinalPush = errors.New("final push failed: counts not yet stored are lost")
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	return serveWith(ctx, cfg, log, os.Getenv, "", nil)
@@ -127,6 +138,7 @@ func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 	if load != nil {
 		d.loops.Go(func() { d.watchConfig(d.bg) })
 	}
+	d.loops.Go(func() { d.probeStores(d.bg) })
 
 	errc := make(chan error, len(ls))
 	attrs := []any{"node", cfg.NodeName, "incarnation", d.inc, "namespaces", len(d.node.Namespaces())}
@@ -144,13 +156,31 @@ func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 		}()
 		attrs = append(attrs, l.name, l.lis.Addr().String())
 	}
+	d.ready.Store(true)
 	log.Info("limiterd serving", attrs...)
 
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
-	log.Info("shutting down")
+	// Readiness drops first; the fronts serve on for the drain delay, so
+	// that load balancers stop sending calls before the listeners close.
+	drain := time.Duration(cfg.DrainDelay)
+	log.Info("shutting down", "drain_delay", drain)
+	d.ready.Store(false)
+	for _, l := range ls {
+		if l.unready != nil {
+			l.unready()
+		}
+	}
+	if err == nil && drain > 0 {
+		t := time.NewTimer(drain)
+		select {
+		case <-t.C:
+		case err = <-errc:
+			t.Stop()
+		}
+	}
 	stop := func(operator bool, timeout time.Duration) {
 		sctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
@@ -165,10 +195,17 @@ func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 		}
 		stopping.Wait()
 	}
-	stop(false, shutdownTimeout)
+	stopTimeout := defaultStopTimeout
+	if cfg.StopTimeout > 0 {
+		stopTimeout = time.Duration(cfg.StopTimeout)
+	}
+	stop(false, stopTimeout)
 	// Every call has returned: the final pushes see every hit.
 	d.stopLoops()
 	stop(true, time.Second)
+	if err == nil && d.finalPushFailed.Load() {
+		err = errFinalPush
+	}
 	return err
 }
 

@@ -65,6 +65,10 @@ func (d *daemon) httpHandler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !d.ready.Load() {
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+			return
+		}
 		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -75,12 +79,27 @@ func (d *daemon) httpHandler() *http.ServeMux {
 			LastSuccess string `json:"last_success,omitempty"`
 			LastError   string `json:"last_error,omitempty"`
 		}
+		type stHealth struct {
+			Store     string `json:"store"`
+			Up        bool   `json:"up"`
+			Since     string `json:"since"`
+			Checked   string `json:"checked"`
+			LastError string `json:"last_error,omitempty"`
+		}
 		out := struct {
 			Status      string     `json:"status"`
 			Node        string     `json:"node"`
 			Incarnation string     `json:"incarnation"`
+			Stores      []stHealth `json:"stores"`
 			Namespaces  []nsHealth `json:"namespaces"`
-		}{Status: "ok", Node: d.cfg.NodeName, Incarnation: d.inc, Namespaces: []nsHealth{}}
+		}{Status: "ok", Node: d.cfg.NodeName, Incarnation: d.inc, Stores: []stHealth{}, Namespaces: []nsHealth{}}
+		for _, s := range d.storeHealth.snapshot() {
+			out.Stores = append(out.Stores, stHealth{Store: s.name, Up: s.up, LastError: s.err,
+				Since: s.since.UTC().Format(time.RFC3339Nano), Checked: s.checked.UTC().Format(time.RFC3339Nano)})
+			if !s.up {
+				out.Status = "degraded"
+			}
+		}
 		for name, ls := range d.liveSyncers() {
 			last, err := ls.s.Status()
 			h := nsHealth{Namespace: name, Store: ls.s.Namespace().Config().Store, Healthy: err == nil}
@@ -95,7 +114,9 @@ func (d *daemon) httpHandler() *http.ServeMux {
 		}
 		sort.Slice(out.Namespaces, func(i, j int) bool { return out.Namespaces[i].Namespace < out.Namespaces[j].Namespace })
 		w.Header().Set("Content-Type", "application/json")
-		// 200 even when degraded: the node still serves from local counts.
+		// 200 even when degraded: the node still serves from local
+		// counts, and a liveness probe must not restart every node of a
+		// cluster because their store is down.
 		json.NewEncoder(w).Encode(out)
 	})
 	return mux
@@ -114,11 +135,12 @@ var (
 	descBuckets     = prometheus.NewDesc("limiterd_active_buckets", "Token, leaky and fixed buckets held in memory.", nsLabel, nil)
 	descBucketsRef  = prometheus.NewDesc("limiterd_buckets_refused_total", "New buckets refused at the namespace's key cap.", nsLabel, nil)
 	descDropped     = prometheus.NewDesc("limiterd_windows_dropped_total", "Windows reclaimed before their counts could be pushed (long store outage).", nsLabel, nil)
+	descStoreUp     = prometheus.NewDesc("limiterd_store_up", "1 when the store answered its last probe (every 2 s), else 0.", []string{"store"}, nil)
 	descSinceSynced = prometheus.NewDesc("limiterd_sync_seconds_since_success", "Seconds since the namespace's last fully successful sync (since its syncer started if none yet).", nsLabel, nil)
 )
 
 func (namespaceCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descActiveKeys, descRefused, descEvicted, descBuckets, descBucketsRef, descDropped, descSinceSynced} {
+	for _, d := range []*prometheus.Desc{descActiveKeys, descRefused, descEvicted, descBuckets, descBucketsRef, descDropped, descSinceSynced, descStoreUp} {
 		ch <- d
 	}
 }
@@ -132,6 +154,13 @@ func (c namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBuckets, prometheus.GaugeValue, float64(ns.ActiveBuckets()), name)
 		ch <- prometheus.MustNewConstMetric(descBucketsRef, prometheus.CounterValue, float64(ns.Buckets().RefusedKeys()), name)
 		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(ns.DroppedWindows()), name)
+	}
+	for _, s := range c.d.storeHealth.snapshot() {
+		up := 0.0
+		if s.up {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, up, s.name)
 	}
 	for name, ls := range c.d.liveSyncers() {
 		last, _ := ls.s.Status()

@@ -24,5 +24,6 @@ func listenGRPC(d *daemon) (*listener, error) {
 		lis:      lis,
 		serve:    gs.Serve,
 		shutdown: func(ctx context.Context) { gs.Shutdown(ctx) },
+		unready:  gs.Drain,
 	}, nil
 }

@@ -255,8 +255,7 @@ func (d *daemon) startSyncer(ls *liveSyncer) {
 	d.loops.Go(func() {
 		defer close(ls.done)
 		if err := ls.s.Run(ctx); err != nil {
-			d.log.Error("final push failed", "namespace", ls.s.Namespace().Name(), "err", err)
-			d.finalPushFailed.Store(true)
+			d.finalPushFailed.Store(true) // the syncer logged it
 		}
 	})
 }

@@ -49,6 +49,14 @@ func NewServer(svc *service.Service, opts ...grpc.ServerOption) *Server {
 	return s
 }
 
+// Drain reports NOT_SERVING to health checks, and keeps serving: the
+// first step of a stop, so that load balancers send no new calls before
+// the listener closes.
+func (s *Server) Drain() {
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	s.health.SetServingStatus(limiterv1.RateLimiter_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_NOT_SERVING)
+}
+
 // Shutdown reports NOT_SERVING, ends the health Watch streams (so they do
 // not hold up the stop) and stops gracefully: it returns once every call
 // has returned, or, when ctx ends first, after cutting the rest off.

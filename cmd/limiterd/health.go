@@ -17,7 +17,7 @@ import (
 
 const (
 	storeProbePeriod  = 2 * time.Second
-	storeProbeTimeout = 2 * time.Second
+	storeProbeTimeout = time.Second
 	outageReminder    = time.Minute
 )
 

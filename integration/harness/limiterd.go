@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -76,6 +77,8 @@ type Limiterd struct {
 	mu      sync.Mutex
 	cmd     *exec.Cmd
 	exited  chan struct{}
+	// exitCode is the last run's exit status.
+	exitCode atomic.Int64
 }
 
 // StartLimiterd writes config (the stores and namespaces part of a limiterd
@@ -162,7 +165,12 @@ func (l *Limiterd) Start() {
 	}
 	l.cmd = cmd
 	l.exited = make(chan struct{})
-	go func(exited chan struct{}) { cmd.Wait(); logf.Close(); close(exited) }(l.exited)
+	go func(exited chan struct{}) {
+		cmd.Wait()
+		l.exitCode.Store(int64(cmd.ProcessState.ExitCode()))
+		logf.Close()
+		close(exited)
+	}(l.exited)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -204,6 +212,10 @@ func (l *Limiterd) signal(sig syscall.Signal) {
 	}
 	l.cmd = nil
 }
+
+// ExitCode is the exit status of the process's last run (-1 while it
+// runs or when a signal ended it).
+func (l *Limiterd) ExitCode() int { return int(l.exitCode.Load()) }
 
 // Running reports whether the process is alive.
 func (l *Limiterd) Running() bool {

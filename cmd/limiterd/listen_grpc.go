@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	grpcfront "github.com/limiterd/limiterd/front/grpc"
 )
@@ -15,7 +20,8 @@ func listenGRPC(d *daemon) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen: %w", err)
 	}
-	gs := grpcfront.NewServer(d.svc, append(d.grpcCreds(), d.grpcAuth()...)...)
+	opts := append(d.grpcCreds(), grpc.ChainUnaryInterceptor(d.logInternal))
+	gs := grpcfront.NewServer(d.svc, append(opts, d.grpcAuth()...)...)
 	if d.envoy != nil {
 		d.envoy.Register(gs.Server)
 	}
@@ -26,4 +32,23 @@ func listenGRPC(d *daemon) (*listener, error) {
 		shutdown: func(ctx context.Context) { gs.Shutdown(ctx) },
 		unready:  gs.Drain,
 	}, nil
+}
+
+// logInternal logs the calls that fail with INTERNAL (a bug, or a store
+// answering what it should not), with their namespace: the caller sees
+// only the status. The key is logged at debug only.
+func (d *daemon) logInternal(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if err != nil && status.Code(err) == codes.Internal {
+		ns, _ := req.(interface{ GetNamespace() string })
+		attrs := []any{"method", info.FullMethod, "err", err}
+		if ns != nil {
+			attrs = append(attrs, "namespace", ns.GetNamespace())
+		}
+		d.log.Error("call failed with an internal error", attrs...)
+		if k, ok := req.(interface{ GetKey() string }); ok && d.log.Enabled(ctx, slog.LevelDebug) {
+			d.log.Debug("key of the internal error", "method", info.FullMethod, "key", k.GetKey())
+		}
+	}
+	return resp, err
 }

@@ -45,10 +45,10 @@ func (d *daemon) logInternal(ctx context.Context, req any, info *grpc.UnaryServe
 		if ns != nil {
 			attrs = append(attrs, "namespace", ns.GetNamespace())
 		}
-		d.log.Error("call failed with an internal error", attrs...)
 		if k, ok := req.(interface{ GetKey() string }); ok && d.log.Enabled(ctx, slog.LevelDebug) {
-			d.log.Debug("key of the internal error", "method", info.FullMethod, "key", k.GetKey())
+			attrs = append(attrs, "key", k.GetKey())
 		}
+		d.log.Error("call failed with an internal error", attrs...)
 	}
 	return resp, err
 }

@@ -29,6 +29,10 @@ type Config struct {
 	NodeName string `yaml:"node_name"`
 	// GRPCAddr is where the gRPC API listens (default 127.0.0.1:7070).
 	GRPCAddr string `yaml:"grpc_addr"`
+	// GRPCMaxConnectionAge, when set, closes each gRPC connection (with a
+	// GOAWAY, after its calls) once it is that old, so that clients
+	// reconnect and spread over nodes added since (default 0: never).
+	GRPCMaxConnectionAge Duration `yaml:"grpc_max_connection_age"`
 	// HTTPAddr serves /metrics, /healthz and /readyz (default 127.0.0.1:7071).
 	HTTPAddr string `yaml:"http_addr"`
 	// RESPAddr is where the Redis protocol front listens; empty (the
@@ -524,6 +528,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must not be negative")
+	}
+	if c.GRPCMaxConnectionAge < 0 {
+		bad("grpc_max_connection_age", "must not be negative, got %s", time.Duration(c.GRPCMaxConnectionAge))
 	}
 	if c.DrainDelay < 0 {
 		bad("drain_delay", "must not be negative, got %s", time.Duration(c.DrainDelay))

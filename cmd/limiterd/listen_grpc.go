@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	grpcfront "github.com/limiterd/limiterd/front/grpc"
@@ -21,6 +23,10 @@ func listenGRPC(d *daemon) (*listener, error) {
 		return nil, fmt.Errorf("grpc listen: %w", err)
 	}
 	opts := append(d.grpcCreds(), grpc.ChainUnaryInterceptor(d.logInternal))
+	if age := time.Duration(d.cfg.GRPCMaxConnectionAge); age > 0 {
+		// The grace lets the calls of a closing connection finish.
+		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: 30 * time.Second}))
+	}
 	gs := grpcfront.NewServer(d.svc, append(opts, d.grpcAuth()...)...)
 	if d.envoy != nil {
 		d.envoy.Register(gs.Server)

@@ -184,7 +184,11 @@ type healthz struct {
 	Status      string `json:"status"`
 	Node        string `json:"node"`
 	Incarnation string `json:"incarnation"`
-	Namespaces  []struct {
+	Stores      []struct {
+		Store string `json:"store"`
+		Up    bool   `json:"up"`
+	} `json:"stores"`
+	Namespaces []struct {
 		Namespace string `json:"namespace"`
 	} `json:"namespaces"`
 }

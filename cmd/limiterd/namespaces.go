@@ -183,24 +183,24 @@ func (d *daemon) applyLocked(ctx context.Context, cfg Config) (string, error) {
 		d.log.Warn("copying the counts of replaced namespaces while calls still run on them; their last hits may be missed", "err", err)
 	}
 
-	// Retire the old namespaces: their last pushes, then their counts.
+	// Retire the old namespaces: their last pushes, at once, then their
+	// counts.
+	var retired []*liveSyncer
+	for _, r := range change.Replaced {
+		retired = append(retired, d.syncers[r.Old.Name()])
+	}
+	for _, ns := range change.Removed {
+		retired = append(retired, d.syncers[ns.Name()])
+		d.syncMetrics.forget(ns.Name())
+	}
+	d.stopSyncers(retired)
 	now := d.node.Clock().Now()
 	for _, r := range change.Replaced {
-		old := d.syncers[r.Old.Name()]
-		if old != nil {
-			d.stopSyncer(old)
-		}
-		nw := created[r.New.Name()]
+		old, nw := d.syncers[r.Old.Name()], created[r.New.Name()]
 		sameStore := old != nil && nw != nil && old.store == nw.store
 		if refused := r.CopyWindows(now, sameStore); refused > 0 {
 			d.log.Warn("keys not copied to the changed namespace: its key cap is reached", "namespace", r.New.Name(), "keys", refused)
 		}
-	}
-	for _, ns := range change.Removed {
-		if old := d.syncers[ns.Name()]; old != nil {
-			d.stopSyncer(old)
-		}
-		d.syncMetrics.forget(ns.Name())
 	}
 	for _, ls := range created {
 		d.startSyncer(ls)
@@ -260,13 +260,19 @@ func (d *daemon) startSyncer(ls *liveSyncer) {
 	})
 }
 
-// stopSyncer stops ls's loop and waits for its final push.
-func (d *daemon) stopSyncer(ls *liveSyncer) {
-	if ls.stop == nil {
-		return // never started
+// stopSyncers stops the loops of lss (nil ones skipped) and waits for
+// their final pushes, made at the same time.
+func (d *daemon) stopSyncers(lss []*liveSyncer) {
+	for _, ls := range lss {
+		if ls != nil && ls.stop != nil {
+			ls.stop()
+		}
 	}
-	ls.stop()
-	<-ls.done
+	for _, ls := range lss {
+		if ls != nil && ls.stop != nil {
+			<-ls.done
+		}
+	}
 }
 
 // syncer returns the running syncer of namespace name, or nil.

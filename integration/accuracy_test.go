@@ -252,11 +252,11 @@ func tickStats(t *testing.T, nodes []*harness.Limiterd) ticks {
 		if err != nil {
 			t.Fatalf("%s metrics: %v", n.Name, err)
 		}
-		tk.sum = append(tk.sum, sampleOrZero(m, `limiterd_sync_duration_seconds_sum{namespace="acc"}`))
-		tk.count = append(tk.count, sampleOrZero(m, `limiterd_sync_duration_seconds_count{namespace="acc"}`))
-		tk.buckets = append(tk.buckets, histogramBuckets(m, `limiterd_sync_duration_seconds_bucket{namespace="acc",le="`))
-		tk.fallbacks += sampleOrZero(m, `limiterd_sync_local_fallbacks_total{namespace="acc"}`)
-		tk.escalated += sampleOrZero(m, `limiterd_sync_escalated_total{namespace="acc"}`)
+		tk.sum = append(tk.sum, sampleOrZero(m, `limiterd_sync_duration_seconds_sum{limiter_namespace="acc"}`))
+		tk.count = append(tk.count, sampleOrZero(m, `limiterd_sync_duration_seconds_count{limiter_namespace="acc"}`))
+		tk.buckets = append(tk.buckets, histogramBuckets(m, `limiterd_sync_duration_seconds_bucket{limiter_namespace="acc",le="`))
+		tk.fallbacks += sampleOrZero(m, `limiterd_sync_local_fallbacks_total{limiter_namespace="acc"}`)
+		tk.escalated += sampleOrZero(m, `limiterd_sync_escalated_total{limiter_namespace="acc"}`)
 	}
 	return tk
 }

@@ -153,7 +153,7 @@ func allowLoad(t *testing.T, nodes []*harness.Limiterd, key string, at time.Time
 
 // seriesValue returns the value of one series of a Prometheus text
 // exposition, named with its labels as exposed
-// (`limiterd_sync_push_errors_total{namespace="api"}`); false when absent.
+// (`limiterd_sync_push_errors_total{limiter_namespace="api"}`); false when absent.
 func seriesValue(text, series string) (float64, bool) {
 	for line := range strings.Lines(text) {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {

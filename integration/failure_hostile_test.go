@@ -176,8 +176,8 @@ func testHostileInput(t *testing.T, st *failStore) {
 	if !n.Running() {
 		t.Fatal("limiterd died")
 	}
-	active := mustMetric(t, n, `limiterd_active_keys{namespace="capped"}`)
-	refusedMetric := mustMetric(t, n, `limiterd_keys_refused_total{namespace="capped"}`)
+	active := mustMetric(t, n, `limiterd_active_keys{limiter_namespace="capped"}`)
+	refusedMetric := mustMetric(t, n, `limiterd_keys_refused_total{limiter_namespace="capped"}`)
 	if active != hostileMaxKeys || refusedMetric < flood-hostileMaxKeys {
 		t.Errorf("after the flood: limiterd_active_keys %v, limiterd_keys_refused_total %v; want %d and at least %d",
 			active, refusedMetric, hostileMaxKeys, flood-hostileMaxKeys)

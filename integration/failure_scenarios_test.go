@@ -279,7 +279,7 @@ func testPartition(t *testing.T, st *failStore) {
 	waitUntil(t, "node-0 pushes through the proxy", storeWait, func() bool {
 		return pushed(t, nodes[0], "api") >= 4
 	})
-	errsBefore, _ := metric(t, nodes[0], `limiterd_sync_push_errors_total{namespace="api"}`)
+	errsBefore, _ := metric(t, nodes[0], `limiterd_sync_push_errors_total{limiter_namespace="api"}`)
 	before := measure(t, nodes[0])
 	cut := time.Now()
 	p.Cut()
@@ -290,7 +290,7 @@ func testPartition(t *testing.T, st *failStore) {
 		during = maxUsage(during, measure(t, nodes[0]))
 	}
 	duringAcks := l.acksSince(0, cut)
-	errsDuring, _ := metric(t, nodes[0], `limiterd_sync_push_errors_total{namespace="api"}`)
+	errsDuring, _ := metric(t, nodes[0], `limiterd_sync_push_errors_total{limiter_namespace="api"}`)
 	slowest := dl.slowest()
 	l.end()
 	dl.end()

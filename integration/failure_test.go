@@ -381,7 +381,7 @@ func trySync(t *testing.T, n *harness.Limiterd, namespace string) (syncState, bo
 		t.Fatalf("%s /metrics: %v", n.Name, err)
 	}
 	st := syncState{ticks: histogram{}}
-	label := `namespace="` + namespace + `"`
+	label := `limiter_namespace="` + namespace + `"`
 	for line := range strings.Lines(text) {
 		if !strings.Contains(line, label) {
 			continue
@@ -440,7 +440,7 @@ func (h histogram) max() time.Duration {
 }
 
 // metric reads one series ("go_goroutines", or with its labels:
-// `limiterd_sync_push_errors_total{namespace="api"}`) from the node's
+// `limiterd_sync_push_errors_total{limiter_namespace="api"}`) from the node's
 // /metrics; false when the node has not exported it (yet).
 func metric(t *testing.T, n *harness.Limiterd, series string) (float64, bool) {
 	t.Helper()

@@ -76,10 +76,10 @@ func TestPostgresContention(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pushErrs, _ := seriesValue(m, `limiterd_sync_push_errors_total{namespace="api"}`)
-		fetchErrs, _ := seriesValue(m, `limiterd_sync_fetch_errors_total{namespace="api"}`)
+		pushErrs, _ := seriesValue(m, `limiterd_sync_push_errors_total{limiter_namespace="api"}`)
+		fetchErrs, _ := seriesValue(m, `limiterd_sync_fetch_errors_total{limiter_namespace="api"}`)
 		failed += pushErrs + fetchErrs
-		rows, _ := seriesValue(m, `limiterd_sync_rows_pushed_total{namespace="api"}`)
+		rows, _ := seriesValue(m, `limiterd_sync_rows_pushed_total{limiter_namespace="api"}`)
 		pushed += rows
 		// A deadlock (40P01) or serialization failure (40001) would be a
 		// design defect; a tick deadline missed on a loaded machine is not.

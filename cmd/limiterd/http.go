@@ -128,7 +128,7 @@ func (d *daemon) httpHandler() *http.ServeMux {
 type namespaceCollector struct{ d *daemon }
 
 var (
-	nsLabel         = []string{"namespace"}
+	nsLabel         = []string{"limiter_namespace"} // see newSyncMetrics
 	descActiveKeys  = prometheus.NewDesc("limiterd_active_keys", "Keys held in memory.", nsLabel, nil)
 	descRefused     = prometheus.NewDesc("limiterd_keys_refused_total", "New keys refused at the namespace's key cap.", nsLabel, nil)
 	descEvicted     = prometheus.NewDesc("limiterd_evicted_keys_total", "Idle keys evicted for new ones at the namespace's key cap (on_full: evict).", nsLabel, nil)

@@ -294,7 +294,7 @@ func TestRunServesWithoutConfig(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("/metrics: %d", code)
 		}
-		if want := `limiterd_active_keys{namespace="default"} 1`; !strings.Contains(body, want) {
+		if want := `limiterd_active_keys{limiter_namespace="default"} 1`; !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 		for _, want := range []string{"limiterd_keys_refused_total", "limiterd_evicted_keys_total", "limiterd_windows_dropped_total", "go_goroutines"} {

@@ -9,7 +9,7 @@ import (
 )
 
 // syncMetrics are the sync loops' Prometheus metrics, labelled by
-// namespace: clustersync.Metrics on a registry.
+// namespace (limiter_namespace): clustersync.Metrics on a registry.
 type syncMetrics struct {
 	duration    *prometheus.HistogramVec
 	rowsPushed  *prometheus.CounterVec
@@ -26,7 +26,9 @@ var _ clustersync.Metrics = (*syncMetrics)(nil)
 
 // newSyncMetrics creates the metrics and registers them with reg.
 func newSyncMetrics(reg prometheus.Registerer) *syncMetrics {
-	ns := []string{"namespace"}
+	// Not "namespace": Kubernetes' label of that name would rename it
+	// exported_namespace in every scrape.
+	ns := []string{"limiter_namespace"}
 	m := &syncMetrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "limiterd_sync_duration_seconds", Help: "Duration of one sync tick (push and fetch).",

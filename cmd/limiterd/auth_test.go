@@ -11,13 +11,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	adminv1 "github.com/limiterd/limiterd/api/proto/limiter/admin/v1"
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 )
 
@@ -436,6 +439,30 @@ auth:
 	} {
 		if got := get(c.token); got != c.want {
 			t.Errorf("%s: admin listener answered %d, want %d", c.name, got, c.want)
+		}
+	}
+	// The admin API over gRPC, on the same listener, is held to the same
+	// grant.
+	conn, err := grpc.NewClient(adminAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admin := adminv1.NewAdminClient(conn)
+	for _, c := range []struct {
+		name, token string
+		want        codes.Code
+	}{
+		{"gRPC, no token", "", codes.Unauthenticated},
+		{"gRPC, admin in one namespace only", writerToken, codes.PermissionDenied},
+		{"gRPC, admin everywhere", adminToken, codes.OK},
+	} {
+		ctx := context.Background()
+		if c.token != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+		}
+		if _, err := admin.ListNamespaces(ctx, &adminv1.ListNamespacesRequest{}); status.Code(err) != c.want {
+			t.Errorf("%s: %v, want %s", c.name, err, c.want)
 		}
 	}
 }

@@ -15,7 +15,7 @@ const (
 
 // groupHead is the head of the allowgroup script's ARGV. After it come
 // the windows (one groupWindow each, as many as KEYS name), then the
-// entries: one groupEntry each, followed by one limit per window ('' for
+// entries: one groupEntry each, followed by one limit per window (” for
 // none).
 type groupHead int
 

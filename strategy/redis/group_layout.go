@@ -15,8 +15,8 @@ const (
 
 // groupHead is the head of the allowgroup script's ARGV. After it come
 // the windows (one groupWindow each, as many as KEYS name), then the
-// entries: one groupEntry each, followed by one limit per window (” for
-// none).
+// entries: one groupEntry each, followed by one limit per window (an
+// empty string for none).
 type groupHead int
 
 const (

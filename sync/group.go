@@ -337,7 +337,12 @@ func (s *Syncer) allowGroup(ctx context.Context, k *node.KeyLock, batch []*call)
 		// Nothing for the store to decide, or sums beyond float64's exact
 		// integers (totals of billions of hits): one call at a time.
 		for _, c := range batch {
-			c.dec = s.decideInStore(ctx, s.aa, k, c.req, &c.chk, c.dec.Limits)
+			if s.storeUp() {
+				c.dec = s.decideInStore(ctx, s.aa, k, c.req, &c.chk, c.dec.Limits)
+			} else {
+				s.fallback(errPresumedDown)
+				c.dec = k.Decide(c.req, &c.chk, node.NoVerdict, c.dec.Limits)
+			}
 		}
 		return
 	}

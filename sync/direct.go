@@ -176,10 +176,12 @@ func (s *Syncer) fallback(err error) {
 
 // AllowAt decides like node.Namespace.AllowAt. An Allow with bucket
 // limits goes as bucketsync.go says, in a periodic namespace too. For
-// sliding windows, when the store is an
-// AtomicAllower the store decides across the cluster in one atomic step
-// (exact); otherwise the decision uses the totals read back by one
-// push-and-fetch, which other nodes may race.
+// sliding windows, when the store is an AtomicAllower the store decides
+// across the cluster in one atomic step (exact), together with the Allows
+// of the key that queued meanwhile when it is a GroupAllower; otherwise
+// the decision uses the totals read back by one push-and-fetch, which
+// other nodes may race. A ctx that ends while the call queues returns its
+// error, nothing counted (group.go).
 func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
 	chk, err := s.ns.CheckAllow(req)
 	if err != nil {

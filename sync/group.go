@@ -47,6 +47,10 @@ import (
 // Stores with AtomicAllower but not GroupAllower (one decision per call)
 // keep one Allow per round trip under the key lock.
 
+// maxGroup bounds the calls one store call decides, and so the time one
+// script or statement holds the store (Redis runs one at a time).
+const maxGroup = 512
+
 // groupShards spreads the keys' queues over several maps so that calls of
 // different keys rarely meet on one mutex.
 const groupShards = 64
@@ -192,12 +196,12 @@ func (s *Syncer) lead(ctx context.Context, sh *groupShard, key string, q *keyQue
 }
 
 // take removes from q the calls of the next group: the first call and
-// those after it of its kind in its windows. The caller holds the shard's
+// those after it of its kind in its windows, at most maxGroup. The caller holds the shard's
 // mutex.
 func (s *Syncer) take(q *keyQueue) []*call {
 	first := q.calls[0]
 	n := 1
-	for n < len(q.calls) && q.calls[n].kind == first.kind && s.sameWindows(first.t, q.calls[n].t) {
+	for n < len(q.calls) && n < maxGroup && q.calls[n].kind == first.kind && s.sameWindows(first.t, q.calls[n].t) {
 		n++
 	}
 	batch := slices.Clone(q.calls[:n])

@@ -278,6 +278,11 @@ func TestGroupCancelled(t *testing.T) {
 		t.Errorf("%d calls queued after the cancelled one left, want 0", got)
 	}
 	cancelLeader()
+	select {
+	case a := <-leader:
+		t.Fatalf("the leader returned (%+v) while its store call hangs: its caller's context ended the store call", a)
+	case <-time.After(50 * time.Millisecond):
+	}
 	if got := f.Waiting(); got != 1 {
 		t.Errorf("the leader's store call ended with its caller's context (%d waiting)", got)
 	}

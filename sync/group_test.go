@@ -336,3 +336,117 @@ func TestGroupStoreDown(t *testing.T) {
 	wantStored(t, f.Inner(), "k", clock.Now(), 20)
 	wantStored(t, f.Inner(), "i", clock.Now(), 32)
 }
+
+// TestGroupIncrementOrder: one group of Increments and Rates over
+// different sizes answers each call with the totals just after it, size
+// by size, as the calls one by one in arrival order would.
+func TestGroupIncrementOrder(t *testing.T) {
+	clock := fakeclock.New(start)
+	f := memory.NewFaulty(memory.New())
+	n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Minute})
+	f.Hang()
+	type step struct {
+		rate  bool
+		size  time.Duration
+		value float64
+		want  []float64 // per size asked, ascending
+	}
+	steps := []step{
+		{size: 0, value: 1, want: []float64{1, 1}}, // the leader, alone
+		{size: 0, value: 1, want: []float64{2, 2}},
+		{size: time.Second, value: 2, want: []float64{4}},
+		{rate: true, size: 0, value: 0.5, want: []float64{4.5, 2.5}},
+		{size: time.Minute, value: 4, want: []float64{6}},
+		{rate: true, size: time.Minute, value: 0, want: []float64{6}},
+	}
+	got := make([][]node.Rate, len(steps))
+	var wg gosync.WaitGroup
+	for i, s := range steps {
+		wg.Go(func() {
+			var err error
+			if s.rate {
+				got[i], err = n.sy.RateAt(context.Background(), clock.Now(), "k", s.size, s.value, nil)
+			} else {
+				got[i], err = n.sy.IncrementAt(context.Background(), clock.Now(), "k", s.size, s.value, nil)
+			}
+			if err != nil {
+				t.Error(err)
+			}
+		})
+		if i == 0 {
+			waitUntil(t, "the first call is in the store", func() bool { return f.Waiting() == 1 })
+		} else {
+			waitUntil(t, fmt.Sprintf("%d calls queue", i), func() bool { return n.sy.Queued("k") == i })
+		}
+	}
+	f.Heal()
+	wg.Wait()
+	for i, s := range steps {
+		var rates []float64
+		for _, r := range got[i] {
+			rates = append(rates, r.Rate)
+		}
+		if fmt.Sprint(rates) != fmt.Sprint(s.want) {
+			t.Errorf("call %d (rate %v, size %v, value %v): rates %v, want %v", i, s.rate, s.size, s.value, rates, s.want)
+		}
+	}
+	if c := f.Calls(); c.PushFetch != 2 {
+		t.Errorf("%d store calls for %d calls, want 2", c.PushFetch, len(steps))
+	}
+	wantStored(t, f.Inner(), "k", clock.Now(), 6)
+}
+
+// TestGroupAllowOrder: one group of Allows with different limits, costs
+// and CountRejected is decided in arrival order, each against the totals
+// the calls before it left.
+func TestGroupAllowOrder(t *testing.T) {
+	clock := fakeclock.New(start)
+	f := memory.NewFaulty(memory.New())
+	n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Minute})
+	f.Hang()
+	perSec := func(l float64) node.Limit { return node.Limit{Size: time.Second, Limit: l} }
+	perMin := func(l float64) node.Limit { return node.Limit{Size: time.Minute, Limit: l} }
+	steps := []struct {
+		req       node.AllowRequest
+		allowed   bool
+		wantRates []float64
+	}{
+		{node.AllowRequest{Cost: 1, Limits: []node.Limit{perMin(100)}}, true, []float64{1}}, // the leader, alone
+		{node.AllowRequest{Cost: 1, Limits: []node.Limit{perMin(3)}}, true, []float64{2}},
+		{node.AllowRequest{Cost: 1, Limits: []node.Limit{perSec(1)}}, false, []float64{2}},
+		{node.AllowRequest{Cost: 1, Limits: []node.Limit{perSec(10), perMin(3)}}, true, []float64{3, 3}},
+		{node.AllowRequest{Cost: 2, CountRejected: true, Limits: []node.Limit{perMin(3)}}, false, []float64{5}},
+		{node.AllowRequest{Cost: 0, Limits: []node.Limit{perSec(5), perMin(5)}}, true, []float64{5, 5}},
+	}
+	got := make([]node.Decision, len(steps))
+	var wg gosync.WaitGroup
+	for i, s := range steps {
+		s.req.Key = "k"
+		wg.Go(func() {
+			var err error
+			if got[i], err = n.sy.AllowAt(context.Background(), clock.Now(), s.req, nil); err != nil {
+				t.Error(err)
+			}
+		})
+		if i == 0 {
+			waitUntil(t, "the first call is in the store", func() bool { return f.Waiting() == 1 })
+		} else {
+			waitUntil(t, fmt.Sprintf("%d calls queue", i), func() bool { return n.sy.Queued("k") == i })
+		}
+	}
+	f.Heal()
+	wg.Wait()
+	for i, s := range steps {
+		var rates []float64
+		for _, l := range got[i].Limits {
+			rates = append(rates, l.Rate)
+		}
+		if got[i].Allowed != s.allowed || fmt.Sprint(rates) != fmt.Sprint(s.wantRates) {
+			t.Errorf("call %d: allowed %v, rates %v; want %v, %v", i, got[i].Allowed, rates, s.allowed, s.wantRates)
+		}
+	}
+	if c := f.Calls(); c.Allow != 2 {
+		t.Errorf("%d store calls for %d Allows, want 2", c.Allow, len(steps))
+	}
+	wantStored(t, f.Inner(), "k", clock.Now(), 5)
+}

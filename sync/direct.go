@@ -192,6 +192,7 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 	}
 	aa, decides := s.store.(AtomicAllower)
 	_, group := s.store.(GroupAllower)
+	group = group && decides // one call alone goes as AtomicAllower's
 	if group || !decides {
 		// Bring the others' totals up to date, then decide here; or have
 		// the store decide, with the Allows that queue meanwhile.

@@ -9,8 +9,11 @@ import (
 // key, decided one after the other in one atomic step. A synchronous
 // namespace hands it the Allows of a hot key that queued while the key's
 // previous store call was in flight, so one round trip decides them all
-// (see group.go). Stores without it decide one Allow per call
-// (AtomicAllower), or the node decides from fetched totals.
+// (see group.go). It is used only on a store that is also an
+// AtomicAllower, which decides a call that comes alone and the groups
+// whose totals are too large for float64 (beyond 2^53 micro-hits). Stores
+// without it decide one Allow per call (AtomicAllower), or the node
+// decides from fetched totals.
 //
 // In one atomic step the store:
 //

@@ -1,6 +1,7 @@
 // Package redis is limiterd's Redis store: a clustersync.Store, with the
 // optional clustersync.PushFetcher, clustersync.AtomicAllower,
-// clustersync.BucketStore and clustersync.LeaseStore, on a standalone
+// clustersync.GroupAllower, clustersync.BucketStore and
+// clustersync.LeaseStore, on a standalone
 // server, Sentinel or Redis Cluster (Redis ≥ 7.0). Import it as
 // redisstore.
 //

@@ -3,6 +3,7 @@ package sync_test
 import (
 	"context"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func BenchmarkHotKeyAllowRedis(b *testing.B) {
 	}
 	req := node.AllowRequest{Key: "hot", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1e9}}}
 	b.ReportAllocs()
-	b.SetParallelism(max(1, 64/runtimeProcs()))
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		var dst []node.LimitStatus

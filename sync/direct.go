@@ -9,8 +9,9 @@ import (
 )
 
 // The write-through calls of a synchronous namespace (sync_rate = 0). Each
-// holds the key's lock across one store call bounded by CallTimeout, so this
-// node's totals and versions reach the store in order. When the store fails
+// store call, bounded by CallTimeout, holds the key's lock, so this node's
+// totals and versions reach the store in order; the calls of one key that
+// queue meanwhile share the next store call (group.go). When the store fails
 // or times out the call answers from local counts (this node's exact total
 // plus the others' last known totals) and the key stays dirty for the
 // background tick: never an unlimited answer because the store failed.
@@ -60,16 +61,16 @@ func (s *Syncer) IncrementAt(ctx context.Context, t time.Time, key string, size 
 	if err != nil {
 		return dst, err
 	}
-	k, err := s.ns.LockKey(t, key)
-	if err != nil {
+	if err := node.ValidateKey(key); err != nil {
 		return dst, err
 	}
-	defer k.Unlock()
-	for _, size := range sizes {
-		k.Add(size, m)
+	c := newCall(kindExchange, t)
+	defer freeCall(c)
+	c.sizes, c.m, c.rates = sizes, m, dst
+	if err := s.run(ctx, key, c); err != nil {
+		return dst, err
 	}
-	s.exchange(ctx, k, sizes)
-	return k.Rates(sizes, 0, dst), nil
+	return c.rates, c.err
 }
 
 // RateAt answers like node.Namespace.RateAt with the store's current
@@ -83,13 +84,16 @@ func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.
 	if err != nil {
 		return dst, err
 	}
-	k, err := s.ns.LockKey(t, key)
-	if err != nil {
+	if err := node.ValidateKey(key); err != nil {
 		return dst, err
 	}
-	defer k.Unlock()
-	s.exchange(ctx, k, sizes)
-	return k.Rates(sizes, m, dst), nil
+	c := newCall(kindExchange, t)
+	defer freeCall(c)
+	c.sizes, c.rate, c.extra, c.rates = sizes, true, m, dst
+	if err := s.run(ctx, key, c); err != nil {
+		return dst, err
+	}
+	return c.rates, c.err
 }
 
 // sizes returns the window sizes a call with size addresses (0: every
@@ -172,10 +176,12 @@ func (s *Syncer) fallback(err error) {
 
 // AllowAt decides like node.Namespace.AllowAt. An Allow with bucket
 // limits goes as bucketsync.go says, in a periodic namespace too. For
-// sliding windows, when the store is an
-// AtomicAllower the store decides across the cluster in one atomic step
-// (exact); otherwise the decision uses the totals read back by one
-// push-and-fetch, which other nodes may race.
+// sliding windows, when the store is an AtomicAllower the store decides
+// across the cluster in one atomic step (exact), together with the Allows
+// of the key that queued meanwhile when it is a GroupAllower; otherwise
+// the decision uses the totals read back by one push-and-fetch, which
+// other nodes may race. A ctx that ends while the call queues returns its
+// error, nothing counted (group.go).
 func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
 	chk, err := s.ns.CheckAllow(req)
 	if err != nil {
@@ -184,17 +190,32 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 	if chk.Buckets > 0 {
 		return s.allowBuckets(ctx, t, req, &chk, dst)
 	}
+	aa, decides := s.store.(AtomicAllower)
+	_, group := s.store.(GroupAllower)
+	group = group && decides // one call alone goes as AtomicAllower's
+	if group || !decides {
+		// Bring the others' totals up to date, then decide here; or have
+		// the store decide, with the Allows that queue meanwhile.
+		if err := node.ValidateKey(req.Key); err != nil {
+			return node.Decision{Limits: dst}, err
+		}
+		kind := kindAllowLocal
+		if group {
+			kind = kindAllowGroup
+		}
+		c := newCall(kind, t)
+		defer freeCall(c)
+		c.req, c.chk, c.dec.Limits = req, chk, dst
+		if err := s.run(ctx, req.Key, c); err != nil {
+			return node.Decision{Limits: dst}, err
+		}
+		return c.dec, c.err
+	}
 	k, err := s.ns.LockKey(t, req.Key)
 	if err != nil {
 		return node.Decision{Limits: dst}, err
 	}
 	defer k.Unlock()
-	aa, ok := s.store.(AtomicAllower)
-	if !ok {
-		// Bring the others' totals up to date, then decide here.
-		s.exchange(ctx, k, s.ns.Sizes())
-		return k.Decide(req, &chk, node.NoVerdict, dst), nil
-	}
 	if !s.storeUp() {
 		s.fallback(errPresumedDown)
 		return k.Decide(req, &chk, node.NoVerdict, dst), nil

@@ -11,8 +11,9 @@
 // failed one is repeated by the next tick. Rows expire at window end +
 // window size + 2 × sync_rate.
 //
-// A Store has Push, Fetch and Close; PushFetcher, AtomicAllower and
-// Windower are optional abilities found by type assertion. The
+// A Store has Push, Fetch and Close; PushFetcher, AtomicAllower,
+// GroupAllower and Windower are optional abilities found by type
+// assertion. The
 // strategy/strategytest suite checks a Store against this contract.
 //
 // A Syncer serves one node.Namespace that is not local only:
@@ -36,7 +37,9 @@
 // Syncer's IncrementAt, RateAt and AllowAt, which write through and answer
 // with the store's totals, or from local counts when the store does not
 // answer within Config.CallTimeout; the tick, every RetryPeriod, pushes
-// what such calls left behind.
+// what such calls left behind. The calls of one key that arrive while its
+// store call is in flight share the next one, each answered as if alone
+// in arrival order (group commit, group.go).
 //
 // Token, leaky and fixed buckets go through the optional BucketStore: one
 // shared state per bucket in the store, and per incarnation an absolute,

@@ -116,6 +116,8 @@ type Syncer struct {
 	// prevReads serves the synchronous calls (see exchange); the tick
 	// prunes it.
 	prevReads *prevReads
+	// groups queues the synchronous calls of keys in flight (group.go).
+	groups *groups
 
 	// Escalation of a periodic namespace (see escalate.go): aa is the
 	// store's AtomicAllower (nil if it has none), lastTick the ticks'
@@ -173,7 +175,7 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 	s := &Syncer{
 		ns: ns, store: store, inc: inc, versions: v, cfg: cfg, period: period,
 		ttlPad: 2 * nc.SyncPeriod(), log: log.With("namespace", nc.Name), m: m, name: nc.Name,
-		prevReads: newPrevReads(),
+		prevReads: newPrevReads(), groups: newGroups(),
 	}
 	s.aa, _ = store.(AtomicAllower)
 	if nc.Mode() == node.Periodic && !cfg.NoEscalate {

@@ -24,8 +24,9 @@
 // create it themselves (`limiterd schema cassandra`, create_schema: false).
 //
 // The store is not a clustersync.AtomicAllower: a synchronous namespace on
-// Cassandra pushes and reads in one PushFetch and decides locally, so
-// nodes may race near a limit.
+// Cassandra pushes and reads in one PushFetch and decides locally (the
+// Allows of one key that queue meanwhile share the next PushFetch), so
+// nodes may race near a limit. Nor is it a clustersync.GroupAllower.
 //
 // It is a clustersync.BucketStore. Token, leaky and fixed buckets live in
 // a second table, <table>_buckets: one partition per namespace and key,

@@ -9,7 +9,7 @@
 //	b, _ := clustersync.NewSyncer(nsB, store, clustersync.NewIncarnation("b"), versions, cfg, nil, nil)
 //
 // Store implements clustersync.Store and the optional PushFetcher,
-// AtomicAllower and Windower exactly as package sync documents them. A row
+// AtomicAllower, GroupAllower and Windower exactly as package sync documents them. A row
 // whose ExpireAt is at or before the store's clock (WithClock) reads as
 // absent; Purge drops expired rows at once.
 //

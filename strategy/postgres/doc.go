@@ -1,6 +1,6 @@
 // Package postgres is limiterd's PostgreSQL store: a clustersync.Store,
 // also a clustersync.PushFetcher, a clustersync.AtomicAllower, a
-// clustersync.BucketStore and a clustersync.LeaseStore, on PostgreSQL 12
+// clustersync.GroupAllower, a clustersync.BucketStore and a clustersync.LeaseStore, on PostgreSQL 12
 // or later through pgx v5. Import it as pgstore.
 //
 // Open builds a Store on a new connection pool without contacting the

@@ -1,8 +1,8 @@
 // Package redis is limiterd's Redis store: a clustersync.Store, with the
 // optional clustersync.PushFetcher, clustersync.AtomicAllower,
-// clustersync.BucketStore and clustersync.LeaseStore, on a standalone
-// server, Sentinel or Redis Cluster (Redis ≥ 7.0). Import it as
-// redisstore.
+// clustersync.GroupAllower, clustersync.BucketStore and
+// clustersync.LeaseStore, on a standalone server, Sentinel or Redis
+// Cluster (Redis ≥ 7.0). Import it as redisstore.
 //
 // Open builds a client from a Config without contacting the server, so a
 // node starts during a store outage; New wraps a go-redis client the

@@ -23,10 +23,10 @@
 // sub-second windows; expiry (calling Purge when the store has it);
 // unknown windows reading 0; 100 000-row batches; concurrent pushes;
 // cancelled contexts; errors after Close; and the optional
-// clustersync.Windower, PushFetcher, AtomicAllower, BucketStore and
-// LeaseStore where implemented. Bucket and lease replies are compared with
-// the references, clustersync.ApplyBuckets and clustersync.ApplyLease, run
-// in the test; the lease subtests move their now forward by adding to it,
+// clustersync.Windower, PushFetcher, AtomicAllower, GroupAllower,
+// BucketStore and LeaseStore where implemented. Group decisions, bucket
+// and lease replies are compared with the references,
+// clustersync.DecideGroup, ApplyBuckets and ApplyLease, run in the test; the lease subtests move their now forward by adding to it,
 // starting a minute ahead of the wall clock so that a store dropping a
 // key by the wall clock after its latest expiry drops nothing still live.
 // Sums over every incarnation are read by Window when the store has it,

@@ -40,6 +40,8 @@ var mutants = []struct {
 	{"allow ignores previous window", "^atomic_allow$/^sliding_previous_window$", func() clustersync.Store { return &noPrev{memory.New()} }},
 	{"allow always counts", "^atomic_allow$/^count_rejected$", func() clustersync.Store { return &alwaysCount{memory.New()} }},
 	{"allow checks the first limit only", "^atomic_allow$/^all_limits_must_admit$", func() clustersync.Store { return &firstLimit{memory.New()} }},
+	{"group entries decided on the totals sent", "^group_allow$/^entries_in_order$", func() clustersync.Store { return &groupFirstTotals{memory.New()} }},
+	{"group ignores CountRejected", "^group_allow$/^count_rejected_and_larger_costs$", func() clustersync.Store { return &groupNoCountRejected{memory.New()} }},
 	{"bucket calls never replayed", "^bucket_retry_takes_once$", func() clustersync.Store { return &bucketFreshVersions{Store: memory.New()} }},
 	{"bucket totals not caught up", "^bucket_catch_up$", func() clustersync.Store { return &bucketNoCatchUp{memory.New()} }},
 	{"buckets taken one by one", "^bucket_all_or_none$", func() clustersync.Store { return &bucketOneByOne{memory.New()} }},

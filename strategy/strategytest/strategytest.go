@@ -50,6 +50,7 @@ var subtests = []subtest{
 	{"window", testWindow, is[clustersync.Windower]},
 	{"push fetch", testPushFetch, is[clustersync.PushFetcher]},
 	{"atomic allow", testAtomicAllow, is[clustersync.AtomicAllower]},
+	{"group allow", testGroupAllow, is[clustersync.GroupAllower]},
 	{"bucket arithmetic", testBucketArithmetic, is[clustersync.BucketStore]},
 	{"bucket retry takes once", testBucketRetry, is[clustersync.BucketStore]},
 	{"bucket catch up", testBucketCatchUp, is[clustersync.BucketStore]},

@@ -60,7 +60,7 @@ func checkExact(t *testing.T, l *failLoad, stored []int64) {
 
 // pushed reads how many rows node pushed for namespace so far.
 func pushed(t *testing.T, n *harness.Limiterd, namespace string) float64 {
-	v, _ := metric(t, n, fmt.Sprintf(`limiterd_sync_rows_pushed_total{namespace=%q}`, namespace))
+	v, _ := metric(t, n, fmt.Sprintf(`limiterd_sync_rows_pushed_total{limiter_namespace=%q}`, namespace))
 	return v
 }
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	"gopkg.in/yaml.v3"
 
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -128,21 +129,35 @@ func (d *daemon) answerChange(w http.ResponseWriter, summary string, err error) 
 		writeJSON(w, http.StatusOK, map[string]string{"summary": summary})
 		return
 	}
-	code := http.StatusBadRequest
+	f := classifyChange(err)
+	http.Error(w, f.msg, f.http)
+}
+
+// changeFailure is why an admin change failed, as both of its fronts say
+// it: an HTTP status, a gRPC code and every error one a line.
+type changeFailure struct {
+	http int
+	grpc codes.Code
+	msg  string
+}
+
+func classifyChange(err error) changeFailure {
+	f := changeFailure{http: http.StatusBadRequest, grpc: codes.InvalidArgument}
 	var nf errNotFound
 	switch {
 	case errors.As(err, &nf):
-		code = http.StatusNotFound
+		f.http, f.grpc = http.StatusNotFound, codes.NotFound
 	case errors.Is(err, errNoReload):
-		code = http.StatusConflict
+		f.http, f.grpc = http.StatusConflict, codes.FailedPrecondition
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		code = http.StatusServiceUnavailable
+		f.http, f.grpc = http.StatusServiceUnavailable, codes.Unavailable
 	}
 	var lines []string
 	for _, e := range flatten(err) {
 		lines = append(lines, e.Error())
 	}
-	http.Error(w, strings.Join(lines, "\n"), code)
+	f.msg = strings.Join(lines, "\n")
+	return f
 }
 
 // maxNamespaceBody bounds an admin change's body.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -109,28 +108,14 @@ func (a *adminRPC) change(ctx context.Context, edit func(*Config) error) (*admin
 	return a.answer(summary, err)
 }
 
-// answer is a change's outcome as gRPC's: codes as adminNamespaces'
-// HTTP statuses, every error one a line.
+// answer is a change's outcome as gRPC's (classifyChange).
 func (a *adminRPC) answer(summary string, err error) (*adminv1.ChangeResponse, error) {
 	if err == nil {
 		a.d.log.Info("namespaces changed", "how", "admin", "summary", summary)
 		return &adminv1.ChangeResponse{Summary: summary}, nil
 	}
-	code := codes.InvalidArgument
-	var nf errNotFound
-	switch {
-	case errors.As(err, &nf):
-		code = codes.NotFound
-	case errors.Is(err, errNoReload):
-		code = codes.FailedPrecondition
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		code = codes.Unavailable
-	}
-	var lines []string
-	for _, e := range flatten(err) {
-		lines = append(lines, e.Error())
-	}
-	return nil, status.Error(code, strings.Join(lines, "\n"))
+	f := classifyChange(err)
+	return nil, status.Error(f.grpc, f.msg)
 }
 
 func (a *adminRPC) Sync(ctx context.Context, req *adminv1.NamespaceRequest) (*adminv1.SyncResponse, error) {

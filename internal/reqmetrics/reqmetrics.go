@@ -117,7 +117,7 @@ type Method struct {
 	m        *Metrics
 	name     string
 	duration prometheus.Observer
-	mu       sync.Mutex                                     // serializes adding to codes
+	mu       sync.Mutex                                    // serializes adding to codes
 	codes    atomic.Pointer[map[string]prometheus.Counter] // copied on write
 }
 

@@ -2,8 +2,8 @@ package reqmetrics
 
 import (
 	"runtime/debug"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,7 +114,7 @@ func TestBounded(t *testing.T) {
 		ns := "ns-" + strconv.Itoa(i)
 		allow(ns, "k", SlidingWindow)
 		allow(ns, "kk", TokenBucket)
-		m.Method("/no.such.Service/M" + strconv.Itoa(i)).Observe(time.Microsecond, "OK")
+		m.Method("/no.such.Service/M"+strconv.Itoa(i)).Observe(time.Microsecond, "OK")
 	}
 	if after := series(t, reg); after != before {
 		t.Errorf("series: %d before the flood, %d after", before, after)

@@ -147,6 +147,11 @@ func (md *Method) Observe(d time.Duration, code string) {
 	c.Inc()
 }
 
+// Latency records only the latency of one call, for a front that counts
+// its calls by result in metrics of its own: the histogram's count still
+// counts the call.
+func (md *Method) Latency(d time.Duration) { md.duration.Observe(d.Seconds()) }
+
 func (md *Method) addCode(code string) prometheus.Counter {
 	md.mu.Lock()
 	defer md.mu.Unlock()

@@ -13,13 +13,17 @@ import (
 	"github.com/limiterd/limiterd/internal/reqmetrics"
 )
 
+// envoyMethod is Envoy's rate limit call, served by front/envoy on the
+// same server: its calls and latency are counted here.
+const envoyMethod = "envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
+
 // NewMetrics makes the gRPC front's request metrics (front="grpc") on reg:
-// a series per limiter.v1 method and the health Check, every other method
-// counted as "other"; configured tells which namespace names get their own
+// a series per limiter.v1 method, the health Check and Envoy's
+// ShouldRateLimit, every other method counted as "other"; configured tells which namespace names get their own
 // limiter_namespace label (nil: none, all are "other"). Serve them with
 // UnaryMetrics.
 func NewMetrics(reg prometheus.Registerer, configured func(namespace string) bool) *reqmetrics.Metrics {
-	methods := append(reqmetrics.LimiterMethods(), strings.TrimPrefix(healthpb.Health_Check_FullMethodName, "/"))
+	methods := append(reqmetrics.LimiterMethods(), strings.TrimPrefix(healthpb.Health_Check_FullMethodName, "/"), envoyMethod)
 	return reqmetrics.New(reg, reqmetrics.Config{Front: "grpc", Methods: methods, Configured: configured})
 }
 

@@ -176,3 +176,37 @@ func TestMetricsBounded(t *testing.T) {
 		t.Errorf("api's allowed = %v, want %v", got, want)
 	}
 }
+
+// BenchmarkMetrics is an Allow through the JSON API without and with the
+// middleware.
+func BenchmarkMetrics(b *testing.B) {
+	n, err := node.New([]node.Config{node.DefaultConfig()}, node.SystemClock{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := service.New(n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := New(svc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := NewMetrics(prometheus.NewRegistry(), func(n string) bool { return n == "default" })
+	const body = `{"key": "k", "limits": [{"windowSize": "1s", "limit": 1000000000}]}`
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", h}, {"metrics", Metrics(m)(h)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				w := httptest.NewRecorder()
+				c.h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, APIPrefix+"Allow", strings.NewReader(body)))
+				if w.Code != http.StatusOK {
+					b.Fatalf("status %d", w.Code)
+				}
+			}
+		})
+	}
+}

@@ -26,7 +26,8 @@ const (
 // configured name (for instance "main") on each; the result implements
 // exactly the optional sync interfaces st implements. Close is not traced.
 func Wrap(st clustersync.Store, tp trace.TracerProvider, name string) clustersync.Store {
-	s := &store{st: st, tracer: tp.Tracer(ScopeName), name: StoreKey.String(name)}
+	s := &store{st: st, tracer: tp.Tracer(ScopeName),
+		opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(StoreKey.String(name))}}
 	return withOptionals(s, optionals(st))
 }
 
@@ -44,15 +45,20 @@ func Unwrap(st clustersync.Store) clustersync.Store {
 type store struct {
 	st     clustersync.Store
 	tracer trace.Tracer
-	name   attribute.KeyValue
+	// opts start every span, made once: the options of a call would
+	// otherwise cost allocations even when nothing records.
+	opts []trace.SpanStartOption
 }
 
 func (s *store) unwrap() clustersync.Store { return s.st }
 
 // start begins a call's span, a client span as the store is remote.
 func (s *store) start(ctx context.Context, name string, items int) (context.Context, trace.Span) {
-	return s.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(s.name, ItemsKey.Int(items)))
+	ctx, span := s.tracer.Start(ctx, name, s.opts...)
+	if span.IsRecording() {
+		span.SetAttributes(ItemsKey.Int(items))
+	}
+	return ctx, span
 }
 
 // end ends span, with err as its status.

@@ -160,3 +160,37 @@ func TestSpans(t *testing.T) {
 		t.Errorf("%d spans, want 8", len(spans))
 	}
 }
+
+// discard is an exporter that drops every span.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
+// BenchmarkPush is one Push on a store that answers at once: unwrapped,
+// wrapped with tracing off (a no-op provider), and wrapped with every
+// span sampled and batched.
+func BenchmarkPush(b *testing.B) {
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
+	defer sdk.Shutdown(context.Background())
+	rows := make([]clustersync.Row, 1)
+	for _, c := range []struct {
+		name string
+		st   clustersync.Store
+	}{{"bare", &nop{}}, {"noop", Wrap(&nop{}, noop.NewTracerProvider(), "main")}, {"sampled", Wrap(&nop{}, sdk, "main")}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			for b.Loop() {
+				c.st.Push(ctx, "i", rows)
+			}
+		})
+	}
+}
+
+// nop is a store that does nothing.
+type nop struct{}
+
+func (*nop) Push(context.Context, string, []clustersync.Row) error                 { return nil }
+func (*nop) Fetch(context.Context, string, []clustersync.WindowKey, []int64) error { return nil }
+func (*nop) Close() error                                                          { return nil }

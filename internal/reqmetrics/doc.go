@@ -14,5 +14,13 @@
 // the constant label front="grpc", "http", "resp" or "envoy"; several
 // fronts register the same families on one registry.
 //
+// A configured namespace named "other" shares its label value with the
+// unconfigured ones.
+//
+// The fronts make their Metrics themselves: grpcfront.NewMetrics with
+// grpcfront.UnaryMetrics, httpfront.NewMetrics with httpfront.Metrics,
+// front/resp on the registry its New is given, and front/envoy through
+// (*envoyfront.Server).ObserveDecisions.
+//
 // RegisterBuildInfo adds limiterd_build_info.
 package reqmetrics

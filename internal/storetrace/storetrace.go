@@ -22,12 +22,23 @@ const (
 	ItemsKey = attribute.Key("limiterd.store.items")
 )
 
+// Option tunes Wrap.
+type Option func(*store)
+
+// OnlyWithParent traces only the calls whose context carries a span (a
+// request's): the sync loops' ticks, which have none, then make no traces
+// of their own, a few per second per namespace.
+func OnlyWithParent() Option { return func(s *store) { s.onlyWithParent = true } }
+
 // Wrap returns st with a span per call made by tp's tracer, st's
 // configured name (for instance "main") on each; the result implements
 // exactly the optional sync interfaces st implements. Close is not traced.
-func Wrap(st clustersync.Store, tp trace.TracerProvider, name string) clustersync.Store {
+func Wrap(st clustersync.Store, tp trace.TracerProvider, name string, opts ...Option) clustersync.Store {
 	s := &store{st: st, tracer: tp.Tracer(ScopeName),
 		opts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(StoreKey.String(name))}}
+	for _, o := range opts {
+		o(s)
+	}
 	return withOptionals(s, optionals(st))
 }
 
@@ -47,13 +58,17 @@ type store struct {
 	tracer trace.Tracer
 	// opts start every span, made once: the options of a call would
 	// otherwise cost allocations even when nothing records.
-	opts []trace.SpanStartOption
+	opts           []trace.SpanStartOption
+	onlyWithParent bool
 }
 
 func (s *store) unwrap() clustersync.Store { return s.st }
 
 // start begins a call's span, a client span as the store is remote.
 func (s *store) start(ctx context.Context, name string, items int) (context.Context, trace.Span) {
+	if s.onlyWithParent && !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, trace.SpanFromContext(ctx) // a no-op span: ending it does nothing
+	}
 	ctx, span := s.tracer.Start(ctx, name, s.opts...)
 	if span.IsRecording() {
 		span.SetAttributes(ItemsKey.Int(items))

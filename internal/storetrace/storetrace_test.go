@@ -161,6 +161,23 @@ func TestSpans(t *testing.T) {
 	}
 }
 
+func TestOnlyWithParent(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	st := Wrap(&full{}, tp, "main", OnlyWithParent())
+	st.Push(context.Background(), "i", nil) // a tick's: no span
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "parent")
+	st.Push(ctx, "i", nil)
+	parent.End()
+	var names []string
+	for _, s := range exp.GetSpans() {
+		names = append(names, s.Name)
+	}
+	if len(names) != 2 || names[0] != "store Push" || names[1] != "parent" {
+		t.Errorf("spans %v, want [store Push parent]", names)
+	}
+}
+
 // discard is an exporter that drops every span.
 type discard struct{}
 

@@ -45,9 +45,9 @@ func Metrics(m *reqmetrics.Metrics) func(http.Handler) http.Handler {
 			start := time.Now()
 			name := strings.TrimPrefix(r.URL.Path, "/")
 			rw := &statusWriter{ResponseWriter: w}
-			decode := decisionMessages(name)
+			method := deciding(name)
 			var c *capture
-			if decode != nil && r.Body != nil {
+			if method != "" && r.Body != nil {
 				c, _ = pool.Get().(*capture)
 				if c == nil {
 					c = new(capture)
@@ -63,7 +63,7 @@ func Metrics(m *reqmetrics.Metrics) func(http.Handler) http.Handler {
 			}
 			if c != nil {
 				if rw.status == http.StatusOK {
-					if req, resp, err := decode(c.req.Bytes(), c.resp.Bytes()); err == nil {
+					if req, resp, err := decisions(method, c.req.Bytes(), c.resp.Bytes()); err == nil {
 						m.LimiterDecisions(req, resp)
 					}
 				}
@@ -83,18 +83,15 @@ const maxPooled = 64 << 10
 // capture holds one call's request and response bodies.
 type capture struct{ req, resp bytes.Buffer }
 
-// decisionMessages returns the decoder of the decisions of a method that
-// decides (nil for the others).
-func decisionMessages(name string) func(req, resp []byte) (proto.Message, proto.Message, error) {
-	method, ok := strings.CutPrefix(name, strings.TrimPrefix(APIPrefix, "/"))
-	if !ok {
-		return nil
-	}
+// deciding returns the method of name when it is one that decides
+// (Allow, Acquire and their batches), else "".
+func deciding(name string) string {
+	method, _ := strings.CutPrefix(name, strings.TrimPrefix(APIPrefix, "/"))
 	switch method {
 	case "Allow", "Acquire", "AllowBatch", "AcquireBatch":
-		return func(req, resp []byte) (proto.Message, proto.Message, error) { return decisions(method, req, resp) }
+		return method
 	}
-	return nil
+	return ""
 }
 
 // The fields of the bodies the decisions are read from. Their JSON names

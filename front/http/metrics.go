@@ -86,7 +86,10 @@ type capture struct{ req, resp bytes.Buffer }
 // deciding returns the method of name when it is one that decides
 // (Allow, Acquire and their batches), else "".
 func deciding(name string) string {
-	method, _ := strings.CutPrefix(name, strings.TrimPrefix(APIPrefix, "/"))
+	method, ok := strings.CutPrefix(name, strings.TrimPrefix(APIPrefix, "/"))
+	if !ok {
+		return ""
+	}
 	switch method {
 	case "Allow", "Acquire", "AllowBatch", "AcquireBatch":
 		return method

@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer, configured func(namespace string) boo
 // wraps in m: its method (the path without its leading slash, as the gRPC
 // front names it), HTTP status and latency, and the decisions of Allow,
 // Acquire and their batches (each item counts) by namespace and kind.
-// Wrap the Handler when mounting it:
+// Wrap the Handler when mounting it (as RegisterWithMetrics does):
 //
 //	mux.Handle(httpfront.APIPrefix, httpfront.Metrics(m)(h))
 //
@@ -74,6 +74,14 @@ func Metrics(m *reqmetrics.Metrics) func(http.Handler) http.Handler {
 			m.Method(name).Observe(time.Since(start), statusCode(rw.status))
 		})
 	}
+}
+
+// RegisterWithMetrics is Register with the calls recorded in m: it mounts
+// the API under APIPrefix wrapped in Metrics(m), and the OpenAPI document
+// at OpenAPIPath.
+func (h *Handler) RegisterWithMetrics(mux *http.ServeMux, m *reqmetrics.Metrics) {
+	mux.Handle(APIPrefix, Metrics(m)(h))
+	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 }
 
 // maxPooled is the largest buffer kept for another call, so one large

@@ -33,7 +33,7 @@ func newMetricsAPI(t *testing.T) (http.Handler, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg, func(name string) bool { _, err := n.Namespace(name); return err == nil })
 	mux := http.NewServeMux()
-	mux.Handle(APIPrefix, Metrics(m)(h))
+	h.RegisterWithMetrics(mux, m)
 	return mux, reg
 }
 
@@ -111,6 +111,11 @@ func TestMetrics(t *testing.T) {
 		if got := post(t, srv, c.method, c.body); got != c.want {
 			t.Errorf("%s %s: status %d, want %d", c.method, c.body, got, c.want)
 		}
+	}
+	w := httptest.NewRecorder()
+	srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, OpenAPIPath, nil))
+	if w.Code != http.StatusOK {
+		t.Errorf("GET %s: %d, want 200", OpenAPIPath, w.Code)
 	}
 	for _, w := range []struct {
 		labels map[string]string

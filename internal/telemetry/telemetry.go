@@ -45,7 +45,7 @@ type Config struct {
 // Validate reports the first bad field.
 func (c Config) Validate() error {
 	switch {
-	case c.SampleRatio < 0 || c.SampleRatio > 1 || c.SampleRatio != c.SampleRatio:
+	case !(c.SampleRatio >= 0 && c.SampleRatio <= 1): // NaN too
 		return fmt.Errorf("telemetry: SampleRatio must be in [0, 1], got %g", c.SampleRatio)
 	case c.Timeout < 0:
 		return errors.New("telemetry: Timeout must not be negative")

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"math"
 	"net"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func TestSetupOn(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	for _, c := range []Config{{SampleRatio: -0.1}, {SampleRatio: 1.5}, {Timeout: -time.Second}} {
+	for _, c := range []Config{{SampleRatio: -0.1}, {SampleRatio: 1.5}, {SampleRatio: math.NaN()}, {Timeout: -time.Second}} {
 		if _, _, err := Setup(t.Context(), c); err == nil {
 			t.Errorf("Setup(%+v): no error", c)
 		}

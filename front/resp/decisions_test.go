@@ -1,0 +1,174 @@
+package resp
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestRequestMetrics: every RL.* command's latency, and the decisions of the commands that decide, by namespace and kind, read from
+// RESP2 and RESP3 replies alike.
+func TestRequestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := New(newService(t, nil), Config{}, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, resp3 := range []bool{false, true} {
+		sess := &session{resp3: resp3}
+		for _, line := range []string{
+			"RL.ALLOW k 3600000 1 NS api", "RL.ALLOW k 3600000 1 NS api",
+			"RL.REDUCE t 1 3600", "RL.REDUCE t 1 3600",
+			"RL.PREDUCE p 5 3600000 TAKE 3 STRICT", "RL.PREDUCE p 5 3600000 TAKE 3 STRICT",
+			"RL.LEAKY l 1 3600000", "RL.LEAKY l 1 3600000",
+			"RL.FIXED f 1 3600000 TAKE 1", "RL.FIXED f 1 3600000 TAKE 1",
+			"RL.ACQUIRE j 1 60000 NS api", "RL.ACQUIRE j 1 60000 NS api",
+			"RL.ALLOW k 3600000 1 NS nosuch", "RL.GET g 1 3600", "RL.INCR i", "PING",
+		} {
+			if resp3 { // other keys: every first call is admitted again
+				line = replaceKey(line)
+			}
+			s.do(sess, line)
+		}
+	}
+	for _, w := range []struct {
+		labels map[string]string
+		want   float64
+	}{
+		{map[string]string{"front": "resp", "limiter_namespace": "api", "kind": "sliding_window", "decision": "allowed"}, 2},
+		{map[string]string{"limiter_namespace": "api", "kind": "sliding_window", "decision": "denied"}, 2},
+		{map[string]string{"limiter_namespace": "default", "kind": "token_bucket", "decision": "allowed"}, 4},
+		{map[string]string{"limiter_namespace": "default", "kind": "token_bucket", "decision": "denied"}, 4},
+		{map[string]string{"limiter_namespace": "default", "kind": "leaky_bucket", "decision": "allowed"}, 2},
+		{map[string]string{"limiter_namespace": "default", "kind": "leaky_bucket", "decision": "denied"}, 2},
+		{map[string]string{"limiter_namespace": "default", "kind": "fixed_bucket", "decision": "allowed"}, 2},
+		{map[string]string{"limiter_namespace": "default", "kind": "fixed_bucket", "decision": "denied"}, 2},
+		{map[string]string{"limiter_namespace": "api", "kind": "concurrency", "decision": "allowed"}, 2},
+		{map[string]string{"limiter_namespace": "api", "kind": "concurrency", "decision": "denied"}, 2},
+		{map[string]string{"limiter_namespace": "other"}, 0},
+	} {
+		if got := sampleValue(t, reg, "limiterd_decisions_total", w.labels); got != w.want {
+			t.Errorf("limiterd_decisions_total%v = %v, want %v", w.labels, got, w.want)
+		}
+	}
+	for _, w := range []struct {
+		method string
+		want   float64
+	}{{"rl.allow", 6}, {"rl.get", 2}, {"rl.acquire", 4}, {"ping", 0}} {
+		labels := map[string]string{"front": "resp", "method": w.method}
+		if got := sampleValue(t, reg, "limiterd_request_duration_seconds", labels); got != w.want {
+			t.Errorf("limiterd_request_duration_seconds_count%v = %v, want %v", labels, got, w.want)
+		}
+	}
+}
+
+// replaceKey suffixes a command line's key (its second word) with "3".
+func replaceKey(line string) string {
+	f := splitFields(line)
+	if len(f) > 1 {
+		f[1] += "3"
+	}
+	out := f[0]
+	for _, w := range f[1:] {
+		out += " " + w
+	}
+	return out
+}
+
+// TestRequestMetricsBounded: 10^5 distinct keys and 10^3 unknown
+// namespace names add no series.
+func TestRequestMetricsBounded(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := New(newService(t, nil), Config{}, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess := &session{}
+	s.do(sess, "RL.ALLOW warm 3600000 1 NS api")
+	s.do(sess, "RL.ALLOW warm 3600000 1 NS api")
+	s.do(sess, "RL.ALLOW warm 3600000 1 NS nosuch")
+	before := seriesOf(t, reg)
+	for i := range 100_000 {
+		s.do(sess, "RL.ALLOW k"+strconv.Itoa(i)+" 3600000 1 NS api")
+	}
+	for i := range 1_000 {
+		s.do(sess, "RL.ALLOW k 3600000 1 NS ns-"+strconv.Itoa(i))
+	}
+	if after := seriesOf(t, reg); after != before {
+		t.Errorf("series: %d before the flood, %d after", before, after)
+	}
+	if got := sampleValue(t, reg, "limiterd_decisions_total", map[string]string{"limiter_namespace": "api", "decision": "allowed"}); got != 100_001 {
+		t.Errorf("api's allowed = %v, want 100001", got)
+	}
+}
+
+func TestTokenDecision(t *testing.T) {
+	for _, c := range []struct {
+		line, reply   string
+		allowed, read bool
+	}{
+		{"RL.REDUCE k 5 60", ":1\r\n", true, true},
+		{"RL.REDUCE k 5 60", ":0\r\n", false, true},
+		{"RL.REDUCE k 5 60 TAKE 3", ":2\r\n", false, true},
+		{"RL.REDUCE k 5 60 STRICT TAKE 3", ":3\r\n", true, true},
+		{"RL.REDUCE k 5 60 NS TAKE TAKE 0", ":0\r\n", true, true},
+		{"RL.REDUCE k 5 60", "-ERR x\r\n", false, false},
+	} {
+		var args [][]byte
+		for _, f := range splitFields(c.line) {
+			args = append(args, []byte(f))
+		}
+		_, allowed, ok := tokenDecision(args, []byte(c.reply))
+		if allowed != c.allowed || ok != c.read {
+			t.Errorf("%s → %q: allowed %v, read %v; want %v, %v", c.line, c.reply, allowed, ok, c.allowed, c.read)
+		}
+	}
+}
+
+// sampleValue is the value of the counter name whose labels include
+// want (a histogram's sample count), summed over the matching series.
+func sampleValue(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					continue next
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				sum += float64(h.GetSampleCount())
+			} else {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func seriesOf(t *testing.T, reg *prometheus.Registry) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		n += len(mf.GetMetric())
+	}
+	return n
+}

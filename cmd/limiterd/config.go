@@ -70,6 +70,22 @@ type Config struct {
 	// Auth, when present, requires every call to carry a granted token or
 	// client certificate (auth.go).
 	Auth *AuthConfig `yaml:"auth"`
+	// Tracing, with an endpoint, exports OpenTelemetry traces of the
+	// calls and their store round trips (telemetry.go); off by default.
+	Tracing TracingConfig `yaml:"tracing"`
+}
+
+// TracingConfig is where and how traces are exported (OTLP over gRPC).
+type TracingConfig struct {
+	// Endpoint is the collector's host:port; empty turns tracing off.
+	Endpoint string `yaml:"endpoint"`
+	// Insecure exports without TLS (a collector on the same host or pod).
+	Insecure bool `yaml:"insecure"`
+	// Headers go with every export (a collector's API key).
+	Headers map[string]string `yaml:"headers"`
+	// SampleRatio is the share of the traces started here that are kept,
+	// in [0, 1]; 0 means 1. A caller's sampling decision is followed.
+	SampleRatio float64 `yaml:"sample_ratio"`
 }
 
 // SyncConfig tunes the sync loops.
@@ -528,6 +544,19 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", "must not be negative")
+	}
+	if c.Tracing.Endpoint != "" {
+		if _, _, err := net.SplitHostPort(c.Tracing.Endpoint); err != nil {
+			bad("tracing.endpoint", "must be host:port, got %q", c.Tracing.Endpoint)
+		}
+	}
+	if !(c.Tracing.SampleRatio >= 0 && c.Tracing.SampleRatio <= 1) {
+		bad("tracing.sample_ratio", "must be between 0 and 1, got %g", c.Tracing.SampleRatio)
+	}
+	for k := range c.Tracing.Headers {
+		if !headerName(k) {
+			bad("tracing.headers", "%q is not a header name", k)
+		}
 	}
 	if c.GRPCMaxConnectionAge < 0 {
 		bad("grpc_max_connection_age", "must not be negative, got %s", time.Duration(c.GRPCMaxConnectionAge))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/limiterd/limiterd/auth"
 	envoyfront "github.com/limiterd/limiterd/front/envoy"
@@ -43,6 +44,11 @@ type daemon struct {
 	// without one.
 	load       func() (Config, error)
 	configPath string
+
+	// tracer traces calls and store round trips (a no-op one unless
+	// tracing is configured); stopTracing flushes it at exit.
+	tracer      trace.TracerProvider
+	stopTracing func(context.Context) error
 
 	versions    *clustersync.Versions
 	syncMetrics *syncMetrics
@@ -206,6 +212,11 @@ func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 	if err == nil && d.finalPushFailed.Load() {
 		err = errFinalPush
 	}
+	tctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if terr := d.stopTracing(tctx); terr != nil {
+		log.Warn("flushing traces", "err", terr)
+	}
 	return err
 }
 
@@ -235,6 +246,9 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.reg.MustRegister(namespaceCollector{d})
 	d.syncMetrics = newSyncMetrics(d.reg)
+	if err := d.openTelemetry(ctx); err != nil {
+		return nil, err
+	}
 	if d.svc, err = service.New(n); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	envoyfront "github.com/limiterd/limiterd/front/envoy"
+	"github.com/limiterd/limiterd/internal/reqmetrics"
 )
 
 // EnvoyConfig turns on Envoy's rate limit service on the gRPC listener,
@@ -91,7 +92,12 @@ func openEnvoy(d *daemon) (*envoyfront.Server, error) {
 	if d.cfg.Envoy.ConfigDir == "" {
 		return nil, nil
 	}
-	return envoyfront.New(d.svc, d.cfg.Envoy.frontConfig(), d.log, d.reg)
+	es, err := envoyfront.New(d.svc, d.cfg.Envoy.frontConfig(), d.log, d.reg)
+	if err != nil {
+		return nil, err
+	}
+	es.ObserveDecisions(reqmetrics.New(d.reg, reqmetrics.Config{Front: "envoy", Configured: d.configured}))
+	return es, nil
 }
 
 // envoyPoll is the configured poll interval, or its default.

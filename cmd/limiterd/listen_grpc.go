@@ -22,7 +22,8 @@ func listenGRPC(d *daemon) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen: %w", err)
 	}
-	opts := append(d.grpcCreds(), grpc.ChainUnaryInterceptor(d.logInternal))
+	opts := append(d.grpcCreds(), d.grpcTelemetry()...)
+	opts = append(opts, grpc.ChainUnaryInterceptor(d.logInternal))
 	if age := time.Duration(d.cfg.GRPCMaxConnectionAge); age > 0 {
 		// The grace lets the calls of a closing connection finish.
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: 30 * time.Second}))

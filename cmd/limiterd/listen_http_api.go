@@ -15,6 +15,6 @@ func (d *daemon) mountHTTPAPI(mux *http.ServeMux) (*httpfront.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	api.Register(mux)
+	api.RegisterWithMetrics(mux, httpfront.NewMetrics(d.reg, d.configured))
 	return api, nil
 }

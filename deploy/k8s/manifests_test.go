@@ -105,6 +105,8 @@ type config struct {
 	HTTPAddr        string `json:"http_addr"`
 	RESPAddr        string `json:"resp_addr"`
 	ShutdownTimeout string `json:"shutdown_timeout"`
+	DrainDelay      string `json:"drain_delay"`
+	StopTimeout     string `json:"stop_timeout"`
 }
 
 const configKey = "limiterd.yaml"
@@ -243,28 +245,30 @@ func TestLabels(t *testing.T) {
 	}
 }
 
-// TestDrain: the grace period covers the preStop drain delay (5s) and the
-// configured shutdown bound (10s), plus the second the operator
-// listeners get after it.
+// TestDrain: the grace period covers limiterd's whole stop: its drain
+// delay (5s), its fronts' stop bound (5s) and its final push bound (10s),
+// plus the second the operator listeners get after them.
 func TestDrain(t *testing.T) {
 	m := load(t)
 	c, cfg := m.container(t), m.config(t)
-	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil {
-		t.Fatalf("preStop = %+v, want a sleep (the image has no shell)", c.Lifecycle)
+	if c.Lifecycle != nil && c.Lifecycle.PreStop != nil {
+		t.Errorf("preStop = %+v: limiterd drains itself (drain_delay), after its readiness dropped", c.Lifecycle.PreStop)
 	}
-	drain := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
-	shutdown, err := time.ParseDuration(cfg.ShutdownTimeout)
-	if err != nil {
-		t.Fatalf("shutdown_timeout %q: %v", cfg.ShutdownTimeout, err)
-	}
-	if drain != 5*time.Second || shutdown != 10*time.Second {
-		t.Errorf("drain %v, shutdown_timeout %v; want 5s and 10s", drain, shutdown)
+	var total time.Duration
+	for _, f := range []struct{ name, v, want string }{
+		{"drain_delay", cfg.DrainDelay, "5s"}, {"stop_timeout", cfg.StopTimeout, "5s"}, {"shutdown_timeout", cfg.ShutdownTimeout, "10s"},
+	} {
+		d, err := time.ParseDuration(f.v)
+		if err != nil || f.v != f.want {
+			t.Errorf("%s %q (%v), want %s", f.name, f.v, err, f.want)
+		}
+		total += d
 	}
 	var grace time.Duration
 	if g := m.deployment.Spec.Template.Spec.TerminationGracePeriodSeconds; g != nil {
 		grace = time.Duration(*g) * time.Second
 	}
-	if want := drain + shutdown + time.Second; grace < want {
+	if want := total + time.Second; grace < want {
 		t.Errorf("terminationGracePeriodSeconds = %v, want at least %v", grace, want)
 	}
 }

@@ -118,7 +118,9 @@ func (s *Syncer) callLocked(ctx context.Context, bs BucketStore, l *node.Buckets
 	replies := make([]BucketReply, len(calls))
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	allowed, err := bs.Buckets(cctx, s.inc, t.UnixNano(), take, calls, replies)
+	tctx, end := s.trace(cctx, "Buckets", len(calls))
+	allowed, err := bs.Buckets(tctx, s.inc, t.UnixNano(), take, calls, replies)
+	end(err)
 	s.observe(ctx, err)
 	if err != nil {
 		s.fallback(err)

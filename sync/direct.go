@@ -142,13 +142,22 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, sizes []time.
 	others := make([]int64, len(rows))
 	var err error
 	if pf, ok := s.store.(PushFetcher); ok {
-		err = pf.PushFetch(ctx, s.inc, rows, others)
-	} else if err = s.store.Push(ctx, s.inc, rows); err == nil {
-		keys := make([]WindowKey, len(rows))
-		for i := range rows {
-			keys[i] = rows[i].WindowKey
+		tctx, end := s.trace(ctx, "PushFetch", len(rows))
+		err = pf.PushFetch(tctx, s.inc, rows, others)
+		end(err)
+	} else {
+		tctx, end := s.trace(ctx, "Push", len(rows))
+		err = s.store.Push(tctx, s.inc, rows)
+		end(err)
+		if err == nil {
+			keys := make([]WindowKey, len(rows))
+			for i := range rows {
+				keys[i] = rows[i].WindowKey
+			}
+			tctx, end := s.trace(ctx, "Fetch", len(keys))
+			err = s.store.Fetch(tctx, s.inc, keys, others)
+			end(err)
 		}
-		err = s.store.Fetch(ctx, s.inc, keys, others)
 	}
 	s.observe(caller, err)
 	if err != nil {
@@ -240,7 +249,9 @@ func (s *Syncer) decideInStore(ctx context.Context, aa AtomicAllower, k *node.Ke
 			Cur: s.row(cur, version), Prev: s.callRow(k, prev, version),
 		})
 	}
-	res, err := aa.Allow(cctx, areq)
+	tctx, end := s.trace(cctx, "Allow", len(areq.Limits))
+	res, err := aa.Allow(tctx, areq)
+	end(err)
 	s.observe(ctx, err)
 	if err != nil || len(res.Others) != len(areq.Limits) {
 		// The store may have written the rows sent with a new version.

@@ -354,7 +354,9 @@ func (s *Syncer) allowGroup(ctx context.Context, k *node.KeyLock, batch []*call)
 	defer cancel()
 	allowed := make([]bool, len(batch))
 	others := make([][2]int64, len(req.Windows))
-	err := ga.AllowGroup(cctx, &req, allowed, others)
+	tctx, end := s.trace(cctx, "AllowGroup", len(batch))
+	err := ga.AllowGroup(tctx, &req, allowed, others)
+	end(err)
 	s.observe(ctx, err)
 	if err != nil {
 		// The store may have written the rows sent with a new version.

@@ -46,7 +46,9 @@ func (s *Syncer) leaseCall(ctx context.Context, ls LeaseStore, now time.Time, op
 	replies := make([]LeaseReply, len(ops))
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	err := ls.Leases(cctx, now.UnixNano(), ops, replies)
+	tctx, end := s.trace(cctx, "Leases", len(ops))
+	err := ls.Leases(tctx, now.UnixNano(), ops, replies)
+	end(err)
 	s.observe(ctx, err)
 	if err != nil {
 		s.fallback(err)

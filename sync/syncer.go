@@ -55,7 +55,27 @@ type Config struct {
 	// their limit but this node has not seen (likely only with limits of
 	// a few hits per window). Negative: never.
 	EscalateNewKeys time.Duration
+	// Trace, when set, is told of each store call made on a request's
+	// path (synchronous calls, escalations, leases, buckets), to trace
+	// it; the background ticks are not traced.
+	Trace StoreTrace
 }
+
+// StoreTrace starts the trace of one store call, op naming it ("Allow",
+// "PushFetch", ...) and items counting the rows, limits or calls it
+// carries. It returns the context to call the store with and the function
+// to call with the call's error.
+type StoreTrace func(ctx context.Context, op string, items int) (context.Context, func(error))
+
+// trace starts a request path's store call's trace (Config.Trace).
+func (s *Syncer) trace(ctx context.Context, op string, items int) (context.Context, func(error)) {
+	if s.cfg.Trace == nil {
+		return ctx, untraced
+	}
+	return s.cfg.Trace(ctx, op, items)
+}
+
+func untraced(error) {}
 
 // DefaultConfig returns the defaults for a namespace with the given
 // sync_rate in seconds.

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/storetrace"
 	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -154,7 +155,11 @@ func (d *daemon) applyLocked(ctx context.Context, cfg Config) (string, error) {
 			return fail(err)
 		}
 		sc := cfg.NamespaceSyncerConfig(nc.Name)
-		s, err := clustersync.NewSyncer(ns, o.st, d.inc, d.versions, sc, d.log, d.syncMetrics)
+		traced := sc // sc stays comparable (a func never is)
+		if d.cfg.Tracing.Endpoint != "" {
+			traced.Trace = storetrace.Hook(d.tracer, nc.Store)
+		}
+		s, err := clustersync.NewSyncer(ns, o.st, d.inc, d.versions, traced, d.log, d.syncMetrics)
 		if err != nil {
 			return fail(err)
 		}

@@ -1,14 +1,8 @@
-// Package storetrace wraps a sync.Store so that every call to it, one
-// store round trip, is an OpenTelemetry span: a child of the span in the
-// call's context (a gRPC call's server span, a sync tick's), named
-// "store <Method>", with the store's name, the rows or keys it carries and
-// its error.
-//
-// The sync package finds a store's optional abilities (PushFetcher,
-// AtomicAllower, Windower, BucketStore, LeaseStore) by type assertion, so
-// Wrap returns a store with exactly the optional interfaces of the one it
-// wraps: the Syncer takes the same paths with tracing on as off. The
-// wrapper types for every combination are generated (gen.go).
+// Package storetrace traces the store round trips a request makes: Hook
+// is the sync.StoreTrace that makes each one an OpenTelemetry client span,
+// a child of the caller's span (a gRPC call's server span), named
+// "store <op>", with the store's name, the rows, limits or calls it
+// carries, and its error. The sync loops' background ticks are not
+// traced: the Syncer tells the hook only of calls made on a request's
+// path, and a call whose context carries no span makes none.
 package storetrace
-
-//go:generate go run gen.go

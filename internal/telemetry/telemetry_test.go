@@ -83,8 +83,8 @@ func TestServerAndStoreSpans(t *testing.T) {
 	if ns.Config().Mode() != node.Synchronous {
 		t.Fatalf("namespace mode %v, want synchronous", ns.Config().Mode())
 	}
-	store := storetrace.Wrap(memory.New(), tp, "mem")
-	sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation("test"), clustersync.NewVersions(time.Now), clustersync.Config{}, nil, nil)
+	sy, err := clustersync.NewSyncer(ns, memory.New(), clustersync.NewIncarnation("test"), clustersync.NewVersions(time.Now),
+		clustersync.Config{Trace: storetrace.Hook(tp, "mem")}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

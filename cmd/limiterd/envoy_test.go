@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -82,5 +83,39 @@ func TestRunEnvoyConfigErrors(t *testing.T) {
 	var ce *ConfigError
 	if !errors.As(err, &ce) || ce.Field != "envoy.namespace" || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("unknown namespace: error %v, want a ConfigError on envoy.namespace", err)
+	}
+}
+
+// TestEnvoyNamespaceStays: a run-time change may not remove Envoy's
+// namespace nor change its window sizes (its rules were checked against
+// them); other changes of it apply.
+func TestEnvoyNamespaceStays(t *testing.T) {
+	grpcAddr, httpAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "edge.yaml"), []byte(envoyDomain), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeFile(t, "limiterd.yaml", fmt.Sprintf(envoyDaemonConfig, grpcAddr, httpAddr))
+	d := startRun(t, []string{"--config", cfg, "--envoy-config-dir", dir, "--admin-addr", adminAddr}, nil)
+	d.dial(t, grpcAddr)
+	call := func(method, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+adminAddr+"/v1/namespaces/envoy", strings.NewReader(body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := call("PUT", `{"window_sizes": ["1s", "1m"], "sync_rate": -1}`); code != http.StatusBadRequest || !strings.Contains(body, "envoy.namespace") {
+		t.Errorf("resizing Envoy's namespace: %d %q, want 400 naming envoy.namespace", code, body)
+	}
+	if code, body := call("DELETE", ""); code != http.StatusBadRequest || !strings.Contains(body, "envoy.namespace") {
+		t.Errorf("removing Envoy's namespace: %d %q, want 400", code, body)
+	}
+	if code, body := call("PUT", `{"window_sizes": ["1s", "1m", "1h", "24h"], "sync_rate": -1, "max_keys": 500}`); code != http.StatusOK {
+		t.Errorf("changing Envoy's namespace's key cap: %d %q, want 200", code, body)
 	}
 }

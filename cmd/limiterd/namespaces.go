@@ -113,6 +113,9 @@ func (d *daemon) applyLocked(ctx context.Context, cfg Config) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if err := d.envoyKeeps(change); err != nil {
+		return "", err
+	}
 
 	// Syncers of the added and replaced namespaces, on stores kept open
 	// or opened now.
@@ -227,6 +230,27 @@ func (d *daemon) applyLocked(ctx context.Context, cfg Config) (string, error) {
 	d.syncers = next
 	d.cfg.Namespaces, d.cfg.Stores, d.cfg.Sync, d.cfg.ShutdownTimeout = cfg.Namespaces, cfg.Stores, cfg.Sync, cfg.ShutdownTimeout
 	return summarize(change, running, cfg), nil
+}
+
+// envoyKeeps refuses a change that removes the namespace Envoy's rate
+// limit service counts in, or changes its window sizes: its rules were
+// checked against them when they loaded.
+func (d *daemon) envoyKeeps(c *node.Change) error {
+	if d.envoy == nil {
+		return nil
+	}
+	name := d.envoy.Namespace()
+	for _, ns := range c.Removed {
+		if ns.Name() == name {
+			return &ConfigError{Field: "namespaces", Reason: fmt.Sprintf("namespace %q serves Envoy's rate limit service (envoy.namespace): it stays while limiterd runs", name)}
+		}
+	}
+	for _, r := range c.Replaced {
+		if r.Old.Name() == name && !slices.Equal(r.Old.Sizes(), r.New.Sizes()) {
+			return &ConfigError{Field: "namespaces", Reason: fmt.Sprintf("namespace %q serves Envoy's rate limit service (envoy.namespace): its window sizes stay while limiterd runs", name)}
+		}
+	}
+	return nil
 }
 
 // summarize says what a change did, and what of cfg waits for a restart.

@@ -121,6 +121,9 @@ func New(svc *service.Service, cfg Config, log *slog.Logger, reg prometheus.Regi
 	return s, nil
 }
 
+// Namespace is the namespace the service counts in.
+func (s *Server) Namespace() string { return s.cfg.Namespace }
+
 // Register registers the service on a gRPC server.
 func (s *Server) Register(r grpc.ServiceRegistrar) { rlsv3.RegisterRateLimitServiceServer(r, s) }
 

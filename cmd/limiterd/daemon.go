@@ -223,7 +223,11 @@ func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 // stopLoops ends the background loops, the sync loops with their final
 // pushes, and waits for them.
 func (d *daemon) stopLoops() {
+	// Under d.mu: a namespace change in progress starts its syncers
+	// before, and none after (startSyncer).
+	d.mu.Lock()
 	d.stopBG()
+	d.mu.Unlock()
 	d.loops.Wait()
 }
 

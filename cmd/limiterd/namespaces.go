@@ -277,8 +277,12 @@ func summarize(c *node.Change, running, cfg Config) string {
 	return out
 }
 
-// startSyncer runs ls's sync loop until stopSyncer or the daemon's end.
+// startSyncer runs ls's sync loop until stopSyncers or the daemon's end.
+// The caller holds d.mu.
 func (d *daemon) startSyncer(ls *liveSyncer) {
+	if d.bg.Err() != nil {
+		return // stopping: the loops are waited for already
+	}
 	ctx, cancel := context.WithCancel(d.bg)
 	ls.stop, ls.done, ls.started = cancel, make(chan struct{}), time.Now()
 	d.loops.Go(func() {

@@ -711,4 +711,3 @@ func testRolling(t *testing.T, c *cluster) {
 	c.exact(p)
 	c.exact(s)
 }
-

@@ -48,9 +48,6 @@ const (
 	// periodic is a namespace with sync_rate > 0, strict one with 0.
 	periodic = "default"
 	strict   = "strict"
-	// tickTimeout is the default per-tick deadline, max(10 × sync_rate, 1s),
-	// at the sync rates of deploy/redis.yaml and deploy/postgres.yaml (0.1 s).
-	tickTimeout = time.Second
 	// window is the window size the tests count in: every hit of a test
 	// carries one timestamp, so a window holds all of them.
 	window = time.Hour
@@ -589,8 +586,10 @@ func testKill(t *testing.T, c *cluster) {
 
 	// The periodic namespace: what node 2 counted after its last
 	// successful push began is lost; that push began at most one sync
-	// period and one tick before the kill (plus scheduling slack).
-	from := killAt.Add(-syncRate[c.profile] - tickTimeout - 250*time.Millisecond)
+	// period and one tick deadline before the kill (plus scheduling slack).
+	// The per-tick deadline is its default, max(10 × sync_rate, 1s).
+	rate := syncRate[c.profile]
+	from := killAt.Add(-rate - max(10*rate, time.Second) - 250*time.Millisecond)
 	bound := p.acksBetween(1, from, killed)
 	acked := p.total()
 	stored, took := c.converge(p, time.Minute)

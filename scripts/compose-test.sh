@@ -124,9 +124,14 @@ case "${1:-}" in
 esac
 
 state="$(mktemp -d /tmp/limiterd-compose.XXXXXX)"
+test_pid=
 finish() {
 	local status=$?
 	trap - EXIT INT TERM
+	if [ -n "$test_pid" ] && kill -0 "$test_pid" 2>/dev/null; then
+		kill -TERM "$test_pid" 2>/dev/null || true
+		wait "$test_pid" 2>/dev/null || true
+	fi
 	stop "$state"
 	rm -rf "$state"
 	exit "$status"
@@ -141,6 +146,10 @@ code=0
 [ $code = 0 ] || exit $code
 t="$(now)"
 status=0
-timeout 1500 go test -tags compose -count=1 -timeout 1200s -v ./integration/compose/ "$@" || status=$?
+# In the background, so that a signal to this script runs finish at once.
+timeout 1500 go test -tags compose -count=1 -timeout 1200s -v ./integration/compose/ "$@" &
+test_pid=$!
+wait "$test_pid" || status=$?
+test_pid=
 log "timing: go test in $(since "$t") s"
 exit $status

@@ -1,4 +1,4 @@
-.PHONY: test unit bench generate build run cluster
+.PHONY: test unit bench generate build run cluster compose-test
 
 # Every test, with real Redis, PostgreSQL and Cassandra started on loopback.
 test:
@@ -32,3 +32,9 @@ STORE ?= redis
 cluster:
 	go build -o bin/limiterd-cluster ./integration/harness/cmd/cluster
 	bin/limiterd-cluster -store $(STORE) $(CLUSTER_FLAGS)
+
+# The compose cluster on a real Docker engine (installed and started when
+# missing): images built by scripts/images.sh, then the tests of
+# integration/compose; containers and the engine are stopped at the end.
+compose-test:
+	bash scripts/compose-test.sh

@@ -18,7 +18,10 @@
 #    and LIMITERD_TEST_CASSANDRA for the harness's Shared* functions.
 # 4. Runs go test -race -count=1 ./... and then, one package at a time,
 #    the packages that have integration tests with -tags integration, and ends with a line "summary: N passed, N failed,
-#    N skipped" (test runs, subtests included, over both passes).
+#    N skipped" (test runs, subtests included, over every pass).
+# 5. Runs the compose cluster's tests (integration/compose, -tags compose,
+#    without -race) on a Docker engine it installs and starts, with the
+#    images of scripts/images.sh (scripts/compose-test.sh).
 # Every server it started is stopped on exit. Exits non-zero when a test
 # fails or, under CI=true, when a store cannot be started or installed.
 set -euo pipefail
@@ -155,6 +158,7 @@ declare -A store_pid=()
 cleanup() {
 	local status=$?
 	trap - EXIT INT TERM
+	[ -z "${compose_state:-}" ] || bash scripts/compose-test.sh --stop "$compose_state" || true
 	for s in "${!store_pid[@]}"; do
 		kill -TERM "${store_pid[$s]}" 2>/dev/null || true
 	done
@@ -266,6 +270,20 @@ run_tests unit -race -count=1 ./... "$@"
 # and the unit pass has run every package already.
 mapfile -t integration_pkgs < <(grep -rl --include='*_test.go' '^//go:build integration$' . | xargs -n1 dirname | sort -u)
 run_tests integration -race -count=1 -p 1 -tags integration "${integration_pkgs[@]}" "$@"
+
+# --- 5. the compose cluster ---
+# scripts/compose-test.sh --start installs and starts a Docker engine and
+# builds the images; the tests of integration/compose run without -race
+# (they drive containers); cleanup removes the containers and stops the
+# engine. Exit 3: no engine here (not under CI=true): skipped.
+compose_state="$work/compose"
+compose_code=0
+bash scripts/compose-test.sh --start "$compose_state" || compose_code=$?
+case $compose_code in
+0) run_tests compose -count=1 -timeout 1200s -tags compose ./integration/compose/ "$@" ;;
+3) log "compose: skipped" ;;
+*) run_failed+=(compose-setup) ;;
+esac
 
 status=0
 if [ ${#run_failed[@]} -gt 0 ]; then

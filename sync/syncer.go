@@ -92,7 +92,9 @@ func (c Config) withDefaults(syncRate float64) Config {
 //
 // A tick pushes every window changed since its last successful push (as an
 // absolute, versioned total of this incarnation) and fetches the other
-// incarnations' totals for the interest set. When the store is a
+// incarnations' totals for the interest set; from a ChangeReader store,
+// after the first tick, only those of the windows written since the last
+// tick and of the keys new to the node (changetick.go). When the store is a
 // PushFetcher the push reads back the others' totals of the windows it
 // writes, and only the rest of the interest set is fetched. Ticks never
 // overlap; a failed push leaves the rows dirty and the next tick pushes
@@ -147,6 +149,7 @@ type Syncer struct {
 	idx     []int  // per key of a Fetch batch: its index in windows
 	bsync   []node.BucketSync
 	lsync   []node.LeaseSync
+	ch      changeTick // with a ChangeReader store (changetick.go)
 }
 
 // NewSyncer returns a Syncer for ns (which must not be local only) writing
@@ -185,6 +188,12 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 			s.newKeysUntil = ns.Now().Add(cfg.EscalateNewKeys).UnixNano()
 		}
 		s.fresh = make(chan string, freshQueue)
+	}
+	s.ch.cr, _ = store.(ChangeReader)
+	switch {
+	case s.ch.cr != nil:
+		ns.OnNewKey(s.newKey)
+	case s.fresh != nil:
 		ns.OnNewKey(s.enqueueFresh)
 	}
 	return s, nil
@@ -240,11 +249,21 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	now := s.ns.Now()
 	s.prevReads.prune(now, s.ns.Sizes())
 	var perr, ferr error
+	if s.ch.cr != nil {
+		s.beginChanges(ctx, now)
+	}
 	if pf, ok := s.store.(PushFetcher); ok {
 		perr, ferr = s.pushFetch(ctx, pf, now)
 	} else {
 		perr = s.push(ctx, now)
-		if ctx.Err() == nil {
+		switch {
+		case ctx.Err() != nil:
+			if s.ch.cr != nil {
+				s.ch.requeue(s.ch.keys)
+			}
+		case s.ch.cr != nil:
+			ferr = s.fetchChanges(ctx, now, false, nil)
+		default:
 			s.windows = s.ns.CollectInterest(now, s.windows[:0])
 			ferr = s.fetch(ctx, nil)
 		}
@@ -378,10 +397,16 @@ func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (
 		}
 		clear(s.pending) // drop references to entries
 	}
-	if ctx.Err() == nil {
-		ferr = s.fetch(ctx, s.fetched)
-	} else {
+	switch {
+	case ctx.Err() != nil:
 		clear(s.windows)
+		if s.ch.cr != nil {
+			s.ch.requeue(s.ch.keys)
+		}
+	case s.ch.cr != nil:
+		ferr = s.fetchChanges(ctx, now, true, s.fetched)
+	default:
+		ferr = s.fetch(ctx, s.fetched)
 	}
 	return perr, ferr
 }

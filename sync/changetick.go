@@ -1,0 +1,268 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	gosync "sync"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// changeTick is a Syncer's state for a store that is a ChangeReader. The
+// first tick, and the tick after the log lost its cursor, reads the whole
+// interest set (from a cursor taken before the read, so nothing written
+// during it is missed); later ticks read only the windows written since
+// the cursor and the windows of keys new to the node. Windows that no
+// longer change are then never read again.
+type changeTick struct {
+	cr     ChangeReader
+	cursor Cursor // "" until a full read succeeds, and after a loss
+	// full is set for a tick that reads the whole interest set; start is
+	// the cursor taken before it ("" when taking it failed: the tick still
+	// reads, and the next one reads in full again).
+	full  bool
+	start Cursor
+
+	changes []Change
+	// ahead holds changes of held keys whose window starts after the
+	// node's current one (a writer whose clock runs ahead): they are
+	// applied once the window is current, as the log will not report them
+	// again.
+	ahead []Change
+	// The keys inserted since the last tick, whose windows written before
+	// the cursor no change read reports; fresh their windows.
+	newMu   gosync.Mutex
+	newKeys []string
+	keys    []string
+	fresh   []node.Window
+
+	// Per tick: the changes of each key, newest first (head, next), and
+	// which changes stay ahead.
+	head    map[string]int32
+	next    []int32
+	held    []int32
+	isAhead []bool
+}
+
+// newKey is the namespace's OnNewKey hook for a ChangeReader store: it
+// must not block.
+func (s *Syncer) newKey(key string) {
+	c := &s.ch
+	c.newMu.Lock()
+	c.newKeys = append(c.newKeys, key)
+	c.newMu.Unlock()
+	if s.fresh != nil {
+		s.enqueueFresh(key)
+	}
+}
+
+// takeNewKeys moves the keys inserted since the last call to c.keys.
+func (c *changeTick) takeNewKeys() {
+	c.newMu.Lock()
+	c.keys, c.newKeys = c.newKeys, c.keys[:0]
+	c.newMu.Unlock()
+}
+
+// requeue gives back keys whose windows a failed read did not fetch.
+func (c *changeTick) requeue(keys []string) {
+	c.newMu.Lock()
+	c.newKeys = append(c.newKeys, keys...)
+	c.newMu.Unlock()
+}
+
+// beginChanges starts a tick before its push: it takes the cursor of a
+// full read, or the windows of the keys new since the last tick (taken
+// now, before a push that reads back some of their windows and so marks
+// them fetched).
+func (s *Syncer) beginChanges(ctx context.Context, now time.Time) {
+	c := &s.ch
+	c.takeNewKeys()
+	c.fresh = c.fresh[:0]
+	c.full = c.cursor == ""
+	if c.full {
+		c.start = ""
+		_, next, _, err := c.cr.Changes(ctx, s.inc, s.name, "", 0, nil)
+		if err != nil {
+			s.log.Debug("change cursor not read; the next tick reads in full again", "err", err)
+			return
+		}
+		c.start = next
+		return
+	}
+	for _, k := range c.keys {
+		c.fresh = s.ns.UnfetchedWindows(now, k, c.fresh)
+	}
+}
+
+// fetchChanges is the fetch of a tick on a ChangeReader. collected says
+// whether s.windows holds the interest set (a PushFetcher's tick), with
+// skip marking the windows its push already read.
+func (s *Syncer) fetchChanges(ctx context.Context, now time.Time, collected bool, skip []bool) error {
+	c := &s.ch
+	if !c.full {
+		err := s.readChanges(ctx, now, collected)
+		if err == nil {
+			clear(s.windows)
+			// Applied after the changes: this read is newer.
+			return s.fetchFreshWindows(ctx)
+		}
+		if !errors.Is(err, ErrChangesLost) {
+			clear(s.windows)
+			clear(c.fresh)
+			c.requeue(c.keys)
+			return err
+		}
+		// The log no longer covers the cursor: read in full now, from a
+		// new cursor, every window (those the push read back too, as the
+		// new cursor is later than that read).
+		s.log.Info("store lost the change cursor; reading the interest set in full", "err", err)
+		clear(c.fresh)
+		c.fresh, c.cursor, skip = c.fresh[:0], "", nil
+		_, next, _, err := c.cr.Changes(ctx, s.inc, s.name, "", 0, nil)
+		if err != nil {
+			clear(s.windows)
+			c.requeue(c.keys)
+			return fmt.Errorf("sync: read change cursor of namespace %q: %w", s.name, err)
+		}
+		c.start = next
+	}
+	if !collected {
+		s.windows = s.ns.CollectInterest(now, s.windows[:0])
+	}
+	if err := s.fetch(ctx, skip); err != nil {
+		c.requeue(c.keys)
+		return err
+	}
+	c.cursor = c.start
+	// Keys inserted before the tick that counted nothing yet were not in
+	// the interest set: read them like new keys.
+	for _, k := range c.keys {
+		c.fresh = s.ns.UnfetchedWindows(now, k, c.fresh)
+	}
+	return s.fetchFreshWindows(ctx)
+}
+
+// readChanges reads the windows written since the cursor and applies
+// them; it advances the cursor when all were read.
+func (s *Syncer) readChanges(ctx context.Context, now time.Time, collected bool) error {
+	c := &s.ch
+	n0 := len(c.ahead)
+	c.changes = append(c.changes[:0], c.ahead...)
+	c.ahead = c.ahead[:0]
+	cursor := c.cursor
+	for {
+		var more bool
+		var err error
+		c.changes, cursor, more, err = c.cr.Changes(ctx, s.inc, s.name, cursor, s.cfg.BatchSize, c.changes)
+		if err != nil {
+			// Nothing is applied; the next read starts from the cursor
+			// again, with the changes still ahead.
+			c.ahead = c.ahead[:n0]
+			clear(c.changes)
+			return fmt.Errorf("sync: read changes of namespace %q: %w", s.name, err)
+		}
+		if !more {
+			break
+		}
+	}
+	s.m.Fetched(s.name, len(c.changes))
+	if len(c.changes) > 0 {
+		if !collected {
+			s.windows = s.ns.CollectInterest(now, s.windows[:0])
+		}
+		s.applyChanges(now)
+	}
+	c.cursor = cursor
+	return nil
+}
+
+// fetchFreshWindows reads c.fresh, the windows of new keys; on failure
+// their keys wait for the next tick.
+func (s *Syncer) fetchFreshWindows(ctx context.Context) error {
+	c := &s.ch
+	if len(c.fresh) == 0 {
+		return nil
+	}
+	windows := s.windows
+	s.windows = c.fresh
+	err := s.fetch(ctx, nil)
+	c.fresh, s.windows = s.windows[:0], windows
+	if err != nil {
+		c.requeue(c.keys)
+	}
+	return err
+}
+
+// applyChanges stores the others' sums of c.changes in the interest
+// windows s.windows that they name; a later change of a window is newer
+// than an earlier one. Changes of keys the node does not hold are
+// dropped: holding them would make memory follow the cluster's keys.
+// (They could tell the node of keys others count at, before its first
+// hit; a node that counts one later reads it then as a new key.)
+func (s *Syncer) applyChanges(now time.Time) {
+	c := &s.ch
+	if c.head == nil {
+		c.head = make(map[string]int32, len(c.changes))
+	}
+	clear(c.head)
+	n := len(c.changes)
+	c.next = grow(c.next, n)
+	for i := range c.changes {
+		k := c.changes[i].Key
+		if h, ok := c.head[k]; ok {
+			c.next[i] = h
+		} else {
+			c.next[i] = -1
+		}
+		c.head[k] = int32(i)
+	}
+	c.held = c.held[:0]
+	last, h, found := "", int32(-1), false
+	for i := range s.windows {
+		w := &s.windows[i]
+		if i == 0 || w.Key != last {
+			last = w.Key
+			h, found = c.head[w.Key]
+			if found {
+				c.held = append(c.held, h)
+			}
+		}
+		if !found {
+			continue
+		}
+		for j := h; j >= 0; j = c.next[j] {
+			if ch := &c.changes[j]; ch.Size == w.Size && ch.Start == w.Start {
+				s.ns.SetOthers(*w, ch.Others)
+				break
+			}
+		}
+	}
+	// Changes of held keys in a window after the current one wait for it.
+	c.isAhead = grow(c.isAhead, n)
+	clear(c.isAhead)
+	tn := now.UnixNano()
+	for _, h := range c.held {
+		for j := h; j >= 0; j = c.next[j] {
+			ch := &c.changes[j]
+			if ch.Size > 0 && ch.Start > node.WindowStart(tn, ch.Size) {
+				c.isAhead[j] = true
+			}
+		}
+	}
+	for j := range c.changes {
+		if c.isAhead[j] {
+			c.ahead = append(c.ahead, c.changes[j])
+		}
+	}
+	clear(c.changes) // drop the keys
+}
+
+// grow returns s resized to n, reusing its array.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}

@@ -23,8 +23,11 @@
 // sub-second windows; expiry (calling Purge when the store has it);
 // unknown windows reading 0; 100 000-row batches; concurrent pushes;
 // cancelled contexts; errors after Close; and the optional
-// clustersync.Windower, PushFetcher, AtomicAllower, BucketStore and
-// LeaseStore where implemented. Bucket and lease replies are compared with
+// clustersync.Windower, PushFetcher, AtomicAllower, BucketStore,
+// LeaseStore and ChangeReader where implemented (changes.go: every write
+// recorded, pushes that land late with older versions reported, pages,
+// concurrent writers, lost and trimmed cursors through the ChangeTrimmer
+// test hook). Bucket and lease replies are compared with
 // the references, clustersync.ApplyBuckets and clustersync.ApplyLease, run
 // in the test; the lease subtests move their now forward by adding to it,
 // starting a minute ahead of the wall clock so that a store dropping a

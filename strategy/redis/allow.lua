@@ -41,6 +41,8 @@ for l = 1, n do
   -- A previous row stored as sent, or never stored and sent as 0 with
   -- version 0, needs no write.
   if rp[2] ~= ARGV[a + ALLOW_LIMIT_PREV_ROW] and (rp[2] or pt ~= '0' or pv ~= '0') then
+    local lg, pre = logOf(hp)
+    note(lg, pre, sub(sf, 2))
     put = put or lib().put
     put(hp, sf, rf, pt, pv, ARGV[a + ALLOW_LIMIT_PREV_EXPIRE], rp)
   end
@@ -48,10 +50,13 @@ for l = 1, n do
   local t = ARGV[a + ALLOW_LIMIT_CUR_TOTAL]
   if counted then t = ARGV[a + ALLOW_LIMIT_CUR_COUNTED] end
   local v, exp = ARGV[a + ALLOW_LIMIT_CUR_VERSION], ARGV[a + ALLOW_LIMIT_CUR_EXPIRE]
+  local lg, pre = logOf(hc)
+  note(lg, pre, sub(sf, 2))
   if not replace(hc, sf, rf, t .. ':' .. v .. ':' .. exp, t, v, exp, rc[1], rc[2]) then
     put = put or lib().put
     put(hc, sf, rf, t, v, exp, rc)
   end
 end
 if allowed then out[ALLOW_REPLY_HEAD_ALLOWED] = '1' end
+logChanges()
 return out

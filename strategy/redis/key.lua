@@ -20,6 +20,8 @@ for i = 1, #KEYS do
   if old == row then
     out[o + ROW_REPLY_OWN] = t
   else
+    local lg, pre = logOf(h)
+    note(lg, pre, sub(sf, 2))
     local ot = replace(h, sf, rf, row, t, v, exp, s, old)
     if not ot then
       put = put or lib().put
@@ -28,4 +30,5 @@ for i = 1, #KEYS do
     out[o + ROW_REPLY_OWN] = ot
   end
 end
+logChanges()
 return out

@@ -240,3 +240,38 @@ func (f leasesReply) at(i int) int { return i*int(leasesReplyWidth) + int(f) }
 func (f bucketsReply) at(i int) int {
 	return int(bucketsReplyHeadWidth) + i*int(bucketsReplyWidth) + int(f)
 }
+
+// The changes script reads one change log (lib.lua); its KEYS[1] is the
+// log.
+
+// changesHead is the changes script's ARGV.
+type changesHead int
+
+const (
+	changesHeadSince     changesHead = iota // the sequence to read after; "" for only the last one
+	changesHeadLimit                        // the most windows to read; -1 for all
+	changesHeadRowPrefix                    // the reader's row prefix
+	changesHeadHashBase                     // the log's hashes' key up to "<size>:<start>"
+	changesHeadWidth
+)
+
+// changesReplyHead is the head of the changes script's reply.
+type changesReplyHead int
+
+const (
+	changesReplyHeadKnown changesReplyHead = iota // '1', or '0' when the log cannot answer for the sequence
+	changesReplyHeadNext                          // the sequence to read after next
+	changesReplyHeadMore                          // '1' when the limit cut the read
+	changesReplyHeadWidth
+)
+
+// changesReply is one window of the changes script's reply.
+type changesReply int
+
+const (
+	changesReplyMember changesReply = iota // "<size>:<start>:<key>"
+	changesReplySeq                        // its sequence
+	changesReplySum                        // the key's sum ('0' for none)
+	changesReplyRow                        // the reader's row as stored ('' for none)
+	changesReplyWidth
+)

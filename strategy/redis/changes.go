@@ -1,0 +1,155 @@
+package redis
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// Changes implements clustersync.ChangeReader. Each bucket of a namespace
+// has its change log (lib.lua): a sorted set of the windows written,
+// scored by a sequence the writing script assigns from Redis TIME and the
+// log's last one, so a log's order is the order its writes committed in.
+// A read runs the changes script on each of the 64 logs, in one pipeline:
+// one round trip on a single server. The cursor holds the namespace's
+// hash and the last sequence read of each log. A log trims what is older
+// than a minute; a reader that comes back later, or finds a log lost (a
+// flush, a failover to a replica that lagged), gets ErrChangesLost.
+//
+// limit is shared out over the logs; what a read cuts off is left for
+// the next, from the cursor it returns.
+func (s *Store) Changes(ctx context.Context, inc, namespace string, since clustersync.Cursor, limit int, dst []clustersync.Change) ([]clustersync.Change, clustersync.Cursor, bool, error) {
+	if s.closed.Load() {
+		return dst, since, false, fmt.Errorf("redis: changes: %w", clustersync.ErrClosed)
+	}
+	var seqs [buckets]string
+	if since != "" {
+		var ok bool
+		if seqs, ok = parseCursor(since, namespace); !ok {
+			return dst, since, false, fmt.Errorf("redis: changes of %q: cursor %.40q: %w", namespace, since, clustersync.ErrChangesLost)
+		}
+	}
+	per := -1
+	if limit > 0 {
+		per = (limit + buckets - 1) / buckets
+	}
+	rp := s.rowPrefix(inc)
+	calls := make([]scriptCall, buckets)
+	for b := range buckets {
+		base := string(appendLogBase(nil, s.prefix, namespace, b))
+		calls[b] = scriptCall{keys: []string{base + "c"}, args: []any{seqs[b], per, rp, base}}
+	}
+	if err := runScripts(ctx, s.c, changesScript, calls); err != nil {
+		return dst, since, false, s.fail("changes", err)
+	}
+	more := false
+	n := 0 // changes appended
+	for b := range buckets {
+		v, err := calls[b].cmd.StringSlice()
+		if err != nil || len(v) < int(changesReplyHeadWidth) || (len(v)-int(changesReplyHeadWidth))%int(changesReplyWidth) != 0 {
+			return dst, since, false, fmt.Errorf("redis: changes: unexpected reply %v (%v)", v, err)
+		}
+		if v[changesReplyHeadKnown] != "1" {
+			return dst, since, false, fmt.Errorf("redis: changes of %q: bucket %d: %w", namespace, b, clustersync.ErrChangesLost)
+		}
+		next := v[changesReplyHeadNext]
+		more = more || v[changesReplyHeadMore] == "1"
+		for o := int(changesReplyHeadWidth); o < len(v); o += int(changesReplyWidth) {
+			if limit > 0 && n == limit {
+				// Cut here: this log resumes after the last window kept.
+				next, more = seqs[b], true
+				if o > int(changesReplyHeadWidth) {
+					next = v[o-int(changesReplyWidth)+int(changesReplySeq)]
+				}
+				break
+			}
+			c, err := decodeChange(namespace, v[o:o+int(changesReplyWidth)])
+			if err != nil {
+				return dst, since, false, fmt.Errorf("redis: changes: %w", err)
+			}
+			dst = append(dst, c)
+			n++
+		}
+		seqs[b] = next
+	}
+	return dst, formatCursor(namespace, &seqs), more, nil
+}
+
+// decodeChange decodes one window of the changes script's reply.
+func decodeChange(namespace string, v []string) (clustersync.Change, error) {
+	m := v[changesReplyMember]
+	size, rest, ok1 := strings.Cut(m, ":")
+	start, key, ok2 := strings.Cut(rest, ":")
+	sz, err1 := strconv.ParseInt(size, 10, 64)
+	st, err2 := strconv.ParseInt(start, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil {
+		return clustersync.Change{}, fmt.Errorf("unexpected change log member %q", m)
+	}
+	others, err := others1(v[changesReplySum], v[changesReplyRow])
+	if err != nil {
+		return clustersync.Change{}, err
+	}
+	return clustersync.Change{WindowKey: clustersync.WindowKey{Namespace: namespace, Size: time.Duration(sz), Start: st, Key: key}, Others: others}, nil
+}
+
+// appendLogBase appends the key of a bucket's hashes up to their
+// "<size>:<start>": "<prefix>:{<tag>}:<bucket>:<len(ns)>:<ns>:". The
+// bucket's change log is that plus "c", which no hash key ends with.
+func appendLogBase(b []byte, prefix, namespace string, bucket int) []byte {
+	b = appendHashKey(b, prefix, bucketTag(namespace, bucket), &hashID{namespace: namespace, bucket: bucket})
+	// appendHashKey ended with ":0:0" (size and start 0): cut them.
+	return b[:len(b)-len("0:0")]
+}
+
+// cursorVersion starts every cursor: "r1:<namespace hash>:" and one
+// sequence per bucket, comma-separated.
+const cursorVersion = "r1:"
+
+func nsHash(namespace string) string {
+	h := fnv.New64a()
+	writeNamespace(h, namespace)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func formatCursor(namespace string, seqs *[buckets]string) clustersync.Cursor {
+	var b strings.Builder
+	b.WriteString(cursorVersion)
+	b.WriteString(nsHash(namespace))
+	b.WriteByte(':')
+	for i, s := range seqs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(s)
+	}
+	return clustersync.Cursor(b.String())
+}
+
+// parseCursor returns the sequences of a cursor of namespace, or false.
+func parseCursor(c clustersync.Cursor, namespace string) (seqs [buckets]string, ok bool) {
+	rest, found := strings.CutPrefix(string(c), cursorVersion)
+	if !found {
+		return seqs, false
+	}
+	h, list, found := strings.Cut(rest, ":")
+	if !found || h != nsHash(namespace) {
+		return seqs, false
+	}
+	parts := strings.Split(list, ",")
+	if len(parts) != buckets {
+		return seqs, false
+	}
+	for i, p := range parts {
+		if n, err := strconv.ParseInt(p, 10, 64); err != nil || n < 0 {
+			return seqs, false
+		}
+		seqs[i] = p
+	}
+	return seqs, true
+}

@@ -36,7 +36,7 @@ func TestChangesLateCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx) //nolint:errcheck // after Commit, a no-op
+	defer tx.Rollback(ctx)                               //nolint:errcheck // after Commit, a no-op
 	push(t, pgstore.New(tx, cfg), "a", row(early, 5, 1)) // the lower id, not committed
 	push(t, s, "b", row(late, 7, 1))                     // a higher id, committed
 	got, cur := read(cur)

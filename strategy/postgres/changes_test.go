@@ -36,7 +36,9 @@ func TestChangesLateCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)                               //nolint:errcheck // after Commit, a no-op
+	// After Commit, a no-op.
+	defer func() { _ = tx.Rollback(ctx) }()
+
 	push(t, pgstore.New(tx, cfg), "a", row(early, 5, 1)) // the lower id, not committed
 	push(t, s, "b", row(late, 7, 1))                     // a higher id, committed
 	got, cur := read(cur)

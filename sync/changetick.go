@@ -19,11 +19,8 @@ import (
 type changeTick struct {
 	cr     ChangeReader
 	cursor Cursor // "" until a full read succeeds, and after a loss
-	// full is set for a tick that reads the whole interest set; start is
-	// the cursor taken before it ("" when taking it failed: the tick still
-	// reads, and the next one reads in full again).
-	full  bool
-	start Cursor
+	// full is set for a tick that reads the whole interest set.
+	full bool
 
 	changes []Change
 	// ahead holds changes of held keys whose window starts after the
@@ -72,23 +69,16 @@ func (c *changeTick) requeue(keys []string) {
 	c.newMu.Unlock()
 }
 
-// beginChanges starts a tick before its push: it takes the cursor of a
-// full read, or the windows of the keys new since the last tick (taken
-// now, before a push that reads back some of their windows and so marks
-// them fetched).
-func (s *Syncer) beginChanges(ctx context.Context, now time.Time) {
+// beginChanges starts a tick before its push: it takes the keys new
+// since the last tick and, for a tick that reads only changes, their
+// windows (now, before a push that reads back some of their windows and
+// so marks them fetched).
+func (s *Syncer) beginChanges(now time.Time) {
 	c := &s.ch
 	c.takeNewKeys()
 	c.fresh = c.fresh[:0]
 	c.full = c.cursor == ""
 	if c.full {
-		c.start = ""
-		_, next, _, err := c.cr.Changes(ctx, s.inc, s.name, "", 0, nil)
-		if err != nil {
-			s.log.Debug("change cursor not read; the next tick reads in full again", "err", err)
-			return
-		}
-		c.start = next
 		return
 	}
 	for _, k := range c.keys {
@@ -96,46 +86,40 @@ func (s *Syncer) beginChanges(ctx context.Context, now time.Time) {
 	}
 }
 
-// fetchChanges is the fetch of a tick on a ChangeReader. collected says
-// whether s.windows holds the interest set (a PushFetcher's tick), with
-// skip marking the windows its push already read.
-func (s *Syncer) fetchChanges(ctx context.Context, now time.Time, collected bool, skip []bool) error {
+// fetchChanges is the fetch of a tick on a ChangeReader, after its push.
+// A full read takes its cursor after the push, so the next read does not
+// report this tick's own rows again, and before reading the interest set,
+// so it reports every row written during that read.
+func (s *Syncer) fetchChanges(ctx context.Context, now time.Time) error {
 	c := &s.ch
 	if !c.full {
-		err := s.readChanges(ctx, now, collected)
+		err := s.readChanges(ctx, now)
+		clear(s.windows)
 		if err == nil {
-			clear(s.windows)
 			// Applied after the changes: this read is newer.
 			return s.fetchFreshWindows(ctx)
 		}
+		clear(c.fresh)
+		c.fresh = c.fresh[:0]
 		if !errors.Is(err, ErrChangesLost) {
-			clear(s.windows)
-			clear(c.fresh)
 			c.requeue(c.keys)
 			return err
 		}
-		// The log no longer covers the cursor: read in full now, from a
-		// new cursor, every window (those the push read back too, as the
-		// new cursor is later than that read).
 		s.log.Info("store lost the change cursor; reading the interest set in full", "err", err)
-		clear(c.fresh)
-		c.fresh, c.cursor, skip = c.fresh[:0], "", nil
-		_, next, _, err := c.cr.Changes(ctx, s.inc, s.name, "", 0, nil)
-		if err != nil {
-			clear(s.windows)
-			c.requeue(c.keys)
-			return fmt.Errorf("sync: read change cursor of namespace %q: %w", s.name, err)
-		}
-		c.start = next
+		c.cursor = ""
 	}
-	if !collected {
-		s.windows = s.ns.CollectInterest(now, s.windows[:0])
+	_, start, _, err := c.cr.Changes(ctx, s.inc, s.name, "", 0, nil)
+	if err != nil {
+		// Read in full all the same; the next tick does it again.
+		s.log.Debug("change cursor not read", "err", err)
+		start = ""
 	}
-	if err := s.fetch(ctx, skip); err != nil {
+	s.windows = s.ns.CollectInterest(now, s.windows[:0])
+	if err := s.fetch(ctx, nil); err != nil {
 		c.requeue(c.keys)
 		return err
 	}
-	c.cursor = c.start
+	c.cursor = start
 	// Keys inserted before the tick that counted nothing yet were not in
 	// the interest set: read them like new keys.
 	for _, k := range c.keys {
@@ -146,7 +130,7 @@ func (s *Syncer) fetchChanges(ctx context.Context, now time.Time, collected bool
 
 // readChanges reads the windows written since the cursor and applies
 // them; it advances the cursor when all were read.
-func (s *Syncer) readChanges(ctx context.Context, now time.Time, collected bool) error {
+func (s *Syncer) readChanges(ctx context.Context, now time.Time) error {
 	c := &s.ch
 	n0 := len(c.ahead)
 	c.changes = append(c.changes[:0], c.ahead...)
@@ -169,9 +153,7 @@ func (s *Syncer) readChanges(ctx context.Context, now time.Time, collected bool)
 	}
 	s.m.Fetched(s.name, len(c.changes))
 	if len(c.changes) > 0 {
-		if !collected {
-			s.windows = s.ns.CollectInterest(now, s.windows[:0])
-		}
+		s.windows = s.ns.CollectInterest(now, s.windows[:0])
 		s.applyChanges(now)
 	}
 	c.cursor = cursor

@@ -94,11 +94,11 @@ func (c Config) withDefaults(syncRate float64) Config {
 // absolute, versioned total of this incarnation) and fetches the other
 // incarnations' totals for the interest set; from a ChangeReader store,
 // after the first tick, only those of the windows written since the last
-// tick and of the keys new to the node (changetick.go). When the store is a
-// PushFetcher the push reads back the others' totals of the windows it
-// writes, and only the rest of the interest set is fetched. Ticks never
-// overlap; a failed push leaves the rows dirty and the next tick pushes
-// them again.
+// tick and of the keys new to the node (changetick.go). When the store is
+// a PushFetcher (and no ChangeReader) the push reads back the others'
+// totals of the windows it writes, and only the rest of the interest set
+// is fetched. Ticks never overlap; a failed push leaves the rows dirty and
+// the next tick pushes them again.
 type Syncer struct {
 	ns       *node.Namespace
 	store    Store
@@ -249,21 +249,23 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	now := s.ns.Now()
 	s.prevReads.prune(now, s.ns.Sizes())
 	var perr, ferr error
-	if s.ch.cr != nil {
-		s.beginChanges(ctx, now)
-	}
-	if pf, ok := s.store.(PushFetcher); ok {
-		perr, ferr = s.pushFetch(ctx, pf, now)
-	} else {
+	pf, isPF := s.store.(PushFetcher)
+	switch {
+	case s.ch.cr != nil:
+		// The change read reports the others' sums of the windows pushed
+		// too: a plain push suffices.
+		s.beginChanges(now)
 		perr = s.push(ctx, now)
-		switch {
-		case ctx.Err() != nil:
-			if s.ch.cr != nil {
-				s.ch.requeue(s.ch.keys)
-			}
-		case s.ch.cr != nil:
-			ferr = s.fetchChanges(ctx, now, false, nil)
-		default:
+		if ctx.Err() == nil {
+			ferr = s.fetchChanges(ctx, now)
+		} else {
+			s.ch.requeue(s.ch.keys)
+		}
+	case isPF:
+		perr, ferr = s.pushFetch(ctx, pf, now)
+	default:
+		perr = s.push(ctx, now)
+		if ctx.Err() == nil {
 			s.windows = s.ns.CollectInterest(now, s.windows[:0])
 			ferr = s.fetch(ctx, nil)
 		}
@@ -397,16 +399,10 @@ func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (
 		}
 		clear(s.pending) // drop references to entries
 	}
-	switch {
-	case ctx.Err() != nil:
-		clear(s.windows)
-		if s.ch.cr != nil {
-			s.ch.requeue(s.ch.keys)
-		}
-	case s.ch.cr != nil:
-		ferr = s.fetchChanges(ctx, now, true, s.fetched)
-	default:
+	if ctx.Err() == nil {
 		ferr = s.fetch(ctx, s.fetched)
+	} else {
+		clear(s.windows)
 	}
 	return perr, ferr
 }

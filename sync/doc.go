@@ -11,8 +11,10 @@
 // failed one is repeated by the next tick. Rows expire at window end +
 // window size + 2 × sync_rate.
 //
-// A Store has Push, Fetch and Close; PushFetcher, AtomicAllower and
-// Windower are optional abilities found by type assertion. The
+// A Store has Push, Fetch and Close; PushFetcher, AtomicAllower,
+// Windower and ChangeReader are optional abilities found by type
+// assertion. With a ChangeReader (changes.go has its protocol) a tick
+// reads only the windows written since the last one. The
 // strategy/strategytest suite checks a Store against this contract.
 //
 // A Syncer serves one node.Namespace that is not local only:

@@ -25,14 +25,27 @@ if limit > 0 and n == limit then
   out[CHANGES_REPLY_HEAD_NEXT], out[CHANGES_REPLY_HEAD_MORE] = format('%d', tonumber(r[2 * n])), '1'
 end
 local rp, base = ARGV[CHANGES_HEAD_ROW_PREFIX], ARGV[CHANGES_HEAD_HASH_BASE]
+-- One HMGET per hash: a log's windows are mostly of a few hashes.
+local fields, at = {}, {} -- per hash: its fields; per window: its hash and place
 for i = 1, n do
   local m = r[2 * i - 1]
   local a = find(m, ':', 1, true)
   local b = find(m, ':', a + 1, true)
-  local k = sub(m, b + 1)
-  local v = call('HMGET', base .. sub(m, 1, b - 1), '=' .. k, rp .. k)
+  local h, k = sub(m, 1, b - 1), sub(m, b + 1)
+  local f = fields[h]
+  if not f then
+    f = {}
+    fields[h] = f
+  end
+  f[#f + 1], f[#f + 2] = '=' .. k, rp .. k
+  at[i] = {h, #f - 1}
+end
+local got = {}
+for h, f in pairs(fields) do got[h] = call('HMGET', base .. h, unpack(f)) end
+for i = 1, n do
+  local v, j = got[at[i][1]], at[i][2]
   local o = CHANGES_REPLY_HEAD_WIDTH + (i - 1) * CHANGES_REPLY_WIDTH
-  out[o + CHANGES_REPLY_MEMBER], out[o + CHANGES_REPLY_SEQ] = m, format('%d', tonumber(r[2 * i]))
-  out[o + CHANGES_REPLY_SUM], out[o + CHANGES_REPLY_ROW] = v[1] or '0', v[2] or ''
+  out[o + CHANGES_REPLY_MEMBER], out[o + CHANGES_REPLY_SEQ] = r[2 * i - 1], format('%d', tonumber(r[2 * i]))
+  out[o + CHANGES_REPLY_SUM], out[o + CHANGES_REPLY_ROW] = v[j] or '0', v[j + 1] or ''
 end
 return out

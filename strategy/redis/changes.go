@@ -16,8 +16,8 @@ import (
 // has its change log (lib.lua): a sorted set of the windows written,
 // scored by a sequence the writing script assigns from Redis TIME and the
 // log's last one, so a log's order is the order its writes committed in.
-// A read runs the changes script on each of the 64 logs, in one pipeline:
-// one round trip on a single server. The cursor holds the namespace's
+// A read runs the changes script over the 64 logs: one call on a single
+// server, one per log in one pipeline on a cluster or ring. The cursor holds the namespace's
 // hash and the last sequence read of each log. A log trims what is older
 // than a minute; a reader that comes back later, or finds a log lost (a
 // flush, a failover to a replica that lagged), gets ErrChangesLost.
@@ -40,43 +40,67 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 		per = (limit + buckets - 1) / buckets
 	}
 	rp := s.rowPrefix(inc)
-	calls := make([]scriptCall, buckets)
-	for b := range buckets {
-		base := string(appendLogBase(nil, s.prefix, namespace, b))
-		calls[b] = scriptCall{keys: []string{base + "c"}, args: []any{seqs[b], per, rp, base}}
+	// On a single server one call reads every log; on a cluster or ring,
+	// one call per log (each its own hash tag).
+	perCall := 1
+	if s.single {
+		perCall = buckets
+	}
+	calls := make([]scriptCall, 0, buckets/perCall)
+	for b0 := 0; b0 < buckets; b0 += perCall {
+		c := scriptCall{args: []any{per, rp}}
+		for b := b0; b < b0+perCall; b++ {
+			base := string(appendLogBase(nil, s.prefix, namespace, b))
+			c.keys = append(c.keys, base+"c")
+			c.args = append(c.args, seqs[b], base)
+		}
+		calls = append(calls, c)
 	}
 	if err := runScripts(ctx, s.c, changesScript, calls); err != nil {
 		return dst, since, false, s.fail("changes", err)
 	}
 	more := false
 	n := 0 // changes appended
-	for b := range buckets {
-		v, err := calls[b].cmd.StringSlice()
-		if err != nil || len(v) < int(changesReplyHeadWidth) || (len(v)-int(changesReplyHeadWidth))%int(changesReplyWidth) != 0 {
-			return dst, since, false, fmt.Errorf("redis: changes: unexpected reply %v (%v)", v, err)
+	b := 0 // the log being decoded
+	for _, call := range calls {
+		v, err := call.cmd.StringSlice()
+		if err != nil {
+			return dst, since, false, fmt.Errorf("redis: changes: unexpected reply: %w", err)
 		}
-		if v[changesReplyHeadKnown] != "1" {
-			return dst, since, false, fmt.Errorf("redis: changes of %q: bucket %d: %w", namespace, b, clustersync.ErrChangesLost)
-		}
-		next := v[changesReplyHeadNext]
-		more = more || v[changesReplyHeadMore] == "1"
-		for o := int(changesReplyHeadWidth); o < len(v); o += int(changesReplyWidth) {
-			if limit > 0 && n == limit {
-				// Cut here: this log resumes after the last window kept.
-				next, more = seqs[b], true
-				if o > int(changesReplyHeadWidth) {
-					next = v[o-int(changesReplyWidth)+int(changesReplySeq)]
+		for range call.keys {
+			const hw, w = int(changesReplyHeadWidth), int(changesReplyWidth)
+			count := -1
+			if len(v) >= hw {
+				count, err = strconv.Atoi(v[changesReplyHeadCount])
+			}
+			if count < 0 || err != nil || len(v) < hw+count*w {
+				return dst, since, false, fmt.Errorf("redis: changes: unexpected reply %.200q", v)
+			}
+			if v[changesReplyHeadKnown] != "1" {
+				return dst, since, false, fmt.Errorf("redis: changes of %q: bucket %d: %w", namespace, b, clustersync.ErrChangesLost)
+			}
+			next := v[changesReplyHeadNext]
+			more = more || v[changesReplyHeadMore] == "1"
+			for o := hw; o < hw+count*w; o += w {
+				if limit > 0 && n == limit {
+					// Cut here: this log resumes after the last window kept.
+					next, more = seqs[b], true
+					if o > hw {
+						next = v[o-w+int(changesReplySeq)]
+					}
+					break
 				}
-				break
+				c, err := decodeChange(namespace, v[o:o+w])
+				if err != nil {
+					return dst, since, false, fmt.Errorf("redis: changes: %w", err)
+				}
+				dst = append(dst, c)
+				n++
 			}
-			c, err := decodeChange(namespace, v[o:o+int(changesReplyWidth)])
-			if err != nil {
-				return dst, since, false, fmt.Errorf("redis: changes: %w", err)
-			}
-			dst = append(dst, c)
-			n++
+			seqs[b] = next
+			v = v[hw+count*w:]
+			b++
 		}
-		seqs[b] = next
 	}
 	return dst, formatCursor(namespace, &seqs), more, nil
 }

@@ -241,27 +241,36 @@ func (f bucketsReply) at(i int) int {
 	return int(bucketsReplyHeadWidth) + i*int(bucketsReplyWidth) + int(f)
 }
 
-// The changes script reads one change log (lib.lua); its KEYS[1] is the
-// log.
+// The changes script reads change logs (lib.lua): its KEYS are the logs,
+// of one hash tag on a cluster, any on a single server.
 
-// changesHead is the changes script's ARGV.
+// changesHead is the head of the changes script's ARGV.
 type changesHead int
 
 const (
-	changesHeadSince     changesHead = iota // the sequence to read after; "" for only the last one
-	changesHeadLimit                        // the most windows to read; -1 for all
+	changesHeadLimit     changesHead = iota // the most windows to read per log; -1 for all
 	changesHeadRowPrefix                    // the reader's row prefix
-	changesHeadHashBase                     // the log's hashes' key up to "<size>:<start>"
 	changesHeadWidth
 )
 
-// changesReplyHead is the head of the changes script's reply.
+// changesLog is one log's part of the changes script's ARGV.
+type changesLog int
+
+const (
+	changesLogSince    changesLog = iota // the sequence to read after; "" for only the last one
+	changesLogHashBase                   // the log's hashes' key up to "<size>:<start>"
+	changesLogWidth
+)
+
+// changesReplyHead starts one log's part of the changes script's reply,
+// followed by Count windows.
 type changesReplyHead int
 
 const (
 	changesReplyHeadKnown changesReplyHead = iota // '1', or '0' when the log cannot answer for the sequence
 	changesReplyHeadNext                          // the sequence to read after next
 	changesReplyHeadMore                          // '1' when the limit cut the read
+	changesReplyHeadCount                         // the windows that follow
 	changesReplyHeadWidth
 )
 

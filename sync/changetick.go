@@ -12,10 +12,11 @@ import (
 
 // changeTick is a Syncer's state for a store that is a ChangeReader. The
 // first tick, and the tick after the log lost its cursor, reads the whole
-// interest set (from a cursor taken before the read, so nothing written
-// during it is missed); later ticks read only the windows written since
-// the cursor and the windows of keys new to the node. Windows that no
-// longer change are then never read again.
+// interest set, from a cursor taken after its push and before the read;
+// later ticks read only the windows written since the cursor, and the
+// windows of keys new to the node. Windows that no longer change are then
+// never read again. A read that fails otherwise keeps the cursor: the next
+// tick reads from it again.
 type changeTick struct {
 	cr     ChangeReader
 	cursor Cursor // "" until a full read succeeds, and after a loss
@@ -28,8 +29,9 @@ type changeTick struct {
 	// applied once the window is current, as the log will not report them
 	// again.
 	ahead []Change
-	// The keys inserted since the last tick, whose windows written before
-	// the cursor no change read reports; fresh their windows.
+	// newKeys are the keys inserted since the last tick, whose rows
+	// written before the cursor no change read reports; keys are this
+	// tick's, and fresh their windows, read in full.
 	newMu   gosync.Mutex
 	newKeys []string
 	keys    []string

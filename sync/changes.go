@@ -43,10 +43,11 @@ type Change struct {
 //     every window of ns written since c, with the others' sum as of this
 //     read. Where a store's commit order can differ from its sequence
 //     order (PostgreSQL), a read covers from an earlier point, so a write
-//     that commits after a later one is still reported. A window may be
-//     reported more than once, or although only inc wrote it; a reader
-//     applies the changes of one read in order (a later one of the same
-//     window is newer) and never needs to tell these cases apart.
+//     that commits after a later one is still reported. Writes by inc
+//     itself change no others' sum: a store should skip them (the tick
+//     pushes without reading back). A window may be reported more than
+//     once; a reader applies the changes of one read in order (a later one
+//     of the same window is newer).
 //   - An expiring row records nothing: its window no longer counts.
 //   - When the log cannot answer for c, Changes returns an error wrapping
 //     ErrChangesLost, never a partial answer that looks complete.

@@ -252,8 +252,8 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	pf, isPF := s.store.(PushFetcher)
 	switch {
 	case s.ch.cr != nil:
-		// The change read reports the others' sums of the windows pushed
-		// too: a plain push suffices.
+		// A plain push: the others' sums of the windows pushed change only
+		// by the others' writes, which the change read reports.
 		s.beginChanges(now)
 		perr = s.push(ctx, now)
 		if ctx.Err() == nil {

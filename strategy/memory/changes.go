@@ -24,7 +24,7 @@ type changeLogs struct {
 }
 
 type changeLog struct {
-	at map[clustersync.WindowKey]int64
+	at map[written]int64 // per window and writer, the counter at its last write
 	// trimmed: what was written at or before it is forgotten.
 	trimmed int64
 }
@@ -36,22 +36,33 @@ func (c *changeLogs) init() {
 	c.logs = make(map[string]*changeLog)
 }
 
-// record notes a write of window k. The caller holds s.mu for writing.
-func (c *changeLogs) record(k *clustersync.WindowKey) {
+// written is one writer's writes of one window.
+type written struct {
+	k   clustersync.WindowKey
+	inc string
+}
+
+// record notes a write of window k by inc. The caller holds s.mu for
+// writing.
+func (c *changeLogs) record(k *clustersync.WindowKey, inc string) {
 	l := c.logs[k.Namespace]
 	if l == nil {
-		l = &changeLog{at: make(map[clustersync.WindowKey]int64)}
+		l = &changeLog{at: make(map[written]int64)}
 		c.logs[k.Namespace] = l
 	}
 	c.seq++
-	l.at[*k] = c.seq
+	l.at[written{*k, inc}] = c.seq
 }
 
 // forget drops a window whose rows were all purged: expiry records
 // nothing.
 func (c *changeLogs) forget(k *clustersync.WindowKey) {
 	if l := c.logs[k.Namespace]; l != nil {
-		delete(l.at, *k)
+		for w := range l.at {
+			if w.k == *k {
+				delete(l.at, w)
+			}
+		}
 	}
 }
 
@@ -91,17 +102,17 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 	if l == nil {
 		return dst, c.cursor(c.seq), false, nil
 	}
-	type written struct {
+	type change struct {
 		k   clustersync.WindowKey
 		seq int64
 	}
-	var ws []written
-	for k, seq := range l.at {
-		if seq > from {
-			ws = append(ws, written{k, seq})
+	var ws []change
+	for w, seq := range l.at {
+		if seq > from && w.inc != inc { // the reader's own writes change no others' sum
+			ws = append(ws, change{w.k, seq})
 		}
 	}
-	slices.SortFunc(ws, func(a, b written) int { return cmp.Compare(a.seq, b.seq) })
+	slices.SortFunc(ws, func(a, b change) int { return cmp.Compare(a.seq, b.seq) })
 	next, more := c.seq, false
 	if limit > 0 && len(ws) > limit {
 		ws, next, more = ws[:limit], ws[limit-1].seq, true
@@ -126,7 +137,7 @@ func (s *Store) TrimChanges(ctx context.Context, namespace string) error {
 		clear(l.at)
 		l.trimmed = s.changes.seq
 	} else {
-		s.changes.logs[namespace] = &changeLog{at: make(map[clustersync.WindowKey]int64), trimmed: s.changes.seq}
+		s.changes.logs[namespace] = &changeLog{at: make(map[written]int64), trimmed: s.changes.seq}
 	}
 	return nil
 }

@@ -129,7 +129,7 @@ func (s *Store) put(inc string, r *clustersync.Row, now time.Time) {
 		exp = later(old.expireAt, exp)
 	}
 	incs[inc] = row{total: r.Total, version: r.Version, expireAt: exp}
-	s.changes.record(&r.WindowKey)
+	s.changes.record(&r.WindowKey, inc)
 }
 
 // sum returns the sum of the live totals of window k over every

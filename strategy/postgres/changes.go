@@ -18,7 +18,8 @@ import (
 // cursor is not the highest id read but the xmin of the read's snapshot:
 // every transaction that snapshot did not see (running, or not begun) has
 // an id at or above it. The next read takes the rows changed at or after
-// it: a transaction that commits late, with a low id, is read then. What
+// it: a transaction that commits late, with a low id, is read then. The
+// reader's own rows change no others' sum and are skipped. What
 // a transaction the previous read did see is read again when its id is at
 // or above that xmin: a window may come twice, never not at all. A long
 // transaction anywhere on the server holds xmin back and makes each read
@@ -42,7 +43,7 @@ const changesSQL = `WITH s AS MATERIALIZED (
 		pg_snapshot_xmax(pg_current_snapshot())::text::int8 AS xmax
 ), c AS MATERIALIZED (
 	SELECT size_ns, start_ns, key, max(changed) AS changed
-	FROM %[1]s WHERE namespace = $1::text AND changed >= $2::int8
+	FROM %[1]s WHERE namespace = $1::text AND changed >= $2::int8 AND incarnation <> $8::text
 	GROUP BY size_ns, start_ns, key
 ), p AS MATERIALIZED (
 	SELECT * FROM c

@@ -16,8 +16,10 @@ import (
 // has its change log (lib.lua): a sorted set of the windows written,
 // scored by a sequence the writing script assigns from Redis TIME and the
 // log's last one, so a log's order is the order its writes committed in.
-// A read runs the changes script over the 64 logs: one call on a single
-// server, one per log in one pipeline on a cluster or ring. The cursor holds the namespace's
+// A log holds one member per writer of a window, so a read skips the
+// reader's own writes. A read runs the changes script over the 64 logs in
+// one pipeline: 16 logs per call on a single server, one on a cluster or
+// ring. The cursor holds the namespace's
 // hash and the last sequence read of each log. A log trims what is older
 // than a minute; a reader that comes back later, or finds a log lost (a
 // flush, a failover to a replica that lagged), gets ErrChangesLost.
@@ -40,11 +42,12 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 		per = (limit + buckets - 1) / buckets
 	}
 	rp := s.rowPrefix(inc)
-	// On a single server one call reads every log; on a cluster or ring,
-	// one call per log (each its own hash tag).
+	// On a single server one call reads 16 logs (4 calls: none holds the
+	// server long); on a cluster or ring, one call per log (each its own
+	// hash tag).
 	perCall := 1
 	if s.single {
-		perCall = buckets
+		perCall = logsPerCall
 	}
 	calls := make([]scriptCall, 0, buckets/perCall)
 	for b0 := 0; b0 < buckets; b0 += perCall {
@@ -130,6 +133,10 @@ func appendLogBase(b []byte, prefix, namespace string, bucket int) []byte {
 	// appendHashKey ended with ":0:0" (size and start 0): cut them.
 	return b[:len(b)-len("0:0")]
 }
+
+// logsPerCall is how many change logs one call of the changes script
+// reads on a single server.
+const logsPerCall = 16
 
 // cursorVersion starts every cursor: "r1:<namespace hash>:" and one
 // sequence per bucket, comma-separated.

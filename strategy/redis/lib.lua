@@ -44,7 +44,9 @@ end
 -- The change log (clustersync.ChangeReader). Per namespace and bucket, a
 -- sorted set beside the bucket's hashes: its key is theirs without
 -- ':<size>:<start>' plus ':c', so it shares their hash tag. Each write of
--- a window's row sets member '<size>:<start>:<key>' to a new sequence:
+-- a window's row sets member '<row prefix of the writer><size>:<start>:<key>'
+-- (one member per writer, so a reader can skip its own writes) to a new
+-- sequence:
 -- max(last + 1, Redis TIME in ms × 1024), unique and growing per log,
 -- assigned inside the script, so the log's order is its commit order.
 -- Member '!n' holds −last, and '!t' −(the highest sequence trimmed):
@@ -60,14 +62,15 @@ local function logOf(h)
   return base .. ':c', size .. ':' .. start .. ':'
 end
 
--- note records a write of key k in the window of member prefix pre.
-local function note(log, pre, k)
+-- note records a write by the incarnation of row prefix rp of key k in
+-- the window of member prefix pre.
+local function note(log, rp, pre, k)
   local ms = notes[log]
   if not ms then
     ms = {}
     notes[log] = ms
   end
-  ms[#ms + 1] = pre .. k
+  ms[#ms + 1] = rp .. pre .. k
 end
 
 -- logChanges writes the notes of this call to their logs.

@@ -37,7 +37,7 @@ while i <= n do
     out[o + ROW_REPLY_SUM], out[o + ROW_REPLY_OWN] = s or '0', ot
     e = later(e, ex)
     if row then
-      note(lg, pre, ARGV[a + PUSH_ROW_KEY])
+      note(lg, rp, pre, ARGV[a + PUSH_ROW_KEY])
       if big then
         if m > 0 then call('HSET', h, unpack(w, 1, m)) m = 0 end
         call('HSET', h, rf, row)

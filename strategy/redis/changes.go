@@ -18,8 +18,9 @@ import (
 // log's last one, so a log's order is the order its writes committed in.
 // A log holds one member per writer of a window, so a read skips the
 // reader's own writes. A read runs the changes script over the 64 logs in
-// one pipeline: 16 logs per call on a single server, one on a cluster or
-// ring. The cursor holds the namespace's
+// one pipeline (16 logs per call on a single server, one on a cluster or
+// ring), which only reads the logs, then Fetch reads the sums of the
+// windows listed: two round trips, each cheap per window. The cursor holds the namespace's
 // hash and the last sequence read of each log. A log trims what is older
 // than a minute; a reader that comes back later, or finds a log lost (a
 // flush, a failover to a replica that lagged), gets ErrChangesLost.
@@ -41,7 +42,6 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 	if limit > 0 {
 		per = (limit + buckets - 1) / buckets
 	}
-	rp := s.rowPrefix(inc)
 	// On a single server one call reads 16 logs (4 calls: none holds the
 	// server long); on a cluster or ring, one call per log (each its own
 	// hash tag).
@@ -51,19 +51,20 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 	}
 	calls := make([]scriptCall, 0, buckets/perCall)
 	for b0 := 0; b0 < buckets; b0 += perCall {
-		c := scriptCall{args: []any{per, rp}}
+		c := scriptCall{args: []any{per}}
 		for b := b0; b < b0+perCall; b++ {
-			base := string(appendLogBase(nil, s.prefix, namespace, b))
-			c.keys = append(c.keys, base+"c")
-			c.args = append(c.args, seqs[b], base)
+			c.keys = append(c.keys, string(appendLogBase(nil, s.prefix, namespace, b))+"c")
+			c.args = append(c.args, seqs[b])
 		}
 		calls = append(calls, c)
 	}
 	if err := runScripts(ctx, s.c, changesScript, calls); err != nil {
 		return dst, since, false, s.fail("changes", err)
 	}
+	own := s.rowPrefix(inc)
+	var keys []clustersync.WindowKey
+	seen := make(map[clustersync.WindowKey]struct{})
 	more := false
-	n := 0 // changes appended
 	b := 0 // the log being decoded
 	for _, call := range calls {
 		v, err := call.cmd.StringSlice()
@@ -85,44 +86,61 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 			next := v[changesReplyHeadNext]
 			more = more || v[changesReplyHeadMore] == "1"
 			for o := hw; o < hw+count*w; o += w {
-				if limit > 0 && n == limit {
-					// Cut here: this log resumes after the last window kept.
+				m := v[o+int(changesReplyMember)]
+				if strings.HasPrefix(m, own) {
+					continue // the reader's own write changes no others' sum
+				}
+				k, err := decodeMember(namespace, m)
+				if err != nil {
+					return dst, since, false, fmt.Errorf("redis: changes: %w", err)
+				}
+				if _, ok := seen[k]; ok {
+					continue // written by several since the cursor
+				}
+				if limit > 0 && len(keys) == limit {
+					// Cut here: this log resumes before this member.
 					next, more = seqs[b], true
 					if o > hw {
 						next = v[o-w+int(changesReplySeq)]
 					}
 					break
 				}
-				c, err := decodeChange(namespace, v[o:o+w])
-				if err != nil {
-					return dst, since, false, fmt.Errorf("redis: changes: %w", err)
-				}
-				dst = append(dst, c)
-				n++
+				seen[k] = struct{}{}
+				keys = append(keys, k)
 			}
 			seqs[b] = next
 			v = v[hw+count*w:]
 			b++
 		}
 	}
+	// The sums, read after the logs: as new as the cursor or newer.
+	others := make([]int64, len(keys))
+	if err := s.Fetch(ctx, inc, keys, others); err != nil {
+		return dst, since, false, err
+	}
+	for i, k := range keys {
+		dst = append(dst, clustersync.Change{WindowKey: k, Others: others[i]})
+	}
 	return dst, formatCursor(namespace, &seqs), more, nil
 }
 
-// decodeChange decodes one window of the changes script's reply.
-func decodeChange(namespace string, v []string) (clustersync.Change, error) {
-	m := v[changesReplyMember]
-	size, rest, ok1 := strings.Cut(m, ":")
+// decodeMember decodes a change log member, "<writer's row
+// prefix><size>:<start>:<key>" (the row prefix is "+<len(inc)>:<inc>:").
+func decodeMember(namespace, m string) (clustersync.WindowKey, error) {
+	bad := fmt.Errorf("unexpected change log member %.80q", m)
+	n, rest, ok := strings.Cut(strings.TrimPrefix(m, "+"), ":")
+	l, err := strconv.Atoi(n)
+	if !ok || err != nil || l < 0 || len(rest) < l+1 || rest[l] != ':' {
+		return clustersync.WindowKey{}, bad
+	}
+	size, rest, ok1 := strings.Cut(rest[l+1:], ":")
 	start, key, ok2 := strings.Cut(rest, ":")
 	sz, err1 := strconv.ParseInt(size, 10, 64)
 	st, err2 := strconv.ParseInt(start, 10, 64)
 	if !ok1 || !ok2 || err1 != nil || err2 != nil {
-		return clustersync.Change{}, fmt.Errorf("unexpected change log member %q", m)
+		return clustersync.WindowKey{}, bad
 	}
-	others, err := others1(v[changesReplySum], v[changesReplyRow])
-	if err != nil {
-		return clustersync.Change{}, err
-	}
-	return clustersync.Change{WindowKey: clustersync.WindowKey{Namespace: namespace, Size: time.Duration(sz), Start: st, Key: key}, Others: others}, nil
+	return clustersync.WindowKey{Namespace: namespace, Size: time.Duration(sz), Start: st, Key: key}, nil
 }
 
 // appendLogBase appends the key of a bucket's hashes up to their

@@ -248,8 +248,7 @@ func (f bucketsReply) at(i int) int {
 type changesHead int
 
 const (
-	changesHeadLimit     changesHead = iota // the most windows to read per log; -1 for all
-	changesHeadRowPrefix                    // the reader's row prefix
+	changesHeadLimit changesHead = iota // the most members to read per log; -1 for all
 	changesHeadWidth
 )
 
@@ -257,30 +256,27 @@ const (
 type changesLog int
 
 const (
-	changesLogSince    changesLog = iota // the sequence to read after; "" for only the last one
-	changesLogHashBase                   // the log's hashes' key up to "<size>:<start>"
+	changesLogSince changesLog = iota // the sequence to read after; "" for only the last one
 	changesLogWidth
 )
 
 // changesReplyHead starts one log's part of the changes script's reply,
-// followed by Count windows.
+// followed by Count members.
 type changesReplyHead int
 
 const (
 	changesReplyHeadKnown changesReplyHead = iota // '1', or '0' when the log cannot answer for the sequence
 	changesReplyHeadNext                          // the sequence to read after next
 	changesReplyHeadMore                          // '1' when the limit cut the read
-	changesReplyHeadCount                         // the windows that follow
+	changesReplyHeadCount                         // the members that follow
 	changesReplyHeadWidth
 )
 
-// changesReply is one window of the changes script's reply.
+// changesReply is one member of the changes script's reply.
 type changesReply int
 
 const (
-	changesReplyMember changesReply = iota // "<size>:<start>:<key>"
+	changesReplyMember changesReply = iota // "<writer's row prefix><size>:<start>:<key>"
 	changesReplySeq                        // its sequence
-	changesReplySum                        // the key's sum ('0' for none)
-	changesReplyRow                        // the reader's row as stored ('' for none)
 	changesReplyWidth
 )

@@ -130,36 +130,44 @@ func (s *Syncer) fetchChanges(ctx context.Context, now time.Time) error {
 	return s.fetchFreshWindows(ctx)
 }
 
-// readChanges reads the windows written since the cursor and applies
-// them; it advances the cursor when all were read.
+// readChanges reads the windows written since the cursor, a page at a
+// time, and applies them. When a page fails, the pages read before it are
+// applied all the same and the cursor moves past them, so a tick that
+// runs out of time still makes progress; a lost cursor applies nothing,
+// as a full read follows.
 func (s *Syncer) readChanges(ctx context.Context, now time.Time) error {
 	c := &s.ch
 	n0 := len(c.ahead)
 	c.changes = append(c.changes[:0], c.ahead...)
 	c.ahead = c.ahead[:0]
 	cursor := c.cursor
+	var rerr error
 	for {
-		var more bool
-		var err error
-		c.changes, cursor, more, err = c.cr.Changes(ctx, s.inc, s.name, cursor, s.cfg.BatchSize, c.changes)
+		read := len(c.changes)
+		changes, next, more, err := c.cr.Changes(ctx, s.inc, s.name, cursor, s.cfg.BatchSize, c.changes)
 		if err != nil {
-			// Nothing is applied; the next read starts from the cursor
-			// again, with the changes still ahead.
-			c.ahead = c.ahead[:n0]
-			clear(c.changes)
-			return fmt.Errorf("sync: read changes of namespace %q: %w", s.name, err)
+			clear(c.changes[read:cap(c.changes)]) // what the failed page may have left
+			c.changes = c.changes[:read]
+			rerr = fmt.Errorf("sync: read changes of namespace %q: %w", s.name, err)
+			break
 		}
+		c.changes, cursor = changes, next
 		if !more {
 			break
 		}
 	}
-	s.m.Fetched(s.name, len(c.changes))
+	if errors.Is(rerr, ErrChangesLost) {
+		c.ahead = c.ahead[:n0] // still held, for the ticks after the full read
+		clear(c.changes)
+		return rerr
+	}
+	s.m.Fetched(s.name, len(c.changes)-n0)
 	if len(c.changes) > 0 {
 		s.windows = s.ns.CollectInterest(now, s.windows[:0])
 		s.applyChanges(now)
 	}
 	c.cursor = cursor
-	return nil
+	return rerr
 }
 
 // fetchFreshWindows reads c.fresh, the windows of new keys; on failure

@@ -12,8 +12,9 @@
 // window size + 2 × sync_rate.
 //
 // A Store has Push, Fetch and Close; PushFetcher, AtomicAllower,
-// GroupAllower and Windower are optional abilities found by type
-// assertion. The
+// GroupAllower, Windower and ChangeReader are optional abilities found by
+// type assertion. With a ChangeReader (changes.go has its protocol) a tick
+// reads only the windows written since the last one. The
 // strategy/strategytest suite checks a Store against this contract.
 //
 // A Syncer serves one node.Namespace that is not local only:

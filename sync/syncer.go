@@ -112,11 +112,13 @@ func (c Config) withDefaults(syncRate float64) Config {
 //
 // A tick pushes every window changed since its last successful push (as an
 // absolute, versioned total of this incarnation) and fetches the other
-// incarnations' totals for the interest set. When the store is a
-// PushFetcher the push reads back the others' totals of the windows it
-// writes, and only the rest of the interest set is fetched. Ticks never
-// overlap; a failed push leaves the rows dirty and the next tick pushes
-// them again.
+// incarnations' totals for the interest set; from a ChangeReader store,
+// after the first tick, only those of the windows written since the last
+// tick and of the keys new to the node (changetick.go). When the store is
+// a PushFetcher (and no ChangeReader) the push reads back the others'
+// totals of the windows it writes, and only the rest of the interest set
+// is fetched. Ticks never overlap; a failed push leaves the rows dirty and
+// the next tick pushes them again.
 type Syncer struct {
 	ns       *node.Namespace
 	store    Store
@@ -169,6 +171,7 @@ type Syncer struct {
 	idx     []int  // per key of a Fetch batch: its index in windows
 	bsync   []node.BucketSync
 	lsync   []node.LeaseSync
+	ch      changeTick // with a ChangeReader store (changetick.go)
 }
 
 // NewSyncer returns a Syncer for ns (which must not be local only) writing
@@ -207,6 +210,12 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 			s.newKeysUntil = ns.Now().Add(cfg.EscalateNewKeys).UnixNano()
 		}
 		s.fresh = make(chan string, freshQueue)
+	}
+	s.ch.cr, _ = store.(ChangeReader)
+	switch {
+	case s.ch.cr != nil:
+		ns.OnNewKey(s.newKey)
+	case s.fresh != nil:
 		ns.OnNewKey(s.enqueueFresh)
 	}
 	return s, nil
@@ -266,9 +275,21 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	now := s.ns.Now()
 	s.prevReads.prune(now, s.ns.Sizes())
 	var perr, ferr error
-	if pf, ok := s.store.(PushFetcher); ok {
+	pf, isPF := s.store.(PushFetcher)
+	switch {
+	case s.ch.cr != nil:
+		// A plain push: the others' sums of the windows pushed change only
+		// by the others' writes, which the change read reports.
+		s.beginChanges(now)
+		perr = s.push(ctx, now)
+		if ctx.Err() == nil {
+			ferr = s.fetchChanges(ctx, now)
+		} else {
+			s.ch.requeue(s.ch.keys)
+		}
+	case isPF:
 		perr, ferr = s.pushFetch(ctx, pf, now)
-	} else {
+	default:
 		perr = s.push(ctx, now)
 		if ctx.Err() == nil {
 			s.windows = s.ns.CollectInterest(now, s.windows[:0])

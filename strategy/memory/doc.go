@@ -9,7 +9,9 @@
 //	b, _ := clustersync.NewSyncer(nsB, store, clustersync.NewIncarnation("b"), versions, cfg, nil, nil)
 //
 // Store implements clustersync.Store and the optional PushFetcher,
-// AtomicAllower, GroupAllower and Windower exactly as package sync documents them. A row
+// AtomicAllower, GroupAllower, Windower and ChangeReader exactly as
+// package sync documents them (TrimChanges forgets a change log, for
+// tests). A row
 // whose ExpireAt is at or before the store's clock (WithClock) reads as
 // absent; Purge drops expired rows at once.
 //

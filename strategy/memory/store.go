@@ -58,6 +58,7 @@ type Store struct {
 	lastPurge time.Time
 	buckets   map[bucketKey]*clustersync.BucketRow
 	leases    map[leaseKey]*clustersync.LeaseSet
+	changes   changeLogs // see changes.go
 }
 
 // New returns an empty store.
@@ -70,6 +71,7 @@ func New(opts ...Option) *Store {
 	for _, o := range opts {
 		o(s)
 	}
+	s.changes.init()
 	s.lastPurge = s.now()
 	return s
 }
@@ -127,6 +129,7 @@ func (s *Store) put(inc string, r *clustersync.Row, now time.Time) {
 		exp = later(old.expireAt, exp)
 	}
 	incs[inc] = row{total: r.Total, version: r.Version, expireAt: exp}
+	s.changes.record(&r.WindowKey, inc)
 }
 
 // sum returns the sum of the live totals of window k over every
@@ -162,6 +165,7 @@ func (s *Store) purge(now time.Time) int64 {
 		}
 		if len(incs) == 0 {
 			delete(s.windows, k)
+			s.changes.forget(&k)
 		}
 	}
 	for k, r := range s.buckets {

@@ -9,7 +9,10 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-var _ strategytest.Purger = (*pgstore.Store)(nil)
+var (
+	_ strategytest.Purger      = (*pgstore.Store)(nil)
+	_ clustersync.ChangeReader = (*pgstore.Store)(nil)
+)
 
 // TestConformance runs the suite every store must pass, on one table of
 // one database (each subtest writes its own namespace).

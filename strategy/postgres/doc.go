@@ -1,7 +1,13 @@
 // Package postgres is limiterd's PostgreSQL store: a clustersync.Store,
 // also a clustersync.PushFetcher, a clustersync.AtomicAllower, a
-// clustersync.GroupAllower, a clustersync.BucketStore and a clustersync.LeaseStore, on PostgreSQL 12
-// or later through pgx v5. Import it as pgstore.
+// clustersync.GroupAllower, a clustersync.BucketStore, a
+// clustersync.LeaseStore and a clustersync.ChangeReader, on PostgreSQL 13
+// or later (xid8 transaction ids) through pgx v5. Import it as pgstore.
+//
+// The change read (changes.go): every write stamps its rows with its
+// transaction's id; a read takes the rows stamped at or after the xmin of
+// the previous read's snapshot, so a transaction that commits after a
+// later one is still read.
 //
 // Open builds a Store on a new connection pool without contacting the
 // server, so a node starts during a store outage; New wraps a pool,

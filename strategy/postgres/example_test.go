@@ -31,9 +31,16 @@ func ExampleSchemaSQL() {
 	//     total       bigint NOT NULL,          -- micro-hits (hits x 10^6)
 	//     version     bigint NOT NULL,
 	//     expire_at   timestamptz,              -- NULL: never
+	//     changed     bigint NOT NULL DEFAULT 0, -- id of the transaction that last wrote the row
 	//     PRIMARY KEY (namespace, size_ns, start_ns, key, incarnation)
 	// ) WITH (fillfactor = 90);
 	// CREATE INDEX IF NOT EXISTS "limiterd_windows_expire_at" ON "ratelimit"."limiterd_windows" (expire_at);
+	// DO $$ BEGIN
+	//     IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = '"ratelimit"."limiterd_windows"'::regclass AND attname = 'changed' AND NOT attisdropped) THEN
+	//         ALTER TABLE "ratelimit"."limiterd_windows" ADD COLUMN changed bigint NOT NULL DEFAULT 0;
+	//     END IF;
+	// END $$;
+	// CREATE INDEX IF NOT EXISTS "limiterd_windows_changed" ON "ratelimit"."limiterd_windows" (namespace, changed);
 	// -- limiterd bucket rows (token, leaky, fixed): one row per (namespace, bucket)
 	// -- holding the shared state, one per (bucket, incarnation) holding what that
 	// -- incarnation applied; limiterd purges bucket rows past expire_at, their

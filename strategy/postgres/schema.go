@@ -80,12 +80,27 @@ func schemaSQL(cfg Config, createSchema bool) string {
     total       bigint NOT NULL,          -- micro-hits (hits x 10^6)
     version     bigint NOT NULL,
     expire_at   timestamptz,              -- NULL: never
+    changed     bigint NOT NULL DEFAULT 0, -- id of the transaction that last wrote the row
     PRIMARY KEY (namespace, size_ns, start_ns, key, incarnation)
 ) WITH (fillfactor = 90);
 `, cfg.tableName())
 	fmt.Fprintf(&b, "CREATE INDEX IF NOT EXISTS %s ON %s (expire_at);\n",
 		pgx.Identifier{cfg.Table + "_expire_at"}.Sanitize(), cfg.tableName())
+	// The change read (clustersync.ChangeReader). A table of an earlier
+	// release gains the column (0: written before any cursor); the ALTER
+	// runs only then, as it locks out every other statement on the table.
+	fmt.Fprintf(&b, `DO $$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = %[1]s::regclass AND attname = 'changed' AND NOT attisdropped) THEN
+        ALTER TABLE %[2]s ADD COLUMN changed bigint NOT NULL DEFAULT 0;
+    END IF;
+END $$;
+`, quoteLiteral(cfg.tableName()), cfg.tableName())
+	fmt.Fprintf(&b, "CREATE INDEX IF NOT EXISTS %s ON %s (namespace, changed);\n",
+		pgx.Identifier{cfg.Table + "_changed"}.Sanitize(), cfg.tableName())
 	b.WriteString(bucketSchemaSQL(cfg.bucketNames()))
 	b.WriteString(leaseSchemaSQL(cfg.leaseNames()))
 	return b.String()
 }
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

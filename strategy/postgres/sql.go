@@ -19,6 +19,8 @@ type queries struct {
 	lock   string // the per-key advisory lock of Allow
 	allow  string
 	purge  string
+	// The change read (changes.go).
+	cursor, changes string
 	// The bucket rows (bucket_sql.go).
 	buckets      string
 	purgeBuckets string
@@ -34,6 +36,10 @@ func sat(expr string) string {
 		" ELSE " + expr + " END)::int8"
 }
 
+// currentXact is the id of the current transaction as an int8: xid8,
+// which never wraps, and which a snapshot's xmin and xmax compare with.
+const currentXact = "pg_current_xact_id()::text::int8"
+
 // schemaLockKey is the transaction-scoped advisory lock that serialises
 // schema creation by concurrently starting nodes ("limiterd" in ASCII).
 const schemaLockKey = 0x6c696d6974657264
@@ -46,14 +52,15 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 	// upsert writes the rows of relation r, in ord order (which the caller
 	// sorted by primary key) so that concurrent statements lock rows in
 	// one global order and cannot deadlock.
-	upsert := fmt.Sprintf(`INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at)
-	SELECT r.namespace, r.size_ns, r.start_ns, r.key, $1, r.total, r.version, r.expire_at
+	// changed is the writing transaction's id, for the change read.
+	upsert := fmt.Sprintf(`INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at, changed)
+	SELECT r.namespace, r.size_ns, r.start_ns, r.key, $1, r.total, r.version, r.expire_at, %[2]s
 	FROM %%s
 	ORDER BY r.ord
 	ON CONFLICT (namespace, size_ns, start_ns, key, incarnation) DO UPDATE
 	SET total = excluded.total, version = excluded.version,
-		expire_at = greatest(t.expire_at, excluded.expire_at)
-	WHERE t.version < excluded.version`, table)
+		expire_at = greatest(t.expire_at, excluded.expire_at), changed = excluded.changed
+	WHERE t.version < excluded.version`, table, currentXact)
 
 	// others sums, for each window of relation r, the totals of every
 	// incarnation but $1: one primary-key index range per window.
@@ -73,7 +80,8 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 		// them: the schema is then completed).
 		exists: `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL
 	AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AND to_regprocedure($5) IS NOT NULL
-	AND to_regclass($6) IS NOT NULL AND to_regclass($7) IS NOT NULL AND to_regprocedure($8) IS NOT NULL`,
+	AND to_regclass($6) IS NOT NULL AND to_regclass($7) IS NOT NULL AND to_regprocedure($8) IS NOT NULL
+	AND EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'changed' AND NOT attisdropped)`,
 		push: fmt.Sprintf(upsert, pushRows),
 		fetch: fmt.Sprintf(others, `unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[])
 		WITH ORDINALITY AS r(namespace, size_ns, start_ns, key, ord)`),
@@ -91,6 +99,8 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 		// A bucket's incarnation rows go with it (ON DELETE CASCADE).
 		purgeBuckets: fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM %[1]s WHERE expire_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED))`, bn.table),
+		cursor:        cursorSQL,
+		changes:       fmt.Sprintf(changesSQL, table, sat("sum(o.total)")),
 		leases:        leases,
 		purgeLeases:   purgeLeases,
 		purgeReleases: purgeReleases,
@@ -133,8 +143,8 @@ const allowSQL = `WITH q AS MATERIALIZED (
 			+ $4::int8::float8 <= o.lim::float8), true) AS allowed
 	FROM o
 ), w AS (
-	INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at)
-	SELECT $2::text, v.size_ns, v.start_ns, $3::bytea, $1::text, v.total, v.version, v.expire_at
+	INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at, changed)
+	SELECT $2::text, v.size_ns, v.start_ns, $3::bytea, $1::text, v.total, v.version, v.expire_at, pg_current_xact_id()::text::int8
 	FROM o CROSS JOIN d CROSS JOIN LATERAL (VALUES
 		(o.prev_size, o.prev_start, o.prev_total, o.prev_version, o.prev_exp),
 		(o.cur_size, o.cur_start,
@@ -144,7 +154,7 @@ const allowSQL = `WITH q AS MATERIALIZED (
 	ORDER BY v.size_ns, v.start_ns
 	ON CONFLICT (namespace, size_ns, start_ns, key, incarnation) DO UPDATE
 	SET total = excluded.total, version = excluded.version,
-		expire_at = greatest(t.expire_at, excluded.expire_at)
+		expire_at = greatest(t.expire_at, excluded.expire_at), changed = excluded.changed
 	WHERE t.version < excluded.version
 )
 SELECT d.allowed, o.ord, %[2]s, %[3]s FROM o CROSS JOIN d ORDER BY o.ord`

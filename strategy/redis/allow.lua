@@ -6,6 +6,7 @@
 -- build put.
 local put
 local sf, rf = ARGV[ALLOW_HEAD_SUM_FIELD], ARGV[ALLOW_HEAD_ROW_FIELD]
+local wp, key = sub(rf, 1, #rf - #sf + 1), sub(sf, 2) -- rf is wp .. key, sf '=' .. key
 local cost = ARGV[ALLOW_HEAD_COST] + 0
 local countRejected = ARGV[ALLOW_HEAD_COUNT_REJECTED] == '1'
 local n = #KEYS / ALLOW_KEYS_WIDTH
@@ -41,6 +42,8 @@ for l = 1, n do
   -- A previous row stored as sent, or never stored and sent as 0 with
   -- version 0, needs no write.
   if rp[2] ~= ARGV[a + ALLOW_LIMIT_PREV_ROW] and (rp[2] or pt ~= '0' or pv ~= '0') then
+    local lg, pre = logOf(hp)
+    note(lg, wp, pre, key)
     put = put or lib().put
     put(hp, sf, rf, pt, pv, ARGV[a + ALLOW_LIMIT_PREV_EXPIRE], rp)
   end
@@ -48,10 +51,13 @@ for l = 1, n do
   local t = ARGV[a + ALLOW_LIMIT_CUR_TOTAL]
   if counted then t = ARGV[a + ALLOW_LIMIT_CUR_COUNTED] end
   local v, exp = ARGV[a + ALLOW_LIMIT_CUR_VERSION], ARGV[a + ALLOW_LIMIT_CUR_EXPIRE]
+  local lg, pre = logOf(hc)
+  note(lg, wp, pre, key)
   if not replace(hc, sf, rf, t .. ':' .. v .. ':' .. exp, t, v, exp, rc[1], rc[2]) then
     put = put or lib().put
     put(hc, sf, rf, t, v, exp, rc)
   end
 end
 if allowed then out[ALLOW_REPLY_HEAD_ALLOWED] = '1' end
+logChanges()
 return out

@@ -100,9 +100,10 @@ func BenchmarkTick(b *testing.B) {
 
 // BenchmarkSyncerTick measures one tick of a real Syncer against Redis
 // for a namespace with one window size (1 m) and n keys, each counted once
-// since the last tick: n dirty windows pushed (through PushFetch, reading
-// back the others' totals) and the n previous windows of the interest set
-// fetched. Two other nodes hold rows for every current window.
+// since the last tick: n dirty windows pushed, then (the store being a
+// ChangeReader, after the untimed first tick) the windows the other nodes
+// wrote since read: none. Two other nodes hold rows for every current
+// window. largebench_test.go measures ticks with idle keys.
 func BenchmarkSyncerTick(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {

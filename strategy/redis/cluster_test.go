@@ -77,6 +77,10 @@ func TestCluster(t *testing.T) {
 	addrs := startCluster(t)
 	s, _ := newStoreAt(t, addrs...)
 	ctx := ctxT(t)
+	_, cursor, _, err := s.Changes(ctx, "z", "api", "", 0, nil)
+	if err != nil {
+		t.Fatalf("Changes from no cursor: %v", err)
+	}
 	const nKeys = 1500
 	var rows []clustersync.Row
 	for i := range nKeys {
@@ -137,6 +141,29 @@ func TestCluster(t *testing.T) {
 	}
 	if n := window(t, s, req.Limits[1].Cur.WindowKey); n != 10*m {
 		t.Errorf("Window(minute) = %d, want %d", n, 10*m)
+	}
+	// The change logs, one per bucket, read in pages across the slots.
+	seen := map[clustersync.WindowKey]int64{}
+	for more := true; more; {
+		var changes []clustersync.Change
+		changes, cursor, more, err = s.Changes(ctx, "z", "api", cursor, 1000, nil)
+		if err != nil {
+			t.Fatalf("Changes: %v", err)
+		}
+		for _, c := range changes {
+			seen[c.WindowKey] = c.Others
+		}
+	}
+	// The pushes' windows, and three new ones of the Allow: both windows
+	// of one second, the previous minute.
+	if len(seen) != 2*nKeys+3 {
+		t.Errorf("Changes read %d windows, want %d", len(seen), 2*nKeys+3)
+	}
+	if got := seen[keys[500]]; got != 255 {
+		t.Errorf("Changes: window %v others = %d, want 255", keys[500], got)
+	}
+	if got := seen[req.Limits[1].Cur.WindowKey]; got != 10*m {
+		t.Errorf("Changes: allow's window others = %d, want %d", got, 10*m)
 	}
 	// Buckets of all three kinds of one key: one script, one slot.
 	bs := []clustersync.BucketCall{

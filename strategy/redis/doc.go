@@ -1,8 +1,9 @@
 // Package redis is limiterd's Redis store: a clustersync.Store, with the
 // optional clustersync.PushFetcher, clustersync.AtomicAllower,
-// clustersync.GroupAllower, clustersync.BucketStore and
-// clustersync.LeaseStore, on a standalone server, Sentinel or Redis
-// Cluster (Redis ≥ 7.0). Import it as redisstore.
+// clustersync.GroupAllower, clustersync.BucketStore,
+// clustersync.LeaseStore and clustersync.ChangeReader, on a standalone
+// server, Sentinel or Redis Cluster (Redis ≥ 7.0). Import it as
+// redisstore.
 //
 // Open builds a client from a Config without contacting the server, so a
 // node starts during a store outage; New wraps a go-redis client the
@@ -61,6 +62,15 @@
 //	script.go, *.lua    the scripts and how they run
 //	errors.go           which errors mean unavailable
 //	keys.go             hash keys, fields, buckets
+//	changes.go          Changes: the change logs (lib.lua), cursors
+//
+// Change logs (ChangeReader): the push, key and allow scripts add each
+// window they write to a sorted set of its bucket,
+// "<prefix>:{<tag>}:<bucket>:<len(ns)>:<ns>:c", scored by a sequence the
+// script takes from Redis TIME and the log's last one; a log keeps a
+// minute. The scripts reach a log, and the changes script the hashes it
+// names, by names built from their KEYS: all share the KEYS' hash tag,
+// hence their slot.
 //
 // Errors: connection failures, timeouts, a done ctx and transient server
 // states (loading, failover, out of memory, …) wrap

@@ -1,6 +1,10 @@
 package redis
 
 import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
 	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -26,4 +30,24 @@ func BucketsKey(prefix, ns string, b node.BucketSpec) string {
 // (ns, key) under prefix.
 func LeaseKeys(prefix, ns, key string) [2]string {
 	return leaseKeys(escapePrefix(prefix), ns, key)
+}
+
+// TrimChanges empties the change logs of namespace as trimming would
+// after a minute: every cursor issued before reads as lost
+// (strategytest.ChangeTrimmer).
+func (s *Store) TrimChanges(ctx context.Context, namespace string) error {
+	const trim = `local n = redis.call('ZSCORE', KEYS[1], '!n')
+if n then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, '+inf')
+  redis.call('ZADD', KEYS[1], 'LT', n, '!t')
+end
+return 0`
+	for b := range buckets {
+		log := string(appendLogBase(nil, s.prefix, namespace, b)) + "c"
+		cmd := redis.NewCmd(ctx, "eval", trim, 1, log)
+		if err := s.c.Process(ctx, cmd); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@
 -- whose helpers are built only then.
 local put
 local sf, rf = ARGV[KEY_HEAD_SUM_FIELD], ARGV[KEY_HEAD_ROW_FIELD]
+local rp, k = sub(rf, 1, #rf - #sf + 1), sub(sf, 2) -- rf is rp .. k, sf '=' .. k
 local out = {}
 for i = 1, #KEYS do
   local h, a = KEYS[i], KEY_HEAD_WIDTH + (i - 1) * KEY_WINDOW_WIDTH
@@ -20,6 +21,8 @@ for i = 1, #KEYS do
   if old == row then
     out[o + ROW_REPLY_OWN] = t
   else
+    local lg, pre = logOf(h)
+    note(lg, rp, pre, k)
     local ot = replace(h, sf, rf, row, t, v, exp, s, old)
     if not ot then
       put = put or lib().put
@@ -28,4 +31,5 @@ for i = 1, #KEYS do
     out[o + ROW_REPLY_OWN] = ot
   end
 end
+logChanges()
 return out

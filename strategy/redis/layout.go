@@ -240,3 +240,43 @@ func (f leasesReply) at(i int) int { return i*int(leasesReplyWidth) + int(f) }
 func (f bucketsReply) at(i int) int {
 	return int(bucketsReplyHeadWidth) + i*int(bucketsReplyWidth) + int(f)
 }
+
+// The changes script reads change logs (lib.lua): its KEYS are the logs,
+// of one hash tag on a cluster, any on a single server.
+
+// changesHead is the head of the changes script's ARGV.
+type changesHead int
+
+const (
+	changesHeadLimit changesHead = iota // the most members to read per log; -1 for all
+	changesHeadWidth
+)
+
+// changesLog is one log's part of the changes script's ARGV.
+type changesLog int
+
+const (
+	changesLogSince changesLog = iota // the sequence to read after; "" for only the last one
+	changesLogWidth
+)
+
+// changesReplyHead starts one log's part of the changes script's reply,
+// followed by Count members.
+type changesReplyHead int
+
+const (
+	changesReplyHeadKnown changesReplyHead = iota // '1', or '0' when the log cannot answer for the sequence
+	changesReplyHeadNext                          // the sequence to read after next
+	changesReplyHeadMore                          // '1' when the limit cut the read
+	changesReplyHeadCount                         // the members that follow
+	changesReplyHeadWidth
+)
+
+// changesReply is one member of the changes script's reply.
+type changesReply int
+
+const (
+	changesReplyMember changesReply = iota // "<writer's row prefix><size>:<start>:<key>"
+	changesReplySeq                        // its sequence
+	changesReplyWidth
+)

@@ -30,6 +30,7 @@ var layoutHeaders = []struct {
 	{"allow_layout.lua", []string{"allowKeys", "allowHead", "allowLimit", "allowReplyHead", "allowReply"}},
 	{"buckets_layout.lua", []string{"bucketsHead", "bucketsCall", "bucketsReplyHead", "bucketsReply"}},
 	{"leases_layout.lua", []string{"leasesKeys", "leasesHead", "leasesOp", "leasesReply"}},
+	{"changes_layout.lua", []string{"changesHead", "changesLog", "changesReplyHead", "changesReply"}},
 }
 
 // TestLayoutHeaders wants every *_layout.lua header to be what layout.go

@@ -41,6 +41,67 @@ local function replace(h, sf, rf, row, t, v, exp, s, old)
   return ot
 end
 
+-- The change log (clustersync.ChangeReader). Per namespace and bucket, a
+-- sorted set beside the bucket's hashes: its key is theirs without
+-- ':<size>:<start>' plus ':c', so it shares their hash tag. Each write of
+-- a window's row sets member '<row prefix of the writer><size>:<start>:<key>'
+-- (one member per writer, so a reader can skip its own writes) to a new
+-- sequence:
+-- max(last + 1, Redis TIME in ms × 1024), unique and growing per log,
+-- assigned inside the script, so the log's order is its commit order.
+-- Member '!n' holds −last, and '!t' −(the highest sequence trimmed):
+-- negative, so no read of sequences (positive) meets them. Sequences
+-- older than CHANGE_KEEP ms are trimmed, at most once a second per log;
+-- an idle log expires after twice that.
+local CHANGE_KEEP = 60000
+local notes = {}
+
+-- logOf returns the log key of hash h and the member prefix of its window.
+local function logOf(h)
+  local base, size, start = string.match(h, '^(.*):([^:]*):([^:]*)$')
+  return base .. ':c', size .. ':' .. start .. ':'
+end
+
+-- note records a write by the incarnation of row prefix rp of key k in
+-- the window of member prefix pre.
+local function note(log, rp, pre, k)
+  local ms = notes[log]
+  if not ms then
+    ms = {}
+    notes[log] = ms
+  end
+  ms[#ms + 1] = rp .. pre .. k
+end
+
+-- logChanges writes the notes of this call to their logs.
+local function logChanges()
+  local now
+  for log, ms in pairs(notes) do
+    if not now then
+      local tm = call('TIME')
+      now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+    end
+    local first, prev = now * 1024, 0
+    local n = call('ZSCORE', log, '!n')
+    if n then
+      prev = -tonumber(n)
+      if prev + 1 > first then first = prev + 1 end
+    end
+    local a = {}
+    for i = 1, #ms do
+      a[2 * i - 1], a[2 * i] = format('%d', first + i - 1), ms[i]
+    end
+    local last = first + #ms - 1
+    a[#a + 1], a[#a + 2] = format('%d', -last), '!n'
+    call('ZADD', log, unpack(a))
+    if math.floor(last / 1024000) ~= math.floor(prev / 1024000) then
+      local cut = format('%d', (now - CHANGE_KEEP) * 1024)
+      if call('ZREMRANGEBYSCORE', log, 0, cut) > 0 then call('ZADD', log, 'LT', '-' .. cut, '!t') end
+      call('PEXPIRE', log, 2 * CHANGE_KEEP)
+    end
+  end
+end
+
 -- lib returns the general helpers, built only when a call needs them.
 local function lib()
   -- gt reports a > b for canonical decimal int64 strings, exactly.

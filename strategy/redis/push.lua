@@ -23,6 +23,7 @@ while i <= n do
     j = j + 1
   end
   local h = KEYS[tonumber(hi)]
+  local lg, pre = logOf(h)
   local r = call('HMGET', h, unpack(fs, 1, nf))
   local m, e = 0, '0'
   for x = i, j - 1 do
@@ -36,6 +37,7 @@ while i <= n do
     out[o + ROW_REPLY_SUM], out[o + ROW_REPLY_OWN] = s or '0', ot
     e = later(e, ex)
     if row then
+      note(lg, rp, pre, ARGV[a + PUSH_ROW_KEY])
       if big then
         if m > 0 then call('HSET', h, unpack(w, 1, m)) m = 0 end
         call('HSET', h, rf, row)
@@ -64,4 +66,5 @@ while i <= n do
   end
   i = j
 end
+logChanges()
 return out

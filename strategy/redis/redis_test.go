@@ -31,6 +31,7 @@ var (
 	_ clustersync.AtomicAllower = (*redisstore.Store)(nil)
 	_ clustersync.BucketStore   = (*redisstore.Store)(nil)
 	_ clustersync.LeaseStore    = (*redisstore.Store)(nil)
+	_ clustersync.ChangeReader  = (*redisstore.Store)(nil)
 
 	_ redisstore.Client = (*redis.Client)(nil)
 	_ redisstore.Client = (*redis.ClusterClient)(nil)

@@ -16,6 +16,7 @@ var (
 	allowScript   = newScript("allow")
 	bucketsScript = newScript("buckets")
 	leasesScript  = newScript("leases")
+	changesScript = newScript("changes")
 )
 
 //go:embed *.lua

@@ -24,9 +24,13 @@
 // unknown windows reading 0; 100 000-row batches; concurrent pushes;
 // cancelled contexts; errors after Close; and the optional
 // clustersync.Windower, PushFetcher, AtomicAllower, GroupAllower,
-// BucketStore and LeaseStore where implemented. Group decisions, bucket
-// and lease replies are compared with the references,
-// clustersync.DecideGroup, ApplyBuckets and ApplyLease, run in the test; the lease subtests move their now forward by adding to it,
+// BucketStore, LeaseStore and ChangeReader where implemented (changes.go:
+// every write recorded, pushes that land late with older versions
+// reported, pages, concurrent writers, lost and trimmed cursors through
+// the ChangeTrimmer test hook). Group decisions, bucket and lease replies
+// are compared with the references, clustersync.DecideGroup, ApplyBuckets
+// and ApplyLease, run in the test; the lease subtests move their now
+// forward by adding to it,
 // starting a minute ahead of the wall clock so that a store dropping a
 // key by the wall clock after its latest expiry drops nothing still live.
 // Sums over every incarnation are read by Window when the store has it,

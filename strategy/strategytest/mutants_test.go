@@ -53,6 +53,9 @@ var mutants = []struct {
 	{"lease replay refused at the limit", "^lease_arithmetic$", func() clustersync.Store { return newLeaseSets(replayRefusedAtLimit) }},
 	{"lease expiry by the wall clock", "^lease_arithmetic$", func() clustersync.Store { return &leaseWallClock{memory.New()} }},
 	{"lease expiry ignored", "^lease_arithmetic$", func() clustersync.Store { return &leaseFirstNow{Store: memory.New()} }},
+	{"changes read by version", "^changes_late_push$", func() clustersync.Store { return newVersionChanges() }},
+	{"changes cut at one page", "^changes_pages$", func() clustersync.Store { return &onePage{memory.New()} }},
+	{"changes lost read as none", "^changes_lost$", func() clustersync.Store { return &lossHidden{memory.New()} }},
 }
 
 // TestSuiteCatchesMutants runs the suite against each mutant in a child

@@ -63,6 +63,12 @@ var subtests = []subtest{
 	{"lease keys", testLeaseKeys, is[clustersync.LeaseStore]},
 	{"lease exact under concurrency", testLeaseExact, is[clustersync.LeaseStore]},
 	{"lease releases remembered", testLeaseReleasesRemembered, is[clustersync.LeaseStore]},
+	{"changes read", testChangesRead, is[clustersync.ChangeReader]},
+	{"changes late push", testChangesLatePush, is[clustersync.ChangeReader]},
+	{"changes every write", testChangesEveryWrite, is[clustersync.ChangeReader]},
+	{"changes pages", testChangesPages, is[clustersync.ChangeReader]},
+	{"changes concurrent", testChangesConcurrent, is[clustersync.ChangeReader]},
+	{"changes lost", testChangesLost, is[clustersync.ChangeReader]},
 }
 
 // Run runs the conformance suite against the stores newStore returns: one

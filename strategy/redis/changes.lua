@@ -1,0 +1,36 @@
+-- Reads change logs (see lib.lua), each after its own sequence: the
+-- members written since, in order, up to a limit per log, with their
+-- sequences. It only reads the logs, in one atomic step with each log's
+-- last and trimmed sequences; the client parses the members and fetches
+-- the sums.
+local limit = tonumber(ARGV[CHANGES_HEAD_LIMIT])
+local out = {}
+for l = 1, #KEYS do
+  local log, since = KEYS[l], ARGV[CHANGES_HEAD_WIDTH + (l - 1) * CHANGES_LOG_WIDTH + CHANGES_LOG_SINCE]
+  local h = #out
+  local sc = call('ZMSCORE', log, '!n', '!t')
+  local last, trimmed = '0', 0
+  if sc[1] then last = format('%d', -tonumber(sc[1])) end
+  if sc[2] then trimmed = -tonumber(sc[2]) end
+  out[h + CHANGES_REPLY_HEAD_KNOWN], out[h + CHANGES_REPLY_HEAD_NEXT] = '1', last
+  out[h + CHANGES_REPLY_HEAD_MORE], out[h + CHANGES_REPLY_HEAD_COUNT] = '0', '0'
+  if since ~= '' then
+    local s = tonumber(since)
+    if s < trimmed or s > tonumber(last) then
+      -- Trimmed past the sequence, or a log lost and begun again.
+      out[h + CHANGES_REPLY_HEAD_KNOWN] = '0'
+    else
+      local r = call('ZRANGE', log, '(' .. since, '+inf', 'BYSCORE', 'LIMIT', 0, limit, 'WITHSCORES')
+      local n = #r / 2
+      out[h + CHANGES_REPLY_HEAD_COUNT] = format('%d', n)
+      if limit > 0 and n == limit then
+        out[h + CHANGES_REPLY_HEAD_NEXT], out[h + CHANGES_REPLY_HEAD_MORE] = format('%d', tonumber(r[2 * n])), '1'
+      end
+      for i = 1, n do
+        local o = h + CHANGES_REPLY_HEAD_WIDTH + (i - 1) * CHANGES_REPLY_WIDTH
+        out[o + CHANGES_REPLY_MEMBER], out[o + CHANGES_REPLY_SEQ] = r[2 * i - 1], format('%d', tonumber(r[2 * i]))
+      end
+    end
+  end
+end
+return out

@@ -1,0 +1,260 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	gosync "sync"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// changeTick is a Syncer's state for a store that is a ChangeReader. The
+// first tick, and the tick after the log lost its cursor, reads the whole
+// interest set, from a cursor taken after its push and before the read;
+// later ticks read only the windows written since the cursor, and the
+// windows of keys new to the node. Windows that no longer change are then
+// never read again. A read that fails otherwise keeps the cursor: the next
+// tick reads from it again.
+type changeTick struct {
+	cr     ChangeReader
+	cursor Cursor // "" until a full read succeeds, and after a loss
+	// full is set for a tick that reads the whole interest set.
+	full bool
+
+	changes []Change
+	// ahead holds changes of held keys whose window starts after the
+	// node's current one (a writer whose clock runs ahead): they are
+	// applied once the window is current, as the log will not report them
+	// again.
+	ahead []Change
+	// newKeys are the keys inserted since the last tick, whose rows
+	// written before the cursor no change read reports; keys are this
+	// tick's, and fresh their windows, read in full.
+	newMu   gosync.Mutex
+	newKeys []string
+	keys    []string
+	fresh   []node.Window
+
+	// Per tick: the changes of each key, newest first (head, next), and
+	// which changes stay ahead.
+	head    map[string]int32
+	next    []int32
+	held    []int32
+	isAhead []bool
+}
+
+// newKey is the namespace's OnNewKey hook for a ChangeReader store: it
+// must not block.
+func (s *Syncer) newKey(key string) {
+	c := &s.ch
+	c.newMu.Lock()
+	c.newKeys = append(c.newKeys, key)
+	c.newMu.Unlock()
+	if s.fresh != nil {
+		s.enqueueFresh(key)
+	}
+}
+
+// takeNewKeys moves the keys inserted since the last call to c.keys.
+func (c *changeTick) takeNewKeys() {
+	c.newMu.Lock()
+	c.keys, c.newKeys = c.newKeys, c.keys[:0]
+	c.newMu.Unlock()
+}
+
+// requeue gives back keys whose windows a failed read did not fetch.
+func (c *changeTick) requeue(keys []string) {
+	c.newMu.Lock()
+	c.newKeys = append(c.newKeys, keys...)
+	c.newMu.Unlock()
+}
+
+// beginChanges starts a tick before its push: it takes the keys new
+// since the last tick and, for a tick that reads only changes, their
+// windows (now, before a push that reads back some of their windows and
+// so marks them fetched).
+func (s *Syncer) beginChanges(now time.Time) {
+	c := &s.ch
+	c.takeNewKeys()
+	c.fresh = c.fresh[:0]
+	c.full = c.cursor == ""
+	if c.full {
+		return
+	}
+	for _, k := range c.keys {
+		c.fresh = s.ns.UnfetchedWindows(now, k, c.fresh)
+	}
+}
+
+// fetchChanges is the fetch of a tick on a ChangeReader, after its push.
+// A full read takes its cursor after the push, so the next read does not
+// report this tick's own rows again, and before reading the interest set,
+// so it reports every row written during that read.
+func (s *Syncer) fetchChanges(ctx context.Context, now time.Time) error {
+	c := &s.ch
+	if !c.full {
+		err := s.readChanges(ctx, now)
+		clear(s.windows)
+		if err == nil {
+			// Applied after the changes: this read is newer.
+			return s.fetchFreshWindows(ctx)
+		}
+		clear(c.fresh)
+		c.fresh = c.fresh[:0]
+		if !errors.Is(err, ErrChangesLost) {
+			c.requeue(c.keys)
+			return err
+		}
+		s.log.Info("store lost the change cursor; reading the interest set in full", "err", err)
+		c.cursor = ""
+	}
+	_, start, _, err := c.cr.Changes(ctx, s.inc, s.name, "", 0, nil)
+	if err != nil {
+		// Read in full all the same; the next tick does it again.
+		s.log.Debug("change cursor not read", "err", err)
+		start = ""
+	}
+	s.windows = s.ns.CollectInterest(now, s.windows[:0])
+	if err := s.fetch(ctx, nil); err != nil {
+		c.requeue(c.keys)
+		return err
+	}
+	c.cursor = start
+	// Keys inserted before the tick that counted nothing yet were not in
+	// the interest set: read them like new keys.
+	for _, k := range c.keys {
+		c.fresh = s.ns.UnfetchedWindows(now, k, c.fresh)
+	}
+	return s.fetchFreshWindows(ctx)
+}
+
+// readChanges reads the windows written since the cursor, a page at a
+// time, and applies them. When a page fails, the pages read before it are
+// applied all the same and the cursor moves past them, so a tick that
+// runs out of time still makes progress; a lost cursor applies nothing,
+// as a full read follows.
+func (s *Syncer) readChanges(ctx context.Context, now time.Time) error {
+	c := &s.ch
+	n0 := len(c.ahead)
+	c.changes = append(c.changes[:0], c.ahead...)
+	c.ahead = c.ahead[:0]
+	cursor := c.cursor
+	var rerr error
+	for {
+		read := len(c.changes)
+		changes, next, more, err := c.cr.Changes(ctx, s.inc, s.name, cursor, s.cfg.BatchSize, c.changes)
+		if err != nil {
+			clear(c.changes[read:cap(c.changes)]) // what the failed page may have left
+			c.changes = c.changes[:read]
+			rerr = fmt.Errorf("sync: read changes of namespace %q: %w", s.name, err)
+			break
+		}
+		c.changes, cursor = changes, next
+		if !more {
+			break
+		}
+	}
+	if errors.Is(rerr, ErrChangesLost) {
+		c.ahead = c.ahead[:n0] // still held, for the ticks after the full read
+		clear(c.changes)
+		return rerr
+	}
+	s.m.Fetched(s.name, len(c.changes)-n0)
+	if len(c.changes) > 0 {
+		s.windows = s.ns.CollectInterest(now, s.windows[:0])
+		s.applyChanges(now)
+	}
+	c.cursor = cursor
+	return rerr
+}
+
+// fetchFreshWindows reads c.fresh, the windows of new keys; on failure
+// their keys wait for the next tick.
+func (s *Syncer) fetchFreshWindows(ctx context.Context) error {
+	c := &s.ch
+	if len(c.fresh) == 0 {
+		return nil
+	}
+	windows := s.windows
+	s.windows = c.fresh
+	err := s.fetch(ctx, nil)
+	c.fresh, s.windows = s.windows[:0], windows
+	if err != nil {
+		c.requeue(c.keys)
+	}
+	return err
+}
+
+// applyChanges stores the others' sums of c.changes in the interest
+// windows s.windows that they name; a later change of a window is newer
+// than an earlier one. Changes of keys the node does not hold are
+// dropped: holding them would make memory follow the cluster's keys.
+// (They could tell the node of keys others count at, before its first
+// hit; a node that counts one later reads it then as a new key.)
+func (s *Syncer) applyChanges(now time.Time) {
+	c := &s.ch
+	if c.head == nil {
+		c.head = make(map[string]int32, len(c.changes))
+	}
+	clear(c.head)
+	n := len(c.changes)
+	c.next = grow(c.next, n)
+	for i := range c.changes {
+		k := c.changes[i].Key
+		if h, ok := c.head[k]; ok {
+			c.next[i] = h
+		} else {
+			c.next[i] = -1
+		}
+		c.head[k] = int32(i)
+	}
+	c.held = c.held[:0]
+	last, h, found := "", int32(-1), false
+	for i := range s.windows {
+		w := &s.windows[i]
+		if i == 0 || w.Key != last {
+			last = w.Key
+			h, found = c.head[w.Key]
+			if found {
+				c.held = append(c.held, h)
+			}
+		}
+		if !found {
+			continue
+		}
+		for j := h; j >= 0; j = c.next[j] {
+			if ch := &c.changes[j]; ch.Size == w.Size && ch.Start == w.Start {
+				s.ns.SetOthers(*w, ch.Others)
+				break
+			}
+		}
+	}
+	// Changes of held keys in a window after the current one wait for it.
+	c.isAhead = grow(c.isAhead, n)
+	clear(c.isAhead)
+	tn := now.UnixNano()
+	for _, h := range c.held {
+		for j := h; j >= 0; j = c.next[j] {
+			ch := &c.changes[j]
+			if ch.Size > 0 && ch.Start > node.WindowStart(tn, ch.Size) {
+				c.isAhead[j] = true
+			}
+		}
+	}
+	for j := range c.changes {
+		if c.isAhead[j] {
+			c.ahead = append(c.ahead, c.changes[j])
+		}
+	}
+	clear(c.changes) // drop the keys
+}
+
+// grow returns s resized to n, reusing its array.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}

@@ -188,8 +188,8 @@ const groupAllowSQL = `WITH RECURSIVE w AS MATERIALIZED (
 ), f AS MATERIALIZED (
 	SELECT counted FROM s ORDER BY e DESC LIMIT 1
 ), ins AS (
-	INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at)
-	SELECT $2::text, w.size, v.start_ns, $3::bytea, $1::text, v.total, v.version, v.expire_at
+	INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at, changed)
+	SELECT $2::text, w.size, v.start_ns, $3::bytea, $1::text, v.total, v.version, v.expire_at, `+currentXact+`
 	FROM w CROSS JOIN f CROSS JOIN LATERAL (VALUES
 		(w.prev_start, w.prev_total::numeric, w.prev_version, w.prev_exp),
 		(w.cur_start, w.cur_total + f.counted, w.cur_version, w.cur_exp)
@@ -197,7 +197,7 @@ const groupAllowSQL = `WITH RECURSIVE w AS MATERIALIZED (
 	ORDER BY w.size, v.start_ns
 	ON CONFLICT (namespace, size_ns, start_ns, key, incarnation) DO UPDATE
 	SET total = excluded.total, version = excluded.version,
-		expire_at = greatest(t.expire_at, excluded.expire_at)
+		expire_at = greatest(t.expire_at, excluded.expire_at), changed = excluded.changed
 	WHERE t.version < excluded.version
 )
 SELECT 0::int8, w.ord, %[2]s, %[3]s FROM w

@@ -3,10 +3,11 @@
 -- once, decides each entry against this incarnation's totals as the
 -- entries before it left them, then writes every window's previous row
 -- as sent and its current row with every counted cost, as the allow
--- script writes one request's rows. The client sends only groups whose
+-- script writes one request's rows, and notes them in the change logs. The client sends only groups whose
 -- totals and costs stay below 2^53, where doubles are exact.
 local put
 local sf, rf = ARGV[GROUP_HEAD_SUM_FIELD], ARGV[GROUP_HEAD_ROW_FIELD]
+local wp, key = sub(rf, 1, #rf - #sf + 1), sub(sf, 2) -- rf is wp .. key, sf '=' .. key
 local nw = #KEYS / GROUP_KEYS_WIDTH
 local ebase = GROUP_HEAD_WIDTH + nw * GROUP_WINDOW_WIDTH
 local ew = GROUP_ENTRY_WIDTH + nw
@@ -56,6 +57,8 @@ for w = 1, nw do
   -- A previous row stored as sent, or never stored and sent as 0 with
   -- version 0, needs no write.
   if rp[2] ~= ARGV[a + GROUP_WINDOW_PREV_ROW] and (rp[2] or pt ~= '0' or pv ~= '0') then
+    local lg, pre = logOf(hp)
+    note(lg, wp, pre, key)
     put = put or lib().put
     put(hp, sf, rf, pt, pv, ARGV[a + GROUP_WINDOW_PREV_EXPIRE], rp)
   end
@@ -63,9 +66,12 @@ for w = 1, nw do
   local t = ARGV[a + GROUP_WINDOW_CUR_TOTAL]
   if counted ~= 0 then t = format('%d', own[w] + counted) end
   local v, exp = ARGV[a + GROUP_WINDOW_CUR_VERSION], ARGV[a + GROUP_WINDOW_CUR_EXPIRE]
+  local lg, pre = logOf(hc)
+  note(lg, wp, pre, key)
   if not replace(hc, sf, rf, t .. ':' .. v .. ':' .. exp, t, v, exp, rc[1], rc[2]) then
     put = put or lib().put
     put(hc, sf, rf, t, v, exp, rc)
   end
 end
+logChanges()
 return out

@@ -224,3 +224,46 @@ func mustIncrement(t *testing.T, ns *node.Namespace, key string, size time.Durat
 		t.Fatal(err)
 	}
 }
+
+// TestInterestWindow: a held key's current and previous windows are
+// found by key, as CollectInterest lists them; a window after the
+// current one is ahead; an unheld key, an old window or an unknown size
+// is not found.
+func TestInterestWindow(t *testing.T) {
+	clock := newFakeClock(epoch.Add(90 * time.Second))
+	n, err := node.New([]node.Config{named("ns", 0.1, time.Minute)}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, _ := n.Namespace("ns")
+	mustIncrement(t, ns, "k", 0, 1)
+	now := clock.Now()
+	cur := epoch.Add(time.Minute).UnixNano()
+	for _, c := range []struct {
+		key         string
+		size        time.Duration
+		start       int64
+		ok, ahead   bool
+		description string
+	}{
+		{"k", time.Minute, cur, true, false, "current window"},
+		{"k", time.Minute, cur - int64(time.Minute), true, false, "previous window"},
+		{"k", time.Minute, cur - 2*int64(time.Minute), false, false, "older window"},
+		{"k", time.Minute, cur + int64(time.Minute), false, true, "next window"},
+		{"k", time.Hour, cur, false, false, "unknown size"},
+		{"other", time.Minute, cur, false, false, "key not held"},
+	} {
+		w, ok, ahead := ns.InterestWindow(now, c.key, c.size, c.start)
+		if ok != c.ok || ahead != c.ahead {
+			t.Errorf("%s: ok %v ahead %v, want %v %v", c.description, ok, ahead, c.ok, c.ahead)
+		}
+		if ok {
+			ns.SetOthers(w, 2*node.Micro)
+		}
+	}
+	rates, err := ns.RateAt(now, "k", time.Minute, 0, nil)
+	// 1 own + 2 others now, 2 others in the previous minute weighted by 30/60.
+	if err != nil || !near(rates[0].Rate, 4) {
+		t.Errorf("rate %v, %v; want 4 after the others were set through the windows found", rates, err)
+	}
+}

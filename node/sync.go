@@ -99,6 +99,33 @@ func (ns *Namespace) CollectInterest(now time.Time, dst []Window) []Window {
 	return dst
 }
 
+// InterestWindow looks up, without walking the keys, the window of key
+// of the given size starting at start, as CollectInterest would list it
+// at now: ok when the key is held, was touched in the current or previous
+// window, and start is one of those two. ahead reports instead a held
+// key's window that starts after the current one (a writer whose clock
+// runs ahead).
+func (ns *Namespace) InterestWindow(now time.Time, key string, size time.Duration, start int64) (w Window, ok, ahead bool) {
+	i := ns.sizeIndex(size)
+	if i < 0 {
+		return Window{}, false, false
+	}
+	e := ns.shards.find(ns.shards.hash(key), key)
+	if e == nil || e.dead.Load() {
+		return Window{}, false, false
+	}
+	sz := int64(size)
+	ws := WindowStart(now.UnixNano(), size)
+	sl := e.slot(i)
+	switch p := sl.p.Load(); {
+	case start > ws:
+		return Window{}, false, true
+	case p == nil || p.start < ws-sz || (start != ws && start != ws-sz):
+		return Window{}, false, false
+	}
+	return Window{Key: e.key, Size: size, Start: start, e: e, slot: sl}, true, false
+}
+
 // SetOthers stores the other nodes' total for w, as just fetched.
 func (ns *Namespace) SetOthers(w Window, others int64) {
 	w.e.markFetched()

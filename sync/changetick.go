@@ -36,13 +36,6 @@ type changeTick struct {
 	newKeys []string
 	keys    []string
 	fresh   []node.Window
-
-	// Per tick: the changes of each key, newest first (head, next), and
-	// which changes stay ahead.
-	head    map[string]int32
-	next    []int32
-	held    []int32
-	isAhead []bool
 }
 
 // newKey is the namespace's OnNewKey hook for a ChangeReader store: it
@@ -163,7 +156,6 @@ func (s *Syncer) readChanges(ctx context.Context, now time.Time) error {
 	}
 	s.m.Fetched(s.name, len(c.changes)-n0)
 	if len(c.changes) > 0 {
-		s.windows = s.ns.CollectInterest(now, s.windows[:0])
 		s.applyChanges(now)
 	}
 	c.cursor = cursor
@@ -187,74 +179,24 @@ func (s *Syncer) fetchFreshWindows(ctx context.Context) error {
 	return err
 }
 
-// applyChanges stores the others' sums of c.changes in the interest
-// windows s.windows that they name; a later change of a window is newer
-// than an earlier one. Changes of keys the node does not hold are
-// dropped: holding them would make memory follow the cluster's keys.
-// (They could tell the node of keys others count at, before its first
-// hit; a node that counts one later reads it then as a new key.)
+// applyChanges stores the others' sums of c.changes in the windows of
+// held keys they name, found by key (no walk over the keys); a later
+// change of a window is newer than an earlier one. Changes of keys the
+// node does not hold are dropped: holding them would make memory follow
+// the cluster's keys. (They could tell the node of keys others count at,
+// before its first hit; a node that counts one later reads it then as a
+// new key.) Changes of held keys in a window after the current one wait
+// for it, as the log will not report them again.
 func (s *Syncer) applyChanges(now time.Time) {
 	c := &s.ch
-	if c.head == nil {
-		c.head = make(map[string]int32, len(c.changes))
-	}
-	clear(c.head)
-	n := len(c.changes)
-	c.next = grow(c.next, n)
 	for i := range c.changes {
-		k := c.changes[i].Key
-		if h, ok := c.head[k]; ok {
-			c.next[i] = h
-		} else {
-			c.next[i] = -1
-		}
-		c.head[k] = int32(i)
-	}
-	c.held = c.held[:0]
-	last, h, found := "", int32(-1), false
-	for i := range s.windows {
-		w := &s.windows[i]
-		if i == 0 || w.Key != last {
-			last = w.Key
-			h, found = c.head[w.Key]
-			if found {
-				c.held = append(c.held, h)
-			}
-		}
-		if !found {
-			continue
-		}
-		for j := h; j >= 0; j = c.next[j] {
-			if ch := &c.changes[j]; ch.Size == w.Size && ch.Start == w.Start {
-				s.ns.SetOthers(*w, ch.Others)
-				break
-			}
-		}
-	}
-	// Changes of held keys in a window after the current one wait for it.
-	c.isAhead = grow(c.isAhead, n)
-	clear(c.isAhead)
-	tn := now.UnixNano()
-	for _, h := range c.held {
-		for j := h; j >= 0; j = c.next[j] {
-			ch := &c.changes[j]
-			if ch.Size > 0 && ch.Start > node.WindowStart(tn, ch.Size) {
-				c.isAhead[j] = true
-			}
-		}
-	}
-	for j := range c.changes {
-		if c.isAhead[j] {
-			c.ahead = append(c.ahead, c.changes[j])
+		ch := &c.changes[i]
+		switch w, ok, ahead := s.ns.InterestWindow(now, ch.Key, ch.Size, ch.Start); {
+		case ok:
+			s.ns.SetOthers(w, ch.Others)
+		case ahead:
+			c.ahead = append(c.ahead, *ch)
 		}
 	}
 	clear(c.changes) // drop the keys
-}
-
-// grow returns s resized to n, reusing its array.
-func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
 }

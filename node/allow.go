@@ -256,6 +256,7 @@ func (ns *Namespace) countAll(e *entry, tn, cost int64) {
 			b.own.Add(cost)
 		}
 	}
+	ns.dirtied(e)
 }
 
 // Allow is AllowAt at the namespace clock's time.

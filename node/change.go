@@ -181,6 +181,7 @@ func (r Replacement) CopyWindows(now time.Time, withOthers bool) (refused int) {
 			if withOthers && old.fetched() {
 				e.markFetched()
 			}
+			r.New.dirtied(e) // the copies are the successor's to push
 		}
 	})
 	return refused

@@ -56,7 +56,10 @@ type entry struct {
 	// when the last Allow that checked the key refused it (a key over its
 	// limit is never evicted for a new one, see evict); flagFetched, set
 	// once the other nodes' totals of the key were stored in it
-	// (SetOthers): until then the node knows only its own hits; and in
+	// (SetOthers): until then the node knows only its own hits;
+	// flagDirty, set while the entry is on its shard's dirty list (a
+	// syncing namespace's keys whose own totals may need a push, see
+	// markDirty); and in
 	// the bits from bornShift, when the key was first decided near its
 	// limits (see age).
 	flags atomic.Uint32
@@ -66,6 +69,7 @@ type entry struct {
 const (
 	flagOver uint32 = 1 << iota
 	flagFetched
+	flagDirty
 	bornShift = iota
 	bornMask  = 1<<(32-bornShift) - 1 // of flags >> bornShift, in ms
 )
@@ -259,9 +263,14 @@ type shard struct {
 	mu   gosync.Mutex
 	live int // entries in tab; guarded by mu
 	used int // entries and tombstones in tab; guarded by mu
-	// Pad to a whole 64-byte cache line, so neighbouring shards do not
+	// dirty lists the entries whose own totals may need a push (a
+	// syncing namespace's), so that a tick costs what changed, not what
+	// the node holds; guarded by dmu.
+	dmu   gosync.Mutex
+	dirty []*entry
+	// Pad to whole 64-byte cache lines, so neighbouring shards do not
 	// share one.
-	_ [64 - (unsafe.Sizeof(atomic.Pointer[table]{})+unsafe.Sizeof(gosync.Mutex{})+2*unsafe.Sizeof(0))%64]byte
+	_ [64 - (unsafe.Sizeof(atomic.Pointer[table]{})+2*unsafe.Sizeof(gosync.Mutex{})+2*unsafe.Sizeof(0)+unsafe.Sizeof([]*entry{}))%64]byte
 }
 
 const (

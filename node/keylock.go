@@ -77,6 +77,7 @@ func (k *KeyLock) add(i int, m int64) {
 	size := k.ns.sizes[i]
 	if b := k.e.slot(i).bucketFor(WindowStart(k.t, time.Duration(size)), size); b != nil {
 		b.own.Add(m)
+		k.ns.dirtied(k.e)
 	}
 }
 

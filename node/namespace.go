@@ -317,6 +317,7 @@ retry:
 			// without dividing; a lock-free add.
 			if p := s.p.Load(); p != nil && uint64(t-p.start) < uint64(size) {
 				own := p.cur.own.Add(m)
+				ns.dirtied(e)
 				r = SlidingRate(own+p.cur.others.Load(), total(p.prev.Load()), time.Duration(size), t-p.start)
 			} else {
 				var err error
@@ -349,6 +350,7 @@ func (ns *Namespace) addLocked(e *entry, s *slot, t, size, m int64) (float64, er
 	}
 	if b := s.bucketFor(ws, size); b != nil {
 		b.own.Add(m)
+		ns.dirtied(e)
 	}
 	e.mu.Unlock()
 	return ns.rate(s, t, ws, size, 0), nil

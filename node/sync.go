@@ -30,26 +30,82 @@ type Window struct {
 
 // CollectDirty appends to dst every window that still counts at now (the
 // current or the previous one) whose own total differs from its last
-// pushed total.
+// pushed total. In a syncing namespace it visits only the keys on the
+// dirty lists (markDirty), not every key: a key stays listed until a
+// visit finds it pushed.
 func (ns *Namespace) CollectDirty(now time.Time, dst []Pending) []Pending {
 	tn := now.UnixNano()
-	ns.each(func(key string, e *entry) {
-		for i := range ns.sizes {
-			size := ns.sizes[i]
-			ws := WindowStart(tn, time.Duration(size))
-			p := e.slot(i).p.Load()
-			if p == nil || p.start < ws-size {
-				continue
+	if !ns.track { // a local namespace lists nothing: walk every key
+		ns.each(func(_ string, e *entry) { dst = ns.collectEntry(e, tn, dst) })
+		return dst
+	}
+	for i := range ns.shards.s {
+		sh := &ns.shards.s[i]
+		sh.dmu.Lock()
+		list := sh.dirty
+		sh.dirty = nil
+		sh.dmu.Unlock()
+		kept := list[:0]
+		for _, e := range list {
+			if e.dead.Load() {
+				continue // reclaimed: nothing of it counts any more
 			}
-			if b := &p.cur; b.own.Load() != b.pushed.Load() {
-				dst = append(dst, Pending{Key: key, Size: time.Duration(size), Start: p.start, Total: b.own.Load(), e: e, b: b})
-			}
-			if b := p.prev.Load(); b != nil && p.start == ws && b.own.Load() != b.pushed.Load() {
-				dst = append(dst, Pending{Key: key, Size: time.Duration(size), Start: p.start - size, Total: b.own.Load(), e: e, b: b})
+			// Unlisted before reading: a writer that adds after the
+			// read finds the flag clear and lists the entry again.
+			e.flags.And(^flagDirty)
+			n := len(dst)
+			dst = ns.collectEntry(e, tn, dst)
+			if len(dst) > n && e.flags.Or(flagDirty)&flagDirty == 0 {
+				kept = append(kept, e) // still dirty, and not listed again meanwhile
 			}
 		}
-	})
+		clear(list[len(kept):])
+		if len(kept) > 0 {
+			sh.dmu.Lock()
+			sh.dirty = append(kept, sh.dirty...)
+			sh.dmu.Unlock()
+		}
+	}
 	return dst
+}
+
+// collectEntry appends e's dirty windows that still count at tn to dst.
+func (ns *Namespace) collectEntry(e *entry, tn int64, dst []Pending) []Pending {
+	for i := range ns.sizes {
+		size := ns.sizes[i]
+		ws := WindowStart(tn, time.Duration(size))
+		p := e.slot(i).p.Load()
+		if p == nil || p.start < ws-size {
+			continue
+		}
+		if b := &p.cur; b.own.Load() != b.pushed.Load() {
+			dst = append(dst, Pending{Key: e.key, Size: time.Duration(size), Start: p.start, Total: b.own.Load(), e: e, b: b})
+		}
+		if b := p.prev.Load(); b != nil && p.start == ws && b.own.Load() != b.pushed.Load() {
+			dst = append(dst, Pending{Key: e.key, Size: time.Duration(size), Start: p.start - size, Total: b.own.Load(), e: e, b: b})
+		}
+	}
+	return dst
+}
+
+// dirtied lists e for CollectDirty after its own totals changed, in a
+// syncing namespace; a load when it is listed already (most calls).
+func (ns *Namespace) dirtied(e *entry) {
+	if ns.track && e.flags.Load()&flagDirty == 0 {
+		ns.markDirty(e)
+	}
+}
+
+// markDirty puts e on its shard's dirty list, unless a concurrent caller
+// does.
+func (ns *Namespace) markDirty(e *entry) {
+	if e.flags.Or(flagDirty)&flagDirty != 0 {
+		return
+	}
+	sh := ns.shards.of(ns.shards.hash(e.key))
+	sh.dmu.Lock()
+	sh.dirty = append(sh.dirty, e)
+	sh.dmu.Unlock()
 }
 
 // MarkPushed records that p.Total was stored with version. A push that
@@ -76,6 +132,7 @@ func (ns *Namespace) MarkUncertain(p Pending) {
 	p.e.mu.Lock()
 	p.b.pushed.Store(uncertain)
 	p.e.mu.Unlock()
+	ns.dirtied(p.e)
 }
 
 // CollectInterest appends to dst the current and previous windows at now

@@ -189,7 +189,7 @@ const groupAllowSQL = `WITH RECURSIVE w AS MATERIALIZED (
 	SELECT counted FROM s ORDER BY e DESC LIMIT 1
 ), ins AS (
 	INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at, changed)
-	SELECT $2::text, w.size, v.start_ns, $3::bytea, $1::text, v.total, v.version, v.expire_at, `+currentXact+`
+	SELECT $2::text, w.size, v.start_ns, $3::bytea, $1::text, v.total, v.version, v.expire_at, ` + currentXact + `
 	FROM w CROSS JOIN f CROSS JOIN LATERAL (VALUES
 		(w.prev_start, w.prev_total::numeric, w.prev_version, w.prev_exp),
 		(w.cur_start, w.cur_total + f.counted, w.cur_version, w.cur_exp)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/internal/reqmetrics/metricstest"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 )
@@ -45,51 +46,6 @@ func newMetricsServer(t *testing.T) (limiterv1.RateLimiterClient, *prometheus.Re
 		gs.Stop()
 	})
 	return limiterv1.NewRateLimiterClient(conn), reg
-}
-
-// sample is the value of the counter name with exactly the labels want,
-// or the sample count of the histogram; 0 when there is none.
-func sample(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue next
-				}
-			}
-			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
-
-func seriesCount(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		n += len(mf.GetMetric())
-	}
-	return n
 }
 
 func TestUnaryMetrics(t *testing.T) {
@@ -129,7 +85,7 @@ func TestUnaryMetrics(t *testing.T) {
 		{map[string]string{"limiter_namespace": "api", "kind": "concurrency", "decision": "allowed"}, 1},
 		{map[string]string{"limiter_namespace": "other"}, 0},
 	} {
-		if got := sample(t, reg, "limiterd_decisions_total", w.labels); got != w.want {
+		if got := metricstest.Sum(t, reg, "limiterd_decisions_total", w.labels); got != w.want {
 			t.Errorf("limiterd_decisions_total%v = %v, want %v", w.labels, got, w.want)
 		}
 	}
@@ -138,11 +94,11 @@ func TestUnaryMetrics(t *testing.T) {
 		want         float64
 	}{{"Allow", "OK", 2}, {"Allow", "NotFound", 1}, {"AllowBatch", "OK", 1}, {"Acquire", "OK", 1}, {"Increment", "OK", 1}} {
 		labels := map[string]string{"method": "limiter.v1.RateLimiter/" + w.method, "code": w.code}
-		if got := sample(t, reg, "limiterd_requests_total", labels); got != w.want {
+		if got := metricstest.Sum(t, reg, "limiterd_requests_total", labels); got != w.want {
 			t.Errorf("limiterd_requests_total%v = %v, want %v", labels, got, w.want)
 		}
 	}
-	if got := sample(t, reg, "limiterd_request_duration_seconds", map[string]string{"method": "limiter.v1.RateLimiter/Allow"}); got != 3 {
+	if got := metricstest.Sum(t, reg, "limiterd_request_duration_seconds", map[string]string{"method": "limiter.v1.RateLimiter/Allow"}); got != 3 {
 		t.Errorf("Allow's latency samples = %v, want 3", got)
 	}
 }
@@ -166,16 +122,16 @@ func TestUnaryMetricsBounded(t *testing.T) {
 	batch(api, "warm", 1)
 	batch(api, "warm", 1) // denied
 	batch(func(int) string { return "nosuch" }, "warm", 1)
-	before := seriesCount(t, reg)
+	before := metricstest.Series(t, reg)
 	for b := range 10 {
 		batch(api, "k"+strconv.Itoa(b)+"-", service.MaxBatchItems)
 	}
 	batch(func(i int) string { return "ns-" + strconv.Itoa(i) }, "k", 1000)
-	if after := seriesCount(t, reg); after != before {
+	if after := metricstest.Series(t, reg); after != before {
 		t.Errorf("series: %d before the flood, %d after", before, after)
 	}
 	want := float64(1 + 10*service.MaxBatchItems)
-	if got := sample(t, reg, "limiterd_decisions_total", map[string]string{"limiter_namespace": "api", "decision": "allowed", "kind": "sliding_window"}); got != want {
+	if got := metricstest.Sum(t, reg, "limiterd_decisions_total", map[string]string{"limiter_namespace": "api", "decision": "allowed", "kind": "sliding_window"}); got != want {
 		t.Errorf("api's allowed = %v, want %v", got, want)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/limiterd/limiterd/internal/reqmetrics/metricstest"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 )
@@ -44,51 +45,6 @@ func post(t *testing.T, h http.Handler, method, body string) int {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, APIPrefix+method, strings.NewReader(body)))
 	return w.Code
-}
-
-// sample is the value of the counter name with the labels want (its
-// sample count for a histogram); 0 when there is none.
-func sample(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue next
-				}
-			}
-			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
-
-func seriesCount(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		n += len(mf.GetMetric())
-	}
-	return n
 }
 
 func TestMetrics(t *testing.T) {
@@ -128,7 +84,7 @@ func TestMetrics(t *testing.T) {
 		{map[string]string{"limiter_namespace": "api", "kind": "concurrency", "decision": "allowed"}, 1},
 		{map[string]string{"limiter_namespace": "other"}, 0},
 	} {
-		if got := sample(t, reg, "limiterd_decisions_total", w.labels); got != w.want {
+		if got := metricstest.Sum(t, reg, "limiterd_decisions_total", w.labels); got != w.want {
 			t.Errorf("limiterd_decisions_total%v = %v, want %v", w.labels, got, w.want)
 		}
 	}
@@ -138,11 +94,11 @@ func TestMetrics(t *testing.T) {
 	}{{"limiter.v1.RateLimiter/Allow", "200", 2}, {"limiter.v1.RateLimiter/Allow", "404", 1}, {"limiter.v1.RateLimiter/AllowBatch", "200", 1},
 		{"limiter.v1.RateLimiter/Acquire", "200", 1}, {"limiter.v1.RateLimiter/Increment", "200", 1}, {"other", "404", 1}} {
 		labels := map[string]string{"method": w.method, "code": w.code}
-		if got := sample(t, reg, "limiterd_requests_total", labels); got != w.want {
+		if got := metricstest.Sum(t, reg, "limiterd_requests_total", labels); got != w.want {
 			t.Errorf("limiterd_requests_total%v = %v, want %v", labels, got, w.want)
 		}
 	}
-	if got := sample(t, reg, "limiterd_request_duration_seconds", map[string]string{"method": "limiter.v1.RateLimiter/Allow"}); got != 3 {
+	if got := metricstest.Sum(t, reg, "limiterd_request_duration_seconds", map[string]string{"method": "limiter.v1.RateLimiter/Allow"}); got != 3 {
 		t.Errorf("Allow's latency samples = %v, want 3", got)
 	}
 }
@@ -168,16 +124,16 @@ func TestMetricsBounded(t *testing.T) {
 	api := func(int) string { return "api" }
 	batch(api, "warm", 1)
 	batch(api, "warm", 1) // denied
-	before := seriesCount(t, reg)
+	before := metricstest.Series(t, reg)
 	for b := range 10 {
 		batch(api, fmt.Sprintf("k%d-", b), service.MaxBatchItems)
 	}
 	batch(func(i int) string { return fmt.Sprintf("ns-%d", i) }, "k", 1000)
-	if after := seriesCount(t, reg); after != before {
+	if after := metricstest.Series(t, reg); after != before {
 		t.Errorf("series: %d before the flood, %d after", before, after)
 	}
 	want := float64(1 + 10*service.MaxBatchItems)
-	if got := sample(t, reg, "limiterd_decisions_total", map[string]string{"limiter_namespace": "api", "decision": "allowed", "kind": "sliding_window"}); got != want {
+	if got := metricstest.Sum(t, reg, "limiterd_decisions_total", map[string]string{"limiter_namespace": "api", "decision": "allowed", "kind": "sliding_window"}); got != want {
 		t.Errorf("api's allowed = %v, want %v", got, want)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/limiterd/limiterd/internal/reqmetrics/metricstest"
 )
 
 // TestRequestMetrics: every RL.* command's latency, and the decisions of the commands that decide, by namespace and kind, read from
@@ -48,7 +50,7 @@ func TestRequestMetrics(t *testing.T) {
 		{map[string]string{"limiter_namespace": "api", "kind": "concurrency", "decision": "denied"}, 2},
 		{map[string]string{"limiter_namespace": "other"}, 0},
 	} {
-		if got := sampleValue(t, reg, "limiterd_decisions_total", w.labels); got != w.want {
+		if got := metricstest.Sum(t, reg, "limiterd_decisions_total", w.labels); got != w.want {
 			t.Errorf("limiterd_decisions_total%v = %v, want %v", w.labels, got, w.want)
 		}
 	}
@@ -57,7 +59,7 @@ func TestRequestMetrics(t *testing.T) {
 		want   float64
 	}{{"rl.allow", 6}, {"rl.get", 2}, {"rl.acquire", 4}, {"ping", 0}} {
 		labels := map[string]string{"front": "resp", "method": w.method}
-		if got := sampleValue(t, reg, "limiterd_request_duration_seconds", labels); got != w.want {
+		if got := metricstest.Sum(t, reg, "limiterd_request_duration_seconds", labels); got != w.want {
 			t.Errorf("limiterd_request_duration_seconds_count%v = %v, want %v", labels, got, w.want)
 		}
 	}
@@ -88,17 +90,17 @@ func TestRequestMetricsBounded(t *testing.T) {
 	s.do(sess, "RL.ALLOW warm 3600000 1 NS api")
 	s.do(sess, "RL.ALLOW warm 3600000 1 NS api")
 	s.do(sess, "RL.ALLOW warm 3600000 1 NS nosuch")
-	before := seriesOf(t, reg)
+	before := metricstest.Series(t, reg)
 	for i := range 100_000 {
 		s.do(sess, "RL.ALLOW k"+strconv.Itoa(i)+" 3600000 1 NS api")
 	}
 	for i := range 1_000 {
 		s.do(sess, "RL.ALLOW k 3600000 1 NS ns-"+strconv.Itoa(i))
 	}
-	if after := seriesOf(t, reg); after != before {
+	if after := metricstest.Series(t, reg); after != before {
 		t.Errorf("series: %d before the flood, %d after", before, after)
 	}
-	if got := sampleValue(t, reg, "limiterd_decisions_total", map[string]string{"limiter_namespace": "api", "decision": "allowed"}); got != 100_001 {
+	if got := metricstest.Sum(t, reg, "limiterd_decisions_total", map[string]string{"limiter_namespace": "api", "decision": "allowed"}); got != 100_001 {
 		t.Errorf("api's allowed = %v, want 100001", got)
 	}
 }
@@ -124,51 +126,4 @@ func TestTokenDecision(t *testing.T) {
 			t.Errorf("%s → %q: allowed %v, read %v; want %v, %v", c.line, c.reply, allowed, ok, c.allowed, c.read)
 		}
 	}
-}
-
-// sampleValue is the value of the counter name whose labels include
-// want (a histogram's sample count), summed over the matching series.
-func sampleValue(t *testing.T, reg *prometheus.Registry, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if got[k] != v {
-					continue next
-				}
-			}
-			if h := m.GetHistogram(); h != nil {
-				sum += float64(h.GetSampleCount())
-			} else {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
-func seriesOf(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		n += len(mf.GetMetric())
-	}
-	return n
 }

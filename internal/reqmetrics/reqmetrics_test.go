@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/internal/reqmetrics/metricstest"
 )
 
 func configured(names ...string) func(string) bool {
@@ -22,20 +23,6 @@ func configured(names ...string) func(string) bool {
 		}
 		return false
 	}
-}
-
-// series counts every series reg holds.
-func series(t *testing.T, reg *prometheus.Registry) int {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, mf := range mfs {
-		n += len(mf.GetMetric())
-	}
-	return n
 }
 
 func TestDecisionLabels(t *testing.T) {
@@ -106,7 +93,7 @@ func TestBounded(t *testing.T) {
 		allow(ns, "k", TokenBucket)
 	}
 	m.Method("/no.such.Service/M").Observe(time.Microsecond, "OK")
-	before := series(t, reg)
+	before := metricstest.Series(t, reg)
 	for i := range 100_000 {
 		allow("api", "key-"+strconv.Itoa(i), SlidingWindow)
 	}
@@ -116,7 +103,7 @@ func TestBounded(t *testing.T) {
 		allow(ns, "kk", TokenBucket)
 		m.Method("/no.such.Service/M"+strconv.Itoa(i)).Observe(time.Microsecond, "OK")
 	}
-	if after := series(t, reg); after != before {
+	if after := metricstest.Series(t, reg); after != before {
 		t.Errorf("series: %d before the flood, %d after", before, after)
 	}
 	if got := testutil.ToFloat64(m.decisions.WithLabelValues("other", "sliding_window", "denied")); got != 1001 {

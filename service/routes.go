@@ -15,7 +15,7 @@ import (
 // its syncers. Reroute replaces the whole table; calls that started on the
 // previous one finish on it, and Reroute waits for them.
 type routes struct {
-	byName map[string]route
+	byName map[string]*dest
 	gate   gate
 }
 
@@ -55,27 +55,26 @@ func (g *gate) idle() bool {
 // their syncers (see New).
 func buildRoutes(n *node.Node, syncers []*clustersync.Syncer) (*routes, error) {
 	nss := n.Namespaces()
-	rt := &routes{byName: make(map[string]route, len(nss))}
+	rt := &routes{byName: make(map[string]*dest, len(nss))}
 	for _, ns := range nss {
-		rt.byName[ns.Name()] = route{name: ns.Name(), ns: ns}
+		rt.byName[ns.Name()] = &dest{ns: ns, tab: rt}
 	}
 	for _, sy := range syncers {
 		ns := sy.Namespace()
-		r, ok := rt.byName[ns.Name()]
-		if !ok || r.ns != ns {
+		d, ok := rt.byName[ns.Name()]
+		if !ok || d.ns != ns {
 			return nil, fmt.Errorf("service: the syncer of %s is not of this node's namespaces", ns)
 		}
-		r.cl = sy
+		d.cl = sy
 		if ns.Config().Mode() == node.Synchronous {
-			r.sy = sy
+			d.sy = sy
 		} else if sy.Escalates() {
-			r.esc = sy
+			d.esc = sy
 		}
-		rt.byName[ns.Name()] = r
 	}
-	for _, r := range rt.byName {
-		if r.ns.Config().Mode() == node.Synchronous && r.sy == nil {
-			return nil, fmt.Errorf("service: synchronous namespace %q has no syncer", r.ns.Name())
+	for _, d := range rt.byName {
+		if d.ns.Config().Mode() == node.Synchronous && d.sy == nil {
+			return nil, fmt.Errorf("service: synchronous namespace %q has no syncer", d.ns.Name())
 		}
 	}
 	return rt, nil
@@ -109,8 +108,8 @@ func (s *Service) Reroute(ctx context.Context, syncers ...*clustersync.Syncer) e
 
 // exit ends the call that resolved r; a no-op for a route not resolved.
 func (r *route) exit() {
-	if r.gate != nil {
-		r.gate.exit(r.slot)
-		r.gate = nil
+	if r.gated {
+		r.tab.gate.exit(r.slot)
+		r.gated = false
 	}
 }

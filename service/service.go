@@ -72,19 +72,25 @@ func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
 // Node returns the node served.
 func (s *Service) Node() *node.Node { return s.node }
 
-// route is where a call goes: the namespace and, when it is synchronous,
-// its syncer sy; cl is its syncer in any mode.
+// route is where a call goes: its namespace's destination in the routes
+// table it resolved, and the slot of that table's gate it entered.
 type route struct {
-	name string // as the request gave it
-	ns   *node.Namespace
-	sy   *clustersync.Syncer
-	cl   *clustersync.Syncer
-	esc  *clustersync.Syncer // a periodic namespace's, when it escalates
-	// tab is the routes table the route is of; gate and slot, set on a
-	// resolved route, are where the call is counted until exit.
-	tab  *routes
-	gate *gate
-	slot int
+	*dest
+	name string // the namespace as the request gave it
+	slot int    // in dest.tab's gate, while the call runs (gated)
+	// gated is set on a resolved route until exit.
+	gated bool
+}
+
+// dest is one namespace of a routes table: the namespace and, when it is
+// synchronous, its syncer sy; cl is its syncer in any mode. Shared by the
+// calls, never changed.
+type dest struct {
+	ns  *node.Namespace
+	sy  *clustersync.Syncer
+	cl  *clustersync.Syncer
+	esc *clustersync.Syncer // a periodic namespace's, when it escalates
+	tab *routes
 }
 
 // resolve finds the namespace called name; last is the route the previous
@@ -99,26 +105,23 @@ func (s *Service) resolve(name string, last *route) (route, error) {
 			rt.gate.exit(slot)
 			continue
 		}
-		var r route
-		if last != nil && last.tab == rt && last.name == name {
-			r = *last
+		var d *dest
+		if last != nil && last.dest != nil && last.tab == rt && last.name == name {
+			d = last.dest
 		} else {
 			key := name
 			if key == "" {
 				key = node.DefaultNamespace
 			}
-			var ok bool
-			if r, ok = rt.byName[key]; !ok {
+			if d = rt.byName[key]; d == nil {
 				rt.gate.exit(slot)
 				return route{}, node.UnknownNamespace(name)
 			}
-			r.name, r.tab = name, rt
 			if last != nil {
-				*last = r
+				*last = route{dest: d, name: name}
 			}
 		}
-		r.gate, r.slot = &rt.gate, slot
-		return r, nil
+		return route{dest: d, name: name, slot: slot, gated: true}, nil
 	}
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"math"
 	"time"
+	"unicode/utf8"
 )
 
 // The methods in this file are for the package that syncs a namespace with
@@ -183,9 +184,75 @@ func (ns *Namespace) InterestWindow(now time.Time, key string, size time.Duratio
 	return Window{Key: e.key, Size: size, Start: start, e: e, slot: sl}, true, false
 }
 
+// LearnWindow is InterestWindow for a key the node may not hold: a key
+// absent is inserted (without telling OnNewKey, and never past
+// LearnCap keys), so that the other nodes' totals of a key are known here
+// before the node's first call on it (store them with SetLearned). ahead
+// reports a window that starts after the current one, held or not; full
+// a key absent that found no room.
+func (ns *Namespace) LearnWindow(now time.Time, key string, size time.Duration, start int64) (w Window, ok, ahead, full bool) {
+	i := ns.sizeIndex(size)
+	if i < 0 || ns.est != nil {
+		return Window{}, false, false, false
+	}
+	sz := int64(size)
+	switch ws := WindowStart(now.UnixNano(), size); {
+	case start > ws:
+		return Window{}, false, true, false
+	case start != ws && start != ws-sz:
+		return Window{}, false, false, false
+	}
+	h := ns.shards.hash(key)
+	e := ns.shards.find(h, key)
+	if e == nil || e.dead.Load() {
+		if e, full = ns.learn(h, key); e == nil {
+			return Window{}, false, false, full
+		}
+	}
+	return Window{Key: e.key, Size: size, Start: start, e: e, slot: e.slot(i)}, true, false, false
+}
+
+// LearnCap returns how many keys LearnWindow may fill the namespace to:
+// three quarters of MaxKeys, so that keys learned from the other nodes
+// never take the room of the node's own.
+func (ns *Namespace) LearnCap() int64 { return int64(ns.cfg.MaxKeys) / 4 * 3 }
+
+// learn inserts key, hashed to h, for LearnWindow: nil and full when the
+// namespace holds LearnCap keys, nil alone for a key that is not UTF-8.
+func (ns *Namespace) learn(h uint64, key string) (e *entry, full bool) {
+	if !utf8.ValidString(key) {
+		return nil, false
+	}
+	sh := ns.shards.of(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.tab.Load().find(h, key); e != nil {
+		return e, false
+	}
+	for {
+		k := ns.keys.Load()
+		if k >= ns.LearnCap() {
+			return nil, true
+		}
+		if ns.keys.CompareAndSwap(k, k+1) {
+			break
+		}
+	}
+	e = newEntry(key, len(ns.sizes))
+	ns.shards.insert(sh, h, e)
+	return e, false
+}
+
 // SetOthers stores the other nodes' total for w, as just fetched.
 func (ns *Namespace) SetOthers(w Window, others int64) {
 	w.e.markFetched()
+	ns.SetLearned(w, others)
+}
+
+// SetLearned stores the other nodes' total for w, read from a change
+// that tells nothing of the key's other windows: unlike SetOthers, it
+// leaves a key never fetched as such.
+func (ns *Namespace) SetLearned(w Window, others int64) {
 	if b, _ := w.slot.buckets(w.Start, int64(w.Size)); b != nil {
 		b.others.Store(others)
 		return

@@ -41,6 +41,9 @@ type changeTick struct {
 // newKey is the namespace's OnNewKey hook for a ChangeReader store: it
 // must not block.
 func (s *Syncer) newKey(key string) {
+	if s.knowsAll(s.ns.Now()) {
+		return // the change reads tell all its windows' writes
+	}
 	c := &s.ch
 	c.newMu.Lock()
 	c.newKeys = append(c.newKeys, key)
@@ -102,8 +105,10 @@ func (s *Syncer) fetchChanges(ctx context.Context, now time.Time) error {
 		}
 		s.log.Info("store lost the change cursor; reading the interest set in full", "err", err)
 		c.cursor = ""
+		s.learn.since.Store(0)
 	}
 	_, start, _, err := c.cr.Changes(ctx, s.inc, s.name, "", 0, nil)
+	taken := s.ns.Now()
 	if err != nil {
 		// Read in full all the same; the next tick does it again.
 		s.log.Debug("change cursor not read", "err", err)
@@ -115,6 +120,9 @@ func (s *Syncer) fetchChanges(ctx context.Context, now time.Time) error {
 		return err
 	}
 	c.cursor = start
+	if start != "" && s.learn.on {
+		s.learn.since.Store(taken.UnixNano())
+	}
 	// Keys inserted before the tick that counted nothing yet were not in
 	// the interest set: read them like new keys.
 	for _, k := range c.keys {
@@ -180,17 +188,26 @@ func (s *Syncer) fetchFreshWindows(ctx context.Context) error {
 }
 
 // applyChanges stores the others' sums of c.changes in the windows of
-// held keys they name, found by key (no walk over the keys); a later
+// the keys they name, found by key (no walk over the keys); a later
 // change of a window is newer than an earlier one. Changes of keys the
-// node does not hold are dropped: holding them would make memory follow
-// the cluster's keys. (They could tell the node of keys others count at,
-// before its first hit; a node that counts one later reads it then as a
-// new key.) Changes of held keys in a window after the current one wait
-// for it, as the log will not report them again.
+// node does not hold are dropped, unless it learns them (learn.go).
+// Changes in a window after the current one wait for it, as the log will
+// not report them again.
 func (s *Syncer) applyChanges(now time.Time) {
 	c := &s.ch
 	for i := range c.changes {
 		ch := &c.changes[i]
+		if s.learns(ch) {
+			switch w, ok, ahead, full := s.ns.LearnWindow(now, ch.Key, ch.Size, ch.Start); {
+			case ok:
+				s.ns.SetLearned(w, ch.Others)
+			case ahead:
+				c.ahead = append(c.ahead, *ch)
+			case full:
+				s.learn.restart(now)
+			}
+			continue
+		}
 		switch w, ok, ahead := s.ns.InterestWindow(now, ch.Key, ch.Size, ch.Start); {
 		case ok:
 			s.ns.SetOthers(w, ch.Others)

@@ -155,6 +155,9 @@ type Syncer struct {
 	// newKeysUntil (Unix ns) ends the time in which keys never fetched
 	// escalate (Config.EscalateNewKeys).
 	newKeysUntil int64
+	// With a ChangeReader, an escalating namespace learns the others'
+	// totals of keys it does not hold (learn.go).
+	learn learning
 
 	statusMu    gosync.Mutex
 	lastSuccess time.Time
@@ -212,6 +215,10 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 		s.fresh = make(chan string, freshQueue)
 	}
 	s.ch.cr, _ = store.(ChangeReader)
+	if s.escalate && s.ch.cr != nil {
+		s.learn.on = true
+		s.learn.skew = period + time.Second
+	}
 	switch {
 	case s.ch.cr != nil:
 		ns.OnNewKey(s.newKey)
@@ -274,6 +281,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	defer cancel()
 	now := s.ns.Now()
 	s.prevReads.prune(now, s.ns.Sizes())
+	s.checkEvicted(now)
 	var perr, ferr error
 	pf, isPF := s.store.(PushFetcher)
 	switch {

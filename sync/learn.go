@@ -1,0 +1,85 @@
+package sync
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// Learning the keys the node does not hold. An escalating namespace on a
+// ChangeReader store applies every change the others write, inserting
+// the keys it does not hold (node.Namespace.LearnWindow, up to three
+// quarters of max_keys), instead of dropping them. Once its change reads
+// have run without a gap since before the previous window of every size
+// began, every write to a window that still counts reached the node: a
+// key it holds no count of has none elsewhere either, as of its last
+// read. Such a key is then decided in the node like any other, by its
+// margin (see escalate.go), not sent to the store as a key never fetched;
+// and it is not fetched in the background. That is one round trip less
+// for every call that is a key's first on the node, which a long tail of
+// keys makes often, for memory that follows the cluster's keys rather
+// than the node's.
+//
+// The knowledge starts over, a span of windows later, after anything
+// that may have missed a write: a lost change cursor, a key not learned
+// for lack of room, a key evicted (its others' totals went with it).
+type learning struct {
+	on bool
+	// skew is how far ahead a writer's clock may run: a period and a
+	// second.
+	skew time.Duration
+	// since (Unix ns, the namespace's clock) is when the change reads
+	// began without a gap; 0 while they have not.
+	since atomic.Int64
+	// evicted is the namespace's evicted keys as of the last tick.
+	evicted int64
+}
+
+// restart starts the knowledge over at now, if it had begun.
+func (l *learning) restart(now time.Time) {
+	for {
+		v := l.since.Load()
+		if v == 0 || l.since.CompareAndSwap(v, now.UnixNano()) {
+			return
+		}
+	}
+}
+
+// knowsAll reports whether at t the node knows every other node's total
+// of the windows that count, for keys it holds and keys it does not: the
+// previous window of every size began after the change reads did, give
+// or take the writers' clocks.
+func (s *Syncer) knowsAll(t time.Time) bool {
+	since := s.learn.since.Load()
+	if since == 0 {
+		return false
+	}
+	tn := t.UnixNano()
+	for _, size := range s.ns.Sizes() {
+		if node.WindowStart(tn, size)-int64(size) < since+int64(s.learn.skew) {
+			return false
+		}
+	}
+	return true
+}
+
+// learns reports whether ch is learned: a window that began after the
+// change reads did (give or take the writers' clocks), so that every
+// write to it was read, with the others' hits in it.
+func (s *Syncer) learns(ch *Change) bool {
+	since := s.learn.since.Load()
+	return s.learn.on && since != 0 && ch.Others != 0 && ch.Start >= since+int64(s.learn.skew)
+}
+
+// checkEvicted starts the knowledge over when keys were evicted since the
+// last tick.
+func (s *Syncer) checkEvicted(now time.Time) {
+	if !s.learn.on {
+		return
+	}
+	if ev := s.ns.EvictedKeys(); ev != s.learn.evicted {
+		s.learn.evicted = ev
+		s.learn.restart(now)
+	}
+}

@@ -25,7 +25,9 @@ import (
 // too, whatever its margin: the node cannot tell whether other nodes hold
 // it at its limit (after a restart every key is such a key). That costs
 // one round trip per key new to the node, which a long tail of keys pays
-// often; Config.EscalateNewKeys limits it to the node's first moments.
+// often; Config.EscalateNewKeys limits it to the node's first moments,
+// and on a ChangeReader store learning ends it once the node's change
+// reads cover every window that counts (learn.go).
 
 // On a store that cannot decide atomically (no AtomicAllower: Cassandra)
 // the margin only tightens the node's decision: a request that fits only

@@ -254,10 +254,10 @@ func firstCalls(calls []Call, nodes int, warm int64, size time.Duration) int64 {
 
 // Summary describes the result of r in one line.
 func (res Result) Summary(r Run) string {
-	return fmt.Sprintf("%d calls (%.0f/s), %d admitted, mean %.3f L, worst %.2f L; wrongly admitted %d (%.4f %%), wrongly refused %d (%.4f %%); escalated %.2f %% (first calls of a node on a key: %.2f %%; back after a window alone: %d, wrongly admitted %d); ticks mean %s, longest %s",
+	return fmt.Sprintf("%d calls (%.0f/s), %d admitted, mean %.3f L, worst %.2f L; wrongly admitted %d (%.4f %%), wrongly refused %d (%.4f %%); escalated %.2f %% (oracle's admissions into the last call of room: %.2f %%; first calls of a node on a key: %.2f %%; back after a window alone: %d, wrongly admitted %d); ticks mean %s, longest %s",
 		res.Calls, res.Offered, res.Admitted, res.Mean/r.Limit, res.Worst/r.Limit,
 		res.WronglyAdmitted, 100*share(res.WronglyAdmitted, res.Calls), res.WronglyRefused, 100*share(res.WronglyRefused, res.Calls),
-		100*(1-res.Local()), 100*share(int(res.FirstCalls), res.Calls), res.BackCalls, res.BackWronglyAdmitted, res.TickMean.Round(time.Millisecond), res.TickMax.Round(time.Millisecond))
+		100*(1-res.Local()), 100*share(res.AtLimit, res.Calls), 100*share(int(res.FirstCalls), res.Calls), res.BackCalls, res.BackWronglyAdmitted, res.TickMean.Round(time.Millisecond), res.TickMax.Round(time.Millisecond))
 }
 
 func share(n, of int) float64 {

@@ -32,6 +32,11 @@ type Verdict struct {
 	// WronglyAdmitted: admitted where the oracle refuses; WronglyRefused:
 	// refused where it admits.
 	WronglyAdmitted, WronglyRefused int
+	// AtLimit counts the calls the oracle admits into a key's last whole
+	// call of room (after them a call of the same cost no longer fits):
+	// those two nodes, each seeing that room, could both admit unless one
+	// asks the store, so about as many calls escalate at least.
+	AtLimit int
 	// BackCalls and BackWronglyAdmitted count the calls marked Back and
 	// those of them wrongly admitted.
 	BackCalls, BackWronglyAdmitted int
@@ -92,7 +97,8 @@ func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) 
 		case ws > w.start:
 			w.prev, w.cur, w.start = 0, 0, ws
 		}
-		oracle := node.SlidingRate(w.cur, w.prev, size, c.At-ws)+node.Micro <= lim
+		rate := node.SlidingRate(w.cur, w.prev, size, c.At-ws)
+		oracle := rate+node.Micro <= lim
 		if c.Allowed {
 			w.cur += node.Micro
 		}
@@ -100,6 +106,9 @@ func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) 
 			continue // fed to the oracle, not judged
 		}
 		v.Calls++
+		if oracle && rate+2*node.Micro > lim {
+			v.AtLimit++
+		}
 		if c.Back {
 			v.BackCalls++
 		}

@@ -29,6 +29,10 @@ func TestJudge(t *testing.T) {
 		t.Errorf("calls %d, admitted %d, wrongly admitted %d, wrongly refused %d; want 7, 4, 1, 1",
 			v.Calls, v.Admitted, v.WronglyAdmitted, v.WronglyRefused)
 	}
+	// Into the last whole call of room: the second at 0.1 µs, and 1.9 s.
+	if v.AtLimit != 2 {
+		t.Errorf("%d admissions at the limit, want 2", v.AtLimit)
+	}
 	if v.Worst != 3 || v.Windows != 2 || v.Mean != 1.5 {
 		t.Errorf("worst %v, windows %d, mean %v; want 3, 2, 1.5", v.Worst, v.Windows, v.Mean)
 	}

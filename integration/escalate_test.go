@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -87,6 +88,41 @@ func TestEscalationSmoke(t *testing.T) {
 			if _, off := run(false); off.Worst <= on.Worst || off.WronglyAdmitted <= on.WronglyAdmitted {
 				t.Errorf("without escalation: worst window %v, %d wrongly admitted; with: %v, %d; want escalation to admit less",
 					off.Worst, off.WronglyAdmitted, on.Worst, on.WronglyAdmitted)
+			}
+		})
+	}
+}
+
+// TestLearnedKeysSmoke: three in-process nodes at sync_rate 0.1 s under a
+// Zipf load over 10,000 keys, 2 s windows, the top 1 % of keys at twice
+// their limit or more. Once their change reads cover the previous window,
+// a key's first call on a node is decided in the node (sync/learn.go): so
+// fewer calls go to the store than are first calls, which all went there
+// before; and almost none is admitted where the oracle refuses. About 14 s
+// per store.
+func TestLearnedKeysSmoke(t *testing.T) {
+	for _, st := range accuracyStores {
+		t.Run(st.name, func(t *testing.T) {
+			r := accuracy.Run{
+				Nodes: 3, SyncRate: 0.1, Escalate: true,
+				Sync:   clustersync.Config{TickTimeout: time.Second, CallTimeout: 2 * time.Second},
+				Window: 2 * time.Second, Limit: 1, Rate: 3000, Keys: 10_000, ZipfS: 1.1,
+				Warmup: 8 * time.Second, Duration: 6 * time.Second, Workers: 16,
+				Namespace: harness.UniqueName("learn"), NewStore: st.open(t),
+			}
+			r.Limit = math.Floor(r.TopShareOffered() / 2)
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			res, err := accuracy.Measure(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("L = %v: %s", r.Limit, res.Summary(r))
+			if res.Escalated >= res.FirstCalls {
+				t.Errorf("%d calls escalated, %d first calls of a node on a key: want fewer escalated (first calls decided in the node)", res.Escalated, res.FirstCalls)
+			}
+			if share := float64(res.WronglyAdmitted) / float64(res.Calls); share > 0.001 {
+				t.Errorf("%.3f %% of calls admitted where the oracle refuses, want at most 0.1 %%", 100*share)
 			}
 		})
 	}

@@ -15,46 +15,14 @@ import (
 	"github.com/limiterd/limiterd/integration/harness"
 )
 
-// failedBefore counts the failed calls to node that started before t:
-// calls whose outcome is unknown when the node died during them.
-func (l *failLoad) failedBefore(node int, t time.Time) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
-	for _, f := range l.failed {
-		if f.node == node && f.start.Before(t) {
-			n++
-		}
-	}
-	return n
-}
-
-func (l *failLoad) failedCount() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.failed)
-}
-
-func (l *failLoad) slowest() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.maxWait
-}
-
-func (l *failLoad) counts() []int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.perKey)
-}
-
 // checkExact fails unless the store holds exactly the acknowledged hits
 // of every key.
-func checkExact(t *testing.T, l *failLoad, stored []int64) {
+func checkExact(t *testing.T, l *harness.Load, stored []int64) {
 	t.Helper()
-	acked := l.counts()
+	acked := l.Counts()
 	if !slices.Equal(stored, acked) {
 		t.Errorf("%s: store holds %v hits per key (total %d), acknowledged %v (total %d): want exactly the acknowledged ones",
-			l.namespace, stored, sum(stored), acked, sum(acked))
+			l.Namespace, stored, sum(stored), acked, sum(acked))
 	}
 }
 
@@ -73,7 +41,7 @@ func testKillRestart(t *testing.T, st *failStore) {
 	at := time.Now()
 	keys := scenarioKeys("kill", 4)
 	l := startFailLoad(nodes, "api", keys, at, 6)
-	defer l.end()
+	defer l.End()
 	victim := nodes[1]
 	waitUntil(t, "node-1 syncs", storeWait, func() bool {
 		_, ok := trySync(t, victim, "api")
@@ -91,7 +59,7 @@ func testKillRestart(t *testing.T, st *failStore) {
 		if time.Since(warmAt) < 10*failSyncRate || recent.count() < 5 {
 			return false
 		}
-		return l.acksSince(1, at) >= 4*l.acksSince(1, time.Now().Add(-failSyncRate-2*recent.max()))
+		return l.AcksSince(1, at) >= 4*l.AcksSince(1, time.Now().Add(-failSyncRate-2*recent.max()))
 	})
 	last := scrapeSync(t, victim, "api")
 	killAt := time.Now()
@@ -103,15 +71,15 @@ func testKillRestart(t *testing.T, st *failStore) {
 	d := last.ticks.since(warm.ticks).max()
 	from := last.lastSuccess.Add(-d)
 	window := killAt.Sub(from)
-	bound := l.acksSince(1, from)
+	bound := l.AcksSince(1, from)
 	// Ticks begin every max(period, tick): the last successful one began
 	// at most max(period, tick) + tick before the kill, give or take the
 	// scheduling of a loaded test machine.
 	if limit := max(failSyncRate, d) + d + 250*time.Millisecond; window > limit {
 		t.Errorf("node-1's last successful push began %v before the kill; want at most one sync period and tick (%v, slowest tick %v)", window, limit, d)
 	}
-	before := l.acksSince(1, at)
-	unknown := l.failedBefore(1, killed)
+	before := l.AcksSince(1, at)
+	unknown := l.FailedBefore(1, killed)
 	if victim.Running() {
 		t.Fatal("node-1 survived SIGKILL")
 	}
@@ -119,10 +87,10 @@ func testKillRestart(t *testing.T, st *failStore) {
 	restarted := time.Now()
 	victim.Start()
 	waitUntil(t, "the restarted node-1 acknowledges hits", storeWait, func() bool {
-		return l.acksSince(1, restarted) >= 100
+		return l.AcksSince(1, restarted) >= 100
 	})
-	l.end()
-	acked := l.total()
+	l.End()
+	acked := l.Total()
 	stored, took := settle(t, st, nodes, "api", keys, at, storeWait)
 	lost := acked - sum(stored)
 	switch {
@@ -135,7 +103,7 @@ func testKillRestart(t *testing.T, st *failStore) {
 		t.Errorf("node-1 acknowledged %d hits since its last successful push, %d in all before the kill: too little load before the kill to tell pushed hits from lost ones", bound, before)
 	}
 	report(t, "acked %d; stored %d; lost %d (bound %d = node-1's acks since its last successful push began, %v before the kill; period %v, slowest tick %v; node-1 acked %d before the kill, %d calls of unknown outcome); converged %.2fs after the load; failed calls: %s",
-		acked, sum(stored), lost, bound, window.Round(time.Millisecond), failSyncRate, d, before, unknown, took.Seconds(), l.failures())
+		acked, sum(stored), lost, bound, window.Round(time.Millisecond), failSyncRate, d, before, unknown, took.Seconds(), l.Failures())
 }
 
 // testRollingRestart stops (SIGTERM) and restarts each of three nodes in
@@ -146,11 +114,11 @@ func testRollingRestart(t *testing.T, st *failStore) {
 	at := time.Now()
 	keys, dkeys := scenarioKeys("rolling", 4), scenarioKeys("rolling-direct", 2)
 	l := startFailLoad(nodes, "api", keys, at, 4)
-	defer l.end()
+	defer l.End()
 	dl := startFailLoad(nodes, "direct", dkeys, at, 2)
-	defer dl.end()
+	defer dl.End()
 	waitUntil(t, "every node acknowledges hits", storeWait, func() bool {
-		return l.acksSince(0, at) > 50 && l.acksSince(1, at) > 50 && l.acksSince(2, at) > 50
+		return l.AcksSince(0, at) > 50 && l.AcksSince(1, at) > 50 && l.AcksSince(2, at) > 50
 	})
 	began := time.Now()
 	for i, n := range nodes {
@@ -158,18 +126,18 @@ func testRollingRestart(t *testing.T, st *failStore) {
 		restarted := time.Now()
 		n.Start()
 		waitUntil(t, fmt.Sprintf("the restarted %s acknowledges hits", n.Name), storeWait, func() bool {
-			return l.acksSince(i, restarted) >= 50
+			return l.AcksSince(i, restarted) >= 50
 		})
 	}
 	rolled := time.Since(began)
-	l.end()
-	dl.end()
+	l.End()
+	dl.End()
 	stored, took := settle(t, st, nodes, "api", keys, at, storeWait)
 	checkExact(t, l, stored)
 	dstored, _ := settle(t, st, nodes, "direct", dkeys, at, storeWait)
 	checkExact(t, dl, dstored)
 	report(t, "periodic: acked %d, stored %d; synchronous: acked %d, stored %d; rolling restart took %.1fs; converged %.2fs after the load; failed calls: %s / %s",
-		l.total(), sum(stored), dl.total(), sum(dstored), rolled.Seconds(), took.Seconds(), l.failures(), dl.failures())
+		l.Total(), sum(stored), dl.Total(), sum(dstored), rolled.Seconds(), took.Seconds(), l.Failures(), dl.Failures())
 }
 
 // outageLength is how long the store is down: many sync periods and
@@ -192,11 +160,11 @@ func testStoreOutage(t *testing.T, st *failStore) {
 	at := time.Now()
 	keys, dkeys := scenarioKeys("outage", 4), scenarioKeys("outage-direct", 2)
 	l := startFailLoad(nodes, "api", keys, at, 4)
-	defer l.end()
+	defer l.End()
 	// One synchronous caller: a call waits for the store at most
 	// call_timeout, but also for a call on the same key ahead of it.
 	dl := startFailLoad(nodes, "direct", dkeys, at, 1)
-	defer dl.end()
+	defer dl.End()
 	waitUntil(t, "every node pushes", storeWait, func() bool {
 		return pushed(t, nodes[0], "api") >= 4 && pushed(t, nodes[1], "api") >= 4 && pushed(t, nodes[2], "api") >= 4
 	})
@@ -217,19 +185,19 @@ func testStoreOutage(t *testing.T, st *failStore) {
 			during[i] = maxUsage(during[i], measure(t, n))
 		}
 	}
-	outageAcks := l.acksSince(0, stopped) + l.acksSince(1, stopped) + l.acksSince(2, stopped)
-	slowest := dl.slowest()
+	outageAcks := l.AcksSince(0, stopped) + l.AcksSince(1, stopped) + l.AcksSince(2, stopped)
+	slowest := dl.Slowest()
 	start()
 	healed := time.Now()
-	l.end()
-	dl.end()
+	l.End()
+	dl.End()
 	for _, n := range nodes {
 		if !n.Running() {
 			t.Fatalf("%s died during the outage", n.Name)
 		}
 	}
-	if n := l.failedCount() + dl.failedCount(); n > 0 {
-		t.Errorf("%d calls failed during the outage (%s / %s); want every call answered from local counts", n, l.failures(), dl.failures())
+	if n := l.FailedCount(-1) + dl.FailedCount(-1); n > 0 {
+		t.Errorf("%d calls failed during the outage (%s / %s); want every call answered from local counts", n, l.Failures(), dl.Failures())
 	}
 	if outageAcks == 0 {
 		t.Error("no hit was acknowledged during the outage")
@@ -254,7 +222,7 @@ func testStoreOutage(t *testing.T, st *failStore) {
 		report(t, "%s: before %v; outage (%s, %v) max %v; after %v", n.Name, before[i], how, outageLength, during[i], after)
 	}
 	report(t, "periodic: acked %d (%d during the outage), stored %d; synchronous: acked %d, stored %d, slowest call %v (call_timeout %v); caught up %.2fs after the store returned; a node started during the outage was ready in %.2fs and its hits were stored",
-		l.total(), outageAcks, sum(stored), dl.total(), sum(dstored), slowest.Round(time.Millisecond), failCallTimeout, caughtUp.Seconds(), lateReady.Seconds())
+		l.Total(), outageAcks, sum(stored), dl.Total(), sum(dstored), slowest.Round(time.Millisecond), failCallTimeout, caughtUp.Seconds(), lateReady.Seconds())
 }
 
 // partitionLength is how long one node is cut off from the store.
@@ -273,9 +241,9 @@ func testPartition(t *testing.T, st *failStore) {
 	at := time.Now()
 	keys, dkeys := scenarioKeys("partition", 4), scenarioKeys("partition-direct", 2)
 	l := startFailLoad(nodes, "api", keys, at, 4)
-	defer l.end()
+	defer l.End()
 	dl := startFailLoad(nodes, "direct", dkeys, at, 1) // one caller: see testStoreOutage
-	defer dl.end()
+	defer dl.End()
 	waitUntil(t, "node-0 pushes through the proxy", storeWait, func() bool {
 		return pushed(t, nodes[0], "api") >= 4
 	})
@@ -289,11 +257,11 @@ func testPartition(t *testing.T, st *failStore) {
 		time.Sleep(250 * time.Millisecond)
 		during = maxUsage(during, measure(t, nodes[0]))
 	}
-	duringAcks := l.acksSince(0, cut)
+	duringAcks := l.AcksSince(0, cut)
 	errsDuring, _ := metric(t, nodes[0], `limiterd_sync_push_errors_total{limiter_namespace="api"}`)
-	slowest := dl.slowest()
-	l.end()
-	dl.end()
+	slowest := dl.Slowest()
+	l.End()
+	dl.End()
 	healed := time.Now()
 	p.Heal()
 	stored, took := settle(t, st, nodes, "api", keys, at, 30*time.Second)
@@ -306,8 +274,8 @@ func testPartition(t *testing.T, st *failStore) {
 		t.Errorf("node-0 grew during the partition: before %v, at most %v during", before, during)
 	}
 	after := usageBack(t, nodes[0], before)
-	if n := l.failedCount() + dl.failedCount(); n > 0 {
-		t.Errorf("%d calls failed (%s / %s); want the partitioned node to answer every call", n, l.failures(), dl.failures())
+	if n := l.FailedCount(-1) + dl.FailedCount(-1); n > 0 {
+		t.Errorf("%d calls failed (%s / %s); want the partitioned node to answer every call", n, l.Failures(), dl.Failures())
 	}
 	if duringAcks == 0 {
 		t.Error("node-0 acknowledged no hit during the partition")
@@ -320,7 +288,7 @@ func testPartition(t *testing.T, st *failStore) {
 	}
 	report(t, "node-0: before %v; partition max %v; after %v; a node started behind the cut was ready in %.2fs and its hits were stored after the heal", before, during, after, lateReady.Seconds())
 	report(t, "node-0 cut off for %v: acked %d hits meanwhile, failed pushes %v; periodic acked %d, stored %d; synchronous acked %d, stored %d, slowest call %v; caught up %.2fs after the heal (periodic settled in %.2fs)",
-		partitionLength, duringAcks, errsDuring-errsBefore, l.total(), sum(stored), dl.total(), sum(dstored), slowest.Round(time.Millisecond), caughtUp.Seconds(), took.Seconds())
+		partitionLength, duringAcks, errsDuring-errsBefore, l.Total(), sum(stored), dl.Total(), sum(dstored), slowest.Round(time.Millisecond), caughtUp.Seconds(), took.Seconds())
 
 	// A node stopped while cut off gives up its final push after
 	// shutdown_timeout (its unpushed hits are lost: they are nowhere

@@ -12,12 +12,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -170,105 +167,13 @@ namespaces:
 `, failTickTimeout, failCallTimeout, failSyncRate, st.yaml(addr), failSyncRate.Seconds())
 }
 
-// failLoad sends Increments of one namespace round-robin over nodes and
-// keys, recording when each node acknowledged a hit.
-type failLoad struct {
-	namespace string
-	keys      []string
-
-	mu      sync.Mutex
-	perKey  []int64       // acknowledged hits per key
-	acks    [][]time.Time // per node: when each acknowledgement arrived, ascending
-	failed  []failedCall
-	maxWait time.Duration // slowest acknowledged call
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-}
-
-type failedCall struct {
-	node  int
-	start time.Time
-	err   error
-}
-
-func startFailLoad(nodes []*harness.Limiterd, namespace string, keys []string, at time.Time, workers int) *failLoad {
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &failLoad{namespace: namespace, keys: keys, perKey: make([]int64, len(keys)),
-		acks: make([][]time.Time, len(nodes)), stop: cancel}
-	var seq atomic.Int64
-	for range workers {
-		l.wg.Go(func() {
-			for ctx.Err() == nil {
-				i := seq.Add(1)
-				k := int(i) % len(keys)
-				ni := int(i/int64(len(keys))) % len(nodes)
-				start := time.Now()
-				cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := nodes[ni].Client.Increment(cctx, &limiterv1.IncrementRequest{
-					Namespace: namespace, Key: keys[k], At: timestamppb.New(at)})
-				ccancel()
-				l.mu.Lock()
-				end := time.Now() // under the lock: acks stay in order
-				if err != nil {
-					l.failed = append(l.failed, failedCall{ni, start, err})
-				} else {
-					l.perKey[k]++
-					l.acks[ni] = append(l.acks[ni], end)
-					l.maxWait = max(l.maxWait, end.Sub(start))
-				}
-				l.mu.Unlock()
-				if err != nil {
-					time.Sleep(5 * time.Millisecond) // a stopped node refuses at once
-				}
-			}
-		})
+// startFailLoad starts a harness.Load over nodes.
+func startFailLoad(nodes []*harness.Limiterd, namespace string, keys []string, at time.Time, workers int) *harness.Load {
+	clients := make([]limiterv1.RateLimiterClient, len(nodes))
+	for i, n := range nodes {
+		clients[i] = n.Client
 	}
-	return l
-}
-
-// end stops the load and waits for every call to return; it may be
-// called again.
-func (l *failLoad) end() {
-	l.stop()
-	l.wg.Wait()
-}
-
-func (l *failLoad) total() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
-	for _, c := range l.perKey {
-		n += c
-	}
-	return n
-}
-
-// acksSince counts node's acknowledgements at or after t.
-func (l *failLoad) acksSince(node int, t time.Time) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	a := l.acks[node]
-	return int64(len(a) - sort.Search(len(a), func(i int) bool { return !a[i].Before(t) }))
-}
-
-// failures summarises failed calls by node and status code.
-func (l *failLoad) failures() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	by := map[string]int{}
-	for _, f := range l.failed {
-		by[fmt.Sprintf("node-%d %s", f.node, status.Code(f.err))]++
-	}
-	keys := make([]string, 0, len(by))
-	for k := range by {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s: %d; ", k, by[k])
-	}
-	return strings.TrimSuffix(b.String(), "; ")
+	return harness.StartLoad(clients, 0, namespace, keys, at, workers)
 }
 
 // storeTotals reads the store's totals of l's keys, in hits.

@@ -26,18 +26,16 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/integration/harness"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
@@ -281,127 +279,30 @@ func (c *cluster) openStore() {
 	}
 }
 
-// load sends Increments of one namespace round-robin over the nodes and
-// keys, all at one timestamp, recording when each node acknowledged a hit
-// and which calls failed.
-type load struct {
-	namespace string
-	keys      []string
-	at        time.Time
-
-	mu      sync.Mutex
-	perKey  []int64
-	acks    [][]time.Time // per node, ascending
-	failed  [][]time.Time // per node: when each failed call began
-	codes   map[string]int
-	slowest time.Duration
-	stop    context.CancelFunc
-	wg      sync.WaitGroup
-}
-
-func (c *cluster) startLoad(namespace string, keys []string, at time.Time, workers int) *load {
-	ctx, cancel := context.WithCancel(context.Background())
-	l := &load{namespace: namespace, keys: keys, at: at, perKey: make([]int64, len(keys)),
-		acks: make([][]time.Time, len(c.nodes)), failed: make([][]time.Time, len(c.nodes)),
-		codes: map[string]int{}, stop: cancel}
-	var seq atomic.Int64
-	for range workers {
-		l.wg.Go(func() {
-			for ctx.Err() == nil {
-				i := seq.Add(1)
-				k := int(i) % len(keys)
-				ni := int(i/int64(len(keys))) % len(c.nodes)
-				start := time.Now()
-				cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := c.nodes[ni].client.Increment(cctx, &limiterv1.IncrementRequest{
-					Namespace: namespace, Key: keys[k], At: timestamppb.New(at)})
-				ccancel()
-				l.mu.Lock()
-				end := time.Now()
-				if err != nil {
-					l.failed[ni] = append(l.failed[ni], start)
-					l.codes[fmt.Sprintf("node-%d %s", ni+1, status.Code(err))]++
-				} else {
-					l.perKey[k]++
-					l.acks[ni] = append(l.acks[ni], end)
-					l.slowest = max(l.slowest, end.Sub(start))
-				}
-				l.mu.Unlock()
-				if err != nil {
-					time.Sleep(5 * time.Millisecond) // a stopped node refuses at once
-				}
-			}
-		})
+// startLoad starts a harness.Load over the cluster's nodes, named as
+// their services (node-1, ...).
+func (c *cluster) startLoad(namespace string, keys []string, at time.Time, workers int) *harness.Load {
+	clients := make([]limiterv1.RateLimiterClient, len(c.nodes))
+	for i, n := range c.nodes {
+		clients[i] = n.client
 	}
-	return l
-}
-
-func (l *load) end() {
-	l.stop()
-	l.wg.Wait()
-}
-
-func (l *load) total() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
-	for _, v := range l.perKey {
-		n += v
-	}
-	return n
-}
-
-// acksBetween counts node i's acknowledgements in [from, to).
-func (l *load) acksBetween(i int, from, to time.Time) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	a := l.acks[i]
-	lo := sort.Search(len(a), func(j int) bool { return !a[j].Before(from) })
-	hi := sort.Search(len(a), func(j int) bool { return !a[j].Before(to) })
-	return int64(hi - lo)
-}
-
-// failedCount counts the failed calls to nodes other than skip (-1: all).
-func (l *load) failedCount(skip int) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for i, f := range l.failed {
-		if i != skip {
-			n += len(f)
-		}
-	}
-	return n
-}
-
-func (l *load) failures() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var s []string
-	for k, v := range l.codes {
-		s = append(s, fmt.Sprintf("%s: %d", k, v))
-	}
-	sort.Strings(s)
-	if len(s) == 0 {
-		return "none"
-	}
-	return strings.Join(s, "; ")
+	return harness.StartLoad(clients, 1, namespace, keys, at, workers)
 }
 
 // stored reads the store's totals of l's keys, in hits.
-func (c *cluster) stored(l *load) []int64 {
+func (c *cluster) stored(l *harness.Load) []int64 {
 	c.t.Helper()
-	out := make([]int64, len(l.keys))
-	for i, key := range l.keys {
-		wk := clustersync.WindowKey{Namespace: l.namespace, Size: window, Start: l.at.Truncate(window).UnixNano(), Key: key}
+	out := make([]int64, len(l.Keys))
+	for i, key := range l.Keys {
+		wk := clustersync.WindowKey{Namespace: l.Namespace, Size: window, Start: l.At.Truncate(window).UnixNano(), Key: key}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		got, err := c.window.Window(ctx, wk)
 		cancel()
 		if err != nil {
-			c.t.Fatalf("store Window(%s/%s): %v", l.namespace, key, err)
+			c.t.Fatalf("store Window(%s/%s): %v", l.Namespace, key, err)
 		}
 		if got%1_000_000 != 0 {
-			c.t.Fatalf("store holds %d micro-hits for %s/%s: not a whole number of hits", got, l.namespace, key)
+			c.t.Fatalf("store holds %d micro-hits for %s/%s: not a whole number of hits", got, l.Namespace, key)
 		}
 		out[i] = got / 1_000_000
 	}
@@ -410,7 +311,7 @@ func (c *cluster) stored(l *load) []int64 {
 
 // converge waits until every node reports, for each key, the count the
 // store holds, and returns the stored total and how long that took.
-func (c *cluster) converge(l *load, timeout time.Duration) (int64, time.Duration) {
+func (c *cluster) converge(l *harness.Load, timeout time.Duration) (int64, time.Duration) {
 	c.t.Helper()
 	began := time.Now()
 	deadline := began.Add(timeout)
@@ -418,11 +319,11 @@ func (c *cluster) converge(l *load, timeout time.Duration) (int64, time.Duration
 		stored := c.stored(l)
 		agreed := true
 		var seen []string
-		for i, key := range l.keys {
+		for i, key := range l.Keys {
 			for _, n := range c.nodes {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				resp, err := n.client.SlidingWindow(ctx, &limiterv1.SlidingWindowRequest{
-					Namespace: l.namespace, Key: key, WindowSize: durationpb.New(window), At: timestamppb.New(l.at)})
+					Namespace: l.Namespace, Key: key, WindowSize: durationpb.New(window), At: timestamppb.New(l.At)})
 				cancel()
 				if err != nil {
 					agreed = false
@@ -444,7 +345,7 @@ func (c *cluster) converge(l *load, timeout time.Duration) (int64, time.Duration
 			return sum, time.Since(began)
 		}
 		if time.Now().After(deadline) {
-			c.t.Fatalf("%s: nodes and store did not agree within %v: store %v, nodes %v", l.namespace, timeout, stored, seen)
+			c.t.Fatalf("%s: nodes and store did not agree within %v: store %v, nodes %v", l.Namespace, timeout, stored, seen)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -452,15 +353,15 @@ func (c *cluster) converge(l *load, timeout time.Duration) (int64, time.Duration
 
 // exact checks that the store holds every acknowledged hit of l, and at
 // most the failed calls' (outcome unknown) more, once the nodes agree.
-func (c *cluster) exact(l *load) (acked, stored int64) {
+func (c *cluster) exact(l *harness.Load) (acked, stored int64) {
 	c.t.Helper()
-	acked = l.total()
+	acked = l.Total()
 	stored, took := c.converge(l, time.Minute)
-	unknown := int64(l.failedCount(-1))
+	unknown := int64(l.FailedCount(-1))
 	if stored < acked || stored > acked+unknown {
-		c.t.Errorf("%s: acknowledged %d, stored %d (failed calls of unknown outcome: %d): want every acknowledged hit stored, once", l.namespace, acked, stored, unknown)
+		c.t.Errorf("%s: acknowledged %d, stored %d (failed calls of unknown outcome: %d): want every acknowledged hit stored, once", l.Namespace, acked, stored, unknown)
 	}
-	c.t.Logf("%s: acknowledged %d, stored %d, converged %.2f s after the load; failed calls: %s", l.namespace, acked, stored, took.Seconds(), l.failures())
+	c.t.Logf("%s: acknowledged %d, stored %d, converged %.2f s after the load; failed calls: %s", l.Namespace, acked, stored, took.Seconds(), l.Failures())
 	return acked, stored
 }
 
@@ -534,7 +435,7 @@ func (c *cluster) on(t *testing.T) func() {
 }
 
 // loads starts a load on the periodic and the strict namespace.
-func (c *cluster) loads(scenario string) (*load, *load) {
+func (c *cluster) loads(scenario string) (*harness.Load, *harness.Load) {
 	at := time.Now()
 	return c.startLoad(periodic, keys(scenario+"-p", 4), at, 3), c.startLoad(strict, keys(scenario+"-s", 4), at, 3)
 }
@@ -544,14 +445,14 @@ func (c *cluster) loads(scenario string) (*load, *load) {
 func testConverge(t *testing.T, c *cluster) {
 	defer c.on(t)()
 	p, s := c.loads("converge")
-	defer p.end()
-	defer s.end()
+	defer p.End()
+	defer s.End()
 	time.Sleep(3 * time.Second)
-	p.end()
-	s.end()
-	for _, l := range []*load{p, s} {
-		if n := l.failedCount(-1); n > 0 {
-			t.Errorf("%s: %d calls failed: %s", l.namespace, n, l.failures())
+	p.End()
+	s.End()
+	for _, l := range []*harness.Load{p, s} {
+		if n := l.FailedCount(-1); n > 0 {
+			t.Errorf("%s: %d calls failed: %s", l.Namespace, n, l.Failures())
 		}
 		c.exact(l)
 	}
@@ -565,8 +466,8 @@ func testKill(t *testing.T, c *cluster) {
 	defer c.on(t)()
 	victim := c.nodes[1]
 	p, s := c.loads("kill")
-	defer p.end()
-	defer s.end()
+	defer p.End()
+	defer s.End()
 	// The first ticks include connecting to the store: the bound below
 	// uses the ticks of the last seconds before the kill only.
 	time.Sleep(time.Second)
@@ -577,20 +478,20 @@ func testKill(t *testing.T, c *cluster) {
 	c.docker("kill", c.container(victim.service))
 	killed := time.Now()
 	time.Sleep(2 * time.Second)
-	for _, l := range []*load{p, s} {
-		if n := l.failedCount(1); n > 0 {
-			t.Errorf("%s: %d calls to the nodes still up failed: %s", l.namespace, n, l.failures())
+	for _, l := range []*harness.Load{p, s} {
+		if n := l.FailedCount(1); n > 0 {
+			t.Errorf("%s: %d calls to the nodes still up failed: %s", l.Namespace, n, l.Failures())
 		}
 	}
 	restarted := time.Now()
 	c.mustCompose(time.Minute, "start", victim.service)
 	c.waitHealthy(victim.service, 2*time.Minute)
 	waitUntil(t, "the restarted node acknowledges hits", time.Minute, func() bool {
-		return p.acksBetween(1, restarted, time.Now().Add(time.Hour)) >= 50
+		return p.AcksBetween(1, restarted, time.Now().Add(time.Hour)) >= 50
 	})
 	rejoined := time.Since(restarted)
-	p.end()
-	s.end()
+	p.End()
+	s.End()
 
 	// The periodic namespace: what node 2 counted after its last
 	// successful push began is lost: at most what it acknowledged since
@@ -602,11 +503,11 @@ func testKill(t *testing.T, c *cluster) {
 	if limit := max(rate, d) + d + 500*time.Millisecond; killAt.Sub(from) > limit {
 		t.Errorf("node 2's last successful push began %v before the kill; want at most a sync period and a tick (%v, slowest tick %v)", killAt.Sub(from), limit, d)
 	}
-	bound := p.acksBetween(1, from, killed)
-	acked := p.total()
+	bound := p.AcksBetween(1, from, killed)
+	acked := p.Total()
 	stored, took := c.converge(p, time.Minute)
 	lost := acked - stored
-	unknown := int64(len(p.failed[1]))
+	unknown := p.FailedBefore(1, time.Now())
 	if lost > bound {
 		t.Errorf("%s: lost %d of %d hits: more than node 2 acknowledged since its last successful push began, %v before the kill (%d)", periodic, lost, acked, killAt.Sub(from), bound)
 	}
@@ -614,7 +515,7 @@ func testKill(t *testing.T, c *cluster) {
 		t.Errorf("%s: the store holds %d hits more than were acknowledged; only %d calls had an unknown outcome", periodic, -lost, unknown)
 	}
 	t.Logf("%s: acknowledged %d, stored %d, lost %d (bound %d: node 2's acks in the %v before the kill; slowest tick %v); converged %.2f s after the load; restarted node answering after %.1f s; failed calls: %s",
-		periodic, acked, stored, lost, bound, killAt.Sub(from).Round(time.Millisecond), d, took.Seconds(), rejoined.Seconds(), p.failures())
+		periodic, acked, stored, lost, bound, killAt.Sub(from).Round(time.Millisecond), d, took.Seconds(), rejoined.Seconds(), p.Failures())
 	c.exact(s)
 }
 
@@ -626,8 +527,8 @@ func testPartition(t *testing.T, c *cluster) {
 	cut := c.nodes[0]
 	id := c.container(cut.service)
 	p, s := c.loads("partition")
-	defer p.end()
-	defer s.end()
+	defer p.End()
+	defer s.End()
 	time.Sleep(2 * time.Second)
 	c.docker("network", "disconnect", c.network("store"), id)
 	cutAt := time.Now()
@@ -637,7 +538,7 @@ func testPartition(t *testing.T, c *cluster) {
 		return err == nil && code == http.StatusOK && strings.Contains(body, `"status":"degraded"`)
 	})
 	time.Sleep(time.Until(cutAt.Add(10 * time.Second)))
-	during := p.acksBetween(0, cutAt, time.Now()) + s.acksBetween(0, cutAt, time.Now())
+	during := p.AcksBetween(0, cutAt, time.Now()) + s.AcksBetween(0, cutAt, time.Now())
 	c.docker("network", "connect", "--alias", cut.service, c.network("store"), id)
 	healed := time.Now()
 	waitUntil(t, "node 1's /healthz reports the store up again", 30*time.Second, func() bool {
@@ -646,18 +547,18 @@ func testPartition(t *testing.T, c *cluster) {
 	})
 	upAgain := time.Since(healed)
 	time.Sleep(time.Second)
-	p.end()
-	s.end()
-	for _, l := range []*load{p, s} {
-		if n := l.failedCount(-1); n > 0 {
-			t.Errorf("%s: %d calls failed: %s", l.namespace, n, l.failures())
+	p.End()
+	s.End()
+	for _, l := range []*harness.Load{p, s} {
+		if n := l.FailedCount(-1); n > 0 {
+			t.Errorf("%s: %d calls failed: %s", l.Namespace, n, l.Failures())
 		}
 	}
 	if during < 100 {
 		t.Errorf("node 1 acknowledged only %d hits while cut off", during)
 	}
 	t.Logf("node 1 answered %d calls while cut off (slowest call %v strict, %v periodic); store up in its /healthz %.1f s after the heal",
-		during, s.slowest.Round(time.Millisecond), p.slowest.Round(time.Millisecond), upAgain.Seconds())
+		during, s.Slowest().Round(time.Millisecond), p.Slowest().Round(time.Millisecond), upAgain.Seconds())
 	c.exact(p)
 	c.exact(s)
 }
@@ -667,22 +568,22 @@ func testPartition(t *testing.T, c *cluster) {
 func testStoreRestart(t *testing.T, c *cluster) {
 	defer c.on(t)()
 	p, s := c.loads("storerestart")
-	defer p.end()
-	defer s.end()
+	defer p.End()
+	defer s.End()
 	time.Sleep(2 * time.Second)
 	began := time.Now()
 	c.mustCompose(time.Minute, "restart", "-t", "10", c.profile)
 	c.waitHealthy(c.profile, time.Minute)
 	t.Logf("store restarted and healthy in %.1f s", time.Since(began).Seconds())
 	time.Sleep(2 * time.Second)
-	p.end()
-	s.end()
-	for _, l := range []*load{p, s} {
-		if n := l.failedCount(-1); n > 0 {
-			t.Errorf("%s: %d calls failed: %s", l.namespace, n, l.failures())
+	p.End()
+	s.End()
+	for _, l := range []*harness.Load{p, s} {
+		if n := l.FailedCount(-1); n > 0 {
+			t.Errorf("%s: %d calls failed: %s", l.Namespace, n, l.Failures())
 		}
 	}
-	t.Logf("slowest call %v strict, %v periodic", s.slowest.Round(time.Millisecond), p.slowest.Round(time.Millisecond))
+	t.Logf("slowest call %v strict, %v periodic", s.Slowest().Round(time.Millisecond), p.Slowest().Round(time.Millisecond))
 	c.exact(p)
 	c.exact(s)
 }
@@ -693,8 +594,8 @@ func testStoreRestart(t *testing.T, c *cluster) {
 func testRolling(t *testing.T, c *cluster) {
 	defer c.on(t)()
 	p, s := c.loads("rolling")
-	defer p.end()
-	defer s.end()
+	defer p.End()
+	defer s.End()
 	time.Sleep(2 * time.Second)
 	for _, n := range c.nodes {
 		id := c.container(n.service)
@@ -717,8 +618,8 @@ func testRolling(t *testing.T, c *cluster) {
 		t.Logf("node %d: stopped in %.1f s (drain_delay 2 s), healthy again %.1f s after the SIGTERM", n.index, stopped.Seconds(), time.Since(began).Seconds())
 	}
 	time.Sleep(time.Second)
-	p.end()
-	s.end()
+	p.End()
+	s.End()
 	c.exact(p)
 	c.exact(s)
 }

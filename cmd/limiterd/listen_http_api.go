@@ -11,7 +11,7 @@ import (
 // (GET /openapi.json) on the HTTP listener's mux. Its calls are stopped
 // with the fronts, by the handler's Shutdown, not with the listener.
 func (d *daemon) mountHTTPAPI(mux *http.ServeMux) (*httpfront.Handler, error) {
-	api, err := httpfront.New(d.svc, d.httpAuth()...)
+	api, err := httpfront.New(d.svc, append(d.httpAuth(), httpfront.WithLogger(d.log))...)
 	if err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func protoReason(err error) string {
 // errorHandler is the gateway's, with the refusals of the decoder made
 // what they are: a body too large (413), or a field the service's way
 // (400 with a google.rpc.BadRequest naming it).
-func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
+func (h *Handler) errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if b, ok := r.Body.(*body); ok && b.err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(b.err, &tooBig) {
@@ -153,8 +153,13 @@ func errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshale
 		p.Message = strings.ToValidUTF8(p.Message, "\uFFFD")
 		err = status.ErrorProto(p)
 	}
-	if status.Code(err) == codes.Unauthenticated {
+	switch status.Code(err) {
+	case codes.Unauthenticated:
 		w = bearerChallenge{w}
+	case codes.Internal:
+		if h.log != nil {
+			h.log.Error("call failed with an internal error", "path", r.URL.Path, "err", err)
+		}
 	}
 	runtime.DefaultHTTPErrorHandler(ctx, mux, m, w, r, err)
 }

@@ -3,6 +3,7 @@ package httpfront
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ type Handler struct {
 	inflight atomic.Int64
 	closing  atomic.Bool
 	authz    *auth.Authorizer
+	log      *slog.Logger
 }
 
 // Option configures a Handler.
@@ -48,6 +50,11 @@ type Option func(*Handler)
 // without one with 401, or one not granted the call with 403.
 func WithAuthorizer(a *auth.Authorizer) Option { return func(h *Handler) { h.authz = a } }
 
+// WithLogger logs the calls answered INTERNAL (a bug, or a store
+// answering what it should not), with their path: the caller sees only
+// the status.
+func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
+
 // New returns the JSON API over svc.
 func New(svc *service.Service, opts ...Option) (*Handler, error) {
 	h := &Handler{marshal: newJSONMarshaler()}
@@ -56,7 +63,7 @@ func New(svc *service.Service, opts ...Option) (*Handler, error) {
 	}
 	h.gw = runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, h.marshal),
-		runtime.WithErrorHandler(errorHandler),
+		runtime.WithErrorHandler(h.errorHandler),
 		// The service reads no metadata: none is made from the headers.
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),

@@ -81,6 +81,12 @@ func (s *Server) exec(ctx context.Context, sess *session, args [][]byte) {
 	}
 	if w.errors != errs {
 		sess.counts[2*cmd.id+1]++
+		if w.internal != nil {
+			// A bug, or a store answering what it should not: the client
+			// sees only the reply. The key is logged at debug only.
+			s.logInternal(ctx, cmd.name, args, w.internal)
+			w.internal = nil
+		}
 	} else {
 		sess.counts[2*cmd.id]++
 	}

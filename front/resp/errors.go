@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 
 	"github.com/limiterd/limiterd/service"
@@ -37,6 +38,7 @@ func writeErr(w *reply, err error, rename func(string) string) {
 			w.error("TIMEOUT " + err.Error())
 		default:
 			w.error("INTERNAL " + err.Error())
+			w.internal = err
 		}
 		return
 	}
@@ -87,3 +89,17 @@ const errNoAuthReply = "NOAUTH Authentication required: AUTH with a configured t
 
 // errSyntax is an argument list the command does not read.
 var errSyntax = errors.New("resp: syntax error")
+
+// logInternal logs a command answered INTERNAL. Its arguments, which hold
+// the key, are logged at debug only.
+func (s *Server) logInternal(ctx context.Context, name string, args [][]byte, err error) {
+	attrs := []any{"command", name, "err", err}
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		a := make([]string, 0, len(args)-1)
+		for _, b := range args[1:] {
+			a = append(a, clip(b))
+		}
+		attrs = append(attrs, "args", a)
+	}
+	s.log.Error("command failed with an internal error", attrs...)
+}

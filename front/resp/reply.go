@@ -12,6 +12,8 @@ type reply struct {
 	b      []byte
 	resp3  bool
 	errors int // error replies written, for the metrics
+	// internal is the last INTERNAL error written, for the log.
+	internal error
 }
 
 func (w *reply) line(prefix byte, s string) {

@@ -27,6 +27,11 @@ type Margin struct {
 	// fetched here as near; otherwise such a key is decided here from the
 	// node's own hits.
 	Unfetched bool
+	// Known has bit i set when the node knows the other nodes' totals of
+	// every key, held or not, for the namespace's i-th window size
+	// (ascending): a key never fetched is not near on account of that
+	// for a request whose limits are all of such sizes.
+	Known uint32
 }
 
 // AllowMarginAt decides like AllowAt while the request is clear of every
@@ -72,7 +77,7 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 	n := len(lims)
 	decide(&dc, tn, cost, lims, dc.cur[:n], dc.prev[:n], req.CountRejected)
 	if dc.allowed {
-		unseen := m.Unfetched && !e.fetched()
+		unseen := m.Unfetched && !e.fetched() && !known(lims, m.Known)
 		inside := false
 		for i, l := range lims {
 			r := SlidingRate(dc.cur[i]-cost, dc.prev[i], time.Duration(l.size), tn-l.ws)
@@ -92,6 +97,16 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 		ns.countAll(e, tn, cost)
 	}
 	return dc.finish(dst, lims, req.Limits), false, nil
+}
+
+// known reports whether every limit's window size is in the mask.
+func known(lims []microLimit, mask uint32) bool {
+	for _, l := range lims {
+		if mask&(1<<l.idx) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // othersAhead returns the micro-hits the other nodes are expected to

@@ -79,7 +79,7 @@ func (s *Syncer) AllowNearAt(ctx context.Context, t time.Time, req node.AllowReq
 		return s.ns.AllowAt(t, req, dst)
 	}
 	m := node.Margin{Blind: s.blind(), Safety: s.cfg.EscalateSafety, Tighten: s.aa == nil,
-		Unfetched: t.UnixNano() < s.newKeysUntil && !s.knowsAll(t)}
+		Unfetched: t.UnixNano() < s.newKeysUntil, Known: s.knownSizes(t)}
 	d, near, err := s.ns.AllowMarginAt(t, req, m, dst)
 	if err != nil || !near {
 		return d, err

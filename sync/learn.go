@@ -29,6 +29,8 @@ type learning struct {
 	// skew is how far ahead a writer's clock may run: a period and a
 	// second.
 	skew time.Duration
+	// sizes are the namespace's window sizes, ascending.
+	sizes []time.Duration
 	// since (Unix ns, the namespace's clock) is when the change reads
 	// began without a gap; 0 while they have not.
 	since atomic.Int64
@@ -46,22 +48,29 @@ func (l *learning) restart(now time.Time) {
 	}
 }
 
-// knowsAll reports whether at t the node knows every other node's total
-// of the windows that count, for keys it holds and keys it does not: the
-// previous window of every size began after the change reads did, give
-// or take the writers' clocks.
-func (s *Syncer) knowsAll(t time.Time) bool {
+// knownSizes returns a bit per window size (ascending, as node.Margin's
+// Known) whose every other node's total the node knows at t, for keys it
+// holds and keys it does not: the previous window of that size began
+// after the change reads did, give or take the writers' clocks.
+func (s *Syncer) knownSizes(t time.Time) uint32 {
 	since := s.learn.since.Load()
 	if since == 0 {
-		return false
+		return 0
 	}
 	tn := t.UnixNano()
-	for _, size := range s.ns.Sizes() {
-		if node.WindowStart(tn, size)-int64(size) < since+int64(s.learn.skew) {
-			return false
+	var mask uint32
+	for i, size := range s.learn.sizes {
+		if node.WindowStart(tn, size)-int64(size) >= since+int64(s.learn.skew) {
+			mask |= 1 << i
 		}
 	}
-	return true
+	return mask
+}
+
+// knowsAll reports whether the node knows the others' totals of every
+// window size at t (knownSizes).
+func (s *Syncer) knowsAll(t time.Time) bool {
+	return s.learn.on && s.knownSizes(t) == 1<<len(s.learn.sizes)-1
 }
 
 // learns reports whether ch is learned: a window that began after the

@@ -6,15 +6,17 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
 // TestLearnKeysFromChanges: once a's change reads have run without a gap
-// since before the previous window of every size began, a holds the
-// others' totals of keys it never counted, and decides its first call on
-// such a key, and on a key no node counted, in the node. Before that, and
-// again after a lost cursor, such calls go to the store.
+// since before the previous window of a size began, a holds the others'
+// totals of keys it never counted, and decides its first call on such a
+// key, and on a key no node counted, in the node, for limits of that
+// size. Before that, and again after a lost cursor, such calls go to the
+// store.
 func TestLearnKeysFromChanges(t *testing.T) {
 	clock := fakeclock.New(start.Add(500 * time.Millisecond))
 	mem := memory.New()
@@ -41,9 +43,23 @@ func TestLearnKeysFromChanges(t *testing.T) {
 	}
 	escalations(t, 2)
 
-	// Two minutes and a second later the previous minute began after the
-	// reads did.
-	clock.Add(2*time.Minute + 2*time.Second)
+	// Three seconds later the previous second began after the reads did,
+	// but not the previous minute: a key new to a goes to the store for a
+	// limit of a minute only.
+	clock.Add(3 * time.Second)
+	syncOnce(t, a)
+	if d := allowOne(t, a, "nobody-second", 100); !d.Allowed {
+		t.Fatalf("nobody-second refused: %+v", d)
+	}
+	escalations(t, 2)
+	minute := node.AllowRequest{Key: "nobody-minute", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 100}}}
+	if d, err := a.sy.AllowNearAt(context.Background(), a.ns.Now(), minute, nil); err != nil || !d.Allowed {
+		t.Fatalf("nobody-minute: %+v, %v", d, err)
+	}
+	escalations(t, 3)
+
+	// Two minutes later the previous minute began after the reads did.
+	clock.Add(2 * time.Minute)
 	syncOnce(t, a)
 	incrementAt(t, b, "full", 100)
 	syncOnce(t, b)
@@ -58,7 +74,7 @@ func TestLearnKeysFromChanges(t *testing.T) {
 	if d := allowOne(t, a, "nobody", 100); !d.Allowed {
 		t.Errorf("nobody: refused %+v", d)
 	}
-	escalations(t, 2)
+	escalations(t, 3)
 
 	// A lost cursor: what a holds may lack writes, so new keys go to the
 	// store again.
@@ -69,5 +85,5 @@ func TestLearnKeysFromChanges(t *testing.T) {
 	}
 	syncOnce(t, a)
 	allowOne(t, a, "after-loss", 100)
-	escalations(t, 3)
+	escalations(t, 4)
 }

@@ -218,6 +218,7 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 	if s.escalate && s.ch.cr != nil {
 		s.learn.on = true
 		s.learn.skew = period + time.Second
+		s.learn.sizes = slices.Sorted(slices.Values(ns.Sizes()))
 	}
 	switch {
 	case s.ch.cr != nil:

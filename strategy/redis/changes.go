@@ -49,9 +49,10 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 	if s.single {
 		perCall = logsPerCall
 	}
+	own := s.rowPrefix(inc)
 	calls := make([]scriptCall, 0, buckets/perCall)
 	for b0 := 0; b0 < buckets; b0 += perCall {
-		c := scriptCall{args: []any{per}}
+		c := scriptCall{args: []any{per, own}}
 		for b := b0; b < b0+perCall; b++ {
 			c.keys = append(c.keys, string(appendLogBase(nil, s.prefix, namespace, b))+"c")
 			c.args = append(c.args, seqs[b])
@@ -61,7 +62,6 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 	if err := runScripts(ctx, s.c, changesScript, calls); err != nil {
 		return dst, since, false, s.fail("changes", err)
 	}
-	own := s.rowPrefix(inc)
 	var keys []clustersync.WindowKey
 	seen := make(map[clustersync.WindowKey]struct{})
 	more := false
@@ -88,7 +88,7 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 			for o := hw; o < hw+count*w; o += w {
 				m := v[o+int(changesReplyMember)]
 				if strings.HasPrefix(m, own) {
-					continue // the reader's own write changes no others' sum
+					continue // the reader's own write changes no others' sum (the script leaves these out)
 				}
 				k, err := decodeMember(namespace, m)
 				if err != nil {

@@ -18,6 +18,7 @@ type pushHead int
 
 const (
 	pushHeadRowPrefix pushHead = iota // the incarnation's row prefix
+	pushHeadReply                     // '1' for a reply per row (rowReply), '0' for only the number of rows
 	pushHeadWidth
 )
 

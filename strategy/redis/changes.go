@@ -17,10 +17,11 @@ import (
 // scored by a sequence the writing script assigns from Redis TIME and the
 // log's last one, so a log's order is the order its writes committed in.
 // A log holds one member per writer of a window, so a read skips the
-// reader's own writes. A read runs the changes script over the 64 logs in
-// one pipeline (16 logs per call on a single server, one on a cluster or
-// ring), which only reads the logs, then Fetch reads the sums of the
-// windows listed: two round trips, each cheap per window. The cursor holds the namespace's
+// reader's own writes (the script leaves them out: they change no others'
+// sum). A read runs the changes script over the 64 logs in one pipeline
+// (16 logs per call on a single server, one on a cluster or ring), which
+// only reads the logs, then Fetch reads the sums of the windows listed:
+// two round trips, each cheap per window. The cursor holds the namespace's
 // hash and the last sequence read of each log. A log trims what is older
 // than a minute; a reader that comes back later, or finds a log lost (a
 // flush, a failover to a replica that lagged), gets ErrChangesLost.
@@ -87,9 +88,6 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 			more = more || v[changesReplyHeadMore] == "1"
 			for o := hw; o < hw+count*w; o += w {
 				m := v[o+int(changesReplyMember)]
-				if strings.HasPrefix(m, own) {
-					continue // the reader's own write changes no others' sum (the script leaves these out)
-				}
 				k, err := decodeMember(namespace, m)
 				if err != nil {
 					return dst, since, false, fmt.Errorf("redis: changes: %w", err)

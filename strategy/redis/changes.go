@@ -17,10 +17,11 @@ import (
 // scored by a sequence the writing script assigns from Redis TIME and the
 // log's last one, so a log's order is the order its writes committed in.
 // A log holds one member per writer of a window, so a read skips the
-// reader's own writes. A read runs the changes script over the 64 logs in
-// one pipeline (16 logs per call on a single server, one on a cluster or
-// ring), which only reads the logs, then Fetch reads the sums of the
-// windows listed: two round trips, each cheap per window. The cursor holds the namespace's
+// reader's own writes (the script leaves them out: they change no others'
+// sum). A read runs the changes script over the 64 logs in one pipeline
+// (16 logs per call on a single server, one on a cluster or ring), which
+// only reads the logs, then Fetch reads the sums of the windows listed:
+// two round trips, each cheap per window. The cursor holds the namespace's
 // hash and the last sequence read of each log. A log trims what is older
 // than a minute; a reader that comes back later, or finds a log lost (a
 // flush, a failover to a replica that lagged), gets ErrChangesLost.
@@ -49,9 +50,10 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 	if s.single {
 		perCall = logsPerCall
 	}
+	own := s.rowPrefix(inc)
 	calls := make([]scriptCall, 0, buckets/perCall)
 	for b0 := 0; b0 < buckets; b0 += perCall {
-		c := scriptCall{args: []any{per}}
+		c := scriptCall{args: []any{per, own}}
 		for b := b0; b < b0+perCall; b++ {
 			c.keys = append(c.keys, string(appendLogBase(nil, s.prefix, namespace, b))+"c")
 			c.args = append(c.args, seqs[b])
@@ -61,7 +63,6 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 	if err := runScripts(ctx, s.c, changesScript, calls); err != nil {
 		return dst, since, false, s.fail("changes", err)
 	}
-	own := s.rowPrefix(inc)
 	var keys []clustersync.WindowKey
 	seen := make(map[clustersync.WindowKey]struct{})
 	more := false
@@ -87,9 +88,6 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 			more = more || v[changesReplyHeadMore] == "1"
 			for o := hw; o < hw+count*w; o += w {
 				m := v[o+int(changesReplyMember)]
-				if strings.HasPrefix(m, own) {
-					continue // the reader's own write changes no others' sum
-				}
 				k, err := decodeMember(namespace, m)
 				if err != nil {
 					return dst, since, false, fmt.Errorf("redis: changes: %w", err)

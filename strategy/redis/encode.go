@@ -102,14 +102,22 @@ func expireArg(r *clustersync.Row) int64 {
 	return ms
 }
 
+// The push script's reply flag, shared by every call.
+var withReply, noReply = "1", "0"
+
 // pushCall is one call of the push script: hashes [h0, h1) of a grouping,
 // rows order[j0:j1] (the first and last hash may be cut).
 type pushCall struct{ h0, h1, j0, j1 int }
 
-// encodePush encodes call c of rows grouped by g, for row prefix *rp.
-func encodePush(g *grouping, c pushCall, rp *string, rows []clustersync.Row) scriptCall {
+// encodePush encodes call c of rows grouped by g, for row prefix *rp,
+// asking for a reply per row when reply is set.
+func encodePush(g *grouping, c pushCall, rp *string, rows []clustersync.Row, reply bool) scriptCall {
 	a := newArgv(int(pushRow(0).at(c.j1 - c.j0)))
 	a.args[pushHeadRowPrefix] = rp
+	a.args[pushHeadReply] = &noReply
+	if reply {
+		a.args[pushHeadReply] = &withReply
+	}
 	for h := c.h0; h < c.h1; h++ {
 		for j := max(g.first[h], c.j0); j < min(g.first[h+1], c.j1); j++ {
 			r, i := &rows[g.order[j]], j-c.j0

@@ -74,9 +74,9 @@ func TestEncodersMatchLayouts(t *testing.T) {
 		rows := []clustersync.Row{rw("n", "a", time.Second, 7, 11, 12), rw("n", "b", time.Second, 7, 21, 22), rw("n", "c", time.Minute, 60, 31, 32)}
 		g := (&Store{prefix: "p"}).group(len(rows), func(i int) *clustersync.WindowKey { return &rows[i].WindowKey })
 		prefix := rp
-		call := encodePush(&g, pushCall{h0: 0, h1: len(g.hashes), j0: 0, j1: len(rows)}, &prefix, rows)
+		call := encodePush(&g, pushCall{h0: 0, h1: len(g.hashes), j0: 0, j1: len(rows)}, &prefix, rows, true)
 		got := named(probe(t, c, "push", probeLib+`
-`+adds("''", "ARGV[PUSH_HEAD_", "row prefix")+`
+`+adds("''", "ARGV[PUSH_HEAD_", "row prefix", "reply")+`
 for i = 1, (#ARGV - PUSH_HEAD_WIDTH) / PUSH_ROW_WIDTH do
   local a = PUSH_HEAD_WIDTH + (i - 1) * PUSH_ROW_WIDTH
   local k = ARGV[a + PUSH_ROW_KEY]
@@ -84,7 +84,7 @@ for i = 1, (#ARGV - PUSH_HEAD_WIDTH) / PUSH_ROW_WIDTH do
   `+adds("k .. ' '", "ARGV[a + PUSH_ROW_", "total", "version", "expire")+`
 end
 return out`, call))
-		want := map[string]string{"row prefix": rp}
+		want := map[string]string{"row prefix": rp, "reply": "1"}
 		for _, r := range rows {
 			want[r.Key+" hash"] = redisKey("p", &r.WindowKey)
 			want[r.Key+" total"] = fmt.Sprint(r.Total)

@@ -18,6 +18,7 @@ type pushHead int
 
 const (
 	pushHeadRowPrefix pushHead = iota // the incarnation's row prefix
+	pushHeadReply                     // '1' for a reply per row (rowReply), '0' for only the number of rows
 	pushHeadWidth
 )
 
@@ -249,6 +250,7 @@ type changesHead int
 
 const (
 	changesHeadLimit changesHead = iota // the most members to read per log; -1 for all
+	changesHeadOwn                      // the reader's row prefix: members of its own writes are read but not returned
 	changesHeadWidth
 )
 
@@ -268,7 +270,7 @@ const (
 	changesReplyHeadKnown changesReplyHead = iota // '1', or '0' when the log cannot answer for the sequence
 	changesReplyHeadNext                          // the sequence to read after next
 	changesReplyHeadMore                          // '1' when the limit cut the read
-	changesReplyHeadCount                         // the members that follow
+	changesReplyHeadCount                         // the members that follow (the reader's own writes left out)
 	changesReplyHeadWidth
 )
 

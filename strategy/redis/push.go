@@ -273,10 +273,19 @@ func (s *Store) pushChunk(ctx context.Context, op, rp string, rows []clustersync
 	cs = splitRepeats(cs, g, rows)
 	calls := make([]scriptCall, len(cs))
 	for i, c := range cs {
-		calls[i] = encodePush(&g, c, &rp, rows)
+		calls[i] = encodePush(&g, c, &rp, rows, others != nil)
 	}
 	if err := runScripts(ctx, s.c, pushScript, calls); err != nil {
 		return s.fail(op, err)
+	}
+	if others == nil {
+		// A plain push: the script replied only its number of rows.
+		for i, c := range cs {
+			if n, err := calls[i].cmd.Int64(); err != nil || n != int64(c.j1-c.j0) {
+				return fmt.Errorf("redis: %s: unexpected reply %v for %d rows", op, calls[i].cmd.Val(), c.j1-c.j0)
+			}
+		}
+		return nil
 	}
 	var o []int64
 	for i, c := range cs {

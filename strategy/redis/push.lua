@@ -1,12 +1,14 @@
 -- Pushes rows and replies, per row, the key's sum and the incarnation's
 -- total as they were before the write (their difference is the others'
--- sum, which the write does not change). Per hash it sends one HMGET and
+-- sum, which the write does not change), or only the number of rows when
+-- the caller does not read them (a plain Push). Per hash it sends one HMGET and
 -- at most one HSET (plus PEXPIRETIME and PEXPIREAT when a row asks for a
 -- later expiry than it had). A key appears at most once per hash: all
 -- reads come before the writes.
 local L = lib()
 local step, later, bigSum, expire, WIDE = L.step, L.later, L.bigSum, L.expire, L.WIDE
 local rp = ARGV[PUSH_HEAD_ROW_PREFIX]
+local reply = ARGV[PUSH_HEAD_REPLY] == '1'
 local n = (#ARGV - PUSH_HEAD_WIDTH) / PUSH_ROW_WIDTH
 local out, fs, w = {}, {}, {}
 local i = 1
@@ -33,8 +35,10 @@ while i <= n do
     local s, old = r[y + 1], r[y + 2]
     local t = ARGV[a + PUSH_ROW_TOTAL]
     local row, sum, big, ot, ex = step(t, ARGV[a + PUSH_ROW_VERSION], ARGV[a + PUSH_ROW_EXPIRE], s, old)
-    local o = (x - 1) * ROW_REPLY_WIDTH
-    out[o + ROW_REPLY_SUM], out[o + ROW_REPLY_OWN] = s or '0', ot
+    if reply then
+      local o = (x - 1) * ROW_REPLY_WIDTH
+      out[o + ROW_REPLY_SUM], out[o + ROW_REPLY_OWN] = s or '0', ot
+    end
     e = later(e, ex)
     if row then
       note(lg, rp, pre, ARGV[a + PUSH_ROW_KEY])
@@ -67,4 +71,5 @@ while i <= n do
   i = j
 end
 logChanges()
+if not reply then return n end
 return out

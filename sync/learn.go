@@ -11,12 +11,13 @@ import (
 // ChangeReader store applies every change the others write, inserting
 // the keys it does not hold (node.Namespace.LearnWindow, up to three
 // quarters of max_keys), instead of dropping them. Once its change reads
-// have run without a gap since before the previous window of every size
-// began, every write to a window that still counts reached the node: a
-// key it holds no count of has none elsewhere either, as of its last
-// read. Such a key is then decided in the node like any other, by its
-// margin (see escalate.go), not sent to the store as a key never fetched;
-// and it is not fetched in the background. That is one round trip less
+// have run without a gap since before the previous window of a size
+// began, every write to a window of that size that still counts reached
+// the node: a key it holds no count of there has none elsewhere either,
+// as of its last read. A call on such a key whose limits are all of such
+// sizes is then decided in the node like any other, by its margin (see
+// escalate.go), not sent to the store as a key never fetched; once every
+// size is, new keys are not fetched in the background either. That is one round trip less
 // for every call that is a key's first on the node, which a long tail of
 // keys makes often, for memory that follows the cluster's keys rather
 // than the node's.

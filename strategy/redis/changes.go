@@ -13,18 +13,21 @@ import (
 )
 
 // Changes implements clustersync.ChangeReader. Each bucket of a namespace
-// has its change log (lib.lua): a sorted set of the windows written,
-// scored by a sequence the writing script assigns from Redis TIME and the
-// log's last one, so a log's order is the order its writes committed in.
-// A log holds one member per writer of a window, so a read skips the
+// has its change log (lib.lua): a sorted set with one member per script
+// call that wrote to the bucket, listing the windows it wrote, scored by
+// a sequence the writing script assigns from Redis TIME and the log's
+// last one, so a log's order is the order its writes committed in. A
+// member starts with its writer's row prefix, so a read skips the
 // reader's own writes (the script leaves them out: they change no others'
 // sum). A read runs the changes script over the 64 logs in one pipeline
 // (16 logs per call on a single server, one on a cluster or ring), which
 // only reads the logs, then Fetch reads the sums of the windows listed:
-// two round trips, each cheap per window. The cursor holds the namespace's
-// hash and the last sequence read of each log. A log trims what is older
-// than a minute; a reader that comes back later, or finds a log lost (a
-// flush, a failover to a replica that lagged), gets ErrChangesLost.
+// two round trips, each cheap per window. The cursor holds the
+// namespace's hash and, per log, the last sequence read, or the sequence
+// of a member read in part and how many of its keys were taken. A log
+// trims what is older than a minute; a reader that comes back later, or
+// finds a log lost (a flush, a failover to a replica that lagged), gets
+// ErrChangesLost.
 //
 // limit is shared out over the logs; what a read cuts off is left for
 // the next, from the cursor it returns.
@@ -32,10 +35,10 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 	if s.closed.Load() {
 		return dst, since, false, fmt.Errorf("redis: changes: %w", clustersync.ErrClosed)
 	}
-	var seqs [buckets]string
+	var pos [buckets]logPos
 	if since != "" {
 		var ok bool
-		if seqs, ok = parseCursor(since, namespace); !ok {
+		if pos, ok = parseCursor(since, namespace); !ok {
 			return dst, since, false, fmt.Errorf("redis: changes of %q: cursor %.40q: %w", namespace, since, clustersync.ErrChangesLost)
 		}
 	}
@@ -56,14 +59,14 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 		c := scriptCall{args: []any{per, own}}
 		for b := b0; b < b0+perCall; b++ {
 			c.keys = append(c.keys, string(appendLogBase(nil, s.prefix, namespace, b))+"c")
-			c.args = append(c.args, seqs[b])
+			c.args = append(c.args, pos[b].after(since != ""))
 		}
 		calls = append(calls, c)
 	}
 	if err := runScripts(ctx, s.c, changesScript, calls); err != nil {
 		return dst, since, false, s.fail("changes", err)
 	}
-	var keys []clustersync.WindowKey
+	var keys, listed []clustersync.WindowKey
 	seen := make(map[clustersync.WindowKey]struct{})
 	more := false
 	b := 0 // the log being decoded
@@ -84,29 +87,42 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 			if v[changesReplyHeadKnown] != "1" {
 				return dst, since, false, fmt.Errorf("redis: changes of %q: bucket %d: %w", namespace, b, clustersync.ErrChangesLost)
 			}
-			next := v[changesReplyHeadNext]
+			next, ok := parseLogPos(v[changesReplyHeadNext])
+			if !ok {
+				return dst, since, false, fmt.Errorf("redis: changes: unexpected sequence %.40q", v[changesReplyHeadNext])
+			}
 			more = more || v[changesReplyHeadMore] == "1"
+		members:
 			for o := hw; o < hw+count*w; o += w {
-				m := v[o+int(changesReplyMember)]
-				k, err := decodeMember(namespace, m)
-				if err != nil {
+				seq, ok := parseLogPos(v[o+int(changesReplySeq)])
+				if !ok || seq.taken > 0 {
+					return dst, since, false, fmt.Errorf("redis: changes: unexpected sequence %.40q", v[o+int(changesReplySeq)])
+				}
+				if listed, err = appendMember(listed[:0], namespace, v[o+int(changesReplyMember)]); err != nil {
 					return dst, since, false, fmt.Errorf("redis: changes: %w", err)
 				}
-				if _, ok := seen[k]; ok {
-					continue // written by several since the cursor
+				first := 0
+				if seq.seq == pos[b].seq {
+					first = pos[b].taken // read in part before
 				}
-				if limit > 0 && len(keys) == limit {
-					// Cut here: this log resumes before this member.
-					next, more = seqs[b], true
-					if o > hw {
-						next = v[o-w+int(changesReplySeq)]
+				for i := first; i < len(listed); i++ {
+					k := listed[i]
+					if _, ok := seen[k]; ok {
+						continue // written by several since the cursor
 					}
-					break
+					if limit > 0 && len(keys) == limit {
+						// Cut here: this log resumes at this key.
+						next, more = logPos{seq: seq.seq - 1}, true
+						if i > 0 {
+							next = logPos{seq: seq.seq, taken: i}
+						}
+						break members
+					}
+					seen[k] = struct{}{}
+					keys = append(keys, k)
 				}
-				seen[k] = struct{}{}
-				keys = append(keys, k)
 			}
-			seqs[b] = next
+			pos[b] = next
 			v = v[hw+count*w:]
 			b++
 		}
@@ -119,26 +135,52 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 	for i, k := range keys {
 		dst = append(dst, clustersync.Change{WindowKey: k, Others: others[i]})
 	}
-	return dst, formatCursor(namespace, &seqs), more, nil
+	return dst, formatCursor(namespace, &pos), more, nil
 }
 
-// decodeMember decodes a change log member, "<writer's row
-// prefix><size>:<start>:<key>" (the row prefix is "+<len(inc)>:<inc>:").
-func decodeMember(namespace, m string) (clustersync.WindowKey, error) {
+// appendMember appends the windows a change log member lists: "<writer's
+// row prefix><n>:" and then groups "<size>:<start>:<m>:" of m keys
+// "<len(key)>:<key>", n keys in all (the row prefix is
+// "+<len(inc)>:<inc>:").
+func appendMember(dst []clustersync.WindowKey, namespace, m string) ([]clustersync.WindowKey, error) {
 	bad := fmt.Errorf("unexpected change log member %.80q", m)
 	n, rest, ok := strings.Cut(strings.TrimPrefix(m, "+"), ":")
 	l, err := strconv.Atoi(n)
 	if !ok || err != nil || l < 0 || len(rest) < l+1 || rest[l] != ':' {
-		return clustersync.WindowKey{}, bad
+		return dst, bad
 	}
-	size, rest, ok1 := strings.Cut(rest[l+1:], ":")
-	start, key, ok2 := strings.Cut(rest, ":")
-	sz, err1 := strconv.ParseInt(size, 10, 64)
-	st, err2 := strconv.ParseInt(start, 10, 64)
-	if !ok1 || !ok2 || err1 != nil || err2 != nil {
-		return clustersync.WindowKey{}, bad
+	rest = rest[l+1:]
+	field := func() (int64, bool) {
+		f, r, ok := strings.Cut(rest, ":")
+		n, err := strconv.ParseInt(f, 10, 64)
+		rest = r
+		return n, ok && err == nil
 	}
-	return clustersync.WindowKey{Namespace: namespace, Size: time.Duration(sz), Start: st, Key: key}, nil
+	total, ok := field()
+	if !ok || total < 0 {
+		return dst, bad
+	}
+	start := len(dst)
+	for rest != "" {
+		size, ok1 := field()
+		st, ok2 := field()
+		c, ok3 := field()
+		if !ok1 || !ok2 || !ok3 || c <= 0 || c > total {
+			return dst, bad
+		}
+		for range c {
+			kl, ok := field()
+			if !ok || kl < 0 || kl > int64(len(rest)) {
+				return dst, bad
+			}
+			dst = append(dst, clustersync.WindowKey{Namespace: namespace, Size: time.Duration(size), Start: st, Key: rest[:kl]})
+			rest = rest[kl:]
+		}
+	}
+	if int64(len(dst)-start) != total {
+		return dst, bad
+	}
+	return dst, nil
 }
 
 // appendLogBase appends the key of a bucket's hashes up to their
@@ -154,9 +196,9 @@ func appendLogBase(b []byte, prefix, namespace string, bucket int) []byte {
 // reads on a single server.
 const logsPerCall = 16
 
-// cursorVersion starts every cursor: "r1:<namespace hash>:" and one
-// sequence per bucket, comma-separated.
-const cursorVersion = "r1:"
+// cursorVersion starts every cursor: "r2:<namespace hash>:" and one
+// position per bucket, comma-separated.
+const cursorVersion = "r2:"
 
 func nsHash(namespace string) string {
 	h := fnv.New64a()
@@ -164,39 +206,78 @@ func nsHash(namespace string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func formatCursor(namespace string, seqs *[buckets]string) clustersync.Cursor {
+// logPos is a reader's position in one change log: every member up to
+// sequence seq read, or, when taken > 0, those before seq and the first
+// taken keys of the member at seq.
+type logPos struct {
+	seq   int64
+	taken int
+}
+
+// after returns the sequence a read resumes after, as the changes script
+// takes it: "" for no cursor.
+func (p logPos) after(cursor bool) string {
+	switch {
+	case !cursor:
+		return ""
+	case p.taken > 0:
+		return strconv.FormatInt(p.seq-1, 10)
+	}
+	return strconv.FormatInt(p.seq, 10)
+}
+
+// parseLogPos parses "<seq>" or "<seq>/<taken>".
+func parseLogPos(s string) (logPos, bool) {
+	q, t, part := strings.Cut(s, "/")
+	seq, err := strconv.ParseInt(q, 10, 64)
+	if err != nil || seq < 0 || (part && seq == 0) {
+		return logPos{}, false
+	}
+	p := logPos{seq: seq}
+	if part {
+		if p.taken, err = strconv.Atoi(t); err != nil || p.taken <= 0 {
+			return logPos{}, false
+		}
+	}
+	return p, true
+}
+
+func formatCursor(namespace string, pos *[buckets]logPos) clustersync.Cursor {
 	var b strings.Builder
 	b.WriteString(cursorVersion)
 	b.WriteString(nsHash(namespace))
 	b.WriteByte(':')
-	for i, s := range seqs {
+	for i, p := range pos {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(s)
+		b.WriteString(strconv.FormatInt(p.seq, 10))
+		if p.taken > 0 {
+			b.WriteByte('/')
+			b.WriteString(strconv.Itoa(p.taken))
+		}
 	}
 	return clustersync.Cursor(b.String())
 }
 
-// parseCursor returns the sequences of a cursor of namespace, or false.
-func parseCursor(c clustersync.Cursor, namespace string) (seqs [buckets]string, ok bool) {
+// parseCursor returns the positions of a cursor of namespace, or false.
+func parseCursor(c clustersync.Cursor, namespace string) (pos [buckets]logPos, ok bool) {
 	rest, found := strings.CutPrefix(string(c), cursorVersion)
 	if !found {
-		return seqs, false
+		return pos, false
 	}
 	h, list, found := strings.Cut(rest, ":")
 	if !found || h != nsHash(namespace) {
-		return seqs, false
+		return pos, false
 	}
 	parts := strings.Split(list, ",")
 	if len(parts) != buckets {
-		return seqs, false
+		return pos, false
 	}
 	for i, p := range parts {
-		if n, err := strconv.ParseInt(p, 10, 64); err != nil || n < 0 {
-			return seqs, false
+		if pos[i], ok = parseLogPos(p); !ok {
+			return pos, false
 		}
-		seqs[i] = p
 	}
-	return seqs, true
+	return pos, true
 }

@@ -20,16 +20,14 @@ local function total(row)
   return sub(row, 1, find(row, ':', 1, true) - 1)
 end
 
--- replace is the usual write of a synchronous call, without the helpers
--- of lib: it stores row (total t, version v, expiry exp) over old, the
--- incarnation's stored row, and moves the sum s by t − old's total, in
--- one HSET of hash h (sum field sf, row field rf), and returns old's
--- total — but only when old has the same expiry and an older version of
--- the same length, v has no sign, and the sum and totals are short: then
+-- quick decides the usual row without the helpers of lib: row (total
+-- t, version v, expiry exp) over old, the incarnation's stored row, with
+-- s the key's stored sum. It returns old's total and the new sum — but
+-- only when old has the same expiry and an older version of the same
+-- length, v has no sign, and the sum and totals are short: then
 -- comparing the versions as strings is exact, the hash's expiry stays,
--- and the arithmetic is exact in doubles. Otherwise it returns nil and
--- writes nothing.
-local function replace(h, sf, rf, row, t, v, exp, s, old)
+-- and the arithmetic is exact in doubles. Otherwise it returns nil.
+local function quick(t, v, exp, s, old)
   if not old or not s or #s > 15 or #t > 15 or byte(v, 1) == 45 then return nil end
   -- old is '<ot>:<ov>:<exp>' with #ov == #v exactly when both colons
   -- sit where these lengths put them (its parts hold no colon).
@@ -37,40 +35,71 @@ local function replace(h, sf, rf, row, t, v, exp, s, old)
   if n < 1 or n > 15 or byte(old, n + 1) ~= 58 or byte(old, n + #v + 2) ~= 58 then return nil end
   if find(old, exp, n + #v + 3, true) ~= n + #v + 3 or not (v > sub(old, n + 2, n + #v + 1)) then return nil end
   local ot = sub(old, 1, n)
-  call('HSET', h, rf, row, sf, format('%d', s - ot + t))
+  return ot, format('%d', s - ot + t)
+end
+
+-- replace is the usual write of a synchronous call: when quick decides
+-- row (total t, version v, expiry exp) over old, it stores the row and
+-- the new sum in one HSET of hash h (sum field sf, row field rf) and
+-- returns old's total. Otherwise it returns nil and writes nothing.
+local function replace(h, sf, rf, row, t, v, exp, s, old)
+  local ot, sum = quick(t, v, exp, s, old)
+  if not ot then return nil end
+  call('HSET', h, rf, row, sf, sum)
   return ot
 end
 
 -- The change log (clustersync.ChangeReader). Per namespace and bucket, a
 -- sorted set beside the bucket's hashes: its key is theirs without
--- ':<size>:<start>' plus ':c', so it shares their hash tag. Each write of
--- a window's row sets member '<row prefix of the writer><size>:<start>:<key>'
--- (one member per writer, so a reader can skip its own writes) to a new
--- sequence:
+-- ':<size>:<start>' plus ':c', so it shares their hash tag. Each script
+-- call adds one member per log it wrote to, listing the windows written:
+-- '<row prefix of the writer><n>:' and then, per window of the call in
+-- turn, '<size>:<start>:<m>:' followed by m keys as '<len(key)>:<key>' (n
+-- counts the keys of all windows). The writer's prefix comes first, so a
+-- reader can skip its own writes. Its score is a new sequence:
 -- max(last + 1, Redis TIME in ms × 1024), unique and growing per log,
--- assigned inside the script, so the log's order is its commit order.
--- Member '!n' holds −last, and '!t' −(the highest sequence trimmed):
--- negative, so no read of sequences (positive) meets them. Sequences
--- older than CHANGE_KEEP ms are trimmed, at most once a second per log;
--- an idle log expires after twice that.
+-- assigned inside the script, so the log's order is its commit order. A
+-- call costs the log one member however many rows it writes; a member
+-- written again (the same writer, the same windows) moves to its new
+-- sequence. Member '!n' holds −last, and '!t' −(the highest sequence
+-- trimmed): negative, so no read of sequences (positive) meets them.
+-- Sequences older than CHANGE_KEEP ms are trimmed, at most once a second
+-- per log; an idle log expires after twice that.
 local CHANGE_KEEP = 60000
 local notes = {}
+-- lens caches the decimal strings of key lengths: a number in a member's
+-- pieces would be formatted as a float by table.concat.
+local lens = {}
 
--- logOf returns the log key of hash h and the member prefix of its window.
+-- logOf returns the log key of hash h and the prefix of its window's
+-- group in a log member, '<size>:<start>:'.
 local function logOf(h)
   local base, size, start = string.match(h, '^(.*):([^:]*):([^:]*)$')
   return base .. ':c', size .. ':' .. start .. ':'
 end
 
 -- note records a write by the incarnation of row prefix rp of key k in
--- the window of member prefix pre.
+-- the window of group prefix pre. A log's notes are the member's pieces:
+-- ms[2] counts the keys, ms.g indexes the count of the current window's.
 local function note(log, rp, pre, k)
   local ms = notes[log]
   if not ms then
-    ms = {}
+    ms = {rp, 0, ':'}
     notes[log] = ms
   end
-  ms[#ms + 1] = rp .. pre .. k
+  ms[2] = ms[2] + 1
+  local n = #ms
+  if ms.pre ~= pre then
+    ms[n + 1], ms[n + 2], ms[n + 3] = pre, 0, ':'
+    ms.pre, ms.g, n = pre, n + 2, n + 3
+  end
+  ms[ms.g] = ms[ms.g] + 1
+  local l = lens[#k]
+  if not l then
+    l = format('%d:', #k)
+    lens[#k] = l
+  end
+  ms[n + 1], ms[n + 2] = l, k
 end
 
 -- logChanges writes the notes of this call to their logs.
@@ -81,20 +110,14 @@ local function logChanges()
       local tm = call('TIME')
       now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
     end
-    local first, prev = now * 1024, 0
+    local seq, prev = now * 1024, 0
     local n = call('ZSCORE', log, '!n')
     if n then
       prev = -tonumber(n)
-      if prev + 1 > first then first = prev + 1 end
+      if prev + 1 > seq then seq = prev + 1 end
     end
-    local a = {}
-    for i = 1, #ms do
-      a[2 * i - 1], a[2 * i] = format('%d', first + i - 1), ms[i]
-    end
-    local last = first + #ms - 1
-    a[#a + 1], a[#a + 2] = format('%d', -last), '!n'
-    call('ZADD', log, unpack(a))
-    if math.floor(last / 1024000) ~= math.floor(prev / 1024000) then
+    call('ZADD', log, format('%d', seq), table.concat(ms), format('%d', -seq), '!n')
+    if math.floor(seq / 1024000) ~= math.floor(prev / 1024000) then
       local cut = format('%d', (now - CHANGE_KEEP) * 1024)
       if call('ZREMRANGEBYSCORE', log, 0, cut) > 0 then call('ZADD', log, 'LT', '-' .. cut, '!t') end
       call('PEXPIRE', log, 2 * CHANGE_KEEP)

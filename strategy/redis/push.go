@@ -58,7 +58,7 @@ func (s *Store) Fetch(ctx context.Context, inc string, keys []clustersync.Window
 		return fmt.Errorf("redis: fetch: %d results for %d keys", len(others), len(keys))
 	}
 	rp := s.rowPrefix(inc)
-	return s.chunks(ctx, "fetch", len(keys), func(ctx context.Context, lo, hi int) error {
+	return s.chunks(ctx, "fetch", len(keys), rowsPerRoundTrip, func(ctx context.Context, lo, hi int) error {
 		ks := keys[lo:hi]
 		g := s.group(len(ks), func(i int) *clustersync.WindowKey { return &ks[i] })
 		// Per window its sum and row field, in g's order: hash h's are
@@ -127,11 +127,11 @@ func (s *Store) Window(ctx context.Context, key clustersync.WindowKey) (int64, e
 	return n, nil
 }
 
-// chunks runs fn over consecutive ranges [lo, hi) of at most
-// rowsPerRoundTrip of n items, at most inFlight at once, and returns the
-// first error. fn must wrap its errors.
-func (s *Store) chunks(ctx context.Context, op string, n int, fn func(ctx context.Context, lo, hi int) error) error {
-	if n <= rowsPerRoundTrip {
+// chunks runs fn over consecutive ranges [lo, hi) of at most per of n
+// items, at most inFlight at once, and returns the first error. fn must
+// wrap its errors.
+func (s *Store) chunks(ctx context.Context, op string, n, per int, fn func(ctx context.Context, lo, hi int) error) error {
+	if n <= per {
 		if n == 0 {
 			return nil
 		}
@@ -139,8 +139,8 @@ func (s *Store) chunks(ctx context.Context, op string, n int, fn func(ctx contex
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(inFlight)
-	for lo := 0; lo < n && gctx.Err() == nil; lo += rowsPerRoundTrip {
-		g.Go(func() error { return fn(gctx, lo, min(lo+rowsPerRoundTrip, n)) })
+	for lo := 0; lo < n && gctx.Err() == nil; lo += per {
+		g.Go(func() error { return fn(gctx, lo, min(lo+per, n)) })
 	}
 	if err := g.Wait(); err != nil {
 		return err
@@ -229,11 +229,13 @@ func (s *Store) group(n int, key func(i int) *clustersync.WindowKey) grouping {
 	return g
 }
 
-// push runs the push script over rows in pipelined chunks: on a single
-// server up to keysPerScript rows per call, else one call per run of
-// hashes of one hash tag; the windows of one key go in one call of the
-// key script. When others is not nil it receives, per row, the others'
-// sum.
+// push runs the push script over rows, grouped by hash across the whole
+// batch (so a hash's rows, and a change log's, go in as few calls as
+// they can): on a single server up to keysPerScript rows per call, else
+// one call per run of hashes of one hash tag; the windows of one key go
+// in one call of the key script. The calls go in pipelines of about
+// rowsPerRoundTrip rows, at most inFlight at once. When others is not
+// nil it receives, per row, the others' sum.
 func (s *Store) push(ctx context.Context, op, inc string, rows []clustersync.Row, others []int64) error {
 	if s.closed.Load() {
 		return fmt.Errorf("redis: %s: %w", op, clustersync.ErrClosed)
@@ -242,19 +244,31 @@ func (s *Store) push(ctx context.Context, op, inc string, rows []clustersync.Row
 	if oneKey(rows) {
 		return s.pushKey(ctx, op, rp, rows, others)
 	}
-	return s.chunks(ctx, op, len(rows), func(ctx context.Context, lo, hi int) error {
-		var o []int64
-		if others != nil {
-			o = others[lo:hi]
+	if len(rows) == 0 {
+		return nil
+	}
+	g := s.group(len(rows), func(i int) *clustersync.WindowKey { return &rows[i].WindowKey })
+	cs := splitRepeats(s.pushCalls(&g), g, rows)
+	// Pipelines: runs of calls of about rowsPerRoundTrip rows.
+	var runs [][]pushCall
+	for lo := 0; lo < len(cs); {
+		hi, n := lo, 0
+		for hi < len(cs) && (hi == lo || n+cs[hi].j1-cs[hi].j0 <= rowsPerRoundTrip) {
+			n += cs[hi].j1 - cs[hi].j0
+			hi++
 		}
-		return s.pushChunk(ctx, op, rp, rows[lo:hi], o)
+		runs = append(runs, cs[lo:hi])
+		lo = hi
+	}
+	return s.chunks(ctx, op, len(runs), 1, func(ctx context.Context, lo, _ int) error {
+		return s.pushRun(ctx, op, rp, &g, runs[lo], rows, others)
 	})
 }
 
-func (s *Store) pushChunk(ctx context.Context, op, rp string, rows []clustersync.Row, others []int64) error {
-	g := s.group(len(rows), func(i int) *clustersync.WindowKey { return &rows[i].WindowKey })
-	// One call covers whole hashes, up to keysPerScript rows unless one
-	// hash has more, of one tag on a cluster and of any tags on one server.
+// pushCalls splits grouped rows into push script calls: each covers
+// whole hashes, up to keysPerScript rows unless one hash has more, of one
+// tag on a cluster and of any tags on one server.
+func (s *Store) pushCalls(g *grouping) []pushCall {
 	var cs []pushCall
 	for h := 0; h < len(g.hashes); {
 		c := pushCall{h0: h, h1: h, j0: g.first[h], j1: g.first[h]}
@@ -270,10 +284,14 @@ func (s *Store) pushChunk(ctx context.Context, op, rp string, rows []clustersync
 		}
 		cs = append(cs, c)
 	}
-	cs = splitRepeats(cs, g, rows)
+	return cs
+}
+
+// pushRun runs calls cs in one pipeline.
+func (s *Store) pushRun(ctx context.Context, op, rp string, g *grouping, cs []pushCall, rows []clustersync.Row, others []int64) error {
 	calls := make([]scriptCall, len(cs))
 	for i, c := range cs {
-		calls[i] = encodePush(&g, c, &rp, rows, others != nil)
+		calls[i] = encodePush(g, c, &rp, rows, others != nil)
 	}
 	if err := runScripts(ctx, s.c, pushScript, calls); err != nil {
 		return s.fail(op, err)
@@ -297,10 +315,8 @@ func (s *Store) pushChunk(ctx context.Context, op, rp string, rows []clustersync
 		if err != nil {
 			return fmt.Errorf("redis: %s: %w", op, err)
 		}
-		if others != nil {
-			for j := c.j0; j < c.j1; j++ {
-				others[g.order[j]] = o[j-c.j0]
-			}
+		for j := c.j0; j < c.j1; j++ {
+			others[g.order[j]] = o[j-c.j0]
 		}
 	}
 	return nil

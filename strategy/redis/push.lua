@@ -33,8 +33,14 @@ while i <= n do
     local y = 2 * (x - i)
     local sf, rf = fs[y + 1], fs[y + 2]
     local s, old = r[y + 1], r[y + 2]
-    local t = ARGV[a + PUSH_ROW_TOTAL]
-    local row, sum, big, ot, ex = step(t, ARGV[a + PUSH_ROW_VERSION], ARGV[a + PUSH_ROW_EXPIRE], s, old)
+    local t, v, ex = ARGV[a + PUSH_ROW_TOTAL], ARGV[a + PUSH_ROW_VERSION], ARGV[a + PUSH_ROW_EXPIRE]
+    local row, sum, big
+    local ot, qs = quick(t, v, ex, s, old)
+    if ot then
+      row, sum, big, ex = t .. ':' .. v .. ':' .. ex, qs, false, '0'
+    else
+      row, sum, big, ot, ex = step(t, v, ex, s, old)
+    end
     if reply then
       local o = (x - 1) * ROW_REPLY_WIDTH
       out[o + ROW_REPLY_SUM], out[o + ROW_REPLY_OWN] = s or '0', ot

@@ -56,9 +56,9 @@ type Change struct {
 // as lost, or as an older position of this one (never as a newer one).
 //
 // The stores: strategy/memory (the reference, one counter), Redis (per
-// hash tag of a namespace a sorted set of windows scored by a counter the
-// write script advances, trimmed by age, read in one pipelined round
-// trip) and PostgreSQL (rows carry the writing transaction's id; a read
+// hash tag of a namespace a sorted set with a member per write script
+// call, listing the windows it wrote, scored by a counter the script
+// advances, trimmed by age, read in one pipelined round trip) and PostgreSQL (rows carry the writing transaction's id; a read
 // starts at the oldest transaction still running at the previous read)
 // implement it. Cassandra does not: its rows are partitioned by window, a
 // per-namespace log would be one hot partition (or a read of every one),

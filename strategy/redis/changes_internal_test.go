@@ -3,6 +3,9 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +87,164 @@ func TestChangesScriptLeavesOutOwnWrites(t *testing.T) {
 	if changes, _, _, err = s.Changes(ctx, "a", "n", next, 0, nil); err != nil || len(changes) != 0 {
 		t.Errorf("Changes from the next cursor = %v, %v; want none", changes, err)
 	}
+}
+
+// TestChangesCutInsideAMember: a read whose limit ends inside a member
+// (one push script call lists many windows) resumes at the next window
+// of that member, so reads of any limit see every window once.
+func TestChangesCutInsideAMember(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: harness.SharedRedis(t).Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	s := New(c, fmt.Sprintf("cut-%d", time.Now().UnixNano()))
+	ctx := context.Background()
+	for _, limit := range []int{1, 7, 64, 65, 1000} {
+		ns := fmt.Sprint("n", limit)
+		_, cursor, _, err := s.Changes(ctx, "r", ns, "", 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows []clustersync.Row
+		for i := range 300 {
+			rows = append(rows, clustersync.Row{WindowKey: clustersync.WindowKey{Namespace: ns, Key: fmt.Sprint("k", i), Size: time.Minute}, Total: int64(i + 1), Version: 1})
+		}
+		if err := s.Push(ctx, "a", rows); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		parts := 0
+		for range 1000 {
+			changes, next, more, err := s.Changes(ctx, "r", ns, cursor, limit, nil)
+			if err != nil {
+				t.Fatalf("limit %d: %v", limit, err)
+			}
+			if len(changes) > limit {
+				t.Fatalf("limit %d: read %d", limit, len(changes))
+			}
+			for _, ch := range changes {
+				seen[ch.Key]++
+				if want := 1 + int64(mustAtoi(t, ch.Key[1:])); ch.Others != want {
+					t.Errorf("limit %d: %s: others %d, want %d", limit, ch.Key, ch.Others, want)
+				}
+			}
+			if strings.Contains(string(next), "/") {
+				parts++
+			}
+			cursor = next
+			if !more {
+				break
+			}
+		}
+		if len(seen) != 300 {
+			t.Errorf("limit %d: read %d distinct windows, want 300", limit, len(seen))
+		}
+		for k, n := range seen {
+			if n != 1 {
+				t.Errorf("limit %d: %s read %d times, want once", limit, k, n)
+			}
+		}
+		if limit < 64 && parts == 0 {
+			t.Errorf("limit %d: no read ended inside a member", limit)
+		}
+	}
+}
+
+// TestChangesMemberWrittenAgain: a writer that writes the same windows
+// again re-adds an identical member, which moves to its new sequence; a
+// reader part way through it reads it whole at the new place.
+func TestChangesMemberWrittenAgain(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: harness.SharedRedis(t).Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	s := New(c, fmt.Sprintf("again-%d", time.Now().UnixNano()))
+	ctx := context.Background()
+	_, cursor, _, err := s.Changes(ctx, "r", "n", "", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Keys of one bucket, so one member lists them all.
+	var keys []string
+	for i := 0; len(keys) < 5; i++ {
+		k := fmt.Sprint("k", i)
+		if bucketOf("n", k) == bucketOf("n", "k0") {
+			keys = append(keys, k)
+		}
+	}
+	push := func(total int64) {
+		t.Helper()
+		var rows []clustersync.Row
+		for _, k := range keys {
+			rows = append(rows, clustersync.Row{WindowKey: clustersync.WindowKey{Namespace: "n", Key: k, Size: time.Minute}, Total: total, Version: total})
+		}
+		if err := s.Push(ctx, "a", rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push(1)
+	changes, cursor, more, err := s.Changes(ctx, "r", "n", cursor, 2, nil)
+	if err != nil || len(changes) != 2 || !more || !strings.Contains(string(cursor), "/") {
+		t.Fatalf("first read = %d changes, more %v, cursor %q, %v; want 2, more, a cursor inside the member", len(changes), more, cursor, err)
+	}
+	push(2) // the same member, moved past the cursor
+	got := map[string]int64{}
+	for _, ch := range changes {
+		got[ch.Key] = ch.Others
+	}
+	for range 10 {
+		changes, next, more, err := s.Changes(ctx, "r", "n", cursor, 2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range changes {
+			got[ch.Key] = ch.Others
+		}
+		if cursor = next; !more {
+			break
+		}
+	}
+	for _, k := range keys {
+		if got[k] != 2 {
+			t.Errorf("%s: others %d, want 2 (the second write)", k, got[k])
+		}
+	}
+}
+
+func TestAppendMember(t *testing.T) {
+	rp := rowPrefix("inc:1")
+	good := rp + "3:60000:120:2:" + "1:a" + "3:b:c" + "1000:0:1:" + "0:"
+	ks, err := appendMember(nil, "n", good)
+	want := []clustersync.WindowKey{
+		{Namespace: "n", Size: 60000, Start: 120, Key: "a"},
+		{Namespace: "n", Size: 60000, Start: 120, Key: "b:c"},
+		{Namespace: "n", Size: 1000, Start: 0, Key: ""},
+	}
+	if err != nil || !slices.Equal(ks, want) {
+		t.Errorf("appendMember(%q) = %v, %v; want %v", good, ks, err, want)
+	}
+	for _, bad := range []string{
+		"",
+		rp,
+		rp + "1:",                          // no window
+		rp + "2:60000:120:1:1:a",           // one key short
+		rp + "1:60000:120:1:5:a",           // key longer than the rest
+		rp + "1:60000:120:1:1:ab",          // bytes left over
+		rp + "1:60000:120:0:",              // an empty window
+		rp + "1:x:120:1:1:a",               // size not a number
+		rp + "-1:60000:120:1:1:a",          // negative count
+		"+9:inc:1:1:60000:120:1:1:a",       // row prefix longer than the member
+		rp + "1:60000:120:2:1:a1:b",        // window's count above the member's
+		rp + "1:60000:120:1:-1:a",          // negative key length
+		rp + "1:60000:120:1:99999999999:a", // huge key length
+	} {
+		if ks, err := appendMember(nil, "n", bad); err == nil {
+			t.Errorf("appendMember(%q) = %v, nil; want an error", bad, ks)
+		}
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

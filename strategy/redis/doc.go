@@ -64,13 +64,15 @@
 //	keys.go             hash keys, fields, buckets
 //	changes.go          Changes: the change logs (lib.lua), cursors
 //
-// Change logs (ChangeReader): the push, key and allow scripts add each
-// window they write to a sorted set of its bucket,
-// "<prefix>:{<tag>}:<bucket>:<len(ns)>:<ns>:c", scored by a sequence the
-// script takes from Redis TIME and the log's last one; a log keeps a
-// minute. The scripts reach a log, and the changes script the hashes it
-// names, by names built from their KEYS: all share the KEYS' hash tag,
-// hence their slot.
+// Change logs (ChangeReader): each call of the push, key and allow
+// scripts adds to a sorted set of each bucket it wrote,
+// "<prefix>:{<tag>}:<bucket>:<len(ns)>:<ns>:c", one member listing the
+// windows it wrote there, scored by a sequence the script takes from
+// Redis TIME and the log's last one; a log keeps a minute. A push groups
+// its rows by hash across the whole batch, so a tick of thousands of rows
+// adds a member or two per log. The scripts reach a log, and the changes
+// script the hashes it names, by names built from their KEYS: all share
+// the KEYS' hash tag, hence their slot.
 //
 // Errors: connection failures, timeouts, a done ctx and transient server
 // states (loading, failover, out of memory, …) wrap

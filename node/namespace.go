@@ -193,22 +193,35 @@ func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
 	if !utf8.ValidString(key) {
 		return nil, errKeyUTF8()
 	}
+	e := ns.insertKey(h, key, false)
+	if e == nil {
+		ns.refused.Add(1)
+		return nil, fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d active keys", ns.cfg.Name, ns.cfg.MaxKeys)
+	}
+	return e, nil
+}
+
+// insertKey inserts key, hashed to h, or returns its entry if it is
+// there already; it returns nil when there is no room. A key the node
+// counts takes a place under max_keys (or an evicted key's) and is told
+// to the new-key hook; a learned one (see LearnWindow) takes a place
+// under LearnCap and is not told.
+func (ns *Namespace) insertKey(h uint64, key string, learned bool) *entry {
 	sh := ns.shards.of(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.tab.Load().find(h, key); e != nil {
-		return e, nil // inserted meanwhile; under sh.mu it cannot be dead
+		return e // inserted meanwhile; under sh.mu it cannot be dead
 	}
-	if !ns.reserveKey(h) {
-		ns.refused.Add(1)
-		return nil, fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d active keys", ns.cfg.Name, ns.cfg.MaxKeys)
+	if learned && !ns.reserveUnder(ns.LearnCap()) || !learned && !ns.reserveKey(h) {
+		return nil
 	}
 	e := newEntry(key, len(ns.sizes))
 	ns.shards.insert(sh, h, e)
-	if fn := ns.newKey.Load(); fn != nil {
+	if fn := ns.newKey.Load(); fn != nil && !learned {
 		(*fn)(e.key)
 	}
-	return e, nil
+	return e
 }
 
 // reserveKey counts one more active key for a new key hashed to h, under
@@ -216,15 +229,19 @@ func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
 // (OnFullEvict). It reports false when the key must be refused. The
 // caller holds the key's shard lock.
 func (ns *Namespace) reserveKey(h uint64) bool {
+	return ns.reserveUnder(int64(ns.cfg.MaxKeys)) || ns.cfg.OnFull == OnFullEvict && ns.evict(h)
+}
+
+// reserveUnder counts one more active key if there are fewer than limit.
+func (ns *Namespace) reserveUnder(limit int64) bool {
 	for {
 		k := ns.keys.Load()
-		if k < int64(ns.cfg.MaxKeys) {
-			if ns.keys.CompareAndSwap(k, k+1) {
-				return true
-			}
-			continue
+		if k >= limit {
+			return false
 		}
-		return ns.cfg.OnFull == OnFullEvict && ns.evict(h)
+		if ns.keys.CompareAndSwap(k, k+1) {
+			return true
+		}
 	}
 }
 

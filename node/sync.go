@@ -223,24 +223,8 @@ func (ns *Namespace) learn(h uint64, key string) (e *entry, full bool) {
 	if !utf8.ValidString(key) {
 		return nil, false
 	}
-	sh := ns.shards.of(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if e := sh.tab.Load().find(h, key); e != nil {
-		return e, false
-	}
-	for {
-		k := ns.keys.Load()
-		if k >= ns.LearnCap() {
-			return nil, true
-		}
-		if ns.keys.CompareAndSwap(k, k+1) {
-			break
-		}
-	}
-	e = newEntry(key, len(ns.sizes))
-	ns.shards.insert(sh, h, e)
-	return e, false
+	e = ns.insertKey(h, key, true)
+	return e, e == nil
 }
 
 // SetOthers stores the other nodes' total for w, as just fetched.

@@ -139,9 +139,10 @@ func (s *Store) Changes(ctx context.Context, inc, namespace string, since cluste
 }
 
 // appendMember appends the windows a change log member lists: "<writer's
-// row prefix><n>:" and then groups "<size>:<start>:<m>:" of m keys
-// "<len(key)>:<key>", n keys in all (the row prefix is
-// "+<len(inc)>:<inc>:").
+// row prefix>*<n>:" and then groups "<size>:<start>:<m>:" of m keys
+// "<len(key)>:<key>", n keys in all; or, written by an earlier version,
+// one window "<row prefix><size>:<start>:<key>". The row prefix is
+// "+<len(inc)>:<inc>:".
 func appendMember(dst []clustersync.WindowKey, namespace, m string) ([]clustersync.WindowKey, error) {
 	bad := fmt.Errorf("unexpected change log member %.80q", m)
 	n, rest, ok := strings.Cut(strings.TrimPrefix(m, "+"), ":")
@@ -155,6 +156,14 @@ func appendMember(dst []clustersync.WindowKey, namespace, m string) ([]clustersy
 		n, err := strconv.ParseInt(f, 10, 64)
 		rest = r
 		return n, ok && err == nil
+	}
+	if rest, ok = strings.CutPrefix(rest, "*"); !ok {
+		size, ok1 := field()
+		st, ok2 := field()
+		if !ok1 || !ok2 {
+			return dst, bad
+		}
+		return append(dst, clustersync.WindowKey{Namespace: namespace, Size: time.Duration(size), Start: st, Key: rest}), nil
 	}
 	total, ok := field()
 	if !ok || total < 0 {

@@ -14,11 +14,12 @@ local page = 1024
 if limit < 0 then page = -1 end
 
 -- keys returns how many keys member m lists: m is
--- '+<len(inc)>:<inc>:<n>:...'.
+-- '+<len(inc)>:<inc>:*<n>:...', or one window of an earlier writer.
 local function keys(m)
   local p = find(m, ':', 2, true)
   local q = p + tonumber(sub(m, 2, p - 1)) + 2
-  return tonumber(sub(m, q, find(m, ':', q, true) - 1))
+  if byte(m, q) ~= 42 then return 1 end
+  return tonumber(sub(m, q + 1, find(m, ':', q + 1, true) - 1))
 end
 
 local out = {}

@@ -209,7 +209,7 @@ func TestChangesMemberWrittenAgain(t *testing.T) {
 
 func TestAppendMember(t *testing.T) {
 	rp := rowPrefix("inc:1")
-	good := rp + "3:60000:120:2:" + "1:a" + "3:b:c" + "1000:0:1:" + "0:"
+	good := rp + "*3:60000:120:2:" + "1:a" + "3:b:c" + "1000:0:1:" + "0:"
 	ks, err := appendMember(nil, "n", good)
 	want := []clustersync.WindowKey{
 		{Namespace: "n", Size: 60000, Start: 120, Key: "a"},
@@ -219,20 +219,26 @@ func TestAppendMember(t *testing.T) {
 	if err != nil || !slices.Equal(ks, want) {
 		t.Errorf("appendMember(%q) = %v, %v; want %v", good, ks, err, want)
 	}
+	// A member of an earlier writer: one window.
+	if ks, err := appendMember(nil, "n", rp+"60000:120:a:b"); err != nil || !slices.Equal(ks, []clustersync.WindowKey{{Namespace: "n", Size: 60000, Start: 120, Key: "a:b"}}) {
+		t.Errorf("appendMember of an earlier writer's member = %v, %v", ks, err)
+	}
 	for _, bad := range []string{
 		"",
 		rp,
-		rp + "1:",                          // no window
-		rp + "2:60000:120:1:1:a",           // one key short
-		rp + "1:60000:120:1:5:a",           // key longer than the rest
-		rp + "1:60000:120:1:1:ab",          // bytes left over
-		rp + "1:60000:120:0:",              // an empty window
-		rp + "1:x:120:1:1:a",               // size not a number
-		rp + "-1:60000:120:1:1:a",          // negative count
-		"+9:inc:1:1:60000:120:1:1:a",       // row prefix longer than the member
-		rp + "1:60000:120:2:1:a1:b",        // window's count above the member's
-		rp + "1:60000:120:1:-1:a",          // negative key length
-		rp + "1:60000:120:1:99999999999:a", // huge key length
+		rp + "*1:",                          // no window
+		rp + "*2:60000:120:1:1:a",           // one key short
+		rp + "*1:60000:120:1:5:a",           // key longer than the rest
+		rp + "*1:60000:120:1:1:ab",          // bytes left over
+		rp + "*1:60000:120:0:",              // an empty window
+		rp + "*1:x:120:1:1:a",               // size not a number
+		rp + "x:120:a",                      // an earlier writer's, size not a number
+		rp + "60000:a",                      // an earlier writer's, no start
+		rp + "*-1:60000:120:1:1:a",          // negative count
+		"+9:inc:1:*1:60000:120:1:1:a",       // row prefix longer than the member
+		rp + "*1:60000:120:2:1:a1:b",        // window's count above the member's
+		rp + "*1:60000:120:1:-1:a",          // negative key length
+		rp + "*1:60000:120:1:99999999999:a", // huge key length
 	} {
 		if ks, err := appendMember(nil, "n", bad); err == nil {
 			t.Errorf("appendMember(%q) = %v, nil; want an error", bad, ks)
@@ -247,4 +253,49 @@ func mustAtoi(t *testing.T, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestChangesReadsEarlierMembers: a member in the format of earlier
+// writers (one window each) is read among the new ones, so a cluster can
+// be upgraded node by node.
+func TestChangesReadsEarlierMembers(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: harness.SharedRedis(t).Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	s := New(c, fmt.Sprintf("earlier-%d", time.Now().UnixNano()))
+	ctx := context.Background()
+	_, cursor, _, err := s.Changes(ctx, "r", "n", "", 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := clustersync.Row{WindowKey: clustersync.WindowKey{Namespace: "n", Key: "old", Size: time.Minute, Start: 60e9}, Total: 4, Version: 1}
+	if err := s.Push(ctx, "e", []clustersync.Row{old}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Push(ctx, "a", []clustersync.Row{{WindowKey: clustersync.WindowKey{Namespace: "n", Key: "new", Size: time.Minute}, Total: 2, Version: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// Writer e's member, as an earlier version wrote it, after the others.
+	const add = `local n = redis.call('ZSCORE', KEYS[1], '!n')
+local seq = -tonumber(n) + 1
+redis.call('ZADD', KEYS[1], seq, ARGV[1], -seq, '!n')
+return seq`
+	log := string(appendLogBase(nil, s.prefix, "n", bucketOf("n", "old"))) + "c"
+	// Without e's member in the new format: the earlier one alone tells.
+	if n, err := c.ZRem(ctx, log, rowPrefix("e")+"*1:60000000000:60000000000:1:3:old").Result(); err != nil || n != 1 {
+		t.Fatalf("removing e's member: %d, %v", n, err)
+	}
+	if err := c.Eval(ctx, add, []string{log}, rowPrefix("e")+"60000000000:60000000000:old").Err(); err != nil {
+		t.Fatal(err)
+	}
+	changes, _, _, err := s.Changes(ctx, "r", "n", cursor, 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, ch := range changes {
+		got[ch.Key] = ch.Others
+	}
+	if len(got) != 2 || got["old"] != 4 || got["new"] != 2 {
+		t.Errorf("changes = %v, want old: 4 and new: 2", got)
+	}
 }

@@ -53,10 +53,12 @@ end
 -- sorted set beside the bucket's hashes: its key is theirs without
 -- ':<size>:<start>' plus ':c', so it shares their hash tag. Each script
 -- call adds one member per log it wrote to, listing the windows written:
--- '<row prefix of the writer><n>:' and then, per window of the call in
+-- '<row prefix of the writer>*<n>:' and then, per window of the call in
 -- turn, '<size>:<start>:<m>:' followed by m keys as '<len(key)>:<key>' (n
 -- counts the keys of all windows). The writer's prefix comes first, so a
--- reader can skip its own writes. Its score is a new sequence:
+-- reader can skip its own writes. (Writers before this format added one
+-- member per window, '<row prefix><size>:<start>:<key>'; readers still
+-- take those, so a cluster can be upgraded node by node.) Its score is a new sequence:
 -- max(last + 1, Redis TIME in ms × 1024), unique and growing per log,
 -- assigned inside the script, so the log's order is its commit order. A
 -- call costs the log one member however many rows it writes; a member
@@ -84,7 +86,7 @@ end
 local function note(log, rp, pre, k)
   local ms = notes[log]
   if not ms then
-    ms = {rp, 0, ':'}
+    ms = {rp .. '*', 0, ':'}
     notes[log] = ms
   end
   ms[2] = ms[2] + 1

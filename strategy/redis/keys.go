@@ -32,12 +32,22 @@ func writeNamespace(h hash.Hash64, namespace string) {
 }
 
 // bucketOf returns key's bucket in namespace: FNV-1a 64 of the
-// length-prefixed namespace followed by the key, modulo buckets.
+// length-prefixed namespace followed by the key, modulo buckets. It
+// hashes in place, as hash/fnv would: a push computes it for every row.
 func bucketOf(namespace, key string) int {
-	h := fnv.New64a()
-	writeNamespace(h, namespace)
-	h.Write([]byte(key))
-	return int(h.Sum64() % buckets)
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	var n [24]byte
+	for _, c := range append(strconv.AppendUint(n[:0], uint64(len(namespace)), 10), ':') {
+		h = (h ^ uint64(c)) * prime
+	}
+	for i := 0; i < len(namespace); i++ {
+		h = (h ^ uint64(namespace[i])) * prime
+	}
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint64(key[i])) * prime
+	}
+	return int(h % buckets)
 }
 
 // bucketTag returns the hash tag of a namespace's bucket: FNV-1a 64 of the

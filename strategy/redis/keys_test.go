@@ -1,6 +1,8 @@
 package redis
 
 import (
+	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"testing"
@@ -105,6 +107,18 @@ func TestBucketsSpread(t *testing.T) {
 	for b, c := range count {
 		if c < n/buckets*8/10 || c > n/buckets*12/10 {
 			t.Errorf("bucket %d holds %d of %d keys, want about %d", b, c, n, n/buckets)
+		}
+	}
+}
+
+// TestBucketOfIsFNV pins a key's bucket to FNV-1a 64 of "<len(ns)>:<ns>"
+// and the key: a node of another version must place keys alike.
+func TestBucketOfIsFNV(t *testing.T) {
+	for _, c := range [][2]string{{"", ""}, {"api", "user-1"}, {"a:b", "c"}, {"ns", "ключ\x00{}"}, {strings.Repeat("n", 300), "k"}} {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d:%s%s", len(c[0]), c[0], c[1])
+		if got, want := bucketOf(c[0], c[1]), int(h.Sum64()%buckets); got != want {
+			t.Errorf("bucketOf(%q, %q) = %d, want %d", c[0], c[1], got, want)
 		}
 	}
 }

@@ -84,6 +84,13 @@ func (s *Syncer) AllowNearAt(ctx context.Context, t time.Time, req node.AllowReq
 	if err != nil || !near {
 		return d, err
 	}
+	return s.allowInStore(ctx, t, req, dst)
+}
+
+// allowInStore is AllowNearAt's call near a limit. It is a function of its
+// own so that its large frame is not on the stack of every call: a deeper
+// stack than a goroutine starts with costs a copy of it on every call.
+func (s *Syncer) allowInStore(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
 	if !s.storeUp() {
 		return s.ns.AllowAt(t, req, dst)
 	}

@@ -20,9 +20,7 @@ import (
 // past the reader's own writes; a push of many rows costs a log one
 // member.
 func TestChangesScriptLeavesOutOwnWrites(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: harness.SharedRedis(t).Addr()})
-	t.Cleanup(func() { _ = c.Close() })
-	s := New(c, fmt.Sprintf("own-%d", time.Now().UnixNano()))
+	s, c := newChangesStore(t, "own")
 	ctx := context.Background()
 	_, cursor, _, err := s.Changes(ctx, "a", "n", "", 0, nil)
 	if err != nil {
@@ -93,9 +91,7 @@ func TestChangesScriptLeavesOutOwnWrites(t *testing.T) {
 // (one push script call lists many windows) resumes at the next window
 // of that member, so reads of any limit see every window once.
 func TestChangesCutInsideAMember(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: harness.SharedRedis(t).Addr()})
-	t.Cleanup(func() { _ = c.Close() })
-	s := New(c, fmt.Sprintf("cut-%d", time.Now().UnixNano()))
+	s, _ := newChangesStore(t, "cut")
 	ctx := context.Background()
 	for _, limit := range []int{1, 7, 64, 65, 1000} {
 		ns := fmt.Sprint("n", limit)
@@ -152,9 +148,7 @@ func TestChangesCutInsideAMember(t *testing.T) {
 // again re-adds an identical member, which moves to its new sequence; a
 // reader part way through it reads it whole at the new place.
 func TestChangesMemberWrittenAgain(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: harness.SharedRedis(t).Addr()})
-	t.Cleanup(func() { _ = c.Close() })
-	s := New(c, fmt.Sprintf("again-%d", time.Now().UnixNano()))
+	s, _ := newChangesStore(t, "again")
 	ctx := context.Background()
 	_, cursor, _, err := s.Changes(ctx, "r", "n", "", 0, nil)
 	if err != nil {
@@ -259,9 +253,7 @@ func mustAtoi(t *testing.T, s string) int {
 // writers (one window each) is read among the new ones, so a cluster can
 // be upgraded node by node.
 func TestChangesReadsEarlierMembers(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: harness.SharedRedis(t).Addr()})
-	t.Cleanup(func() { _ = c.Close() })
-	s := New(c, fmt.Sprintf("earlier-%d", time.Now().UnixNano()))
+	s, c := newChangesStore(t, "earlier")
 	ctx := context.Background()
 	_, cursor, _, err := s.Changes(ctx, "r", "n", "", 0, nil)
 	if err != nil {
@@ -298,4 +290,13 @@ return seq`
 	if len(got) != 2 || got["old"] != 4 || got["new"] != 2 {
 		t.Errorf("changes = %v, want old: 4 and new: 2", got)
 	}
+}
+
+// newChangesStore returns a Store under a new prefix on the shared
+// Redis, and its client.
+func newChangesStore(t *testing.T, name string) (*Store, *redis.Client) {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: harness.SharedRedis(t).Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	return New(c, fmt.Sprintf("%s-%d", name, time.Now().UnixNano())), c
 }

@@ -58,9 +58,10 @@ end
 -- counts the keys of all windows). The writer's prefix comes first, so a
 -- reader can skip its own writes. (Writers before this format added one
 -- member per window, '<row prefix><size>:<start>:<key>'; readers still
--- take those, so a cluster can be upgraded node by node.) Its score is a new sequence:
--- max(last + 1, Redis TIME in ms × 1024), unique and growing per log,
--- assigned inside the script, so the log's order is its commit order. A
+-- take those, so a cluster can be upgraded node by node.) Its score is a
+-- new sequence: max(last + 1, Redis TIME in ms × 1024), unique and
+-- growing per log, assigned inside the script, so the log's order is its
+-- commit order. A
 -- call costs the log one member however many rows it writes; a member
 -- written again (the same writer, the same windows) moves to its new
 -- sequence. Member '!n' holds −last, and '!t' −(the highest sequence

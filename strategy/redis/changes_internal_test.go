@@ -155,12 +155,9 @@ func TestChangesMemberWrittenAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Keys of one bucket, so one member lists them all.
-	var keys []string
-	for i := 0; len(keys) < 5; i++ {
-		k := fmt.Sprint("k", i)
-		if bucketOf("n", k) == bucketOf("n", "k0") {
-			keys = append(keys, k)
-		}
+	keys := []string{"k0"}
+	for i := 1; i < 5; i++ {
+		keys = append(keys, sameBucket("n", "k0", i))
 	}
 	push := func(total int64) {
 		t.Helper()

@@ -110,25 +110,52 @@ var withReply, noReply = "1", "0"
 type pushCall struct{ h0, h1, j0, j1 int }
 
 // encodePush encodes call c of rows grouped by g, for row prefix *rp,
-// asking for a reply per row when reply is set.
+// asking for a reply per row when reply is set. Each hash's rows go in
+// groups (pushGroup) of one version and expiry.
 func encodePush(g *grouping, c pushCall, rp *string, rows []clustersync.Row, reply bool) scriptCall {
-	a := newArgv(int(pushRow(0).at(c.j1 - c.j0)))
+	groups := 0
+	for h := c.h0; h < c.h1; h++ {
+		for lo, hi := max(g.first[h], c.j0), min(g.first[h+1], c.j1); lo < hi; groups++ {
+			lo = groupEnd(g, rows, lo, hi)
+		}
+	}
+	a := newArgv(int(pushHeadWidth) + groups*int(pushGroupWidth) + (c.j1-c.j0)*int(pushRowWidth))
 	a.args[pushHeadRowPrefix] = rp
 	a.args[pushHeadReply] = &noReply
 	if reply {
 		a.args[pushHeadReply] = &withReply
 	}
+	at := int(pushHeadWidth)
 	for h := c.h0; h < c.h1; h++ {
-		for j := max(g.first[h], c.j0); j < min(g.first[h+1], c.j1); j++ {
-			r, i := &rows[g.order[j]], j-c.j0
-			a.int(pushRowHash.at(i), int64(h-c.h0+1))
-			a.args[pushRowKey.at(i)] = &r.Key
-			a.int(pushRowTotal.at(i), r.Total)
-			a.int(pushRowVersion.at(i), r.Version)
-			a.int(pushRowExpire.at(i), expireArg(r))
+		for lo, hi := max(g.first[h], c.j0), min(g.first[h+1], c.j1); lo < hi; {
+			end, r := groupEnd(g, rows, lo, hi), &rows[g.order[lo]]
+			a.int(at+int(pushGroupHash), int64(h-c.h0+1))
+			a.int(at+int(pushGroupRows), int64(end-lo))
+			a.int(at+int(pushGroupVersion), r.Version)
+			a.int(at+int(pushGroupExpire), expireArg(r))
+			at += int(pushGroupWidth)
+			for ; lo < end; lo++ {
+				r := &rows[g.order[lo]]
+				a.args[at+int(pushRowKey)] = &r.Key
+				a.int(at+int(pushRowTotal), r.Total)
+				at += int(pushRowWidth)
+			}
 		}
 	}
 	return scriptCall{keys: g.hashes[c.h0:c.h1], args: a.args}
+}
+
+// groupEnd returns the end of the push group of grouped rows that starts
+// at order[lo] and ends by order[hi]: the rows that share its version and
+// expiry.
+func groupEnd(g *grouping, rows []clustersync.Row, lo, hi int) int {
+	first := &rows[g.order[lo]]
+	v, exp := first.Version, expireArg(first)
+	end := lo + 1
+	for end < hi && rows[g.order[end]].Version == v && expireArg(&rows[g.order[end]]) == exp {
+		end++
+	}
+	return end
 }
 
 // encodeKey encodes the key script's call for rows, distinct windows of

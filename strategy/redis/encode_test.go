@@ -51,6 +51,18 @@ func adds(item, base string, names ...string) string {
 	return b.String()
 }
 
+// sameBucket returns the n-th key "<key>-<i>" in key's bucket of namespace.
+func sameBucket(namespace, key string, n int) string {
+	for i := 0; ; i++ {
+		k := fmt.Sprint(key, "-", i)
+		if bucketOf(namespace, k) == bucketOf(namespace, key) {
+			if n--; n == 0 {
+				return k
+			}
+		}
+	}
+}
+
 // probeLib is the start of every probe: add(name, value) appends a pair.
 const probeLib = `
 local out = {}
@@ -71,20 +83,31 @@ func TestEncodersMatchLayouts(t *testing.T) {
 	const rp = "+3:inc:"
 
 	t.Run("push", func(t *testing.T) {
-		rows := []clustersync.Row{rw("n", "a", time.Second, 7, 11, 12), rw("n", "b", time.Second, 7, 21, 22), rw("n", "c", time.Minute, 60, 31, 32)}
+		// b and d share a's hash and a version a does not have: two groups
+		// of that hash.
+		b, d := sameBucket("n", "a", 1), sameBucket("n", "a", 2)
+		rows := []clustersync.Row{rw("n", "a", time.Second, 7, 11, 12), rw("n", b, time.Second, 7, 21, 22), rw("n", "c", time.Minute, 60, 31, 32), rw("n", d, time.Second, 7, 41, 22)}
 		g := (&Store{prefix: "p"}).group(len(rows), func(i int) *clustersync.WindowKey { return &rows[i].WindowKey })
 		prefix := rp
 		call := encodePush(&g, pushCall{h0: 0, h1: len(g.hashes), j0: 0, j1: len(rows)}, &prefix, rows, true)
 		got := named(probe(t, c, "push", probeLib+`
 `+adds("''", "ARGV[PUSH_HEAD_", "row prefix", "reply")+`
-for i = 1, (#ARGV - PUSH_HEAD_WIDTH) / PUSH_ROW_WIDTH do
-  local a = PUSH_HEAD_WIDTH + (i - 1) * PUSH_ROW_WIDTH
-  local k = ARGV[a + PUSH_ROW_KEY]
-  add(k .. ' hash', KEYS[tonumber(ARGV[a + PUSH_ROW_HASH])])
-  `+adds("k .. ' '", "ARGV[a + PUSH_ROW_", "total", "version", "expire")+`
+local a, groups = PUSH_HEAD_WIDTH, 0
+while a < #ARGV do
+  local g = a
+  groups = groups + 1
+  a = a + PUSH_GROUP_WIDTH
+  for i = 1, tonumber(ARGV[g + PUSH_GROUP_ROWS]) do
+    local k = ARGV[a + PUSH_ROW_KEY]
+    add(k .. ' hash', KEYS[tonumber(ARGV[g + PUSH_GROUP_HASH])])
+    add(k .. ' total', ARGV[a + PUSH_ROW_TOTAL])
+    `+adds("k .. ' '", "ARGV[g + PUSH_GROUP_", "version", "expire")+`
+    a = a + PUSH_ROW_WIDTH
+  end
 end
+add('groups', groups)
 return out`, call))
-		want := map[string]string{"row prefix": rp, "reply": "1"}
+		want := map[string]string{"row prefix": rp, "reply": "1", "groups": "3"}
 		for _, r := range rows {
 			want[r.Key+" hash"] = redisKey("p", &r.WindowKey)
 			want[r.Key+" total"] = fmt.Sprint(r.Total)

@@ -22,16 +22,27 @@ const (
 	pushHeadWidth
 )
 
-// pushRow is one row of the push script's ARGV. Rows of one hash are
-// consecutive; the hashes are the script's KEYS.
+// pushGroup heads a group of the push script's rows: consecutive rows
+// of one hash with one version and one expiry, as a tick's rows of one
+// window are. The group's rows (pushRow) follow it; the hashes are the
+// script's KEYS. Sending the version and expiry once per group rather
+// than once per row saves the server two arguments of every row.
+type pushGroup int
+
+const (
+	pushGroupHash    pushGroup = iota // the index of the rows' hash in KEYS, 1-based
+	pushGroupRows                     // the number of rows in the group
+	pushGroupVersion                  // the rows' version
+	pushGroupExpire                   // the rows' expiry, Unix ms (0 for none)
+	pushGroupWidth
+)
+
+// pushRow is one row of a push group.
 type pushRow int
 
 const (
-	pushRowHash    pushRow = iota // the index of the row's hash in KEYS, 1-based
-	pushRowKey                    // the key
-	pushRowTotal                  // the total
-	pushRowVersion                // the version
-	pushRowExpire                 // the expiry, Unix ms (0 for none)
+	pushRowKey   pushRow = iota // the key
+	pushRowTotal                // the total
 	pushRowWidth
 )
 
@@ -229,7 +240,6 @@ const (
 )
 
 // Where field f of item i is, 0-based.
-func (f pushRow) at(i int) int     { return int(pushHeadWidth) + i*int(pushRowWidth) + int(f) }
 func (f rowReply) at(i int) int    { return i*int(rowReplyWidth) + int(f) }
 func (f keyWindow) at(i int) int   { return int(keyHeadWidth) + i*int(keyWindowWidth) + int(f) }
 func (f allowKeys) at(i int) int   { return i*int(allowKeysWidth) + int(f) }

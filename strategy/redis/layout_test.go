@@ -25,7 +25,7 @@ var layoutHeaders = []struct {
 	file    string
 	records []string
 }{
-	{"push_layout.lua", []string{"pushHead", "pushRow", "rowReply"}},
+	{"push_layout.lua", []string{"pushHead", "pushGroup", "pushRow", "rowReply"}},
 	{"key_layout.lua", []string{"keyHead", "keyWindow", "rowReply"}},
 	{"allow_layout.lua", []string{"allowKeys", "allowHead", "allowLimit", "allowReplyHead", "allowReply"}},
 	{"buckets_layout.lua", []string{"bucketsHead", "bucketsCall", "bucketsReplyHead", "bucketsReply"}},

@@ -21,19 +21,21 @@ local function total(row)
 end
 
 -- quick decides the usual row without the helpers of lib: row (total
--- t, version v, expiry exp) over old, the incarnation's stored row, with
--- s the key's stored sum. It returns old's total and the new sum — but
--- only when old has the same expiry and an older version of the same
--- length, v has no sign, and the sum and totals are short: then
--- comparing the versions as strings is exact, the hash's expiry stays,
--- and the arithmetic is exact in doubles. Otherwise it returns nil.
-local function quick(t, v, exp, s, old)
+-- t, version v, expiry exp; tail is ':' .. exp) over old, the
+-- incarnation's stored row, with s the key's stored sum. It returns old's
+-- total and the new sum — but only when old has the same expiry and an
+-- older version of the same length, v has no sign, and the sum and
+-- totals are short: then comparing the versions as strings is exact, the
+-- hash's expiry stays, and the arithmetic is exact in doubles. Otherwise
+-- it returns nil.
+local function quick(t, v, tail, s, old)
   if not old or not s or #s > 15 or #t > 15 or byte(v, 1) == 45 then return nil end
-  -- old is '<ot>:<ov>:<exp>' with #ov == #v exactly when both colons
-  -- sit where these lengths put them (its parts hold no colon).
-  local n = #old - #v - #exp - 2 -- #ot
-  if n < 1 or n > 15 or byte(old, n + 1) ~= 58 or byte(old, n + #v + 2) ~= 58 then return nil end
-  if find(old, exp, n + #v + 3, true) ~= n + #v + 3 or not (v > sub(old, n + 2, n + #v + 1)) then return nil end
+  -- old is '<ot>:<ov>' .. tail with #ov == #v exactly when its first
+  -- colon sits where these lengths put it and it ends in tail there (its
+  -- parts hold no colon).
+  local n = #old - #v - #tail - 1 -- #ot
+  if n < 1 or n > 15 or byte(old, n + 1) ~= 58 or sub(old, n + #v + 2) ~= tail then return nil end
+  if not (v > sub(old, n + 2, n + #v + 1)) then return nil end
   local ot = sub(old, 1, n)
   return ot, format('%d', s - ot + t)
 end
@@ -43,7 +45,7 @@ end
 -- the new sum in one HSET of hash h (sum field sf, row field rf) and
 -- returns old's total. Otherwise it returns nil and writes nothing.
 local function replace(h, sf, rf, row, t, v, exp, s, old)
-  local ot, sum = quick(t, v, exp, s, old)
+  local ot, sum = quick(t, v, ':' .. exp, s, old)
   if not ot then return nil end
   call('HSET', h, rf, row, sf, sum)
   return ot

@@ -1,63 +1,62 @@
 -- Pushes rows and replies, per row, the key's sum and the incarnation's
 -- total as they were before the write (their difference is the others'
 -- sum, which the write does not change), or only the number of rows when
--- the caller does not read them (a plain Push). Per hash it sends one HMGET and
--- at most one HSET (plus PEXPIRETIME and PEXPIREAT when a row asks for a
--- later expiry than it had). A key appears at most once per hash: all
--- reads come before the writes.
+-- the caller does not read them (a plain Push). The rows come in groups
+-- of one hash, version and expiry (pushGroup in layout.go). Per group it
+-- sends one HMGET and at most one HSET (plus PEXPIRETIME and PEXPIREAT
+-- when a row asks for a later expiry than it had). A key appears at most
+-- once per group: all reads come before the writes.
 local L = lib()
 local step, later, bigSum, expire, WIDE = L.step, L.later, L.bigSum, L.expire, L.WIDE
+local ARGV = ARGV -- a local, not a global, in the loops below
 local rp = ARGV[PUSH_HEAD_ROW_PREFIX]
 local reply = ARGV[PUSH_HEAD_REPLY] == '1'
-local n = (#ARGV - PUSH_HEAD_WIDTH) / PUSH_ROW_WIDTH
 local out, fs, w = {}, {}, {}
-local i = 1
-while i <= n do
-  -- Rows i to j − 1 are those of hash h.
-  local hi = ARGV[PUSH_HEAD_WIDTH + (i - 1) * PUSH_ROW_WIDTH + PUSH_ROW_HASH]
-  local j, nf = i, 0
-  while j <= n do
-    local a = PUSH_HEAD_WIDTH + (j - 1) * PUSH_ROW_WIDTH
-    if ARGV[a + PUSH_ROW_HASH] ~= hi then break end
-    local k = ARGV[a + PUSH_ROW_KEY]
-    fs[nf + 1], fs[nf + 2] = '=' .. k, rp .. k
-    nf = nf + 2
-    j = j + 1
+-- a is where the group's head starts, o where its first reply goes, n
+-- the rows so far.
+local a, o, n = 0, 0, 0
+while PUSH_HEAD_WIDTH + a < #ARGV do
+  local g = PUSH_HEAD_WIDTH + a
+  local h, m = KEYS[tonumber(ARGV[g + PUSH_GROUP_HASH])], tonumber(ARGV[g + PUSH_GROUP_ROWS])
+  local v, gex = ARGV[g + PUSH_GROUP_VERSION], ARGV[g + PUSH_GROUP_EXPIRE]
+  local tail = ':' .. gex
+  g = g + PUSH_GROUP_WIDTH - PUSH_ROW_WIDTH -- row y's fields are at g + y * PUSH_ROW_WIDTH
+  for y = 1, m do
+    local k = ARGV[g + y * PUSH_ROW_WIDTH + PUSH_ROW_KEY]
+    fs[2 * y - 1], fs[2 * y] = '=' .. k, rp .. k
   end
-  local h = KEYS[tonumber(hi)]
   local lg, pre = logOf(h)
-  local r = call('HMGET', h, unpack(fs, 1, nf))
-  local m, e = 0, '0'
-  for x = i, j - 1 do
-    local a = PUSH_HEAD_WIDTH + (x - 1) * PUSH_ROW_WIDTH
-    local y = 2 * (x - i)
-    local sf, rf = fs[y + 1], fs[y + 2]
-    local s, old = r[y + 1], r[y + 2]
-    local t, v, ex = ARGV[a + PUSH_ROW_TOTAL], ARGV[a + PUSH_ROW_VERSION], ARGV[a + PUSH_ROW_EXPIRE]
+  local r = call('HMGET', h, unpack(fs, 1, 2 * m))
+  local nw, e = 0, '0'
+  for y = 1, m do
+    local b = g + y * PUSH_ROW_WIDTH
+    local sf, rf = fs[2 * y - 1], fs[2 * y]
+    local s, old = r[2 * y - 1], r[2 * y]
+    local t, ex = ARGV[b + PUSH_ROW_TOTAL], gex
     local row, sum, big
-    local ot, qs = quick(t, v, ex, s, old)
+    local ot, qs = quick(t, v, tail, s, old)
     if ot then
-      row, sum, big, ex = t .. ':' .. v .. ':' .. ex, qs, false, '0'
+      row, sum, big, ex = t .. ':' .. v .. tail, qs, false, '0'
     else
       row, sum, big, ot, ex = step(t, v, ex, s, old)
     end
     if reply then
-      local o = (x - 1) * ROW_REPLY_WIDTH
       out[o + ROW_REPLY_SUM], out[o + ROW_REPLY_OWN] = s or '0', ot
+      o = o + ROW_REPLY_WIDTH
     end
-    e = later(e, ex)
+    if ex ~= '0' then e = later(e, ex) end
     if row then
-      note(lg, rp, pre, ARGV[a + PUSH_ROW_KEY])
+      note(lg, rp, pre, ARGV[b + PUSH_ROW_KEY])
       if big then
-        if m > 0 then call('HSET', h, unpack(w, 1, m)) m = 0 end
+        if nw > 0 then call('HSET', h, unpack(w, 1, nw)) nw = 0 end
         call('HSET', h, rf, row)
         sum = bigSum(h, sf, t, ot)
       else
-        w[m + 1], w[m + 2] = rf, row
-        m = m + 2
+        w[nw + 1], w[nw + 2] = rf, row
+        nw = nw + 2
         if sum then
-          w[m + 1], w[m + 2] = sf, sum
-          m = m + 2
+          w[nw + 1], w[nw + 2] = sf, sum
+          nw = nw + 2
         end
       end
     end
@@ -65,16 +64,16 @@ while i <= n do
   if e ~= '0' then
     -- A row new to the hash (or moving its expiry): maybe a new hash.
     local cur = call('PEXPIRETIME', h)
-    if cur == -2 and m > 0 then
-      w[m + 1], w[m + 2] = '~', WIDE
-      m = m + 2
+    if cur == -2 and nw > 0 then
+      w[nw + 1], w[nw + 2] = '~', WIDE
+      nw = nw + 2
     end
-    if m > 0 then call('HSET', h, unpack(w, 1, m)) end
-    if cur ~= -2 or m > 0 then expire(h, e, cur) end
-  elseif m > 0 then
-    call('HSET', h, unpack(w, 1, m))
+    if nw > 0 then call('HSET', h, unpack(w, 1, nw)) end
+    if cur ~= -2 or nw > 0 then expire(h, e, cur) end
+  elseif nw > 0 then
+    call('HSET', h, unpack(w, 1, nw))
   end
-  i = j
+  a, n = a + PUSH_GROUP_WIDTH + m * PUSH_ROW_WIDTH, n + m
 end
 logChanges()
 if not reply then return n end

@@ -83,28 +83,41 @@ local function logOf(h)
   return base .. ':c', size .. ':' .. start .. ':'
 end
 
--- note records a write by the incarnation of row prefix rp of key k in
--- the window of group prefix pre. A log's notes are the member's pieces:
--- ms[2] counts the keys, ms.g indexes the count of the current window's.
-local function note(log, rp, pre, k)
+-- noteKeys records writes by the incarnation of row prefix rp of keys
+-- ks[1..m] in the window of group prefix pre. A log's notes are the
+-- member's pieces, ms.n of them: ms[2] counts the keys, ms.g indexes the
+-- count of the current window's. (Its length is kept, not taken with #:
+-- pieces past a table's array part make # a search.)
+local function noteKeys(log, rp, pre, ks, m)
   local ms = notes[log]
   if not ms then
-    ms = {rp .. '*', 0, ':'}
+    ms = {rp .. '*', 0, ':', n = 3}
     notes[log] = ms
   end
-  ms[2] = ms[2] + 1
-  local n = #ms
+  local n = ms.n
   if ms.pre ~= pre then
     ms[n + 1], ms[n + 2], ms[n + 3] = pre, 0, ':'
     ms.pre, ms.g, n = pre, n + 2, n + 3
   end
-  ms[ms.g] = ms[ms.g] + 1
-  local l = lens[#k]
-  if not l then
-    l = format('%d:', #k)
-    lens[#k] = l
+  ms[2], ms[ms.g] = ms[2] + m, ms[ms.g] + m
+  for i = 1, m do
+    local k = ks[i]
+    local l = lens[#k]
+    if not l then
+      l = format('%d:', #k)
+      lens[#k] = l
+    end
+    ms[n + 1], ms[n + 2] = l, k
+    n = n + 2
   end
-  ms[n + 1], ms[n + 2] = l, k
+  ms.n = n
+end
+
+-- note is noteKeys of the one key k.
+local one = {}
+local function note(log, rp, pre, k)
+  one[1] = k
+  noteKeys(log, rp, pre, one, 1)
 end
 
 -- logChanges writes the notes of this call to their logs.
@@ -121,7 +134,7 @@ local function logChanges()
       prev = -tonumber(n)
       if prev + 1 > seq then seq = prev + 1 end
     end
-    call('ZADD', log, format('%d', seq), table.concat(ms), format('%d', -seq), '!n')
+    call('ZADD', log, format('%d', seq), table.concat(ms, '', 1, ms.n), format('%d', -seq), '!n')
     if math.floor(seq / 1024000) ~= math.floor(prev / 1024000) then
       local cut = format('%d', (now - CHANGE_KEEP) * 1024)
       if call('ZREMRANGEBYSCORE', log, 0, cut) > 0 then call('ZADD', log, 'LT', '-' .. cut, '!t') end

@@ -11,7 +11,7 @@ local step, later, bigSum, expire, WIDE = L.step, L.later, L.bigSum, L.expire, L
 local ARGV = ARGV -- a local, not a global, in the loops below
 local rp = ARGV[PUSH_HEAD_ROW_PREFIX]
 local reply = ARGV[PUSH_HEAD_REPLY] == '1'
-local out, fs, w = {}, {}, {}
+local out, fs, w, wk = {}, {}, {}, {}
 -- a is where the group's head starts, o where its first reply goes, n
 -- the rows so far.
 local a, o, n = 0, 0, 0
@@ -27,7 +27,7 @@ while PUSH_HEAD_WIDTH + a < #ARGV do
   end
   local lg, pre = logOf(h)
   local r = call('HMGET', h, unpack(fs, 1, 2 * m))
-  local nw, e = 0, '0'
+  local nw, nk, e = 0, 0, '0'
   for y = 1, m do
     local b = g + y * PUSH_ROW_WIDTH
     local sf, rf = fs[2 * y - 1], fs[2 * y]
@@ -46,7 +46,8 @@ while PUSH_HEAD_WIDTH + a < #ARGV do
     end
     if ex ~= '0' then e = later(e, ex) end
     if row then
-      note(lg, rp, pre, ARGV[b + PUSH_ROW_KEY])
+      nk = nk + 1
+      wk[nk] = ARGV[b + PUSH_ROW_KEY]
       if big then
         if nw > 0 then call('HSET', h, unpack(w, 1, nw)) nw = 0 end
         call('HSET', h, rf, row)
@@ -73,6 +74,7 @@ while PUSH_HEAD_WIDTH + a < #ARGV do
   elseif nw > 0 then
     call('HSET', h, unpack(w, 1, nw))
   end
+  if nk > 0 then noteKeys(lg, rp, pre, wk, nk) end
   a, n = a + PUSH_GROUP_WIDTH + m * PUSH_ROW_WIDTH, n + m
 end
 logChanges()

@@ -104,10 +104,10 @@ func BenchmarkTick(b *testing.B) {
 // "changed"): c dirty windows pushed, then (the store being a
 // ChangeReader, after the untimed first tick) the windows the other nodes
 // wrote since read: none. Two other nodes hold rows for every current
-// window. "keys=10000,changed=2000" is what one node sees at sync_rate 0.1 under
-// about 24 000 calls/s over 10 000 keys: each tick changes a different
-// fifth of them, about 31 per bucket. largebench_test.go measures ticks
-// with idle keys.
+// window. "keys=10000,changed=2000" is what one node sees at sync_rate
+// 0.1 under about 24 000 calls/s over 10 000 keys: each tick changes a
+// different fifth of them, about 31 per bucket. largebench_test.go
+// measures ticks with idle keys.
 func BenchmarkSyncerTick(b *testing.B) {
 	for _, bc := range []struct{ n, changed int }{{10_000, 10_000}, {100_000, 100_000}, {10_000, 2_000}} {
 		name := fmt.Sprintf("keys=%d", bc.n)

@@ -1027,6 +1027,56 @@ func TestKeyScriptMatchesPushScript(t *testing.T) {
 	sameHashes(t, raw, "synchronous calls", prefixKey, "batch script", prefixBatch, cur, prev, hour, mate)
 }
 
+// TestPushGroupsMatchOneByOne pushes rows of one hash with several
+// versions and expiries in one call, which the push script takes as
+// several groups of that hash, and the same rows one at a time beside
+// it; after each call it wants the same others' totals and identical
+// hashes: newer, older and unchanged rows, later expiries, and a sum
+// past 2^53.
+func TestPushGroupsMatchOneByOne(t *testing.T) {
+	addr := redisAddr(t)
+	batch, prefixBatch := newStoreAt(t, addr)
+	single, prefixSingle := newStoreAt(t, addr)
+	raw := rawClient(t, addr)
+	exp := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	ks := []clustersync.WindowKey{wk("groups", "k", time.Minute, 0)}
+	for i := 0; len(ks) < 5; i++ {
+		k := ks[0]
+		k.Key = fmt.Sprint("mate-", i)
+		if redisstore.RedisKey(prefixBatch, k) == redisstore.RedisKey(prefixBatch, ks[0]) {
+			ks = append(ks, k)
+		}
+	}
+	r := func(i int, total, version int64, later time.Duration) clustersync.Row {
+		return clustersync.Row{WindowKey: ks[i], Total: total, Version: version, ExpireAt: exp.Add(later)}
+	}
+	history := []struct {
+		inc  string
+		rows []clustersync.Row
+	}{
+		{"b", []clustersync.Row{r(0, 1, 1, 0), r(1, 1, 1, 0), r(2, 1, 1, 0), r(3, 1, 1, 0), r(4, 1, 1, 0)}},
+		{"a", []clustersync.Row{r(0, 5, 10, 0), r(1, 6, 10, 0), r(2, 7, 9, 0), r(3, 8, 10, time.Minute), r(4, 9, 10, 0)}},
+		{"a", []clustersync.Row{r(0, 4, 8, 0), r(1, 7, 11, 0), r(2, 7, 9, 0), r(3, 9, 11, 2*time.Minute), r(4, 1<<55, 11, 0)}},
+		{"a", []clustersync.Row{r(0, 6, 12, 0), r(1, 8, 12, 0), r(2, 8, 12, 0), r(3, 10, 12, 2*time.Minute), r(4, 3, 12, 0)}},
+	}
+	for i, c := range history {
+		got := make([]int64, len(c.rows))
+		if err := batch.PushFetch(ctxT(t), c.inc, c.rows, got); err != nil {
+			t.Fatalf("call %d: PushFetch: %v", i, err)
+		}
+		want := make([]int64, len(c.rows))
+		for j := range c.rows {
+			if err := single.PushFetch(ctxT(t), c.inc, c.rows[j:j+1], want[j:j+1]); err != nil {
+				t.Fatalf("call %d, row %d: PushFetch: %v", i, j, err)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("call %d: others = %v, one row at a time %v", i, got, want)
+		}
+		sameHashes(t, raw, fmt.Sprint("call ", i), prefixBatch, "one row at a time", prefixSingle, ks[0])
+	}
+}
+
 // sameHashes wants the hashes of windows ks under two prefixes to exist
 // and to hold the same fields and expiry.
 func sameHashes(t *testing.T, raw *redis.Client, nameA, prefixA, nameB, prefixB string, ks ...clustersync.WindowKey) {

@@ -313,9 +313,3 @@ func histogramBuckets(text, prefix string) map[float64]float64 {
 	}
 	return out
 }
-
-// sampleOrZero is a series' value, 0 when the node has not exported it.
-func sampleOrZero(text, series string) float64 {
-	v, _ := seriesValue(text, series)
-	return v
-}

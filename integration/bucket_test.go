@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -74,7 +73,7 @@ func bucketLoad(t *testing.T, nodes []*harness.Limiterd, key string, limit *limi
 // exactly the capacity of a token bucket of 100 and a leaky bucket of 10
 // with no refill within the test.
 func checkBucketsExact(t *testing.T, store string) {
-	nodes := harness.Cluster(t, 3, clusterConfig(store, 0))
+	nodes := harness.Cluster(t, 3, exactConfig(store))
 	for _, tc := range []struct {
 		name  string
 		limit *limiterv1.Limit
@@ -84,7 +83,7 @@ func checkBucketsExact(t *testing.T, store string) {
 		{"leaky 10", leakyBucket(10, time.Hour), 10},
 	} {
 		if got := bucketLoad(t, nodes, "hot-"+tc.name, tc.limit, 8, 10); got != tc.want {
-			t.Errorf("%s: admitted %d across 3 nodes × 8 callers, want exactly %d", tc.name, got, tc.want)
+			t.Errorf("%s: admitted %d across 3 nodes × 8 callers, want exactly %d (calls answered from local counts: %.0f)", tc.name, got, tc.want, fallbacks(t, nodes))
 		}
 	}
 }
@@ -327,8 +326,7 @@ func TestCassandraBucketRestart(t *testing.T) {
 			// A lightweight transaction takes over 500 ms on a loaded
 			// machine: past call_timeout a node decides alone, which is
 			// not what this test is about.
-			config := strings.Replace(clusterConfig(cassandraStore(c, keyspace("brestart")), s),
-				"call_timeout: 500ms", "call_timeout: 3s", 1)
+			config := withCallTimeout(clusterConfig(cassandraStore(c, keyspace("brestart")), s), "3s")
 			checkBucketRestartConfig(t, config, s)
 		})
 	}

@@ -35,6 +35,35 @@ namespaces:
 `, store, syncRate)
 }
 
+// exactConfig is clusterConfig for a synchronous namespace whose test
+// wants exact answers. They are exact while the store answers within
+// call_timeout; past it a node answers from its own counts, as designed
+// (the failure tests cover that). A store call can take over 500 ms on a
+// loaded test host, so these tests allow 5 s.
+func exactConfig(store string) string {
+	return withCallTimeout(clusterConfig(store, 0), "5s")
+}
+
+// withCallTimeout replaces clusterConfig's call_timeout with d.
+func withCallTimeout(config, d string) string {
+	return strings.Replace(config, "call_timeout: 500ms", "call_timeout: "+d, 1)
+}
+
+// fallbacks sums the synchronous calls the nodes answered from local
+// counts, for the message of a test that wanted none.
+func fallbacks(t *testing.T, nodes []*harness.Limiterd) float64 {
+	t.Helper()
+	var sum float64
+	for _, n := range nodes {
+		m, err := n.Metrics(context.Background())
+		if err != nil {
+			t.Fatalf("%s metrics: %v", n.Name, err)
+		}
+		sum += sampleOrZero(m, `limiterd_sync_local_fallbacks_total{limiter_namespace="api"}`)
+	}
+	return sum
+}
+
 func increment(ctx context.Context, n *harness.Limiterd, key string, at time.Time) error {
 	_, err := n.Client.Increment(ctx, &limiterv1.IncrementRequest{
 		Namespace: "api", Key: key, At: timestamppb.New(at),
@@ -162,4 +191,10 @@ func seriesValue(text, series string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// sampleOrZero is a series' value, 0 when the node has not exported it.
+func sampleOrZero(text, series string) float64 {
+	v, _ := seriesValue(text, series)
+	return v
 }

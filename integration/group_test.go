@@ -40,11 +40,11 @@ func TestSynchronousHotKeyExact(t *testing.T) {
 	for name, open := range stores {
 		t.Run(name, func(t *testing.T) {
 			config, st := open(t)
-			nodes := harness.Cluster(t, 3, clusterConfig(config, 0))
+			nodes := harness.Cluster(t, 3, exactConfig(config))
 			at := time.Now()
 			const limit = 500
 			if got := allowLoad(t, nodes, "hot", at, limit, 96, 20); got != limit {
-				t.Errorf("admitted %d of %d calls across 3 nodes, want exactly %d", got, 96*20, limit)
+				t.Errorf("admitted %d of %d calls across 3 nodes, want exactly %d (calls answered from local counts: %.0f)", got, 96*20, limit, fallbacks(t, nodes))
 			}
 			wantWindow(t, st, "hot", at, limit)
 
@@ -65,6 +65,9 @@ func TestSynchronousHotKeyExact(t *testing.T) {
 			wg.Wait()
 			if failed.Load() > 0 {
 				t.Errorf("%d Increments failed", failed.Load())
+			}
+			if f := fallbacks(t, nodes); f > 0 {
+				t.Errorf("%.0f calls answered from local counts, want every call decided in the store", f)
 			}
 			wantWindow(t, st, "inc", at, ok.Load())
 		})

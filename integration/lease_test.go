@@ -109,7 +109,7 @@ func TestPostgresLeasesFreedAfterKill(t *testing.T) {
 // hold for a moment and release. By the callers' own accounting no
 // instant holds more than the limit, and some instant holds exactly it.
 func checkLeasesExact(t *testing.T, store string) {
-	nodes := harness.Cluster(t, 3, clusterConfig(store, 0))
+	nodes := harness.Cluster(t, 3, exactConfig(store))
 	key := harness.UniqueName("exact")
 	const limit = 6
 	var inFlight, peak, granted, failed atomic.Int64

@@ -82,7 +82,10 @@ func checkOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func(), st
 			t.Fatalf("%s died", n.Name)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	// A node's new store session can take over 10 s on a loaded host
+	// (Cassandra refreshes its schema first): the bound is generous, the
+	// wait ends as soon as the nodes agree.
+	deadline := time.Now().Add(30 * time.Second)
 	for i, key := range keys {
 		waitConverged(t, nodes, key, at, float64(l.ok[i].Load()), deadline)
 	}
@@ -92,9 +95,9 @@ func checkOutage(t *testing.T, nodes []*harness.Limiterd, stop, start func(), st
 
 func TestRedisSynchronousAllowExact(t *testing.T) {
 	r := harness.StartRedis(t)
-	nodes := harness.Cluster(t, 3, clusterConfig(redisStore(r.Addr(), "allow"), 0))
+	nodes := harness.Cluster(t, 3, exactConfig(redisStore(r.Addr(), "allow")))
 	if got := allowLoad(t, nodes, "hot", time.Now(), 100, 30, 10); got != 100 {
-		t.Fatalf("admitted %d across 3 nodes, want exactly 100", got)
+		t.Fatalf("admitted %d across 3 nodes, want exactly 100 (calls answered from local counts: %.0f)", got, fallbacks(t, nodes))
 	}
 }
 

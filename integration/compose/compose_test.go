@@ -353,16 +353,58 @@ func (c *cluster) converge(l *harness.Load, timeout time.Duration) (int64, time.
 
 // exact checks that the store holds every acknowledged hit of l, and at
 // most the failed calls' (outcome unknown) more, once the nodes agree.
-func (c *cluster) exact(l *harness.Load) (acked, stored int64) {
+func (c *cluster) exact(l *harness.Load) { c.exactLosing(l, 0) }
+
+// exactLosing is exact with up to mayLose acknowledged hits missing: those
+// a killed node answered from local counts and had not pushed yet.
+func (c *cluster) exactLosing(l *harness.Load, mayLose int64) {
 	c.t.Helper()
-	acked = l.Total()
+	acked := l.Total()
 	stored, took := c.converge(l, time.Minute)
 	unknown := int64(l.FailedCount(-1))
-	if stored < acked || stored > acked+unknown {
-		c.t.Errorf("%s: acknowledged %d, stored %d (failed calls of unknown outcome: %d): want every acknowledged hit stored, once", l.Namespace, acked, stored, unknown)
+	if stored < acked-mayLose || stored > acked+unknown {
+		c.t.Errorf("%s: acknowledged %d, stored %d (failed calls of unknown outcome: %d, hits that may be lost: %d): want every acknowledged hit stored, once", l.Namespace, acked, stored, unknown, mayLose)
 	}
-	c.t.Logf("%s: acknowledged %d, stored %d, converged %.2f s after the load; failed calls: %s", l.Namespace, acked, stored, took.Seconds(), l.Failures())
-	return acked, stored
+	c.t.Logf("%s: acknowledged %d, stored %d (may lose %d), converged %.2f s after the load; failed calls: %s", l.Namespace, acked, stored, mayLose, took.Seconds(), l.Failures())
+}
+
+// fallbackWatch reads a node's count of synchronous calls answered from
+// local counts, every 20 ms, until the node stops answering.
+type fallbackWatch struct {
+	done  chan struct{}
+	count int64     // the last count read
+	at    time.Time // when that read began: later fallbacks are acked after it
+}
+
+func (c *cluster) watchFallbacks(n *node, namespace string) *fallbackWatch {
+	w := &fallbackWatch{done: make(chan struct{})}
+	series := `limiterd_sync_local_fallbacks_total{limiter_namespace="` + namespace + `"} `
+	go func() {
+		defer close(w.done)
+		for {
+			began := time.Now()
+			code, text, err := c.httpGet(n, "/metrics")
+			if err != nil || code != http.StatusOK {
+				return
+			}
+			w.count, w.at = 0, began
+			for line := range strings.Lines(text) {
+				if v, ok := strings.CutPrefix(line, series); ok {
+					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					w.count = int64(f)
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return w
+}
+
+// wait returns the last count read and when that read began, once the
+// node stopped answering.
+func (w *fallbackWatch) wait() (int64, time.Time) {
+	<-w.done
+	return w.count, w.at
 }
 
 func (c *cluster) httpGet(n *node, path string) (int, string, error) {
@@ -460,8 +502,8 @@ func testConverge(t *testing.T, c *cluster) {
 
 // testKill: docker kill (SIGKILL) of node 2 under load; the other nodes
 // keep answering; started again, it rejoins. The strict namespace loses
-// nothing; the periodic one at most what node 2 acknowledged in its last
-// sync period and tick.
+// nothing node 2 decided in the store; the periodic one at most what node
+// 2 acknowledged in its last sync period and tick.
 func testKill(t *testing.T, c *cluster) {
 	defer c.on(t)()
 	victim := c.nodes[1]
@@ -474,6 +516,7 @@ func testKill(t *testing.T, c *cluster) {
 	warm := c.syncState(victim, periodic)
 	time.Sleep(3 * time.Second)
 	last := c.syncState(victim, periodic)
+	fallbacks := c.watchFallbacks(victim, strict)
 	killAt := time.Now()
 	c.docker("kill", c.container(victim.service))
 	killed := time.Now()
@@ -516,7 +559,13 @@ func testKill(t *testing.T, c *cluster) {
 	}
 	t.Logf("%s: acknowledged %d, stored %d, lost %d (bound %d: node 2's acks in the %v before the kill; slowest tick %v); converged %.2f s after the load; restarted node answering after %.1f s; failed calls: %s",
 		periodic, acked, stored, lost, bound, killAt.Sub(from).Round(time.Millisecond), d, took.Seconds(), rejoined.Seconds(), p.Failures())
-	c.exact(s)
+
+	// The strict namespace loses nothing node 2 decided in the store. A
+	// call whose store call failed or timed out (a loaded host) answered
+	// from local counts and left its hit to the next tick: at most those
+	// it counted, plus its acks after that count was last read.
+	f, read := fallbacks.wait()
+	c.exactLosing(s, f+s.AcksBetween(1, read, killed))
 }
 
 // testPartition: node 1 cut from the store network for 10 s under load

@@ -11,27 +11,52 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
+// given holds the ports FreePort handed to tests still running. Its check
+// closes the listener again, so without it a second call could hand out
+// the same port before the first server binds it: two servers of one
+// cluster on one port.
+var given struct {
+	sync.Mutex
+	ports map[int]bool
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (a
-// listener on it succeeded and is closed again), chosen at random so that
-// parallel test processes rarely pick the same one.
+// listener on it succeeded and is closed again) and that no other test
+// of this process holds, chosen at random so that parallel test processes
+// rarely pick the same one. The port is the test's until it ends.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
 	// Below Linux's ephemeral range (32768-60999): a port the kernel hands
 	// to some client connection while a test's server is down could not
 	// be listened on again when the server restarts on it.
 	const lo, hi = 20000, 32768
+	given.Lock()
+	defer given.Unlock()
+	if given.ports == nil {
+		given.ports = map[int]bool{}
+	}
 	for range 1000 {
 		port := lo + mrand.IntN(hi-lo)
+		if given.ports[port] {
+			continue
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			continue
 		}
 		l.Close()
+		given.ports[port] = true
+		tb.Cleanup(func() {
+			given.Lock()
+			delete(given.ports, port)
+			given.Unlock()
+		})
 		return port
 	}
 	tb.Fatalf("harness: no free port in %d-%d", lo, hi)

@@ -376,25 +376,37 @@ type fallbackWatch struct {
 	at    time.Time // when that read began: later fallbacks are acked after it
 }
 
+// watchFallbacks reads n's count once, or fails the test, then goes on
+// reading in the background.
 func (c *cluster) watchFallbacks(n *node, namespace string) *fallbackWatch {
-	w := &fallbackWatch{done: make(chan struct{})}
+	c.t.Helper()
 	series := `limiterd_sync_local_fallbacks_total{limiter_namespace="` + namespace + `"} `
+	w := &fallbackWatch{done: make(chan struct{})}
+	read := func() bool {
+		began := time.Now()
+		code, text, err := c.httpGet(n, "/metrics")
+		if err != nil || code != http.StatusOK {
+			return false
+		}
+		w.count, w.at = 0, began
+		for line := range strings.Lines(text) {
+			if v, ok := strings.CutPrefix(line, series); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				w.count = int64(f)
+			}
+		}
+		return true
+	}
+	if !read() {
+		c.t.Fatalf("node %d /metrics: no answer", n.index)
+	}
 	go func() {
 		defer close(w.done)
 		for {
-			began := time.Now()
-			code, text, err := c.httpGet(n, "/metrics")
-			if err != nil || code != http.StatusOK {
+			time.Sleep(20 * time.Millisecond)
+			if !read() {
 				return
 			}
-			w.count, w.at = 0, began
-			for line := range strings.Lines(text) {
-				if v, ok := strings.CutPrefix(line, series); ok {
-					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
-					w.count = int64(f)
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}()
 	return w

@@ -178,9 +178,14 @@ func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, sizes []time.
 	}
 }
 
+// fallback counts a call answered from local counts and logs the store's
+// error. The calls of a presumed outage are counted only: a line each
+// would bury the failure that began it.
 func (s *Syncer) fallback(err error) {
 	s.m.Fallback(s.name)
-	s.log.Debug("synchronous store call failed; answered from local counts", "err", err)
+	if err != errPresumedDown {
+		s.log.Debug("synchronous store call failed; answered from local counts", "err", err)
+	}
 }
 
 // AllowAt decides like node.Namespace.AllowAt. An Allow with bucket

@@ -1,9 +1,13 @@
 package sync_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	gosync "sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,6 +423,47 @@ func TestSynchronousOutageFailsFast(t *testing.T) {
 	got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
 	if err != nil || got != 1005*node.Micro {
 		t.Fatalf("store = %v (%v), want exactly 1005 hits", node.FromMicro(got), err)
+	}
+}
+
+// fallbackCount counts a Syncer's calls answered from local counts.
+type fallbackCount struct {
+	clustersync.NopMetrics
+	n atomic.Int64
+}
+
+func (f *fallbackCount) Fallback(string) { f.n.Add(1) }
+
+// TestFallbackLogsTheFailureOnly: the call whose store call failed logs
+// its error; the calls answered locally while the store is presumed down
+// are counted, not logged, so a log tail still shows the failure.
+func TestFallbackLogsTheFailureOnly(t *testing.T) {
+	clock := fakeclock.New(start)
+	faulty := memory.NewFaulty(memory.New())
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "main"}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m := new(fallbackCount)
+	cfg := clustersync.Config{CallTimeout: 20 * time.Millisecond, TickTimeout: time.Second, NoJitter: true}
+	sy, err := clustersync.NewSyncer(ns, faulty, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now), cfg, log, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	faulty.Hang()
+	for range 100 {
+		if _, err := sy.IncrementAt(context.Background(), clock.Now(), "k", 0, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.n.Load(); got != 100 {
+		t.Errorf("%d fallbacks counted, want 100", got)
+	}
+	lines := strings.Count(logs.String(), "answered from local counts")
+	if lines != 1 || !strings.Contains(logs.String(), "deadline exceeded") {
+		t.Errorf("%d fallback lines logged, want 1 with the store's error:\n%s", lines, logs.String())
 	}
 }
 

@@ -27,8 +27,8 @@ var given struct {
 }
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (a
-// listener on it succeeded and is closed again) and that no other test
-// of this process holds, chosen at random so that parallel test processes
+// listener on it succeeded and is closed again) and that no test of this
+// process holds, chosen at random so that parallel test processes
 // rarely pick the same one. The port is the test's until it ends.
 func FreePort(tb testing.TB) int {
 	tb.Helper()

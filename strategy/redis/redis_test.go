@@ -963,6 +963,20 @@ func TestLargeBatches(t *testing.T) {
 	}
 }
 
+// sameHash returns the n-th window like k, keyed "mate-<i>", that is
+// stored in k's hash under prefix.
+func sameHash(prefix string, k clustersync.WindowKey, n int) clustersync.WindowKey {
+	for i := 0; ; i++ {
+		m := k
+		m.Key = fmt.Sprint("mate-", i)
+		if redisstore.RedisKey(prefix, m) == redisstore.RedisKey(prefix, k) {
+			if n--; n == 0 {
+				return m
+			}
+		}
+	}
+}
+
 // TestKeyScriptMatchesPushScript runs one history of synchronous calls
 // (the windows of one key, through the key script and its short paths)
 // and the same rows through the push script (each call joined by a row
@@ -979,10 +993,7 @@ func TestKeyScriptMatchesPushScript(t *testing.T) {
 	cur := wk("ks", "user", time.Minute, 60*int64(time.Minute))
 	prev := wk("ks", "user", time.Minute, 59*int64(time.Minute))
 	hour := wk("ks", "user", time.Hour, 0)
-	mate := cur // another key of cur's hash
-	for i := 0; redisstore.RedisKey(prefixKey, mate) != redisstore.RedisKey(prefixKey, cur) || mate.Key == cur.Key; i++ {
-		mate.Key = fmt.Sprint("mate-", i)
-	}
+	mate := sameHash(prefixKey, cur, 1) // another key of cur's hash
 	r := func(k clustersync.WindowKey, total, version int64) clustersync.Row {
 		return clustersync.Row{WindowKey: k, Total: total, Version: version, ExpireAt: exp}
 	}
@@ -1040,12 +1051,8 @@ func TestPushGroupsMatchOneByOne(t *testing.T) {
 	raw := rawClient(t, addr)
 	exp := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	ks := []clustersync.WindowKey{wk("groups", "k", time.Minute, 0)}
-	for i := 0; len(ks) < 5; i++ {
-		k := ks[0]
-		k.Key = fmt.Sprint("mate-", i)
-		if redisstore.RedisKey(prefixBatch, k) == redisstore.RedisKey(prefixBatch, ks[0]) {
-			ks = append(ks, k)
-		}
+	for n := 1; n < 5; n++ {
+		ks = append(ks, sameHash(prefixBatch, ks[0], n))
 	}
 	r := func(i int, total, version int64, later time.Duration) clustersync.Row {
 		return clustersync.Row{WindowKey: ks[i], Total: total, Version: version, ExpireAt: exp.Add(later)}

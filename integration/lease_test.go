@@ -241,7 +241,7 @@ namespaces:
 	start()
 	// Held by callers now: before[3] (refuse) and local[1] (local).
 	want := map[string]int64{"refuse": 1, "local": 1}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(20 * time.Second)
 	for ns, n := range want {
 		for {
 			got := storeLeases(t, st, ns, "k")
@@ -254,14 +254,20 @@ namespaces:
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	// The node's first store call after the restart can still fail (a
+	// pooled connection the restart broke): its release then answers
+	// pending and a later tick sends it.
 	for _, l := range []string{before[3], local[1]} {
-		if resp, err := release(ctx, nodes[0], l); err != nil || !resp.GetReleased() {
+		if resp, err := release(ctx, nodes[0], l); err != nil || !resp.GetReleased() && !resp.GetPending() {
 			t.Fatalf("release after recovery: %v, %v", resp, err)
 		}
 	}
 	for ns := range want {
-		if got := storeLeases(t, st, ns, "k"); got != 0 {
-			t.Fatalf("namespace %s: %d leases left", ns, got)
+		for got := storeLeases(t, st, ns, "k"); got != 0; got = storeLeases(t, st, ns, "k") {
+			if time.Now().After(deadline) {
+				t.Fatalf("namespace %s: %d leases left", ns, got)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }

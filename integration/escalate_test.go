@@ -79,8 +79,10 @@ func TestEscalationSmoke(t *testing.T) {
 			// reach the store in another, more so on a loaded machine, so
 			// a few wrong admits are the order's, not the margin's (the
 			// synchronous baseline wrongly refuses 0.2–2.3 % that way).
-			if share := float64(on.WronglyAdmitted) / float64(on.Calls); share > 0.005 {
-				t.Errorf("escalation on: %.3f %% of calls admitted where the oracle refuses, want at most 0.5 %%", 100*share)
+			// Quiet, escalation admits 0–0.05 % wrongly; with the cores
+			// oversubscribed twice, up to 0.8 %; without it, about 10 %.
+			if share := float64(on.WronglyAdmitted) / float64(on.Calls); share > 0.02 {
+				t.Errorf("escalation on: %.3f %% of calls admitted where the oracle refuses, want at most 2 %%", 100*share)
 			}
 			if st.name != "redis" {
 				return

@@ -297,7 +297,7 @@ for i = 1, #bs do
   local b, h = bs[i], KEYS[i]
   if b.changed then
     b.seq = b.seq + 1
-    local seq = format('%d', b.seq) -- a number argument would go as %.14g
+    local seq = format('%d', b.seq) -- canonical decimal, like the fields str writes
     if b.record then
       call('HSET', h, 'l', str(b.v), 'm', str(b.m), 's', seq,
         inc, str(b.life) .. ':' .. str(b.applied) .. ':' .. str(b.version))

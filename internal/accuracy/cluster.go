@@ -57,8 +57,12 @@ type Result struct {
 	FirstCalls int64
 	// Errors counts calls that returned an error.
 	Errors int64
-	// Start is when the load started, Elapsed its wall time; Offered the
-	// calls sent per second.
+	// Fallbacks counts the calls, warm-up included, that asked the store
+	// and were decided in their node instead (the store call failed or
+	// timed out, or the store was presumed down).
+	Fallbacks int64
+	// Start is when the judged load started (after the warm-up), Elapsed
+	// the whole load's wall time; Offered the calls sent per second.
 	Start   time.Time
 	Elapsed time.Duration
 	Offered float64
@@ -87,15 +91,19 @@ func (r Run) TopShareOffered() float64 {
 	return r.Rate * r.Window.Seconds() * p / r.Limit
 }
 
-// escalations counts Escalated over the nodes, and their ticks.
+// escalations counts Escalated and Fallback over the nodes, and their
+// ticks.
 type escalations struct {
 	clustersync.NopMetrics
 	n              atomic.Int64
 	ticks, tickSum atomic.Int64 // count, ns
 	tickMax        atomic.Int64 // ns
+	fallbacks      atomic.Int64
 }
 
 func (e *escalations) Escalated(string) { e.n.Add(1) }
+
+func (e *escalations) Fallback(string) { e.fallbacks.Add(1) }
 
 func (e *escalations) Tick(_ string, d time.Duration, _, _ bool) {
 	e.ticks.Add(1)
@@ -211,7 +219,7 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 	}
 	from := start.Add(r.Warmup)
 	res := Result{Start: from, Escalated: esc.n.Load() - warmEsc, WarmupCalls: warm, WarmupEscalated: warmEsc,
-		Errors: errs.Load(), Elapsed: elapsed, Offered: float64(total) / elapsed.Seconds()}
+		Errors: errs.Load(), Fallbacks: esc.fallbacks.Load(), Elapsed: elapsed, Offered: float64(total) / elapsed.Seconds()}
 	res.FirstCalls = firstCalls(all, r.Nodes, warm, r.Window)
 	res.Verdict = Judge(all, r.Window, r.Limit, from, start.Add(elapsed))
 	if n := esc.ticks.Load(); n > 0 {
@@ -254,10 +262,10 @@ func firstCalls(calls []Call, nodes int, warm int64, size time.Duration) int64 {
 
 // Summary describes the result of r in one line.
 func (res Result) Summary(r Run) string {
-	return fmt.Sprintf("%d calls (%.0f/s), %d admitted, mean %.3f L, worst %.2f L; wrongly admitted %d (%.4f %%), wrongly refused %d (%.4f %%); escalated %.2f %% (oracle's admissions into the last call of room: %.2f %%; first calls of a node on a key: %.2f %%; back after a window alone: %d, wrongly admitted %d); ticks mean %s, longest %s",
-		res.Calls, res.Offered, res.Admitted, res.Mean/r.Limit, res.Worst/r.Limit,
+	return fmt.Sprintf("%d calls (%.0f/s), %d admitted, mean %.3f L, worst %.2f L (its window from %s after the judged start); wrongly admitted %d (%.4f %%), wrongly refused %d (%.4f %%); escalated %.2f %% (oracle's admissions into the last call of room: %.2f %%; first calls of a node on a key: %.2f %%; back after a window alone: %d, wrongly admitted %d); decided in the node after a failed store call: %d; ticks mean %s, longest %s",
+		res.Calls, res.Offered, res.Admitted, res.Mean/r.Limit, res.Worst/r.Limit, res.WorstAt.Sub(res.Start).Round(time.Millisecond),
 		res.WronglyAdmitted, 100*share(res.WronglyAdmitted, res.Calls), res.WronglyRefused, 100*share(res.WronglyRefused, res.Calls),
-		100*(1-res.Local()), 100*share(res.AtLimit, res.Calls), 100*share(int(res.FirstCalls), res.Calls), res.BackCalls, res.BackWronglyAdmitted, res.TickMean.Round(time.Millisecond), res.TickMax.Round(time.Millisecond))
+		100*(1-res.Local()), 100*share(res.AtLimit, res.Calls), 100*share(int(res.FirstCalls), res.Calls), res.BackCalls, res.BackWronglyAdmitted, res.Fallbacks, res.TickMean.Round(time.Millisecond), res.TickMax.Round(time.Millisecond))
 }
 
 func share(n, of int) float64 {

@@ -57,9 +57,10 @@ type Result struct {
 	FirstCalls int64
 	// Errors counts calls that returned an error.
 	Errors int64
-	// Fallbacks counts the calls, warm-up included, that asked the store
-	// and were decided in their node instead (the store call failed or
-	// timed out, or the store was presumed down).
+	// Fallbacks counts the calls, warm-up included, decided in their node
+	// after their store call failed or timed out (the nodes' Fallback
+	// metric). Escalations skipped while the store is then presumed down
+	// are not in it.
 	Fallbacks int64
 	// Start is when the judged load started (after the warm-up), Elapsed
 	// the whole load's wall time; Offered the calls sent per second.

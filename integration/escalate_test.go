@@ -49,7 +49,7 @@ var accuracyStores = []accuracyStore{
 // new to every node at once there, and on a host whose cores are
 // oversubscribed the nodes' first calls come in bursts that the margin
 // reads over at least min(Blind, size/4), so that window alone reached
-// 1.21 L. Each run takes 7 s; about 22 s in all.
+// 1.32 L. Each run takes 7 s; about 22 s in all.
 func TestEscalationSmoke(t *testing.T) {
 	for _, st := range accuracyStores {
 		t.Run(st.name, func(t *testing.T) {

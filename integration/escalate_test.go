@@ -48,8 +48,9 @@ var accuracyStores = []accuracyStore{
 // first window is a warm-up, fed to the oracle but not judged: the key is
 // new to every node at once there, and on a host whose cores are
 // oversubscribed the nodes' first calls come in bursts that the margin
-// reads over at least min(Blind, size/4), so that window alone reached
-// 1.32 L. Each run takes 7 s; about 22 s in all.
+// reads over at least min(Blind, size/4): runs that judged it reached up
+// to 1.32 L, and always in that window. Each run takes 7 s; about 22 s in
+// all.
 func TestEscalationSmoke(t *testing.T) {
 	for _, st := range accuracyStores {
 		t.Run(st.name, func(t *testing.T) {

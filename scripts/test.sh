@@ -264,12 +264,25 @@ run_tests() {
 	log "$name: $p passed, $f failed, $s skipped (go test exit $status)"
 }
 
-run_tests unit -race -count=1 ./... "$@"
+# slowest N: the N slowest top-level tests of every pass, with their
+# package, so that the CI budget stays visible. go test -v prints a
+# package's results before its "ok"/"FAIL" line, one package at a time.
+slowest() {
+	cat "$work"/*.out 2>/dev/null | awk '
+		/^--- (PASS|FAIL): / { name = $3; t = $4; gsub(/[()s]/, "", t); pending[++n] = t " " name; next }
+		/^(ok|FAIL)[ \t]+[a-z]/ && $2 ~ /\// {
+			for (i = 1; i <= n; i++) { split(pending[i], f, " "); printf "%9.1f s  %s %s\n", f[1], $2, f[2] }
+			n = 0
+		}' | sort -rn | head -n "$1"
+}
+
+# Explicit time-outs: a hung test fails its pass instead of the whole run.
+run_tests unit -race -count=1 -timeout 15m ./... "$@"
 # The packages with integration tests, one at a time (-p 1): their real
 # processes and shared stores would otherwise compete for the same cores,
 # and the unit pass has run every package already.
 mapfile -t integration_pkgs < <(grep -rl --include='*_test.go' '^//go:build integration$' . | xargs -n1 dirname | sort -u)
-run_tests integration -race -count=1 -p 1 -tags integration "${integration_pkgs[@]}" "$@"
+run_tests integration -race -count=1 -p 1 -timeout 25m -tags integration "${integration_pkgs[@]}" "$@"
 
 # --- 5. the compose cluster ---
 # scripts/compose-test.sh --start installs and starts a Docker engine and
@@ -284,6 +297,9 @@ case $compose_code in
 3) log "compose: skipped" ;;
 *) run_failed+=(compose-setup) ;;
 esac
+
+log "the ten slowest tests:"
+slowest 10 >&2
 
 status=0
 if [ ${#run_failed[@]} -gt 0 ]; then

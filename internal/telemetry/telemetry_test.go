@@ -67,7 +67,7 @@ func TestValidate(t *testing.T) {
 // TestServerAndStoreSpans: a gRPC call to a synchronous namespace gives
 // a server span and, below it, a span per store round trip.
 func TestServerAndStoreSpans(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
+	exp := &serverSpanExporter{InMemoryExporter: tracetest.NewInMemoryExporter(), ended: make(chan struct{}, 1)}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer tp.Shutdown(context.Background())
 
@@ -108,7 +108,13 @@ func TestServerAndStoreSpans(t *testing.T) {
 	if err != nil || !resp.GetAllowed() {
 		t.Fatalf("Allow = %v, %v; want allowed", resp, err)
 	}
-	gs.Stop() // the server span ends when the call's stats are done
+	// The server span ends when the call's stats end, which may be after
+	// the client has its answer: wait for its export.
+	select {
+	case <-exp.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no server span ended within 10 s; %d spans", len(exp.GetSpans()))
+	}
 
 	var server *tracetest.SpanStub
 	var stores []tracetest.SpanStub
@@ -132,4 +138,24 @@ func TestServerAndStoreSpans(t *testing.T) {
 		}
 	}
 	t.Logf("server span %s; store spans: %d, first %q", server.Name, len(stores), stores[0].Name)
+}
+
+// serverSpanExporter keeps spans in memory and signals the end of each
+// server span.
+type serverSpanExporter struct {
+	*tracetest.InMemoryExporter
+	ended chan struct{}
+}
+
+func (e *serverSpanExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	err := e.InMemoryExporter.ExportSpans(ctx, spans)
+	for _, s := range spans {
+		if s.SpanKind() == trace.SpanKindServer {
+			select {
+			case e.ended <- struct{}{}:
+			default:
+			}
+		}
+	}
+	return err
 }

@@ -16,7 +16,7 @@ import (
 func Example() {
 	dial, stop := startFake(&fakeLimiter{})
 	defer stop()
-	c, err := client.New("passthrough:///bufconn", dial, client.WithTimeout(100*time.Millisecond))
+	c, err := client.New("passthrough:///bufconn", dial, client.WithTimeout(time.Second))
 	if err != nil {
 		panic(err)
 	}
@@ -66,7 +66,7 @@ func ExampleWithFailClosed() {
 func ExampleClient_Acquire() {
 	dial, stop := startFake(&fakeLimiter{})
 	defer stop()
-	c, err := client.New("passthrough:///bufconn", dial, client.WithTimeout(100*time.Millisecond))
+	c, err := client.New("passthrough:///bufconn", dial, client.WithTimeout(time.Second))
 	if err != nil {
 		panic(err)
 	}

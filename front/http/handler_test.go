@@ -11,6 +11,7 @@ import (
 	"time"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 )
@@ -19,7 +20,13 @@ import (
 // and 60s, local only) on a test server.
 func newTestAPI(t *testing.T) (*Handler, *httptest.Server) {
 	t.Helper()
-	n, err := node.New([]node.Config{node.DefaultConfig()}, node.SystemClock{})
+	return newTestAPIAt(t, node.SystemClock{})
+}
+
+// newTestAPIAt is newTestAPI on the clock clk.
+func newTestAPIAt(t *testing.T, clk node.Clock) (*Handler, *httptest.Server) {
+	t.Helper()
+	n, err := node.New([]node.Config{node.DefaultConfig()}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,10 +100,8 @@ func TestOpenAPIListsEveryRPC(t *testing.T) {
 }
 
 func TestAnswers(t *testing.T) {
-	_, srv := newTestAPI(t)
-	if frac := time.Now().Nanosecond(); frac > 500e6 { // bob's two calls in one second
-		time.Sleep(time.Duration(1e9-frac) + 5*time.Millisecond)
-	}
+	// A clock that stands still: bob's two calls fall in one second.
+	_, srv := newTestAPIAt(t, fakeclock.New(time.Unix(1_700_000_000, 0)))
 	code, out := call(t, srv, "Increment", `{"key": "bob"}`)
 	if got, _ := json.Marshal(out); code != 200 || string(got) != `{"rates":[{"rate":1,"windowSize":"1s"},{"rate":1,"windowSize":"60s"}]}` {
 		t.Errorf("Increment: %d %s", code, got)

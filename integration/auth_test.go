@@ -90,7 +90,7 @@ auth:
 		t.Errorf("RL.INCR after AUTH: %v", err)
 	}
 	// The Go client with the token.
-	c, err := client.New(l.GRPCAddr, client.WithBearerToken(token))
+	c, err := client.New(l.GRPCAddr, client.WithBearerToken(token), client.WithTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

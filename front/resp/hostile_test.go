@@ -297,11 +297,13 @@ func TestShutdownTimeout(t *testing.T) {
 // CommandTimeout, each write ending inside a command, is not cut off:
 // the timer is each command's, not the stream's.
 func TestLongPipelineNotCut(t *testing.T) {
-	_, addr := serveFront(t, newService(t, nil), Config{CommandTimeout: 200 * time.Millisecond})
+	// The timeout is 40 times the pause between writes, so that a loaded
+	// machine's late write is not taken for a stalled command.
+	_, addr := serveFront(t, newService(t, nil), Config{CommandTimeout: time.Second})
 	c := dial(t, addr)
 	r := bufio.NewReader(c)
 	io.WriteString(c, "*1\r\n$4\r\nPI")
-	const writes = 40 // 40 × 25 ms: five times the timeout
+	const writes = 60 // 60 × 25 ms: 1.5 times the timeout
 	for range writes {
 		time.Sleep(25 * time.Millisecond)
 		if _, err := io.WriteString(c, "NG\r\n*1\r\n$4\r\nPI"); err != nil {

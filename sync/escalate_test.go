@@ -233,7 +233,7 @@ func TestNewKeyFetchedInBackground(t *testing.T) {
 				time.Sleep(time.Millisecond) // the first tick, at once
 			}
 			a.increment(t, key, 5)
-			deadline := time.Now().Add(2 * time.Second)
+			deadline := time.Now().Add(10 * time.Second) // a wait, ended by the fetch
 			got := a.minuteRate(t, key)
 			for got != tc.want && time.Now().Before(deadline) {
 				time.Sleep(5 * time.Millisecond)

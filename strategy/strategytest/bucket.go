@@ -1,6 +1,7 @@
 package strategytest
 
 import (
+	"errors"
 	"fmt"
 	gosync "sync"
 	"sync/atomic"
@@ -44,11 +45,23 @@ func (e *env) bcall(c *bucketCaller, b node.BucketSpec, at int64) clustersync.Bu
 // answers, and counts what the store applied in c's totals.
 func (e *env) buckets(t *testing.T, ref *bucketRef, c *bucketCaller, at, take int64, calls ...clustersync.BucketCall) (bool, []clustersync.BucketReply) {
 	t.Helper()
+	allowed, replies, err := e.tryBuckets(t, ref, c, at, take, calls...)
+	if err != nil {
+		t.Fatalf("Buckets: %v", err)
+	}
+	return allowed, replies
+}
+
+// tryBuckets is buckets returning the store's error: for calls made off
+// the test's goroutine, where t.Fatal must not be called (it would also
+// skip the caller's unlocks).
+func (e *env) tryBuckets(t *testing.T, ref *bucketRef, c *bucketCaller, at, take int64, calls ...clustersync.BucketCall) (bool, []clustersync.BucketReply, error) {
+	t.Helper()
 	bs := as[clustersync.BucketStore](t, e)
 	replies := make([]clustersync.BucketReply, len(calls))
 	allowed, err := bs.Buckets(ctx(t, callTimeout), c.inc, at, take, calls, replies)
 	if err != nil {
-		t.Fatalf("Buckets: %v", err)
+		return false, nil, err
 	}
 	if ref != nil {
 		rows := make([]*clustersync.BucketRow, len(calls))
@@ -75,7 +88,7 @@ func (e *env) buckets(t *testing.T, ref *bucketRef, c *bucketCaller, at, take in
 			c.total[calls[i].Bucket.StoreKey()] = replies[i].Applied
 		}
 	}
-	return allowed, replies
+	return allowed, replies, nil
 }
 
 func tokenSpec(key string, max, refill time.Duration, amount int64) node.BucketSpec {
@@ -233,8 +246,20 @@ func testBucketExact(t *testing.T, e *env) {
 				wg.Go(func() {
 					for {
 						mu.Lock()
-						ok, _ := e.buckets(t, nil, c, at, hit, e.bcall(c, b, at))
+						// A store that times out under the contention
+						// (Cassandra's lightweight transactions) is retried
+						// with the same call: a replay, which the store
+						// answers from its record, counted once.
+						call := e.bcall(c, b, at)
+						ok, _, err := e.tryBuckets(t, nil, c, at, hit, call)
+						for tries := 1; errors.Is(err, clustersync.ErrUnavailable) && tries < 5; tries++ {
+							ok, _, err = e.tryBuckets(t, nil, c, at, hit, call)
+						}
 						mu.Unlock()
+						if err != nil {
+							t.Errorf("%s: Buckets: %v", b.Kind, err)
+							return
+						}
 						if !ok {
 							return
 						}

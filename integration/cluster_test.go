@@ -64,6 +64,22 @@ func fallbacks(t *testing.T, nodes []*harness.Limiterd) float64 {
 	return sum
 }
 
+// failedTicks sums the nodes' failed pushes and fetches of namespace api
+// (each a tick that a later one repeats).
+func failedTicks(t *testing.T, nodes []*harness.Limiterd) float64 {
+	t.Helper()
+	var sum float64
+	for _, n := range nodes {
+		m, err := n.Metrics(context.Background())
+		if err != nil {
+			t.Fatalf("%s metrics: %v", n.Name, err)
+		}
+		sum += sampleOrZero(m, `limiterd_sync_push_errors_total{limiter_namespace="api"}`) +
+			sampleOrZero(m, `limiterd_sync_fetch_errors_total{limiter_namespace="api"}`)
+	}
+	return sum
+}
+
 func increment(ctx context.Context, n *harness.Limiterd, key string, at time.Time) error {
 	_, err := n.Client.Increment(ctx, &limiterv1.IncrementRequest{
 		Namespace: "api", Key: key, At: timestamppb.New(at),
@@ -126,6 +142,13 @@ func (l *load) counts() []int64 {
 // deadline passes.
 func waitConverged(t *testing.T, nodes []*harness.Limiterd, key string, at time.Time, want float64, deadline time.Time) {
 	t.Helper()
+	waitConvergedBy(t, nodes, key, at, want, func() time.Time { return deadline })
+}
+
+// waitConvergedBy is waitConverged with a deadline that may move while it
+// waits (read on each try).
+func waitConvergedBy(t *testing.T, nodes []*harness.Limiterd, key string, at time.Time, want float64, deadline func() time.Time) {
+	t.Helper()
 	var last []float64
 	for {
 		last = last[:0]
@@ -141,7 +164,7 @@ func waitConverged(t *testing.T, nodes []*harness.Limiterd, key string, at time.
 		if all {
 			return
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline()) {
 			t.Fatalf("key %s not converged by the deadline: rates %v, want %v", key, last, want)
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -29,6 +29,7 @@ import (
 //   - README.md: TestReadmeQuickStart
 //   - docs/getting-started.md: TestGettingStarted
 //   - docs/api.md: TestAPIGRPCTranscript and TestAPIHTTPTranscript
+//   - docs/redis-protocol.md: TestRedisProtocolPage
 //
 // internal/docs checks that no other page has one.
 
@@ -163,6 +164,27 @@ func TestGettingStarted(t *testing.T) {
 	runDocBlocks(t, docServer{http: n.HTTPAddr, resp: resp}, blocks)
 }
 
+// TestRedisProtocolPage runs the transcripts of docs/redis-protocol.md
+// against a limiterd on the embedded default config with the Redis
+// protocol on, as the page starts it.
+func TestRedisProtocolPage(t *testing.T) {
+	const start = "go run ./cmd/limiterd --resp-addr 127.0.0.1:6380"
+	page, err := os.ReadFile(filepath.Join("..", "docs", "redis-protocol.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), start) {
+		t.Fatalf("docs/redis-protocol.md does not start limiterd with %q; update this test", start)
+	}
+	resp := fmt.Sprintf("127.0.0.1:%d", harness.FreePort(t))
+	n := harness.StartLimiterd(t, "redis-protocol", "resp_addr: "+resp+"\n")
+	blocks := docBlocks(t, "docs/redis-protocol.md")
+	if len(blocks) == 0 {
+		t.Fatal("docs/redis-protocol.md has no ```console block")
+	}
+	runDocBlocks(t, docServer{http: n.HTTPAddr, resp: resp}, blocks)
+}
+
 // docServer is where a transcript's 127.0.0.1:7071 (HTTP) and port 6380
 // (the Redis protocol) really are.
 type docServer struct{ http, resp string }
@@ -194,10 +216,11 @@ func runDocBlocks(t *testing.T, srv docServer, blocks [][]docStep) {
 				json.Unmarshal([]byte(body), &req)
 				key = req.Key
 			case "redis-cli":
-				if len(words) < 5 || words[1] != "-p" || words[2] != "6380" {
-					t.Fatalf("%s:%d: not `redis-cli -p 6380 COMMAND KEY ...`: %q", st.file, st.line, words)
+				args, ok := redisCLIArgs(words)
+				if !ok || len(args) < 2 {
+					t.Fatalf("%s:%d: not `redis-cli [-3] -p 6380 COMMAND KEY ...`: %q", st.file, st.line, words)
 				}
-				key = words[4]
+				key = args[1]
 				if cli == "" {
 					cli = redisCLI(t)
 				}
@@ -227,15 +250,33 @@ func runDocBlocks(t *testing.T, srv docServer, blocks [][]docStep) {
 				}
 				continue
 			}
-			got := runRedisCLI(t, st, cli, srv.resp, words[3:])
+			args, _ := redisCLIArgs(words)
+			var flags []string
+			if words[1] == "-3" {
+				flags = []string{"-3"}
+			}
+			got := runRedisCLI(t, st, cli, srv.resp, append(flags, args...))
 			end := time.Now()
 			t.Logf("%s:%d: %s\n%s", st.file, st.line, st.cmd, got)
-			b := docBounds{longest: 2 * longestArgMillis(words[3:]), start: start, end: end}
+			b := docBounds{longest: 2 * longestArgMillis(args), start: start, end: end}
 			for _, p := range docRESPDiff(st.output, got, b) {
 				t.Errorf("%s:%d: %s: %s", st.file, st.line, st.cmd, p)
 			}
 		}
 	}
+}
+
+// redisCLIArgs returns the command and its arguments of the line
+// `redis-cli [-3] -p 6380 COMMAND ...` split in words; ok is false for
+// another form.
+func redisCLIArgs(words []string) (args []string, ok bool) {
+	if len(words) > 1 && words[1] == "-3" {
+		words = append(words[:1:1], words[2:]...)
+	}
+	if len(words) < 4 || words[0] != "redis-cli" || words[1] != "-p" || words[2] != "6380" {
+		return nil, false
+	}
+	return words[3:], true
 }
 
 // paceNewKey is called before the first call on a key: the calls on one
@@ -419,16 +460,18 @@ func docJSONDiff(path string, want, got any, b docBounds) []string {
 	}
 }
 
-// respItem is one line of redis-cli's answer: "12) (integer) 57269" is
-// the item "(integer) 57269".
+// respItem is the index of one line of redis-cli's answer: "12) " in
+// "12) (integer) 57269", whose item is "(integer) 57269".
 var respItem = regexp.MustCompile(`^\s*\d+\) `)
 
 // docRESPDiff compares redis-cli's answer shown on a page (want) with the
 // one received (got), line by line, except the values that depend on when
-// the call is made: the value after "reset_after_ms" or "retry_after_ms"
-// is 0 on both sides or milliseconds within b on both, the one after
-// "expires_at_ms" 0 on both sides or a Unix time in milliseconds within b,
-// and the one after "lease" an id on both sides or (nil) on both.
+// the call is made: the value of "reset_after_ms" or "retry_after_ms" is
+// 0 on both sides or milliseconds within b on both, that of
+// "expires_at_ms" 0 on both sides or a Unix time in milliseconds within
+// b, and that of "lease" an id on both sides or (nil) on both. A value
+// follows its name on the next line (RESP2: a flat array) or on the same
+// line after " => " (RESP3: a map).
 func docRESPDiff(want, got string, b docBounds) []string {
 	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
 	if len(wl) != len(gl) {
@@ -437,32 +480,56 @@ func docRESPDiff(want, got string, b docBounds) []string {
 	var problems []string
 	prev := ""
 	for i := range wl {
-		w, g := respItem.ReplaceAllString(wl[i], ""), respItem.ReplaceAllString(gl[i], "")
-		switch prev {
-		case `"reset_after_ms"`, `"retry_after_ms"`, `"expires_at_ms"`:
-			wn, werr := strconv.ParseInt(strings.TrimPrefix(w, "(integer) "), 10, 64)
-			gn, gerr := strconv.ParseInt(strings.TrimPrefix(g, "(integer) "), 10, 64)
-			ok := werr == nil && gerr == nil && (wn == 0) == (gn == 0)
-			if ok && gn != 0 {
-				if prev == `"expires_at_ms"` {
-					ok = b.time(time.UnixMilli(gn))
-				} else {
-					ok = b.duration(time.Duration(wn)*time.Millisecond) && b.duration(time.Duration(gn)*time.Millisecond)
-				}
-			}
-			if !ok {
-				problems = append(problems, fmt.Sprintf("line %d: %s %s, want %s within (0, %v]", i+1, prev, g, w, b.longest))
-			}
-		case `"lease"`:
-			if (w == "(nil)") != (g == "(nil)") || !strings.HasPrefix(g, `"`) && g != "(nil)" {
-				problems = append(problems, fmt.Sprintf("line %d: lease %s, want %s", i+1, g, w))
-			}
-		default:
-			if wl[i] != gl[i] {
+		if wk, wv, ok := strings.Cut(wl[i], " => "); ok {
+			gk, gv, _ := strings.Cut(gl[i], " => ")
+			if gk != wk {
 				problems = append(problems, fmt.Sprintf("line %d: got %q, want %q", i+1, gl[i], wl[i]))
+				continue
 			}
+			_, name, _ := strings.Cut(wk, "# ")
+			if p := respValueDiff(name, wv, gv, b); p != "" {
+				problems = append(problems, fmt.Sprintf("line %d: %s", i+1, p))
+			}
+			continue
+		}
+		w, g := respItem.ReplaceAllString(wl[i], ""), respItem.ReplaceAllString(gl[i], "")
+		if respItem.FindString(wl[i]) != respItem.FindString(gl[i]) {
+			problems = append(problems, fmt.Sprintf("line %d: got %q, want %q", i+1, gl[i], wl[i]))
+		} else if p := respValueDiff(prev, w, g, b); p != "" {
+			problems = append(problems, fmt.Sprintf("line %d: %s", i+1, p))
 		}
 		prev = g
 	}
 	return problems
+}
+
+// respValueDiff compares the value want shown for the name (the item
+// before it, quoted as redis-cli prints it) with the one received, as
+// docRESPDiff says; it returns "" when they agree.
+func respValueDiff(name, want, got string, b docBounds) string {
+	switch name {
+	case `"reset_after_ms"`, `"retry_after_ms"`, `"expires_at_ms"`:
+		wn, werr := strconv.ParseInt(strings.TrimPrefix(want, "(integer) "), 10, 64)
+		gn, gerr := strconv.ParseInt(strings.TrimPrefix(got, "(integer) "), 10, 64)
+		ok := werr == nil && gerr == nil && (wn == 0) == (gn == 0)
+		if ok && gn != 0 {
+			if name == `"expires_at_ms"` {
+				ok = b.time(time.UnixMilli(gn))
+			} else {
+				ok = b.duration(time.Duration(wn)*time.Millisecond) && b.duration(time.Duration(gn)*time.Millisecond)
+			}
+		}
+		if !ok {
+			return fmt.Sprintf("%s %s, want %s within (0, %v]", name, got, want, b.longest)
+		}
+	case `"lease"`:
+		if (want == "(nil)") != (got == "(nil)") || got != "(nil)" && !strings.HasPrefix(got, `"`) {
+			return fmt.Sprintf("lease %s, want %s", got, want)
+		}
+	default:
+		if want != got {
+			return fmt.Sprintf("got %q, want %q", got, want)
+		}
+	}
+	return ""
 }

@@ -220,6 +220,7 @@ var consoleRunners = map[string][]string{
 	"README.md":               {"all"},                     // TestReadmeQuickStart
 	"docs/getting-started.md": {"all"},                     // TestGettingStarted
 	"docs/api.md":             {"## gRPC", "## HTTP/JSON"}, // TestAPIGRPCTranscript, TestAPIHTTPTranscript
+	"docs/redis-protocol.md":  {"all"},                     // TestRedisProtocolPage
 }
 
 // TestConsoleBlocksRun checks that ```console blocks, which promise a

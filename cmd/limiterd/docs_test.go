@@ -123,3 +123,45 @@ func TestConfigurationPage(t *testing.T) {
 		}
 	}
 }
+
+// yamlBlock is a ```yaml block of the documentation.
+var yamlBlock = regexp.MustCompile("(?ms)^```yaml\n(.*?)^```")
+
+// TestDocsConfigExamples checks that the config files the documentation
+// shows are valid: docs/getting-started.yaml, and every ```yaml block of
+// README.md and docs/ whose top level names namespaces or stores (the
+// other blocks are parts of a file, Envoy's config or its domain files).
+func TestDocsConfigExamples(t *testing.T) {
+	root := filepath.Join("..", "..")
+	if _, err := LoadConfig(filepath.Join(root, "docs", "getting-started.yaml")); err != nil {
+		t.Errorf("docs/getting-started.yaml: %v", err)
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, page := range append(pages, filepath.Join(root, "README.md")) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range yamlBlock.FindAllStringSubmatch(string(b), -1) {
+			var top map[string]any
+			if err := yaml.Unmarshal([]byte(m[1]), &top); err != nil {
+				t.Errorf("%s: a yaml block that is not YAML: %v\n%s", page, err, m[1])
+				continue
+			}
+			if top["namespaces"] == nil && top["stores"] == nil {
+				continue
+			}
+			checked++
+			if _, err := ParseConfig(page, []byte(m[1])); err != nil {
+				t.Errorf("%s: an example config that limiterd refuses: %v\n%s", page, err, m[1])
+			}
+		}
+	}
+	if checked < 3 {
+		t.Errorf("%d example configs checked; want the configuration, modes and estimator examples at least", checked)
+	}
+}

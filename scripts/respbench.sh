@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The Redis protocol front's throughput next to Redis's and gRPC's, for
-# BENCHMARKS.md: one redis-server and one limiterd (local-only "default"
+# docs/benchmarks.md: one redis-server and one limiterd (local-only "default"
 # namespace, --resp-addr) on free loopback ports of this machine, then
 #
 #   redis-benchmark -c 50 -n N -P 16 -r 100000  INCR key:__rand_int__               (Redis)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The synchronous Redis call table for BENCHMARKS.md: starts its own Redis
+# The synchronous Redis call table for docs/benchmarks.md: starts its own Redis
 # on a free loopback port, runs BenchmarkSyncCall (strategy/redis) RUNS
 # times with FLUSHALL before each, and prints one Markdown row per run:
 # p50/p99 of a synchronous increment through a Syncer, the server's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Throughput table for BENCHMARKS.md: one Redis, three limiterd nodes
+# Throughput table for docs/benchmarks.md: one Redis, three limiterd nodes
 # (namespace "default": 1s and 60s windows, sync_rate 0.1 on Redis; or
 # SYNC_RATE=-1, local only), and limiter-bench on the same machine, calling
 # over KEYS keys (default 1000, uniform). Prints one Markdown table: the gRPC

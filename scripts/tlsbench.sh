@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TLS cost for BENCHMARKS.md: unary Allow per second and server CPU per
+# TLS cost for docs/benchmarks.md: unary Allow per second and server CPU per
 # call against one limiterd in plaintext, with TLS and with mTLS
 # (client_auth: require), in the same run with the same load
 # (limiter-bench, -c 50 over 4 connections, KEYS keys, local-only

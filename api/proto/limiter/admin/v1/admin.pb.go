@@ -34,7 +34,7 @@ const (
 )
 
 // Namespace is one namespace's configuration, as an entry of the config
-// file's namespaces list (README: Configuration).
+// file's namespaces list (docs/configuration.md).
 type Namespace struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`

@@ -15,18 +15,18 @@ import (
 	"github.com/limiterd/limiterd/integration/harness"
 )
 
-// TestReadmeHTTPTranscript runs the console transcript of README.md's
-// "HTTP/JSON" section, curl by curl, against a limiterd on the default
+// TestAPIHTTPTranscript runs the console transcript of docs/api.md's
+// "HTTP/JSON" section (moved there from README.md), curl by curl, against a limiterd on the default
 // config, and compares every answer with the one printed there as
-// TestReadmeTranscript does (numbers within 1e-9, resetAfter and
+// TestAPIGRPCTranscript does (numbers within 1e-9, resetAfter and
 // retryAfter in (0, the window size]). Each answer of a call the gRPC
 // transcript also makes, with the same body, must moreover be the gRPC
 // answer printed there, once the fields at their default value (which
 // grpcurl does not print) are left out.
-func TestReadmeHTTPTranscript(t *testing.T) {
-	steps := readmeSection(t, "## HTTP/JSON")
+func TestAPIHTTPTranscript(t *testing.T) {
+	steps := docSection(t, "docs/api.md", "## HTTP/JSON")
 	grpcAnswers := map[string][]string{} // method + " " + body: the answers, in order
-	for _, st := range readmeTranscript(t) {
+	for _, st := range apiGRPCTranscript(t) {
 		words, err := shellWords(st.cmd, map[string]string{"AT1": "", "AT2": "", "AT3": ""})
 		if err != nil || len(words) < 6 || words[0] != "grpcurl" || words[2] != "-d" {
 			continue
@@ -34,16 +34,16 @@ func TestReadmeHTTPTranscript(t *testing.T) {
 		k := words[len(words)-1] + " " + words[3]
 		grpcAnswers[k] = append(grpcAnswers[k], st.output)
 	}
-	n := harness.StartLimiterd(t, "readme-http", "# the embedded default: namespace default, windows 1s and 60s, local only\n")
+	n := harness.StartLimiterd(t, "api-http", "# the embedded default: namespace default, windows 1s and 60s, local only\n")
 	compared := 0
 	lastKey := ""
 	for _, st := range steps {
 		body, method, err := curlCall(st.cmd)
 		if err != nil {
-			t.Fatalf("README.md:%d: %v", st.line, err)
+			t.Fatalf("%s:%d: %v", st.file, st.line, err)
 		}
 		// A new key waits for the first half of a second, so that its
-		// calls fall in one 1 s window (see TestReadmeTranscript).
+		// calls fall in one 1 s window (see TestAPIGRPCTranscript).
 		var req struct{ Key string }
 		json.Unmarshal([]byte(body), &req)
 		if req.Key != lastKey {
@@ -53,17 +53,17 @@ func TestReadmeHTTPTranscript(t *testing.T) {
 			}
 		}
 		got := curlPost(t, st, "http://"+n.HTTPAddr+"/"+method, body)
-		t.Logf("README.md:%d: %s\n%s", st.line, st.cmd, got)
+		t.Logf("%s:%d: %s\n%s", st.file, st.line, st.cmd, got)
 		var want, have any
 		if err := json.Unmarshal([]byte(st.output), &want); err != nil {
-			t.Fatalf("README.md:%d: the answer is not JSON: %v\n%s", st.line, err, st.output)
+			t.Fatalf("%s:%d: the answer is not JSON: %v\n%s", st.file, st.line, err, st.output)
 		}
 		if err := json.Unmarshal([]byte(got), &have); err != nil {
-			t.Fatalf("README.md:%d: the answer is not JSON: %v\n%s", st.line, err, got)
+			t.Fatalf("%s:%d: the answer is not JSON: %v\n%s", st.file, st.line, err, got)
 		}
 		checkRetryAfter(t, st, want, have)
 		for _, p := range jsonDiff("", want, have, nil) {
-			t.Errorf("README.md:%d: %s: %s", st.line, st.cmd, p)
+			t.Errorf("%s:%d: %s: %s", st.file, st.line, st.cmd, p)
 		}
 		if gs := grpcAnswers[method+" "+body]; len(gs) > 0 {
 			g := gs[0]
@@ -72,17 +72,17 @@ func TestReadmeHTTPTranscript(t *testing.T) {
 			if msg, ok := strings.CutPrefix(g, "ERROR:"); ok {
 				_, msg, _ = strings.Cut(msg, "Message: ")
 				if m, _ := have.(map[string]any); m["message"] != msg {
-					t.Errorf("README.md:%d: %s: message %v, want the gRPC transcript's %q", st.line, st.cmd, m["message"], msg)
+					t.Errorf("%s:%d: %s: message %v, want the gRPC transcript's %q", st.file, st.line, st.cmd, m["message"], msg)
 				}
 				continue
 			}
 			var grpcWant any
 			if err := json.Unmarshal([]byte(g), &grpcWant); err != nil {
-				t.Fatalf("README.md: the gRPC answer to %s %s is not JSON: %v", method, body, err)
+				t.Fatalf("docs/api.md: the gRPC answer to %s %s is not JSON: %v", method, body, err)
 			}
 			checkRetryAfter(t, st, grpcWant, have)
 			for _, p := range jsonDiff("", grpcWant, withoutDefaults(have), nil) {
-				t.Errorf("README.md:%d: %s: against the gRPC transcript: %s", st.line, st.cmd, p)
+				t.Errorf("%s:%d: %s: against the gRPC transcript: %s", st.file, st.line, st.cmd, p)
 			}
 		}
 	}
@@ -96,7 +96,7 @@ func TestReadmeHTTPTranscript(t *testing.T) {
 // previous window's share drops out within a window size, the current
 // window's within two — and replaces it with want's, for jsonDiff, which
 // bounds it by one window size.
-func checkRetryAfter(t *testing.T, st readmeStep, want, got any) {
+func checkRetryAfter(t *testing.T, st docStep, want, got any) {
 	t.Helper()
 	w, _ := want.(map[string]any)
 	g, _ := got.(map[string]any)
@@ -111,7 +111,7 @@ func checkRetryAfter(t *testing.T, st readmeStep, want, got any) {
 		}
 	}
 	if d := jsonDuration(g["retryAfter"]); d <= 0 || d > 2*window {
-		t.Errorf("README.md:%d: %s: retryAfter %v, want a duration in (0, %v]", st.line, st.cmd, g["retryAfter"], 2*window)
+		t.Errorf("%s:%d: %s: retryAfter %v, want a duration in (0, %v]", st.file, st.line, st.cmd, g["retryAfter"], 2*window)
 	}
 	if w != nil && w["retryAfter"] != nil {
 		g["retryAfter"] = w["retryAfter"]
@@ -136,7 +136,7 @@ func curlCall(line string) (body, method string, err error) {
 }
 
 // curlPost POSTs body to url as curl -d does and returns the answer.
-func curlPost(t *testing.T, st readmeStep, url, body string) string {
+func curlPost(t *testing.T, st docStep, url, body string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -147,12 +147,12 @@ func curlPost(t *testing.T, st readmeStep, url, body string) string {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded") // curl -d's
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("README.md:%d: %v", st.line, err)
+		t.Fatalf("%s:%d: %v", st.file, st.line, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("README.md:%d: %v", st.line, err)
+		t.Fatalf("%s:%d: %v", st.file, st.line, err)
 	}
 	return string(b)
 }

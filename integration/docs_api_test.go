@@ -3,13 +3,10 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -29,19 +26,19 @@ import (
 	"github.com/limiterd/limiterd/integration/harness"
 )
 
-// The README's shell lines that choose the times of the seed example, and
-// what they do, in Go: readmeWait waits until the clock is 30 to 34 s into
-// a minute and sets M to that minute's start; readmeTimes sets AT1, AT2
-// and AT3 to M − 20 s, M + 5 s and M + 30 s. If the README changes these
+// The shell lines of docs/api.md that choose the times of its example, and
+// what they do, in Go: apiWait waits until the clock is 30 to 34 s into
+// a minute and sets M to that minute's start; apiTimes sets AT1, AT2
+// and AT3 to M − 20 s, M + 5 s and M + 30 s. If the page changes these
 // lines, change their Go twins below with them.
 const (
-	readmeWait  = `until s=$(( $(date +%s) % 60 )); [ "$s" -ge 30 ] && [ "$s" -lt 35 ]; do sleep 1; done; M=$(( $(date +%s) / 60 * 60 ))`
-	readmeTimes = `AT1=$(date -u -d @$((M - 20)) +%FT%TZ); AT2=$(date -u -d @$((M + 5)) +%FT%TZ); AT3=$(date -u -d @$((M + 30)) +%FT%TZ)`
+	apiWait  = `until s=$(( $(date +%s) % 60 )); [ "$s" -ge 30 ] && [ "$s" -lt 35 ]; do sleep 1; done; M=$(( $(date +%s) / 60 * 60 ))`
+	apiTimes = `AT1=$(date -u -d @$((M - 20)) +%FT%TZ); AT2=$(date -u -d @$((M + 5)) +%FT%TZ); AT3=$(date -u -d @$((M + 30)) +%FT%TZ)`
 )
 
-// readmeMethods are the methods the transcript may call, with their
+// apiMethods are the methods the transcript may call, with their
 // request and response messages.
-var readmeMethods = map[string]func() (req, resp proto.Message){
+var apiMethods = map[string]func() (req, resp proto.Message){
 	"limiter.v1.RateLimiter/Increment": func() (proto.Message, proto.Message) {
 		return new(limiterv1.IncrementRequest), new(limiterv1.IncrementResponse)
 	},
@@ -62,22 +59,15 @@ var readmeMethods = map[string]func() (req, resp proto.Message){
 	},
 }
 
-// readmeStep is one command of the transcript and the answer printed
-// after it.
-type readmeStep struct {
-	line   int    // in README.md
-	cmd    string // after "$ "
-	output string
-}
-
-// TestReadmeTranscript runs the first console transcript of README.md
-// against a limiterd on the default config and compares every answer with
-// the one printed there: JSON compared as JSON, numbers within 1e-9, and
-// the durations resetAfter and retryAfter, which depend on when the call
-// is made, checked to lie in (0, the window size].
-func TestReadmeTranscript(t *testing.T) {
-	steps := readmeTranscript(t)
-	n := harness.StartLimiterd(t, "readme", "# the embedded default: namespace default, windows 1s and 60s, local only\n")
+// TestAPIGRPCTranscript runs the console transcript of docs/api.md's
+// "gRPC" section (moved there from README.md) against a limiterd on the
+// default config and compares every answer with the one printed there:
+// JSON compared as JSON, numbers within 1e-9, and the durations
+// resetAfter and retryAfter, which depend on when the call is made,
+// checked to lie in (0, the window size].
+func TestAPIGRPCTranscript(t *testing.T) {
+	steps := apiGRPCTranscript(t)
+	n := harness.StartLimiterd(t, "api-grpc", "# the embedded default: namespace default, windows 1s and 60s, local only\n")
 	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -89,14 +79,14 @@ func TestReadmeTranscript(t *testing.T) {
 	lastKey := ""
 	for _, st := range steps {
 		switch {
-		case st.cmd == readmeWait:
-			m := readmeMinute(t)
+		case st.cmd == apiWait:
+			m := apiMinute(t)
 			vars["M"] = fmt.Sprint(m)
 			sawWait = true
 			continue
-		case st.cmd == readmeTimes:
+		case st.cmd == apiTimes:
 			if !sawWait {
-				t.Fatalf("README.md:%d: the times come before the wait that sets M", st.line)
+				t.Fatalf("%s:%d: the times come before the wait that sets M", st.file, st.line)
 			}
 			var m int64
 			fmt.Sscan(vars["M"], &m)
@@ -105,35 +95,35 @@ func TestReadmeTranscript(t *testing.T) {
 			sawTimes = true
 			continue
 		case !strings.HasPrefix(st.cmd, "grpcurl "):
-			t.Fatalf("README.md:%d: a command this test does not know: %q (update readmeWait/readmeTimes and their Go twins)", st.line, st.cmd)
+			t.Fatalf("%s:%d: a command this test does not know: %q (update apiWait/apiTimes and their Go twins)", st.file, st.line, st.cmd)
 		}
 		words, err := shellWords(st.cmd, vars)
 		if err != nil {
-			t.Fatalf("README.md:%d: %v", st.line, err)
+			t.Fatalf("%s:%d: %v", st.file, st.line, err)
 		}
 		data, target, method, err := grpcurlArgs(words)
 		if err != nil {
-			t.Fatalf("README.md:%d: %v", st.line, err)
+			t.Fatalf("%s:%d: %v", st.file, st.line, err)
 		}
 		if target != "127.0.0.1:7070" {
-			t.Errorf("README.md:%d: address %s, want the default 127.0.0.1:7070", st.line, target)
+			t.Errorf("%s:%d: address %s, want the default 127.0.0.1:7070", st.file, st.line, target)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if method == "list" {
-			checkReadmeList(ctx, t, st, conn)
+			checkGRPCList(ctx, t, st, conn)
 			cancel()
 			continue
 		}
-		newMsgs, ok := readmeMethods[method]
+		newMsgs, ok := apiMethods[method]
 		if !ok {
 			cancel()
-			t.Fatalf("README.md:%d: unknown method %s", st.line, method)
+			t.Fatalf("%s:%d: unknown method %s", st.file, st.line, method)
 		}
 		req, resp := newMsgs()
 		if data != "" {
 			if err := protojson.Unmarshal([]byte(data), req); err != nil {
 				cancel()
-				t.Fatalf("README.md:%d: request %s: %v", st.line, data, err)
+				t.Fatalf("%s:%d: request %s: %v", st.file, st.line, data, err)
 			}
 		}
 		// Calls on one key without `at` go back to back within one second,
@@ -157,65 +147,21 @@ func TestReadmeTranscript(t *testing.T) {
 			}
 			got = string(b)
 		}
-		t.Logf("README.md:%d: %s\n%s", st.line, st.cmd, readmeAnswer(got, err))
-		checkReadmeAnswer(t, st, got, err)
+		t.Logf("%s:%d: %s\n%s", st.file, st.line, st.cmd, grpcurlAnswer(got, err))
+		checkGRPCAnswer(t, st, got, err)
 	}
 	if !sawWait || !sawTimes {
-		t.Errorf("the transcript has no line %q or %q: the seed example's times are chosen elsewhere; update this test", readmeWait, readmeTimes)
+		t.Errorf("the transcript has no line %q or %q: the seed example's times are chosen elsewhere; update this test", apiWait, apiTimes)
 	}
 }
 
-// readmeTranscript returns the commands of README.md's first ```console
-// block with their outputs.
-func readmeTranscript(t *testing.T) []readmeStep { return readmeSection(t, "") }
+// apiGRPCTranscript returns the commands of the ```console block of
+// docs/api.md's "gRPC" section with their outputs.
+func apiGRPCTranscript(t *testing.T) []docStep { return docSection(t, "docs/api.md", "## gRPC") }
 
-// readmeSection returns the commands of the first ```console block after
-// the line heading in README.md (from the top when heading is ""), with
-// their outputs.
-func readmeSection(t *testing.T, heading string) []readmeStep {
-	t.Helper()
-	f, err := os.Open(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var steps []readmeStep
-	state := 0 // 0 before the heading, 1 before the block, 2 in it
-	if heading == "" {
-		state = 1
-	}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := sc.Text()
-		switch {
-		case state == 0 && line == heading, state == 1 && line == "```console":
-			state++
-		case state < 2:
-		case line == "```":
-			if len(steps) == 0 {
-				t.Fatalf("README.md:%d: no command in the block", n)
-			}
-			for i := range steps {
-				steps[i].output = strings.TrimSpace(steps[i].output)
-			}
-			return steps
-		case strings.HasPrefix(line, "$ "):
-			steps = append(steps, readmeStep{line: n, cmd: strings.TrimPrefix(line, "$ ")})
-		case len(steps) == 0:
-			if strings.TrimSpace(line) != "" {
-				t.Fatalf("README.md:%d: output before any command", n)
-			}
-		default:
-			steps[len(steps)-1].output += line + "\n"
-		}
-	}
-	t.Fatalf("README.md: no complete ```console block after %q", heading)
-	return nil
-}
-
-// readmeMinute does what readmeWait does: it waits until the clock is 30
+// apiMinute does what apiWait does: it waits until the clock is 30
 // to 34 s into a minute and returns that minute's start in Unix seconds.
-func readmeMinute(t *testing.T) int64 {
+func apiMinute(t *testing.T) int64 {
 	t.Helper()
 	for {
 		now := time.Now().Unix()
@@ -343,8 +289,8 @@ func keyOf(m proto.Message) string {
 	return ""
 }
 
-// readmeAnswer is what grpcurl would print (indentation aside).
-func readmeAnswer(got string, err error) string {
+// grpcurlAnswer is what grpcurl would print (indentation aside).
+func grpcurlAnswer(got string, err error) string {
 	if err != nil {
 		s := status.Convert(err)
 		return fmt.Sprintf("ERROR:\n  Code: %s\n  Message: %s", s.Code(), s.Message())
@@ -357,20 +303,20 @@ func readmeAnswer(got string, err error) string {
 	return string(b)
 }
 
-func checkReadmeList(ctx context.Context, t *testing.T, st readmeStep, conn *grpc.ClientConn) {
+func checkGRPCList(ctx context.Context, t *testing.T, st docStep, conn *grpc.ClientConn) {
 	t.Helper()
 	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
 	if err != nil {
-		t.Fatalf("README.md:%d: reflection: %v", st.line, err)
+		t.Fatalf("%s:%d: reflection: %v", st.file, st.line, err)
 	}
 	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
 		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{},
 	}); err != nil {
-		t.Fatalf("README.md:%d: reflection: %v", st.line, err)
+		t.Fatalf("%s:%d: reflection: %v", st.file, st.line, err)
 	}
 	r, err := stream.Recv()
 	if err != nil {
-		t.Fatalf("README.md:%d: reflection: %v", st.line, err)
+		t.Fatalf("%s:%d: reflection: %v", st.file, st.line, err)
 	}
 	stream.CloseSend()
 	var got []string
@@ -380,39 +326,39 @@ func checkReadmeList(ctx context.Context, t *testing.T, st readmeStep, conn *grp
 	sort.Strings(got)
 	want := strings.Split(st.output, "\n")
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("README.md:%d: %s\ngot  %q\nwant %q", st.line, st.cmd, got, want)
+		t.Errorf("%s:%d: %s\ngot  %q\nwant %q", st.file, st.line, st.cmd, got, want)
 	}
 }
 
-func checkReadmeAnswer(t *testing.T, st readmeStep, got string, err error) {
+func checkGRPCAnswer(t *testing.T, st docStep, got string, err error) {
 	t.Helper()
 	if strings.HasPrefix(st.output, "ERROR:") {
 		if err == nil {
-			t.Errorf("README.md:%d: %s\ngot %s\nwant %s", st.line, st.cmd, got, st.output)
+			t.Errorf("%s:%d: %s\ngot %s\nwant %s", st.file, st.line, st.cmd, got, st.output)
 			return
 		}
-		if g := readmeAnswer("", err); g != st.output {
-			t.Errorf("README.md:%d: %s\ngot\n%s\nwant\n%s", st.line, st.cmd, g, st.output)
+		if g := grpcurlAnswer("", err); g != st.output {
+			t.Errorf("%s:%d: %s\ngot\n%s\nwant\n%s", st.file, st.line, st.cmd, g, st.output)
 		}
 		return
 	}
 	if err != nil {
-		t.Errorf("README.md:%d: %s: %v, want\n%s", st.line, st.cmd, err, st.output)
+		t.Errorf("%s:%d: %s: %v, want\n%s", st.file, st.line, st.cmd, err, st.output)
 		return
 	}
 	var want, have any
 	if err := json.Unmarshal([]byte(st.output), &want); err != nil {
-		t.Fatalf("README.md:%d: the answer is not JSON: %v\n%s", st.line, err, st.output)
+		t.Fatalf("%s:%d: the answer is not JSON: %v\n%s", st.file, st.line, err, st.output)
 	}
 	if err := json.Unmarshal([]byte(got), &have); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range jsonDiff("", want, have, nil) {
-		t.Errorf("README.md:%d: %s: %s", st.line, st.cmd, p)
+		t.Errorf("%s:%d: %s: %s", st.file, st.line, st.cmd, p)
 	}
 }
 
-// jsonDiff compares an answer printed in the README (want) with the one
+// jsonDiff compares an answer printed in a page (want) with the one
 // received (got). parent is the object holding want, for the window size a
 // duration is bounded by.
 func jsonDiff(path string, want, got any, parent map[string]any) []string {
@@ -441,7 +387,7 @@ func jsonDiff(path string, want, got any, parent map[string]any) []string {
 			p := path + "." + k
 			switch {
 			case !inW:
-				problems = append(problems, fmt.Sprintf("%s: got %v, which the README does not show", p, gv))
+				problems = append(problems, fmt.Sprintf("%s: got %v, which the page does not show", p, gv))
 			case !inG:
 				problems = append(problems, fmt.Sprintf("%s: missing, want %v", p, wv))
 			case k == "resetAfter" || k == "retryAfter":
@@ -475,7 +421,7 @@ func jsonDiff(path string, want, got any, parent map[string]any) []string {
 	}
 }
 
-// durationDiff checks that both the README's and the received duration
+// durationDiff checks that both the page's and the received duration
 // lie in (0, window]: for resetAfter the window size of its limit, for
 // retryAfter the largest window size of the response's limits.
 func durationDiff(path, name string, want, got any, obj map[string]any) []string {
@@ -496,7 +442,7 @@ func durationDiff(path, name string, want, got any, obj map[string]any) []string
 	for _, v := range []struct {
 		who string
 		val any
-	}{{"README", want}, {"got", got}} {
+	}{{"page", want}, {"got", got}} {
 		if d := jsonDuration(v.val); d <= 0 || d > window {
 			problems = append(problems, fmt.Sprintf("%s: %s %v, want a duration in (0, %v]", path, v.who, v.val, window))
 		}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
+	pgstore "github.com/limiterd/limiterd/strategy/postgres"
+	redisstore "github.com/limiterd/limiterd/strategy/redis"
+)
+
+// configFields returns the path of every field of the config file:
+// yaml names joined by ".", "[]" after a list of mappings, "<name>" for
+// the key of a map of mappings (stores.<name>.type). A store's own fields
+// are those of the three store types, under stores.<name>.
+func configFields() []string {
+	var paths []string
+	unmarshaler := reflect.TypeFor[yaml.Unmarshaler]()
+	obsolete := reflect.TypeFor[interface{ UnmarshalYAML(func(any) error) error }]()
+	var walk func(prefix string, t reflect.Type)
+	walk = func(prefix string, t reflect.Type) {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" || !f.IsExported() {
+				continue
+			}
+			path := prefix + name
+			ft := f.Type
+			for ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			switch {
+			case ft == reflect.TypeFor[StoreConfig]():
+				paths = append(paths, path)
+			case ft.Kind() == reflect.Map && ft.Elem() == reflect.TypeFor[StoreConfig]():
+				paths = append(paths, path, path+".<name>.type")
+				for _, st := range []reflect.Type{
+					reflect.TypeFor[redisstore.Config](), reflect.TypeFor[pgstore.Config](), reflect.TypeFor[cassandrastore.Config](),
+				} {
+					walk(path+".<name>.", st)
+				}
+			case reflect.PointerTo(ft).Implements(unmarshaler), reflect.PointerTo(ft).Implements(obsolete):
+				paths = append(paths, path)
+			case ft.Kind() == reflect.Struct:
+				paths = append(paths, path)
+				walk(path+".", ft)
+			case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+				paths = append(paths, path)
+				walk(path+"[].", ft.Elem())
+			default:
+				paths = append(paths, path)
+			}
+		}
+	}
+	walk("", reflect.TypeFor[Config]())
+	slices.Sort(paths)
+	return slices.Compact(paths)
+}
+
+// fieldRow is a row of a field table on docs/configuration.md: its first
+// cell holds one or more fields, each in backquotes.
+var fieldRow = regexp.MustCompile("^\\| *(`[^|]*`) *\\|")
+
+var fieldName = regexp.MustCompile("`([^`]+)`")
+
+// docFields returns the fields that the field tables of
+// docs/configuration.md name (tables whose header's first cell is
+// "field"), with the line of each.
+func docFields(t *testing.T) map[string]int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]int{}
+	inTable := false
+	for n, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "| field |"):
+			inTable = true
+		case !strings.HasPrefix(line, "|"):
+			inTable = false
+		case inTable:
+			m := fieldRow.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			for _, f := range fieldName.FindAllStringSubmatch(m[1], -1) {
+				fields[f[1]] = n + 1
+			}
+		}
+	}
+	return fields
+}
+
+// TestConfigurationPage checks that docs/configuration.md's field tables
+// name every field of the config file and no field that does not exist.
+func TestConfigurationPage(t *testing.T) {
+	want := configFields()
+	if len(want) < 50 {
+		t.Fatalf("the config has %d fields by reflection; the walk misses some", len(want))
+	}
+	got := docFields(t)
+	for _, f := range want {
+		if _, ok := got[f]; !ok {
+			t.Errorf("docs/configuration.md: no row for the field %s", f)
+		}
+	}
+	for f, line := range got {
+		if !slices.Contains(want, f) {
+			t.Errorf("docs/configuration.md:%d: %s is not a field of the config file", line, f)
+		}
+	}
+}
+
+// yamlBlock is a ```yaml block of the documentation.
+var yamlBlock = regexp.MustCompile("(?ms)^```yaml\n(.*?)^```")
+
+// TestDocsConfigExamples checks that the config files the documentation
+// shows are valid: docs/getting-started.yaml, and every ```yaml block of
+// README.md and docs/ whose top level names namespaces or stores (the
+// other blocks are parts of a file, Envoy's config or its domain files).
+func TestDocsConfigExamples(t *testing.T) {
+	root := filepath.Join("..", "..")
+	if _, err := LoadConfig(filepath.Join(root, "docs", "getting-started.yaml")); err != nil {
+		t.Errorf("docs/getting-started.yaml: %v", err)
+	}
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, page := range append(pages, filepath.Join(root, "README.md")) {
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range yamlBlock.FindAllStringSubmatch(string(b), -1) {
+			var top map[string]any
+			if err := yaml.Unmarshal([]byte(m[1]), &top); err != nil {
+				t.Errorf("%s: a yaml block that is not YAML: %v\n%s", page, err, m[1])
+				continue
+			}
+			if top["namespaces"] == nil && top["stores"] == nil {
+				continue
+			}
+			checked++
+			if _, err := ParseConfig(page, []byte(m[1])); err != nil {
+				t.Errorf("%s: an example config that limiterd refuses: %v\n%s", page, err, m[1])
+			}
+		}
+	}
+	if checked < 3 {
+		t.Errorf("%d example configs checked; want the configuration, modes and estimator examples at least", checked)
+	}
+}

@@ -102,8 +102,9 @@ func TestEscalationSmoke(t *testing.T) {
 // Zipf load over 10,000 keys, 2 s windows, the top 1 % of keys at twice
 // their limit or more. Once their change reads cover the previous window,
 // a key's first call on a node is decided in the node (sync/learn.go): so
-// fewer calls go to the store than are first calls, which all went there
-// before; and almost none is admitted where the oracle refuses. About 14 s
+// the calls that go to the store, beyond those near a limit, are far fewer
+// than the first calls, which all went there before; and almost none is
+// admitted where the oracle refuses. About 14 s
 // per store.
 func TestLearnedKeysSmoke(t *testing.T) {
 	for _, st := range accuracyStores {
@@ -123,8 +124,14 @@ func TestLearnedKeysSmoke(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Logf("L = %v: %s", r.Limit, res.Summary(r))
-			if res.Escalated >= res.FirstCalls {
-				t.Errorf("%d calls escalated, %d first calls of a node on a key: want fewer escalated (first calls decided in the node)", res.Escalated, res.FirstCalls)
+			// Calls into a key's last whole call of room escalate by
+			// design, and more of them on a loaded host, where the margin
+			// grows with the ticks' time. Had the first calls gone to the
+			// store, the escalations beyond those would number about the
+			// first calls; learned, they are a small part of them.
+			if beyond := res.Escalated - int64(res.AtLimit); beyond >= res.FirstCalls/2 {
+				t.Errorf("%d calls escalated, %d of them beyond the %d admitted into a key's last call of room; %d first calls of a node on a key: want fewer than half of them (first calls decided in the node)",
+					res.Escalated, beyond, res.AtLimit, res.FirstCalls)
 			}
 			if share := float64(res.WronglyAdmitted) / float64(res.Calls); share > 0.001 {
 				t.Errorf("%.3f %% of calls admitted where the oracle refuses, want at most 0.1 %%", 100*share)

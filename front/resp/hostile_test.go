@@ -182,6 +182,13 @@ func TestHostileBounded(t *testing.T) {
 	for i := range clients {
 		c1 := dial(t, addr) // a command just under the cap, never finished
 		c2 := dial(t, addr) // a pipeline of COMMAND DOCS, replies never read
+		// A small receive buffer: the replies to one pipeline (2,000 of
+		// 12 KB) must not fit in the kernel's buffers, or a client whose
+		// writes a starved server read too slowly stops early, and the
+		// server, its replies all buffered, sees an idle connection.
+		if err := c2.(*net.TCPConn).SetReadBuffer(4 << 10); err != nil {
+			t.Fatal(err)
+		}
 		c3 := dial(t, addr) // headers announcing more than the cap
 		conns = append(conns, c1, c2, c3)
 		wg.Go(func() {

@@ -41,6 +41,9 @@ func checkLeasesFreedAfterKill(t *testing.T, store string, syncRate float64) {
 	key := harness.UniqueName("killed")
 	const limit, ttl = 50, 3 * time.Second
 	period := time.Duration(syncRate * float64(time.Second))
+	// No lease can expire before a ttl after the first was asked for; on
+	// a loaded host the 50 grants can take over a second.
+	first := time.Now()
 	for i := range limit {
 		resp, err := acquire(ctx, nodes[0], "api", key, limit, ttl)
 		if err != nil || !resp.GetAcquired() {
@@ -68,10 +71,11 @@ func checkLeasesFreedAfterKill(t *testing.T, store string, syncRate float64) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	// The last of the killed node's leases lives until granted + ttl.
+	// The last of the killed node's leases lives until granted + ttl, the
+	// first until at least first + ttl.
 	freed := time.Since(granted)
-	if freed < ttl-time.Second {
-		t.Fatalf("a lease freed %s after it was granted, before its ttl %s", freed, ttl)
+	if early := time.Since(first); early < ttl-time.Second {
+		t.Fatalf("a lease freed %s after the first was asked for, before its ttl %s", early, ttl)
 	}
 	t.Logf("a lease of the killed node free again %s after the last grant (ttl %s, sync period %s)", freed.Round(time.Millisecond), ttl, period)
 	// Every one is free: node 2 takes the other 49 (periodic: once node 1's

@@ -88,7 +88,7 @@ func (x *bucketFuzz) step() bool {
 		n := x.amount()
 		c.total[b.StoreKey()] += n
 		c.last[b.StoreKey()] = x.now
-		x.log("caller %s counts %d of %s alone", c.inc, n, b.StoreKey())
+		x.log("caller %s counts %d of %q alone", c.inc, n, b.StoreKey())
 	case bRetry, bLate:
 		c := x.caller()
 		if bc := c.calls[x.src.pick(2)]; bc != nil {
@@ -99,7 +99,7 @@ func (x *bucketFuzz) step() bool {
 		c, b := x.caller(), x.bucket(x.src.pick(len(bucketKeys)), x.src.pick(bucketSlots))
 		k := b.StoreKey()
 		c.life[k], c.total[k], c.last[k] = x.version(), 0, 0
-		x.log("caller %s holds %s anew", c.inc, k)
+		x.log("caller %s holds %q anew", c.inc, k)
 	case bRestart:
 		i := x.src.pick(len(x.callers))
 		x.callers[i] = x.newCaller()
@@ -243,8 +243,11 @@ func (x *bucketFuzz) send(c *fuzzCaller, bc *bucketCall) {
 	allowed, err := x.bs.Buckets(x.ctx, c.inc, bc.at, bc.take, bc.calls, got)
 	x.must("Buckets", err)
 	rows := make([]*clustersync.BucketRow, len(bc.calls))
+	seqs := make([]int64, len(bc.calls)) // the reference's, before
 	for i := range bc.calls {
-		rows[i] = x.rows[bc.calls[i].Bucket.StoreKey()]
+		if rows[i] = x.rows[bc.calls[i].Bucket.StoreKey()]; rows[i] != nil {
+			seqs[i] = rows[i].Seq
+		}
 	}
 	want := make([]clustersync.BucketReply, len(bc.calls))
 	wantAllowed := clustersync.ApplyBuckets(c.inc, bc.at, bc.take, bc.calls, rows, want, make([]bool, len(bc.calls)))
@@ -255,14 +258,15 @@ func (x *bucketFuzz) send(c *fuzzCaller, bc *bucketCall) {
 		key := bc.calls[i].Bucket.StoreKey()
 		x.rows[key] = rows[i]
 		g, w := got[i], want[i]
-		// Write counts may differ in steps; they must only grow.
-		if g.Seq < x.seq[key] || g.Seq > x.seq[key] && w.Seq == 0 {
-			x.fail("bucket %s: Seq %d after %d", key, g.Seq, x.seq[key])
+		// Write counts may differ in steps, but grow exactly when the
+		// reference's do: with every write of the row, and only then.
+		if g.Seq < x.seq[key] || (g.Seq > x.seq[key]) != (w.Seq > seqs[i]) {
+			x.fail("bucket %q: Seq %d after %d; the reference's %d after %d", key, g.Seq, x.seq[key], w.Seq, seqs[i])
 		}
 		x.seq[key] = g.Seq
 		g.Seq, w.Seq = 0, 0
 		if g != w {
-			x.fail("bucket %s:\n got %+v\nwant %+v", key, g, w)
+			x.fail("bucket %q:\n got %+v\nwant %+v", key, g, w)
 		}
 		if bc.calls[i].Life == c.life[key] && w.Applied > c.total[key] {
 			c.total[key] = w.Applied
@@ -278,7 +282,7 @@ func showCalls(base int64, calls []clustersync.BucketCall) string {
 		if last != 0 {
 			last -= base
 		}
-		s += fmt.Sprintf("[%s strict %v life %d total %d lastAt %d v%d]", c.Bucket.StoreKey(), c.Bucket.Strict, c.Life, c.Total, last, c.Version)
+		s += fmt.Sprintf("[%q strict %v life %d total %d lastAt %d v%d]", c.Bucket.StoreKey(), c.Bucket.Strict, c.Life, c.Total, last, c.Version)
 	}
 	return s
 }

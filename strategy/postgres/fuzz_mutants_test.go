@@ -1,0 +1,20 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/limiterd/limiterd/strategy/strategytest"
+)
+
+// TestFuzzCatchesMutants: the smoke of the fuzz targets can fail on the
+// store's own arithmetic (see strategytest.CatchFuzzMutants).
+func TestFuzzCatchesMutants(t *testing.T) {
+	strategytest.CatchFuzzMutants(t, []strategytest.FuzzMutant{{
+		// A leaky or fixed bucket refuses the take that fills it exactly.
+		Name:   "bucket_sql.go take: < for <=",
+		File:   "bucket_sql.go",
+		From:   "okb[i] := bef + p_take <= CASE",
+		To:     "okb[i] := bef + p_take < CASE",
+		Target: "FuzzBuckets",
+	}})
+}

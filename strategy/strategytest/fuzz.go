@@ -20,9 +20,10 @@ import (
 // call to the store and to the reference, and fails at the first answer
 // or state read back that differs. The references are the Go engine:
 // clustersync.ApplyBuckets (node's advance, take and Force) for buckets,
-// clustersync.ApplyLease for leases, and the memory store, which keeps
-// rows by Push's rules and decides Allow and AllowGroup by the sliding
-// formula of clustersync.DecideGroup, for windows.
+// clustersync.ApplyLease for leases; for windows the memory store, which
+// keeps rows by Push's rules and decides Allow and AllowGroup as
+// clustersync.DecideGroup does, and node.SlidingRate, the node's own
+// sliding formula, for every decision.
 //
 // The input is read byte by byte: an op code, then the op's fields. When
 // it runs out, a generator seeded by a hash of the whole input goes on for

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -13,8 +14,9 @@ import (
 // The window kinds. Three incarnations push rows of two keys in windows
 // of three sizes; FuzzAllow adds Allow and AllowGroup calls, each
 // incarnation sending its exact own totals as a node does. The reference
-// is the memory store, sent the same calls; after every call the sums of
-// the windows it touched are read back from both.
+// is the memory store, sent the same calls, and for every decision the
+// node's own formula (node.SlidingRate); after every call the sums of the
+// windows it touched are read back from both stores.
 
 // windowSizes are the sizes the sequences use; an Allow checks at most
 // one limit per size.
@@ -345,6 +347,13 @@ func (x *windowFuzz) decide(req *clustersync.AllowRequest) bool {
 	if got.Allowed != want.Allowed || !slices.Equal(got.Others, want.Others) {
 		x.fail("Allow = %v, others %v; want %v, others %v", got.Allowed, got.Others, want.Allowed, want.Others)
 	}
+	ok := true
+	for i, l := range req.Limits {
+		ok = ok && nodeAdmits(req.At, l.Size, l.Cur, l.Prev, l.Cur.Total, got.Others[i], req.Cost, l.Limit)
+	}
+	if got.Allowed != ok {
+		x.fail("Allow = %v; node.SlidingRate decides %v", got.Allowed, ok)
+	}
 	for _, l := range req.Limits {
 		x.checkWindow(l.Cur.WindowKey)
 		x.checkWindow(l.Prev.WindowKey)
@@ -386,7 +395,15 @@ func (x *windowFuzz) allowGroup() {
 	}
 	var counted int64
 	for i, e := range req.Entries {
-		if want[i] || e.CountRejected {
+		ok := true
+		for _, l := range e.Limits {
+			w := &req.Windows[l.Window]
+			ok = ok && nodeAdmits(req.At, w.Size, w.Cur, w.Prev, w.Cur.Total+counted, gotOthers[l.Window], e.Cost, l.Limit)
+		}
+		if got[i] != ok {
+			x.fail("AllowGroup entry %d = %v; node.SlidingRate decides %v", i, got[i], ok)
+		}
+		if ok || e.CountRejected {
 			counted += e.Cost
 		}
 	}
@@ -397,6 +414,14 @@ func (x *windowFuzz) allowGroup() {
 		x.checkWindow(w.Cur.WindowKey)
 		x.checkWindow(w.Prev.WindowKey)
 	}
+}
+
+// nodeAdmits is the node's decision of one limit (node.SlidingRate, as
+// the node decides from fetched totals): own is this incarnation's total
+// of cur, others the others' totals of cur and prev.
+func nodeAdmits(at int64, size time.Duration, cur, prev clustersync.Row, own int64, others [2]int64, cost, limit int64) bool {
+	r := node.SlidingRate(own+others[0], prev.Total+others[1], size, at-cur.Start)
+	return r+float64(cost) <= float64(limit)
 }
 
 func unsetN(n int) []int64 {

@@ -88,9 +88,9 @@ func fuzzWindows(s clustersync.Store, allow bool) func(*fuzzer) func() bool {
 }
 
 func (x *windowFuzz) step() bool {
-	ops := wGroup + 1
+	ops := wOps
 	if !x.allow {
-		ops = wFetch + 1
+		ops = wAllow
 	}
 	switch x.src.pick(ops) {
 	case wTick:
@@ -140,15 +140,21 @@ func (x *windowFuzz) key(k int, size time.Duration, prev bool) clustersync.Windo
 }
 
 // amount reads a count in micro-hits: whole or fractional hits, negative
-// ones (a refund), or large totals.
+// ones (a refund), or large totals: up to 2^53 for Increment, whose sums
+// are exact int64, up to 2^40 for Allow, whose callers keep the sums
+// within ±2^53, where float64 is exact.
 func (x *windowFuzz) amount() int64 {
+	shift := int64(22)
+	if x.allow {
+		shift = 9
+	}
 	switch x.src.pick(8) {
 	case 0:
 		return 0
 	case 1:
 		return -x.src.in(1, 5*hit)
 	case 2:
-		return x.src.in(1, 1<<31) << x.src.in(0, 22) // up to 2^53
+		return x.src.in(1, 1<<31) << x.src.in(0, shift)
 	case 3, 4:
 		return x.src.in(1, 10) * hit
 	default:

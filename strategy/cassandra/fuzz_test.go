@@ -13,7 +13,7 @@ import (
 // no AtomicAllower nor GroupAllower. Plain go test runs the seeds and
 // testdata/fuzz (the CI smoke); a longer search, one target at a time:
 //
-//	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -parallel 1 ./strategy/cassandra
+//	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -fuzzminimizetime 20x -parallel 1 ./strategy/cassandra
 
 // fuzzSteps is how many generated ops follow each input.
 const fuzzSteps = 200

@@ -11,7 +11,7 @@ import (
 // (see strategytest.Fuzz). Plain go test runs the seeds and
 // testdata/fuzz (the CI smoke); a longer search, one target at a time:
 //
-//	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -parallel 1 ./strategy/redis
+//	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -fuzzminimizetime 20x -parallel 1 ./strategy/redis
 
 // fuzzSteps is how many generated ops follow each input.
 const fuzzSteps = 1000

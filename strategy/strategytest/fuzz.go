@@ -3,6 +3,7 @@ package strategytest
 import (
 	"context"
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -27,8 +28,8 @@ import (
 //
 // The input is read byte by byte: an op code, then the op's fields. When
 // it runs out, a generator seeded by a hash of the whole input goes on for
-// Steps more ops, so every input, a seed of a few bytes included, is a
-// long sequence. A store's package has one thin target per kind:
+// steps more ops (at most 100 under go test -fuzz, for more runs), so
+// every input, a seed of a few bytes included, is a long sequence. A store's package has one thin target per kind:
 //
 //	func FuzzBuckets(f *testing.F) {
 //		strategytest.AddFuzzSeeds(f, strategytest.FuzzBuckets)
@@ -41,7 +42,7 @@ import (
 // Plain go test runs the seeds and testdata/fuzz/FuzzXxx/* (the CI
 // smoke); a longer search runs one target at a time with one worker:
 //
-//	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -parallel 1 ./strategy/redis
+//	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -fuzzminimizetime 20x -parallel 1 ./strategy/redis
 //
 // and every input that ever found a difference is committed under the
 // store's testdata/fuzz/, where plain go test runs it again.
@@ -100,6 +101,11 @@ func Fuzz(t *testing.T, s clustersync.Store, kind FuzzKind, data []byte, steps i
 	if step == nil {
 		t.Skipf("%T does not serve %s", s, kind)
 	}
+	if fuzzing() {
+		// Shorter runs, more of them: a difference found reproduces
+		// under plain go test, whose longer run has the same first ops.
+		steps = min(steps, fuzzingSteps)
+	}
 	defer func() { t.Logf("%d ops", f.n) }()
 	for i := 0; f.src.more() || i < steps; i++ {
 		if f.src.more() {
@@ -111,6 +117,15 @@ func Fuzz(t *testing.T, s clustersync.Store, kind FuzzKind, data []byte, steps i
 			return
 		}
 	}
+}
+
+// fuzzingSteps bounds the generated ops of a run under go test -fuzz.
+const fuzzingSteps = 100
+
+// fuzzing reports whether the process is a go test -fuzz worker.
+func fuzzing() bool {
+	f := flag.Lookup("test.fuzzworker")
+	return f != nil && f.Value.String() == "true"
 }
 
 // fuzzer is what every kind's sequence shares: input, clock, versions

@@ -3,6 +3,7 @@ package cassandra_test
 import (
 	"testing"
 
+	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/strategy/strategytest"
 )
 
@@ -11,7 +12,8 @@ import (
 // decides with clustersync.ApplyBuckets, the reference itself; what is
 // its own is reading and writing the rows under the condition.
 func TestFuzzCatchesMutants(t *testing.T) {
-	strategytest.CatchFuzzMutants(t, []strategytest.FuzzMutant{{
+	env := []string{harness.EnvCassandra + "=" + harness.SharedCassandra(t).Hosts()[0]}
+	strategytest.CatchFuzzMutants(t, env, []strategytest.FuzzMutant{{
 		// Rows read without their expiry: every call, a replay too,
 		// writes them again, counting a write that changed nothing.
 		Name:   "bucket.go read: < for !=",

@@ -3,13 +3,15 @@ package postgres_test
 import (
 	"testing"
 
+	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/strategy/strategytest"
 )
 
 // TestFuzzCatchesMutants: the smoke of the fuzz targets can fail on the
 // store's own arithmetic (see strategytest.CatchFuzzMutants).
 func TestFuzzCatchesMutants(t *testing.T) {
-	strategytest.CatchFuzzMutants(t, []strategytest.FuzzMutant{{
+	env := []string{harness.EnvPostgres + "=" + harness.SharedPostgres(t).DSN()}
+	strategytest.CatchFuzzMutants(t, env, []strategytest.FuzzMutant{{
 		// A leaky or fixed bucket refuses the take that fills it exactly.
 		Name:   "bucket_sql.go take: < for <=",
 		File:   "bucket_sql.go",

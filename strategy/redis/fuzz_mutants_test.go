@@ -3,14 +3,15 @@ package redis_test
 import (
 	"testing"
 
+	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/strategy/strategytest"
 )
 
 // TestFuzzCatchesMutants: the smoke of the fuzz targets can fail on the
 // store's own arithmetic (see strategytest.CatchFuzzMutants).
 func TestFuzzCatchesMutants(t *testing.T) {
-	redisAddr(t) // the child finds the same server
-	strategytest.CatchFuzzMutants(t, []strategytest.FuzzMutant{{
+	env := []string{harness.EnvRedis + "=" + redisAddr(t)}
+	strategytest.CatchFuzzMutants(t, env, []strategytest.FuzzMutant{{
 		// A leaky or fixed bucket refuses the take that fills it exactly.
 		Name:   "buckets.lua take: < for <=",
 		File:   "buckets.lua",

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -235,11 +236,15 @@ func (s *source) pick(n int) int { return int(s.u8()) % n }
 // in returns a number in [lo, hi], hi − lo < 2^32.
 func (s *source) in(lo, hi int64) int64 { return lo + int64(uint64(s.u32())%uint64(hi-lo+1)) }
 
-// dur reads a duration from lo to two minutes: any ns up to lo + 2^32,
-// or whole milliseconds.
+// dur reads a duration from lo: any ns up to lo + 2^32, whole
+// milliseconds up to two minutes or, seldom, whole seconds up to a year
+// (node.MaxBucketDuration).
 func (s *source) dur(lo int64) int64 {
-	if s.chance(128) {
+	switch s.pick(8) {
+	case 0, 1, 2, 3:
 		return s.in(lo, lo+1<<32-1)
+	case 7:
+		return s.in(1, int64(node.MaxBucketDuration/time.Second)) * int64(time.Second)
 	}
 	ms := int64(time.Millisecond)
 	return s.in(max(lo/ms, 1), 120_000) * ms
@@ -263,7 +268,7 @@ func (e *encoder) in(v, lo int64) { e.u32(uint32(v - lo)) }
 // (lo as given to source.dur).
 func (e *encoder) dur(d, lo int64) {
 	ms := int64(time.Millisecond)
-	e.bool(false)
+	e.u8(4)
 	e.in(d/ms, max(lo/ms, 1))
 }
 

@@ -53,6 +53,14 @@ type bucketFuzz struct {
 	specs   [bucketSlots]node.BucketSpec
 	callers [3]*fuzzCaller
 	now     int64
+	// answers are the calls' answers, for the seeds' test: admitted, and
+	// the first bucket's level after the call.
+	answers []bucketAnswer
+}
+
+type bucketAnswer struct {
+	allowed bool
+	after   int64
 }
 
 func fuzzBuckets(s clustersync.Store) func(*fuzzer) func() bool {
@@ -61,16 +69,20 @@ func fuzzBuckets(s clustersync.Store) func(*fuzzer) func() bool {
 		if !ok {
 			return nil
 		}
-		x := &bucketFuzz{fuzzer: f, bs: bs, rows: map[string]*clustersync.BucketRow{}, seq: map[string]int64{}}
-		x.now = f.base + f.src.in(0, int64(time.Minute))
-		for i := range x.specs {
-			x.specs[i] = x.spec(node.TokenLimit + node.LimitKind(i))
-		}
-		for i := range x.callers {
-			x.callers[i] = x.newCaller()
-		}
-		return x.step
+		return newBucketFuzz(f, bs).step
 	}
+}
+
+func newBucketFuzz(f *fuzzer, bs clustersync.BucketStore) *bucketFuzz {
+	x := &bucketFuzz{fuzzer: f, bs: bs, rows: map[string]*clustersync.BucketRow{}, seq: map[string]int64{}}
+	x.now = f.base + f.src.in(0, int64(time.Minute))
+	for i := range x.specs {
+		x.specs[i] = x.spec(node.TokenLimit + node.LimitKind(i))
+	}
+	for i := range x.callers {
+		x.callers[i] = x.newCaller()
+	}
+	return x
 }
 
 func (x *bucketFuzz) newCaller() *fuzzCaller {
@@ -121,10 +133,12 @@ func (x *bucketFuzz) bucket(k, i int) node.BucketSpec {
 	return b
 }
 
-// tick moves the clock forward by up to a few refills, back by up to a
-// second, or to a multiple of a slot's period or drip.
+// tick moves the clock forward by up to two minutes or, seldom, a year;
+// back by up to a second; or to a multiple of a slot's period or drip.
 func (x *bucketFuzz) tick() {
-	switch x.src.pick(4) {
+	switch x.src.pick(5) {
+	case 4:
+		x.now += x.src.in(0, int64(node.MaxBucketDuration/time.Second)) * int64(time.Second)
 	case 0:
 		x.now += x.src.in(0, int64(300*time.Millisecond))
 	case 1:
@@ -145,14 +159,17 @@ func (x *bucketFuzz) tick() {
 	x.log("tick to %d", x.now-x.base)
 }
 
-// amount reads a take or a consumption: 0, whole, fractional or larger
-// than any capacity.
+// amount reads a take or a consumption: 0, whole, fractional, larger
+// than the capacity, or up to node.MaxValue.
 func (x *bucketFuzz) amount() int64 {
 	switch x.src.pick(8) {
 	case 0:
 		return 0
 	case 1:
-		return x.src.in(1, 40*hit)
+		if x.src.chance(192) {
+			return x.src.in(1, 40*hit)
+		}
+		return x.src.in(1, node.MaxValue) * hit
 	case 2, 3:
 		return x.src.in(1, 3) * hit
 	default:
@@ -161,13 +178,17 @@ func (x *bucketFuzz) amount() int64 {
 }
 
 // spec reads a bucket of kind: capacities of up to 20 hits, whole or
-// fractional, durations from a microsecond to two minutes. Parameters
+// fractional, or up to node.MaxValue; durations from a microsecond to two
+// minutes, or up to the longest, a year. Parameters
 // node would refuse (a leaky drip over the longest duration) give way to
 // a bucket of 5 hits a second.
 func (x *bucketFuzz) spec(kind node.LimitKind) node.BucketSpec {
 	capacity := x.src.in(1, 20) * hit
-	if x.src.chance(64) {
+	switch x.src.pick(8) {
+	case 0, 1:
 		capacity = x.src.in(1, 20*hit)
+	case 2:
+		capacity = x.src.in(1, node.MaxValue) * hit
 	}
 	b := node.BucketSpec{Kind: kind}
 	switch kind {
@@ -254,6 +275,7 @@ func (x *bucketFuzz) send(c *fuzzCaller, bc *bucketCall) {
 	if allowed != wantAllowed {
 		x.fail("Buckets allowed = %v, want %v", allowed, wantAllowed)
 	}
+	x.answers = append(x.answers, bucketAnswer{allowed, got[0].After.Level})
 	for i := range bc.calls {
 		key := bc.calls[i].Bucket.StoreKey()
 		x.rows[key] = rows[i]
@@ -335,17 +357,17 @@ func (e *bucketEncoder) spec(b node.BucketSpec) {
 	switch b.Kind {
 	case node.TokenLimit:
 		e.in(b.A/hit, 1)
-		e.bool(false) // whole
+		e.u8(7) // whole
 		e.dur(b.B, int64(time.Microsecond))
 		e.bool(false) // refill amount = max
 		e.bool(b.Strict)
 	case node.LeakyLimit:
 		e.in(b.A/hit, 1)
-		e.bool(false)
+		e.u8(7)
 		e.dur(b.B, int64(10*time.Millisecond))
 	default:
 		e.in(b.B/hit, 1)
-		e.bool(false)
+		e.u8(7)
 		e.dur(b.A, int64(time.Millisecond))
 	}
 }

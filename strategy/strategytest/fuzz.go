@@ -84,7 +84,7 @@ func Fuzz(t *testing.T, s clustersync.Store, kind FuzzKind, data []byte, steps i
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	f := &fuzzer{t: t, ctx: ctx, src: newSource(data), ns: fuzzNamespace(), base: fuzzBase()}
+	f := newFuzzer(t, ctx, data)
 	var run func(*fuzzer) func() bool
 	switch kind {
 	case FuzzIncrement:
@@ -120,6 +120,11 @@ func Fuzz(t *testing.T, s clustersync.Store, kind FuzzKind, data []byte, steps i
 	}
 }
 
+func newFuzzer(t *testing.T, ctx context.Context, data []byte) *fuzzer {
+	return &fuzzer{t: t, ctx: ctx, src: newSource(data), ns: fuzzNamespace(),
+		base: fuzzBase, expire: time.Now().Add(48 * time.Hour)}
+}
+
 // fuzzingSteps bounds the generated ops of a run under go test -fuzz.
 const fuzzingSteps = 100
 
@@ -136,20 +141,21 @@ type fuzzer struct {
 	ctx context.Context
 	src *source
 	ns  string
-	// base is the sequence's time origin: a day boundary at least a day
-	// ahead of the wall clock, so that a store expiring by the wall clock
-	// drops nothing, and the same input gives the same times, modulo
-	// every period that divides a day, on every run.
-	base int64
-	ver  int64
-	n    int // ops run
+	// base is the sequence's time origin, fuzzBase; expire the ExpireAt
+	// of every row, two days after the run's start by the wall clock.
+	base   int64
+	expire time.Time
+	ver    int64
+	n      int // ops run
 	// trail holds the last ops, shown when a difference is found.
 	trail [16]string
 }
 
-const day = int64(24 * time.Hour)
-
-func fuzzBase() int64 { return (time.Now().UnixNano()/day + 2) * day }
+// fuzzBase is the time origin of every sequence: a fixed instant, so
+// that an input gives the same times on every run, whatever the periods,
+// and far ahead of the wall clock, so that a store dropping a lease set
+// by the wall clock after its latest expiry drops nothing still live.
+var fuzzBase = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano()
 
 var fuzzRuns atomic.Int64
 
@@ -163,9 +169,6 @@ func (f *fuzzer) version() int64 {
 	f.ver++
 	return f.ver
 }
-
-// expire is the ExpireAt of every row: long after the sequence.
-func (f *fuzzer) expire() time.Time { return time.Unix(0, f.base+2*day) }
 
 // log records op n in the trail.
 func (f *fuzzer) log(format string, args ...any) {

@@ -250,7 +250,7 @@ func (x *bucketFuzz) take() {
 			c.life[key] = x.version()
 		}
 		bc.calls = append(bc.calls, clustersync.BucketCall{Namespace: x.ns, Bucket: b, Life: c.life[key],
-			Total: c.total[key], LastAt: c.last[key], Version: x.version(), ExpireAt: x.expire()})
+			Total: c.total[key], LastAt: c.last[key], Version: x.version(), ExpireAt: x.expire})
 	}
 	c.calls[0], c.calls[1] = bc, c.calls[0]
 	x.send(c, bc)

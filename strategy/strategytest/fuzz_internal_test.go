@@ -29,7 +29,7 @@ func TestBucketSeedsSpellTheExamples(t *testing.T) {
 		{"sidekiq", seeds[1], sidekiq},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := &fuzzer{t: t, ctx: t.Context(), src: newSource(tc.data), ns: fuzzNamespace(), base: fuzzBase()}
+			f := newFuzzer(t, t.Context(), tc.data)
 			x := newBucketFuzz(f, memory.New())
 			for f.src.more() {
 				x.step()

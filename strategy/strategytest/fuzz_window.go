@@ -173,7 +173,7 @@ func (x *windowFuzz) rows(inc int) []clustersync.Row {
 		own.total += x.amount()
 		own.version = x.version()
 		x.own[inc][k] = own
-		rows = append(rows, clustersync.Row{WindowKey: k, Total: own.total, Version: own.version, ExpireAt: x.expire()})
+		rows = append(rows, clustersync.Row{WindowKey: k, Total: own.total, Version: own.version, ExpireAt: x.expire})
 	}
 	return rows
 }
@@ -236,7 +236,7 @@ func (x *windowFuzz) stale() {
 	}
 	// Strictly older: a node never sends one version with two totals
 	// (Cassandra breaks a tie of timestamps by the cell's value).
-	r := clustersync.Row{WindowKey: k, Total: own.total + x.amount() + 1, Version: own.version - x.src.in(1, own.version-1), ExpireAt: x.expire()}
+	r := clustersync.Row{WindowKey: k, Total: own.total + x.amount() + 1, Version: own.version - x.src.in(1, own.version-1), ExpireAt: x.expire}
 	x.send(inc, []clustersync.Row{r}, x.src.chance(128))
 }
 
@@ -302,7 +302,7 @@ func (x *windowFuzz) windowRows(inc, k int, size time.Duration) (cur, prev clust
 		own := x.own[inc][wk]
 		own.version = x.version()
 		x.own[inc][wk] = own
-		rs[i] = clustersync.Row{WindowKey: wk, Total: own.total, Version: own.version, ExpireAt: x.expire()}
+		rs[i] = clustersync.Row{WindowKey: wk, Total: own.total, Version: own.version, ExpireAt: x.expire}
 	}
 	return rs[0], rs[1]
 }

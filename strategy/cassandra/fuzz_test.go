@@ -16,7 +16,7 @@ import (
 //	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -fuzzminimizetime 20x -parallel 1 ./strategy/cassandra
 
 // fuzzSteps is how many generated ops follow each input.
-const fuzzSteps = 200
+const fuzzSteps = 250
 
 func fuzzKind(f *testing.F, kind strategytest.FuzzKind) {
 	strategytest.AddFuzzSeeds(f, kind)

@@ -15,7 +15,7 @@ import (
 //	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -fuzzminimizetime 20x -parallel 1 ./strategy/postgres
 
 // fuzzSteps is how many generated ops follow each input.
-const fuzzSteps = 600
+const fuzzSteps = 1000
 
 func fuzzKind(f *testing.F, kind strategytest.FuzzKind) {
 	strategytest.AddFuzzSeeds(f, kind)

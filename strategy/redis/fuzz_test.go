@@ -14,7 +14,7 @@ import (
 //	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -fuzzminimizetime 20x -parallel 1 ./strategy/redis
 
 // fuzzSteps is how many generated ops follow each input.
-const fuzzSteps = 1000
+const fuzzSteps = 2000
 
 func fuzzKind(f *testing.F, kind strategytest.FuzzKind) {
 	strategytest.AddFuzzSeeds(f, kind)

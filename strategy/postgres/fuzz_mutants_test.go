@@ -18,5 +18,12 @@ func TestFuzzCatchesMutants(t *testing.T) {
 		From:   "okb[i] := bef + p_take <= CASE",
 		To:     "okb[i] := bef + p_take < CASE",
 		Target: "FuzzBuckets",
+	}, {
+		// An Allow is refused when it reaches its limit exactly.
+		Name:   "sql.go allow: < for <=",
+		File:   "sql.go",
+		From:   "+ $4::int8::float8 <= o.lim::float8",
+		To:     "+ $4::int8::float8 < o.lim::float8",
+		Target: "FuzzAllow",
 	}})
 }

@@ -312,8 +312,8 @@ func showCalls(base int64, calls []clustersync.BucketCall) string {
 // bucketSeeds spell Smyte's RL.REDUCE transcript (a token bucket of 2 a
 // minute: takes of 1 answer 2, 1, 0 tokens before, then a minute refills
 // it) and Sidekiq's leaky bucket (10 drops in 10 s: ten calls within a
-// second pass, the eleventh waits for a drip), each then taken by a
-// second incarnation, before the generator goes on.
+// second pass, the eleventh waits for a drip), their takes alternating
+// between two incarnations, before the generator goes on.
 func bucketSeeds() [][]byte {
 	specs := [bucketSlots]node.BucketSpec{
 		{Kind: node.TokenLimit, A: 2 * hit, B: int64(time.Minute), C: 2 * hit},

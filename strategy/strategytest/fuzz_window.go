@@ -456,8 +456,8 @@ func showLimits(base int64, ls []clustersync.AllowLimit) string {
 	return s
 }
 
-// windowSeeds are inputs for the window kinds: a push, an allow at the
-// limit and a group, then the generator.
+// windowSeeds are inputs for the window kinds: a push of 4 hits in the
+// current minute, then (FuzzAllow) an Allow, then the generator.
 func windowSeeds() [][]byte {
 	var e encoder
 	e.in(int64(45*time.Second), 0) // first time

@@ -36,6 +36,13 @@
 // Sums over every incarnation are read by Window when the store has it,
 // else by a Fetch of an incarnation that never wrote.
 //
+// Fuzz (fuzz.go) searches between those examples: it decodes a fuzz
+// input into a long sequence of window, bucket or lease calls, sends each
+// to a store and to the Go engine, and fails at the first difference.
+// Each store's package has one fuzz target per kind it serves, whose
+// seeds CI runs as a smoke, and a mutant per store that the smoke must
+// catch (CatchFuzzMutants).
+//
 // Inputs stay inside what limiterd sends: valid non-empty UTF-8 keys of at
 // most 1 KiB, starts that are multiples of their sizes, valid namespaces,
 // NewIncarnation names, and an ExpireAt in the future. Apart from the

@@ -84,7 +84,7 @@ func check(t *testing.T, goCmd string, m Mutant) {
 	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"test", "-count=1", "-overlay=" + overlayFile, "-run=^" + m.Test + "$", "-timeout=" + timeout.String()}
+	args := []string{"test", "-vet=off", "-count=1", "-overlay=" + overlayFile, "-run=^" + m.Test + "$", "-timeout=" + timeout.String()}
 	if raceEnabled {
 		args = append(args, "-race")
 	}

@@ -27,10 +27,9 @@ func (s *countingStore) Fetch(ctx context.Context, inc string, keys []clustersyn
 
 func (s *countingStore) Changes(ctx context.Context, inc, ns string, since clustersync.Cursor, limit int, dst []clustersync.Change) ([]clustersync.Change, clustersync.Cursor, bool, error) {
 	s.reads.Add(1)
-	if s.failReads.Add(-1) >= 0 {
+	if n := s.failReads.Load(); n > 0 && s.failReads.CompareAndSwap(n, n-1) {
 		return dst, since, false, clustersync.ErrUnavailable
 	}
-	s.failReads.Store(0)
 	return s.Store.Changes(ctx, inc, ns, since, limit, dst)
 }
 

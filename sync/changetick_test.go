@@ -13,21 +13,38 @@ import (
 )
 
 // countingStore is the memory store counting the windows Fetch reads
-// and the calls of Changes; while failReads is above 0, a call of Changes
-// fails with ErrUnavailable and decrements it.
+// and the calls of Changes. While failFetches (failReads) is above 0, a
+// call of Fetch (Changes) fails with ErrUnavailable and decrements it.
 type countingStore struct {
 	*memory.Store
-	fetched, reads, failReads atomic.Int64
+	fetched, reads         atomic.Int64
+	failFetches, failReads atomic.Int64
+}
+
+// failing takes one armed failure of n, if any.
+func failing(n *atomic.Int64) bool {
+	for {
+		v := n.Load()
+		if v <= 0 {
+			return false
+		}
+		if n.CompareAndSwap(v, v-1) {
+			return true
+		}
+	}
 }
 
 func (s *countingStore) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
+	if failing(&s.failFetches) {
+		return clustersync.ErrUnavailable
+	}
 	s.fetched.Add(int64(len(keys)))
 	return s.Store.Fetch(ctx, inc, keys, others)
 }
 
 func (s *countingStore) Changes(ctx context.Context, inc, ns string, since clustersync.Cursor, limit int, dst []clustersync.Change) ([]clustersync.Change, clustersync.Cursor, bool, error) {
 	s.reads.Add(1)
-	if n := s.failReads.Load(); n > 0 && s.failReads.CompareAndSwap(n, n-1) {
+	if failing(&s.failReads) {
 		return dst, since, false, clustersync.ErrUnavailable
 	}
 	return s.Store.Changes(ctx, inc, ns, since, limit, dst)
@@ -124,6 +141,20 @@ func TestChangesNewKeyReadsItsPast(t *testing.T) {
 // TestChangesFailedReadRetriesNewKey: a tick whose change read fails
 // leaves the keys new to it for the next tick, which reads their past.
 func TestChangesFailedReadRetriesNewKey(t *testing.T) {
+	testFailedTickRetriesNewKey(t, func(cs *countingStore) { cs.failReads.Store(1) })
+}
+
+// TestChangesFailedFetchRetriesNewKey: a tick whose read of a new key's
+// windows fails, after its change read, leaves the key for the next tick,
+// which reads its past.
+func TestChangesFailedFetchRetriesNewKey(t *testing.T) {
+	testFailedTickRetriesNewKey(t, func(cs *countingStore) { cs.failFetches.Store(1) })
+}
+
+// testFailedTickRetriesNewKey: x, counted by a in one minute, is new to b
+// in the next; b's tick fails as arm makes it, and b's next tick reads
+// a's hits in the previous minute.
+func testFailedTickRetriesNewKey(t *testing.T, arm func(cs *countingStore)) {
 	changeStores(t, func(t *testing.T, cs *countingStore, store clustersync.Store) {
 		clock := fakeclock.New(start)
 		cfg := clustersync.Config{NoEscalate: true}
@@ -134,9 +165,9 @@ func TestChangesFailedReadRetriesNewKey(t *testing.T) {
 		syncAll(t, []testNode{a, b}) // b's cursor is after a's push of x
 		clock.Add(time.Minute)
 		b.increment(t, "x", 1) // new to b, a's hits in the previous window
-		cs.failReads.Store(1)
+		arm(cs)
 		if err := b.sy.SyncOnce(context.Background()); err == nil {
-			t.Fatal("tick with a failing change read: no error")
+			t.Fatal("tick with a failing read: no error")
 		}
 		if got := b.minuteRate(t, "x"); got != 1 {
 			t.Fatalf("after the failed tick: rate = %v, want 1 (b's own hit only)", got)

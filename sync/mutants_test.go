@@ -23,6 +23,18 @@ func TestTestsCatchMutants(t *testing.T) {
 			Test: "TestChangesFailedReadRetriesNewKey",
 		},
 		{
+			Name: "a failed read of new keys' windows drops the keys",
+			File: "changetick.go",
+			Old: `	if err != nil {
+		c.requeue(c.keys)
+	}
+	return err
+}`,
+			New: `	return err
+}`,
+			Test: "TestChangesFailedFetchRetriesNewKey",
+		},
+		{
 			Name: "a bucket call of the recorded version taken as late",
 			File: "bucket.go",
 			Old:  "c.Life == rec.Life && c.Version < rec.Version:",

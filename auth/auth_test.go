@@ -71,6 +71,40 @@ func TestAuthorize(t *testing.T) {
 	}
 }
 
+// TestNamespaceGrantIsExact: a grant of a namespace grants that name and
+// no other, however near: not a name it is a prefix of, nor one that is a
+// prefix of it, nor one differing in case or space.
+func TestNamespaceGrantIsExact(t *testing.T) {
+	a := newAuthorizer(t) // the writer is granted "api" and "default"
+	ctx := auth.WithPrincipal(context.Background(), a.Token(writerToken))
+	for _, c := range []struct {
+		ns   string
+		want error
+	}{
+		{"api", nil},
+		{"default", nil},
+		{"", nil}, // the default namespace
+		{"api2", auth.ErrPermissionDenied},
+		{"api-staging", auth.ErrPermissionDenied},
+		{"api/v2", auth.ErrPermissionDenied},
+		{"apis", auth.ErrPermissionDenied},
+		{"ap", auth.ErrPermissionDenied},
+		{"a", auth.ErrPermissionDenied},
+		{"API", auth.ErrPermissionDenied},
+		{"api ", auth.ErrPermissionDenied},
+		{" api", auth.ErrPermissionDenied},
+		{"xapi", auth.ErrPermissionDenied},
+		{"default2", auth.ErrPermissionDenied},
+		{"defaul", auth.ErrPermissionDenied},
+		{"*", auth.ErrPermissionDenied},
+	} {
+		err := a.Authorize(ctx, c.ns, auth.Write)
+		if !errors.Is(err, c.want) || (c.want == nil) != (err == nil) {
+			t.Errorf("writer (granted api, default) writes in %q: %v; want %v", c.ns, err, c.want)
+		}
+	}
+}
+
 func TestBearer(t *testing.T) {
 	for in, want := range map[string]string{
 		"Bearer abc": "abc", "bearer abc": "abc", "BEARER  abc ": "abc", "Basic abc": "", "Bearer": "", "Bearer ": "",

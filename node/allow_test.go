@@ -122,6 +122,54 @@ func TestAllowCountRejected(t *testing.T) {
 	}
 }
 
+// TestAllowAtWindowEndCountsInNextWindow pins that a hit at the instant a
+// window ends (its start + size) belongs to the next window, in every size
+// of the namespace, for the sizes the Allow limits and for those it does
+// not.
+func TestAllowAtWindowEndCountsInNextWindow(t *testing.T) {
+	const size = time.Second
+	ns := newNS(t, localConfig(size, time.Minute), nil)
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: size, Limit: 10}}}
+	for range 3 {
+		allow(t, ns, epoch, req)
+	}
+	end := epoch.Add(size) // the first window's end, the second's start
+	if d := allow(t, ns, end, req); !d.Allowed || d.Limits[0].Rate != 4 {
+		t.Fatalf("Allow at the window's end = %+v, want allowed at rate 4 (3 previous + 1)", d)
+	}
+	tests := []struct {
+		at   time.Time
+		size time.Duration
+		want float64
+	}{
+		// Half-way through the second window: its own hit plus half of
+		// the first window's 3 (2 if the hit had gone to the first).
+		{end.Add(size / 2), size, 1 + 1.5},
+		// At the third window's start the second is the previous window,
+		// counted whole, and the first no longer counts (0 if the hit
+		// had gone to the first).
+		{end.Add(size), size, 1},
+		// The minute window holds all 4 either way.
+		{end.Add(size), time.Minute, 4},
+	}
+	for _, tt := range tests {
+		if got := rateOf(t, ns, tt.at, "k", tt.size); got != tt.want {
+			t.Errorf("%v rate at epoch+%v = %v, want %v", tt.size, tt.at.Sub(epoch), got, tt.want)
+		}
+	}
+	// The limited size counts the same with an Allow on a limit of the
+	// minute only: the second-size window is rolled by the count itself.
+	req.Key = "m"
+	req.Limits = []node.Limit{{Size: time.Minute, Limit: 10}}
+	for range 3 {
+		allow(t, ns, epoch, req)
+	}
+	allow(t, ns, end, req)
+	if got := rateOf(t, ns, end.Add(size), "m", size); got != 1 {
+		t.Errorf("%v rate of m at epoch+2s = %v, want 1 (the hit at epoch+1s in the second window)", size, got)
+	}
+}
+
 func TestAllowInvalid(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
 	many := make([]node.Limit, node.MaxLimits+1)

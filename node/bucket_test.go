@@ -90,6 +90,42 @@ func TestTokenBucketRefill(t *testing.T) {
 	checkBucket(t, "read at 10m", st, err, bucketWant{allowed: true, before: 10, remaining: 10, reset: 0, retry: 0})
 }
 
+// TestTokenBucketRefillStopsAtMax: a refill that would pass Max fills the
+// bucket to Max exactly, however few refills it takes to get there.
+func TestTokenBucketRefillStopsAtMax(t *testing.T) {
+	tests := []struct {
+		name    string
+		p       node.TokenBucket
+		take    float64
+		refills int
+		want    float64 // tokens after the refills
+	}{
+		{"one refill short of max", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 5, 1, 8},
+		{"two refills pass max by 1", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 5, 2, 10},
+		{"two refills pass max by 2", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 4, 2, 10},
+		{"two refills reach max", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 6, 2, 10},
+		{"three refills pass max", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 7, 3, 10},
+		{"a refill of max", node.TokenBucket{Max: 2, RefillTime: time.Minute}, 1, 1, 2},
+		{"a fractional refill", node.TokenBucket{Max: 1, RefillTime: time.Second, RefillAmount: 0.4}, 0.5, 2, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := newBuckets(0)
+			if st, err := b.TakeTokenAt(bt(0), "k", tt.p, tt.take, false); err != nil || !st.Allowed {
+				t.Fatalf("take %g of %g: %+v, %v; want admitted", tt.take, tt.p.Max, st, err)
+			}
+			at := bt(time.Duration(tt.refills) * tt.p.RefillTime)
+			st, err := b.TokenAt(at, "k", tt.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Before != tt.want || st.Remaining != tt.want {
+				t.Errorf("tokens after %d refills = %g (remaining %g), want %g", tt.refills, st.Before, st.Remaining, tt.want)
+			}
+		})
+	}
+}
+
 // TAKE: a take of n is admitted when at least n tokens are left; a refused
 // take leaves max(tokens − n, 0), which is 0 (Smyte's code writes exactly
 // that); a take of 0 only reads; a take above Max can never be admitted.

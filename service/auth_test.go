@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/auth"
+	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 )
 
@@ -122,6 +123,64 @@ func TestAuthorization(t *testing.T) {
 	// The base service still serves everybody.
 	if _, err := base.Increment(bg, service.IncrementRequest{Key: "k"}, nil); err != nil {
 		t.Errorf("the service without an authorizer: %v", err)
+	}
+}
+
+// TestAuthorizationBeforeNamespace: a call naming a namespace the node
+// does not serve is refused as unauthenticated without credentials, and
+// as denied with credentials for other namespaces, before its namespace is
+// looked up: a caller learns which namespaces exist only where it may
+// call. Granted that namespace, it is told the namespace is unknown.
+func TestAuthorizationBeforeNamespace(t *testing.T) {
+	base, _ := newService(t, -1)
+	s := base.WithAuthorizer(newAuthorizer(t))
+	bg := context.Background()
+	const unknown = "nope"
+	elsewhere := auth.WithPrincipal(bg, auth.NewPrincipal("p", []string{"default"}, auth.Read|auth.Write))
+	granted := auth.WithPrincipal(bg, auth.NewPrincipal("p", []string{unknown}, auth.Read|auth.Write))
+	limits := []service.Limit{lim(time.Minute, 100)}
+	lease := node.LeaseID{Namespace: unknown, Key: "k", Holder: 1, Serial: 1}.String()
+	calls := map[string]func(ctx context.Context) error{
+		"Increment": func(ctx context.Context) error {
+			_, err := s.Increment(ctx, service.IncrementRequest{Namespace: unknown, Key: "k"}, nil)
+			return err
+		},
+		"SlidingWindow": func(ctx context.Context) error {
+			_, err := s.SlidingWindow(ctx, service.RateRequest{Namespace: unknown, Key: "k"}, nil)
+			return err
+		},
+		"Allow": func(ctx context.Context) error {
+			_, err := s.Allow(ctx, service.AllowRequest{Namespace: unknown, Key: "k", Limits: limits}, nil)
+			return err
+		},
+		"Batch.Allow": func(ctx context.Context) error {
+			b, _ := s.Batch(1)
+			_, err := b.Allow(ctx, service.AllowRequest{Namespace: unknown, Key: "k", Limits: limits}, nil)
+			return err
+		},
+		"Acquire": func(ctx context.Context) error {
+			_, err := s.Acquire(ctx, service.AcquireRequest{Namespace: unknown, Key: "k", Limit: 10, TTL: time.Minute})
+			return err
+		},
+		"Release": func(ctx context.Context) error {
+			_, err := s.Release(ctx, lease)
+			return err
+		},
+	}
+	for name, call := range calls {
+		for _, who := range []struct {
+			name string
+			ctx  context.Context
+			want error
+		}{
+			{"nobody", bg, service.ErrUnauthenticated},
+			{"elsewhere", elsewhere, service.ErrPermissionDenied},
+			{"granted", granted, service.ErrUnknownNamespace},
+		} {
+			if err := call(who.ctx); !errors.Is(err, who.want) {
+				t.Errorf("%s in an unknown namespace by %s: %v; want %v", name, who.name, err, who.want)
+			}
+		}
 	}
 }
 

@@ -209,3 +209,46 @@ func TestBucketsOutage(t *testing.T) {
 		t.Error("a take admitted from a bucket in debt")
 	}
 }
+
+// TestApplyBucketsReplayAndLate: ApplyBuckets, step by step on one row of
+// a fixed bucket of 5 per hour. A call whose Version the row's record
+// holds is a replay, answered from the record without a change: admitted
+// if its take was; an older Version is late and decides nothing; a call
+// of a newer Version with a greater Total catches the row up first.
+func TestApplyBucketsReplayAndLate(t *testing.T) {
+	const hit = node.Micro
+	at := start.Truncate(time.Hour).UnixNano()
+	spec := node.BucketSpec{Kind: node.FixedLimit, A: int64(time.Hour), B: 5 * hit, Key: "f"}
+	exp := start.Add(time.Hour)
+	rows := []*clustersync.BucketRow{nil}
+	steps := []struct {
+		name                 string
+		version, total, take int64
+		allowed              bool
+		level, applied, seq  int64
+	}{
+		{"a take of 2", 1, 0, 2 * hit, true, 2 * hit, 2 * hit, 1},
+		{"its replay", 1, 0, 2 * hit, true, 2 * hit, 2 * hit, 1},
+		{"a take of 1", 3, 2 * hit, hit, true, 3 * hit, 3 * hit, 2},
+		{"a late call", 2, 2 * hit, hit, false, 3 * hit, 3 * hit, 2},
+		{"the first replayed late", 1, 0, 2 * hit, false, 3 * hit, 3 * hit, 2},
+		{"the take of 1 replayed", 3, 2 * hit, hit, true, 3 * hit, 3 * hit, 2},
+		{"a refused take of 3", 4, 3 * hit, 3 * hit, false, 3 * hit, 3 * hit, 3},
+		{"its replay", 4, 3 * hit, 3 * hit, false, 3 * hit, 3 * hit, 3},
+		// The node counted 1 more while the store was away: caught up
+		// to 4, then the take of 1 fills the bucket.
+		{"a catch-up and a take of 1", 5, 4 * hit, hit, true, 5 * hit, 5 * hit, 4},
+		{"a replay of it", 5, 4 * hit, hit, true, 5 * hit, 5 * hit, 4},
+	}
+	for _, s := range steps {
+		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: s.total, LastAt: at, Version: s.version, ExpireAt: exp}}
+		replies := make([]clustersync.BucketReply, 1)
+		changed := make([]bool, 1)
+		allowed := clustersync.ApplyBuckets("inc", at, s.take, calls, rows, replies, changed)
+		r := replies[0]
+		if allowed != s.allowed || r.After.Level != s.level || r.Applied != s.applied || r.Seq != s.seq {
+			t.Errorf("%s (version %d, total %d, take %d): allowed %v, level %d, applied %d, seq %d; want %v, %d, %d, %d",
+				s.name, s.version, s.total, s.take, allowed, r.After.Level, r.Applied, r.Seq, s.allowed, s.level, s.applied, s.seq)
+		}
+	}
+}

@@ -13,19 +13,40 @@ import (
 )
 
 // countingStore is the memory store counting the windows Fetch reads
-// and the calls of Changes.
+// and the calls of Changes. While failFetches (failReads) is above 0, a
+// call of Fetch (Changes) fails with ErrUnavailable and decrements it.
 type countingStore struct {
 	*memory.Store
-	fetched, reads atomic.Int64
+	fetched, reads         atomic.Int64
+	failFetches, failReads atomic.Int64
+}
+
+// failing takes one armed failure of n, if any.
+func failing(n *atomic.Int64) bool {
+	for {
+		v := n.Load()
+		if v <= 0 {
+			return false
+		}
+		if n.CompareAndSwap(v, v-1) {
+			return true
+		}
+	}
 }
 
 func (s *countingStore) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
+	if failing(&s.failFetches) {
+		return clustersync.ErrUnavailable
+	}
 	s.fetched.Add(int64(len(keys)))
 	return s.Store.Fetch(ctx, inc, keys, others)
 }
 
 func (s *countingStore) Changes(ctx context.Context, inc, ns string, since clustersync.Cursor, limit int, dst []clustersync.Change) ([]clustersync.Change, clustersync.Cursor, bool, error) {
 	s.reads.Add(1)
+	if failing(&s.failReads) {
+		return dst, since, false, clustersync.ErrUnavailable
+	}
 	return s.Store.Changes(ctx, inc, ns, since, limit, dst)
 }
 
@@ -113,6 +134,48 @@ func TestChangesNewKeyReadsItsPast(t *testing.T) {
 		}
 		if got := cs.fetched.Load(); got == 0 {
 			t.Errorf("no window fetched for the new key")
+		}
+	})
+}
+
+// TestChangesFailedReadRetriesNewKey: a tick whose change read fails
+// leaves the keys new to it for the next tick, which reads their past.
+func TestChangesFailedReadRetriesNewKey(t *testing.T) {
+	testFailedTickRetriesNewKey(t, func(cs *countingStore) { cs.failReads.Store(1) })
+}
+
+// TestChangesFailedFetchRetriesNewKey: a tick whose read of a new key's
+// windows fails, after its change read, leaves the key for the next tick,
+// which reads its past.
+func TestChangesFailedFetchRetriesNewKey(t *testing.T) {
+	testFailedTickRetriesNewKey(t, func(cs *countingStore) { cs.failFetches.Store(1) })
+}
+
+// testFailedTickRetriesNewKey: x, counted by a in one minute, is new to b
+// in the next; b's tick fails as arm makes it, and b's next tick reads
+// a's hits in the previous minute.
+func testFailedTickRetriesNewKey(t *testing.T, arm func(cs *countingStore)) {
+	changeStores(t, func(t *testing.T, cs *countingStore, store clustersync.Store) {
+		clock := fakeclock.New(start)
+		cfg := clustersync.Config{NoEscalate: true}
+		a := newNode(t, "a", 0.1, store, clock, cfg)
+		b := newNode(t, "b", 0.1, store, clock, cfg)
+		a.increment(t, "x", 4)
+		b.increment(t, "other", 1)
+		syncAll(t, []testNode{a, b}) // b's cursor is after a's push of x
+		clock.Add(time.Minute)
+		b.increment(t, "x", 1) // new to b, a's hits in the previous window
+		arm(cs)
+		if err := b.sy.SyncOnce(context.Background()); err == nil {
+			t.Fatal("tick with a failing read: no error")
+		}
+		if got := b.minuteRate(t, "x"); got != 1 {
+			t.Fatalf("after the failed tick: rate = %v, want 1 (b's own hit only)", got)
+		}
+		syncAll(t, []testNode{b})
+		want := 1 + 4*(60-10)/60.0
+		if got := b.minuteRate(t, "x"); got < want-1e-9 || got > want+1e-9 {
+			t.Errorf("the tick after the failed one: rate = %v, want %v (a's earlier hits read)", got, want)
 		}
 	})
 }

@@ -1,0 +1,102 @@
+// Package mutant checks that a package's tests can fail: a Mutant is one
+// deliberate bug, a change of one source file of the package, and the test
+// named next to it must fail when the package is built with it. Each
+// mutant is built apart, by a child go test with -overlay, so the code
+// that ships holds no hook for it.
+package mutant
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Mutant is one change of one source file of the package under test.
+type Mutant struct {
+	Name string
+	// File is the source file, relative to the package's directory (a
+	// test's working directory).
+	File string
+	// Old is replaced by New. Old must occur exactly once in File: a
+	// mutant that no longer matches the code fails, to be brought up to
+	// date with it.
+	Old, New string
+	// Test is the test that must catch the mutant, a top-level test
+	// name.
+	Test string
+}
+
+// childEnv marks the child go test, whose mutant checks skip.
+const childEnv = "LIMITERD_MUTANT_CHILD"
+
+// timeout bounds one mutant's build and run.
+const timeout = 2 * time.Minute
+
+// Run checks each mutant in a subtest: the package built with it, its
+// test must fail. It skips with -short, in a child it started, and
+// without the go command. A child is built with -race when this test is.
+func Run(t *testing.T, mutants []Mutant) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds every mutant: not with -short")
+	}
+	if os.Getenv(childEnv) != "" {
+		t.Skip("in a mutant's child")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skipf("no go command: %v", err)
+	}
+	for _, m := range mutants {
+		t.Run(m.Name, func(t *testing.T) {
+			check(t, goCmd, m)
+		})
+	}
+}
+
+func check(t *testing.T, goCmd string, m Mutant) {
+	src, err := os.ReadFile(m.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), m.Old); n != 1 {
+		t.Fatalf("%s holds the text to change %d times, want once: bring the mutant up to date with the code:\n%s", m.File, n, m.Old)
+	}
+	abs, err := filepath.Abs(m.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mutated := filepath.Join(dir, filepath.Base(m.File))
+	if err := os.WriteFile(mutated, []byte(strings.Replace(string(src), m.Old, m.New, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {abs: mutated}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlayFile := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"test", "-vet=off", "-count=1", "-overlay=" + overlayFile, "-run=^" + m.Test + "$", "-timeout=" + timeout.String()}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, goCmd, append(args, ".")...)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--- FAIL: "+m.Test+" ") {
+		t.Errorf("%s did not catch the mutant of %s (go test: %v); output:\n%s", m.Test, m.File, err, out)
+		return
+	}
+	t.Logf("%s caught it (%s)", m.Test, time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mutant
+
+const raceEnabled = false

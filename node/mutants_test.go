@@ -1,0 +1,28 @@
+package node_test
+
+import (
+	"testing"
+
+	"github.com/limiterd/limiterd/internal/mutant"
+)
+
+// TestTestsCatchMutants: each mutant, a bug planted in one file, fails the
+// test named next to it (see package mutant).
+func TestTestsCatchMutants(t *testing.T) {
+	mutant.Run(t, []mutant.Mutant{
+		{
+			Name: "a hit at a window's end counted in that window",
+			File: "allow.go",
+			Old:  "uint64(tn-p.start) < uint64(size)",
+			New:  "uint64(tn-p.start) <= uint64(size)",
+			Test: "TestAllowAtWindowEndCountsInNextWindow",
+		},
+		{
+			Name: "a refill that reaches Max exactly passes it",
+			File: "token.go",
+			Old:  "if n >= bucketCeilDiv(p.max-s.v, p.amount) {",
+			New:  "if n > bucketCeilDiv(p.max-s.v, p.amount) {",
+			Test: "TestTokenBucketRefillStopsAtMax",
+		},
+	})
+}

@@ -1,0 +1,79 @@
+package service_test
+
+import (
+	"testing"
+
+	"github.com/limiterd/limiterd/internal/mutant"
+)
+
+// TestTestsCatchMutants: each mutant, a bug planted in one file, fails the
+// test named next to it (see package mutant).
+func TestTestsCatchMutants(t *testing.T) {
+	mutant.Run(t, []mutant.Mutant{
+		{
+			Name: "a call's namespace resolved before it is authorized",
+			File: "service.go",
+			Old: `	if err := s.authorize(ctx, namespace, op); err != nil {
+		return route{}, t, err
+	}
+	r, err := s.resolve(namespace, last)
+	if err != nil {
+		return r, t, err
+	}
+`,
+			New: `	r, err := s.resolve(namespace, last)
+	if err != nil {
+		return r, t, err
+	}
+	if err := s.authorize(ctx, namespace, op); err != nil {
+		r.exit()
+		return route{}, t, err
+	}
+`,
+			Test: "TestAuthorizationBeforeNamespace",
+		},
+		{
+			Name: "an Acquire's namespace resolved before it is authorized",
+			File: "lease.go",
+			Old: `	if err := s.authorize(ctx, req.Namespace, auth.Write); err != nil {
+		return Acquired{}, err
+	}
+	r, err := s.resolve(req.Namespace, last)
+	if err != nil {
+		return Acquired{}, err
+	}
+`,
+			New: `	r, err := s.resolve(req.Namespace, last)
+	if err != nil {
+		return Acquired{}, err
+	}
+	if err := s.authorize(ctx, req.Namespace, auth.Write); err != nil {
+		r.exit()
+		return Acquired{}, err
+	}
+`,
+			Test: "TestAuthorizationBeforeNamespace",
+		},
+		{
+			Name: "a lease's namespace resolved before it is authorized",
+			File: "lease.go",
+			Old: `	if err := s.authorize(ctx, id.Namespace, auth.Write); err != nil {
+		return route{}, id, err
+	}
+	r, err := s.resolve(id.Namespace, last)
+	return r, id, err
+`,
+			New: `	r, err := s.resolve(id.Namespace, last)
+	if err != nil {
+		return r, id, err
+	}
+	if err := s.authorize(ctx, id.Namespace, auth.Write); err != nil {
+		r.exit()
+		return route{}, id, err
+	}
+	return r, id, err
+`,
+			Test: "TestAuthorizationBeforeNamespace",
+		},
+	})
+}

@@ -1,0 +1,59 @@
+package sync_test
+
+import (
+	"testing"
+
+	"github.com/limiterd/limiterd/internal/mutant"
+)
+
+// TestTestsCatchMutants: each mutant, a bug planted in one file, fails the
+// test named next to it (see package mutant).
+func TestTestsCatchMutants(t *testing.T) {
+	mutant.Run(t, []mutant.Mutant{
+		{
+			Name: "a failed change read drops its new keys",
+			File: "changetick.go",
+			Old: `		if !errors.Is(err, ErrChangesLost) {
+			c.requeue(c.keys)
+			return err
+		}`,
+			New: `		if !errors.Is(err, ErrChangesLost) {
+			return err
+		}`,
+			Test: "TestChangesFailedReadRetriesNewKey",
+		},
+		{
+			Name: "a failed read of new keys' windows drops the keys",
+			File: "changetick.go",
+			Old: `	if err != nil {
+		c.requeue(c.keys)
+	}
+	return err
+}`,
+			New: `	return err
+}`,
+			Test: "TestChangesFailedFetchRetriesNewKey",
+		},
+		{
+			Name: "a bucket call of the recorded version taken as late",
+			File: "bucket.go",
+			Old:  "c.Life == rec.Life && c.Version < rec.Version:",
+			New:  "c.Life == rec.Life && c.Version <= rec.Version:",
+			Test: "TestApplyBucketsReplayAndLate",
+		},
+		{
+			Name: "a group decision counts the others' current totals twice",
+			File: "groupallow.go",
+			Old:  "admits(w, req.At, w.Cur.Total+counted, others[l.Window], e.Cost, l.Limit)",
+			New:  "admits(w, req.At, w.Cur.Total+counted+others[l.Window][0], others[l.Window], e.Cost, l.Limit)",
+			Test: "TestDecideGroup",
+		},
+		{
+			Name: "a group's written totals hold the others'",
+			File: "groupallow.go",
+			Old:  "cur[w] = req.Windows[w].Cur.Total + counted",
+			New:  "cur[w] = req.Windows[w].Cur.Total + counted + others[w][0]",
+			Test: "TestDecideGroup",
+		},
+	})
+}

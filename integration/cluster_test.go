@@ -53,20 +53,19 @@ func withCallTimeout(config, d string) string {
 // counts, for the message of a test that wanted none.
 func fallbacks(t *testing.T, nodes []*harness.Limiterd) float64 {
 	t.Helper()
-	var sum float64
-	for _, n := range nodes {
-		m, err := n.Metrics(context.Background())
-		if err != nil {
-			t.Fatalf("%s metrics: %v", n.Name, err)
-		}
-		sum += sampleOrZero(m, `limiterd_sync_local_fallbacks_total{limiter_namespace="api"}`)
-	}
-	return sum
+	return sumSeries(t, nodes, `limiterd_sync_local_fallbacks_total{limiter_namespace="api"}`)
 }
 
 // failedTicks sums the nodes' failed pushes and fetches of namespace api
 // (each a tick that a later one repeats).
 func failedTicks(t *testing.T, nodes []*harness.Limiterd) float64 {
+	t.Helper()
+	return sumSeries(t, nodes, `limiterd_sync_push_errors_total{limiter_namespace="api"}`,
+		`limiterd_sync_fetch_errors_total{limiter_namespace="api"}`)
+}
+
+// sumSeries sums the given series (0 where absent) over the nodes' metrics.
+func sumSeries(t *testing.T, nodes []*harness.Limiterd, series ...string) float64 {
 	t.Helper()
 	var sum float64
 	for _, n := range nodes {
@@ -74,8 +73,9 @@ func failedTicks(t *testing.T, nodes []*harness.Limiterd) float64 {
 		if err != nil {
 			t.Fatalf("%s metrics: %v", n.Name, err)
 		}
-		sum += sampleOrZero(m, `limiterd_sync_push_errors_total{limiter_namespace="api"}`) +
-			sampleOrZero(m, `limiterd_sync_fetch_errors_total{limiter_namespace="api"}`)
+		for _, s := range series {
+			sum += sampleOrZero(m, s)
+		}
 	}
 	return sum
 }

@@ -27,20 +27,33 @@ type Mutant struct {
 	// date with it.
 	Old, New string
 	// Test is the test that must catch the mutant, a top-level test
-	// name.
+	// (or fuzz target) name.
 	Test string
+	// Caught, when set, must also be in the failing child's output: the
+	// words of the check meant to catch the mutant, so that a failure of
+	// another kind (an error, a panic) does not count.
+	Caught string
 }
 
 // childEnv marks the child go test, whose mutant checks skip.
 const childEnv = "LIMITERD_MUTANT_CHILD"
 
-// timeout bounds one mutant's build and run.
-const timeout = 2 * time.Minute
+// timeout bounds one mutant's build and run (a store's fuzz seeds on a
+// loaded host included).
+const timeout = 5 * time.Minute
 
 // Run checks each mutant in a subtest: the package built with it, its
 // test must fail. It skips with -short, in a child it started, and
 // without the go command. A child is built with -race when this test is.
 func Run(t *testing.T, mutants []Mutant) {
+	t.Helper()
+	RunEnv(t, nil, mutants)
+}
+
+// RunEnv is Run with env (NAME=value) added to each child's environment:
+// a store's address, say, so that the child uses the server this test
+// found or started. A mutant whose test the child skips is skipped.
+func RunEnv(t *testing.T, env []string, mutants []Mutant) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds every mutant: not with -short")
@@ -54,12 +67,12 @@ func Run(t *testing.T, mutants []Mutant) {
 	}
 	for _, m := range mutants {
 		t.Run(m.Name, func(t *testing.T) {
-			check(t, goCmd, m)
+			check(t, goCmd, env, m)
 		})
 	}
 }
 
-func check(t *testing.T, goCmd string, m Mutant) {
+func check(t *testing.T, goCmd string, env []string, m Mutant) {
 	src, err := os.ReadFile(m.File)
 	if err != nil {
 		t.Fatal(err)
@@ -92,9 +105,12 @@ func check(t *testing.T, goCmd string, m Mutant) {
 	defer cancel()
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, goCmd, append(args, ".")...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(append(os.Environ(), env...), childEnv+"=1")
 	out, err := cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "--- FAIL: "+m.Test+" ") {
+	if err == nil && strings.Contains(string(out), "--- SKIP: "+m.Test) {
+		t.Skipf("the child skipped %s; output:\n%s", m.Test, out)
+	}
+	if err == nil || !strings.Contains(string(out), "--- FAIL: "+m.Test+" ") || !strings.Contains(string(out), m.Caught) {
 		t.Errorf("%s did not catch the mutant of %s (go test: %v); output:\n%s", m.Test, m.File, err, out)
 		return
 	}

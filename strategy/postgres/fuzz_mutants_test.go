@@ -4,26 +4,29 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/strategy/strategytest"
+	"github.com/limiterd/limiterd/internal/mutant"
 )
 
 // TestFuzzCatchesMutants: the smoke of the fuzz targets can fail on the
-// store's own arithmetic (see strategytest.CatchFuzzMutants).
+// store's own arithmetic. internal/mutant builds the package with each
+// change; the child runs the target on its seeds and testdata, as CI does.
 func TestFuzzCatchesMutants(t *testing.T) {
 	env := []string{harness.EnvPostgres + "=" + harness.SharedPostgres(t).DSN()}
-	strategytest.CatchFuzzMutants(t, env, []strategytest.FuzzMutant{{
+	mutant.RunEnv(t, env, []mutant.Mutant{{
 		// A leaky or fixed bucket refuses the take that fills it exactly.
 		Name:   "bucket_sql.go take: < for <=",
 		File:   "bucket_sql.go",
-		From:   "okb[i] := bef + p_take <= CASE",
-		To:     "okb[i] := bef + p_take < CASE",
-		Target: "FuzzBuckets",
+		Old:    "okb[i] := bef + p_take <= CASE",
+		New:    "okb[i] := bef + p_take < CASE",
+		Test:   "FuzzBuckets",
+		Caught: "last ops",
 	}, {
 		// An Allow is refused when it reaches its limit exactly.
 		Name:   "sql.go allow: < for <=",
 		File:   "sql.go",
-		From:   "+ $4::int8::float8 <= o.lim::float8",
-		To:     "+ $4::int8::float8 < o.lim::float8",
-		Target: "FuzzAllow",
+		Old:    "+ $4::int8::float8 <= o.lim::float8",
+		New:    "+ $4::int8::float8 < o.lim::float8",
+		Test:   "FuzzAllow",
+		Caught: "last ops",
 	}})
 }

@@ -4,33 +4,37 @@ import (
 	"testing"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/strategy/strategytest"
+	"github.com/limiterd/limiterd/internal/mutant"
 )
 
 // TestFuzzCatchesMutants: the smoke of the fuzz targets can fail on the
-// store's own arithmetic (see strategytest.CatchFuzzMutants).
+// store's own arithmetic. internal/mutant builds the package with each
+// change; the child runs the target on its seeds and testdata, as CI does.
 func TestFuzzCatchesMutants(t *testing.T) {
 	env := []string{harness.EnvRedis + "=" + redisAddr(t)}
-	strategytest.CatchFuzzMutants(t, env, []strategytest.FuzzMutant{{
+	mutant.RunEnv(t, env, []mutant.Mutant{{
 		// A leaky or fixed bucket refuses the take that fills it exactly.
 		Name:   "buckets.lua take: < for <=",
 		File:   "buckets.lua",
-		From:   "if less(limit, after) then return false, 0 end",
-		To:     "if not less(after, limit) then return false, 0 end",
-		Target: "FuzzBuckets",
+		Old:    "if less(limit, after) then return false, 0 end",
+		New:    "if not less(after, limit) then return false, 0 end",
+		Test:   "FuzzBuckets",
+		Caught: "last ops",
 	}, {
 		// An Allow is refused when it reaches its limit exactly.
 		Name:   "allow.lua decision: >= for >",
 		File:   "allow.lua",
-		From:   "if rate + cost > ARGV[a + ALLOW_LIMIT_LIMIT] + 0 then",
-		To:     "if rate + cost >= ARGV[a + ALLOW_LIMIT_LIMIT] + 0 then",
-		Target: "FuzzAllow",
+		Old:    "if rate + cost > ARGV[a + ALLOW_LIMIT_LIMIT] + 0 then",
+		New:    "if rate + cost >= ARGV[a + ALLOW_LIMIT_LIMIT] + 0 then",
+		Test:   "FuzzAllow",
+		Caught: "last ops",
 	}, {
 		// An acquire is granted one lease past the limit.
 		Name:   "leases.lua acquire: <= for <",
 		File:   "leases.lua",
-		From:   "held < tonumber(ARGV[a + LEASES_OP_LIMIT])",
-		To:     "held <= tonumber(ARGV[a + LEASES_OP_LIMIT])",
-		Target: "FuzzLeases",
+		Old:    "held < tonumber(ARGV[a + LEASES_OP_LIMIT])",
+		New:    "held <= tonumber(ARGV[a + LEASES_OP_LIMIT])",
+		Test:   "FuzzLeases",
+		Caught: "last ops",
 	}})
 }

@@ -41,7 +41,7 @@
 // to a store and to the Go engine, and fails at the first difference.
 // Each store's package has one fuzz target per kind it serves, whose
 // seeds CI runs as a smoke, and a mutant per store that the smoke must
-// catch (CatchFuzzMutants).
+// catch (TestFuzzCatchesMutants, through internal/mutant).
 //
 // Inputs stay inside what limiterd sends: valid non-empty UTF-8 keys of at
 // most 1 KiB, starts that are multiples of their sizes, valid namespaces,

@@ -273,7 +273,7 @@ slowest() {
 		/^(ok|FAIL)[ \t]+[a-z]/ && $2 ~ /\// {
 			for (i = 1; i <= n; i++) { split(pending[i], f, " "); printf "%9.1f s  %s %s\n", f[1], $2, f[2] }
 			n = 0
-		}' | sort -rn | head -n "$1"
+		}' | sort -rn | awk -v n="$1" 'NR <= n' # reads all: no SIGPIPE under pipefail
 }
 
 # Explicit time-outs: a hung test fails its pass instead of the whole run.

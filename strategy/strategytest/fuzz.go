@@ -30,7 +30,8 @@ import (
 // The input is read byte by byte: an op code, then the op's fields. When
 // it runs out, a generator seeded by a hash of the whole input goes on for
 // steps more ops (at most 100 under go test -fuzz, for more runs), so
-// every input, a seed of a few bytes included, is a long sequence. A store's package has one thin target per kind:
+// every input, a seed of a few bytes included, is a long sequence. A
+// store's package has one thin target per kind:
 //
 //	func FuzzBuckets(f *testing.F) {
 //		strategytest.AddFuzzSeeds(f, strategytest.FuzzBuckets)

@@ -5,47 +5,24 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
 
-	adminv1 "github.com/limiterd/limiterd/api/proto/limiter/admin/v1"
 	"github.com/limiterd/limiterd/auth"
+	"github.com/limiterd/limiterd/internal/admin"
+	"github.com/limiterd/limiterd/internal/config"
 )
-
-// envAdminAddr is the admin listener's address, overridden by
-// --admin-addr.
-const envAdminAddr = "LIMITERD_ADMIN_ADDR"
-
-// adminAddr is the admin listener's address: "" or "off" turns it off; a
-// bare port ("6060" or ":6060") binds loopback, so that exposing the
-// profiles beyond the host takes an explicit host.
-func adminAddr(s string) (string, error) {
-	if s == "" || s == "off" {
-		return "", nil
-	}
-	if _, err := strconv.ParseUint(s, 10, 16); err == nil {
-		return net.JoinHostPort("127.0.0.1", s), nil
-	}
-	host, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", fmt.Errorf("must be host:port, a port or \"off\", got %q", s)
-	}
-	if host == "" {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, port), nil
-}
 
 // listenAdmin opens the admin listener: Go's profiles under
 // /debug/pprof/, kept off the HTTP listener (whose /metrics and health
 // checks are scraped by others) because a profile shows the process's
 // internals and a CPU profile costs CPU. The admin API is here too, over
-// HTTP/JSON (adminns.go) and gRPC (adminrpc.go) on the same port. TLS
+// HTTP/JSON and gRPC (internal/admin) on the same port. TLS
 // applies as on every listener.
 func listenAdmin(d *daemon) (*listener, error) {
-	addr, err := adminAddr(d.cfg.AdminAddr)
+	addr, err := config.AdminAddr(d.cfg.AdminAddr)
 	if err != nil || addr == "" {
 		return nil, err
 	}
@@ -59,9 +36,8 @@ func listenAdmin(d *daemon) (*listener, error) {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	d.adminNamespaces(mux, 10*time.Second)
 	gs := grpc.NewServer()
-	adminv1.RegisterAdminServer(gs, &adminRPC{d: d, timeout: 10 * time.Second})
+	admin.New(d.owner, d.node, d.log, 10*time.Second).Register(mux, gs)
 	var h http.Handler = grpcOrHTTP(gs, mux)
 	if d.authz != nil {
 		// With authorization on, the admin listener needs the admin grant
@@ -75,4 +51,16 @@ func listenAdmin(d *daemon) (*listener, error) {
 		srv.Protocols.SetHTTP2(true)
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}), nil
+}
+
+// grpcOrHTTP sends gRPC requests to gs and the others to h: one listener
+// serves both, gRPC over HTTP/2 (h2c without TLS).
+func grpcOrHTTP(gs *grpc.Server, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			gs.ServeHTTP(w, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -1,19 +1,23 @@
 package main
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/limiterd/limiterd/internal/config"
+)
 
 func TestAdminAddr(t *testing.T) {
 	for in, want := range map[string]string{
 		"": "", "off": "", "6060": "127.0.0.1:6060", ":6060": "127.0.0.1:6060",
 		"0.0.0.0:6060": "0.0.0.0:6060", "[::1]:6060": "[::1]:6060", "admin.internal:6060": "admin.internal:6060",
 	} {
-		if got, err := adminAddr(in); got != want || err != nil {
-			t.Errorf("adminAddr(%q) = %q, %v; want %q", in, got, err, want)
+		if got, err := config.AdminAddr(in); got != want || err != nil {
+			t.Errorf("config.AdminAddr(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"localhost", "99999", "a:b:c"} {
-		if got, err := adminAddr(bad); err == nil {
-			t.Errorf("adminAddr(%q) = %q, want an error", bad, got)
+		if got, err := config.AdminAddr(bad); err == nil {
+			t.Errorf("config.AdminAddr(%q) = %q, want an error", bad, got)
 		}
 	}
 }

@@ -8,11 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/limiterd/limiterd/internal/config"
 )
 
 // Environment variables, each overridden by its flag.
@@ -25,13 +25,15 @@ const (
 	envLogLevel  = "LIMITERD_LOG_LEVEL"
 	envLogFormat = "LIMITERD_LOG_FORMAT"
 	envEnvoyDir  = "LIMITERD_ENVOY_CONFIG_DIR"
+	envAdminAddr = "LIMITERD_ADMIN_ADDR"
 )
 
 const usageHead = `Usage:
   limiterd [flags]                 serve (until SIGINT or SIGTERM)
   limiterd schema postgres|cassandra [--config file] [--store name]
                                    print a store's schema
-  limiterd check [--config file]   validate a config file, print every error
+  limiterd check [flags]           load the config as serving would (the same
+                                   flags), print every error or "ok"
   limiterd probe [--ca-file F] [--cert-file F --key-file F] URL
                                    GET URL, succeed on 200 (container health check)
   limiterd version                 print the version (also --version)
@@ -62,7 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		case "probe":
 			return probe(ctx, rest)
 		case "check":
-			return checkConfig(rest, getenv, stdout)
+			return checkConfig(rest, getenv, stdout, usage)
 		case "version", "help":
 			if len(rest) > 0 {
 				return &usageError{msg: fmt.Sprintf("%s takes no arguments, got %q", cmd, rest), usage: usage}
@@ -91,16 +93,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		_, err := fmt.Fprintln(stdout, version())
 		return err
 	}
-	cfg, err := flags.config()
+	src := flags.source()
+	cfg, err := config.Load(src)
 	if err != nil {
 		return err
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
-	var load func() (Config, error)
-	if *flags.configPath != "" {
-		load = flags.config
+	var load func() (config.Config, error)
+	if src.Path != "" {
+		load = func() (config.Config, error) { return config.Load(src) }
 	}
-	return serveWith(ctx, cfg, log, flags.getenv, *flags.configPath, load)
+	return serveWith(ctx, cfg, log, flags.getenv, src.Path, load)
 }
 
 // newLogger writes format ("json", else text) records at level and above
@@ -130,7 +133,7 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
 		grpcAddr:   fs.String("grpc-addr", getenv(envGRPCAddr), "gRPC listen address (env "+envGRPCAddr+", default 127.0.0.1:7070)"),
 		httpAddr:   fs.String("http-addr", getenv(envHTTPAddr), "HTTP address for /metrics, /healthz, /readyz (env "+envHTTPAddr+", default 127.0.0.1:7071; \"off\" disables)"),
 		respAddr:   fs.String("resp-addr", getenv(envRESPAddr), "Redis protocol listen address (env "+envRESPAddr+"; default off)"),
-		adminAddr:  fs.String("admin-addr", getenv(envAdminAddr), "admin listen address for /debug/pprof/ (env "+envAdminAddr+"; default off; a bare port binds 127.0.0.1)"),
+		adminAddr:  fs.String("admin-addr", getenv(envAdminAddr), "admin listen address: the admin API (namespaces, reload, sync) and /debug/pprof/ (env "+envAdminAddr+"; default off; a bare port binds 127.0.0.1)"),
 		nodeName:   fs.String("node-name", getenv(envNodeName), "node name for people (env "+envNodeName+", default the host name)"),
 		logLevel:   fs.String("log-level", getenv(envLogLevel), "debug, info, warn or error (env "+envLogLevel+")"),
 		logFormat:  fs.String("log-format", getenv(envLogFormat), "text or json (env "+envLogFormat+")"),
@@ -140,90 +143,47 @@ func serveFlags(getenv func(string) string) (*flag.FlagSet, flagValues) {
 	}
 }
 
-// config is the config file (or the default) with the flags over it,
-// validated.
-func (f flagValues) config() (Config, error) {
-	cfg := DefaultConfig()
-	if *f.configPath != "" {
-		var err error
-		if cfg, err = LoadConfig(*f.configPath); err != nil {
-			return cfg, err
-		}
-	}
-	for dst, v := range map[*string]string{&cfg.GRPCAddr: *f.grpcAddr, &cfg.HTTPAddr: *f.httpAddr, &cfg.RESPAddr: *f.respAddr, &cfg.AdminAddr: *f.adminAddr, &cfg.NodeName: *f.nodeName, &cfg.LogLevel: *f.logLevel, &cfg.LogFormat: *f.logFormat, &cfg.Envoy.ConfigDir: *f.envoyDir} {
-		if v != "" {
-			*dst = v
-		}
-	}
-	if err := cfg.Validate(); err != nil {
-		return cfg, err
-	}
-	if err := loadSecrets(&cfg, *f.configPath, f.getenv); err != nil {
-		return cfg, err
-	}
-	if cfg.NodeName == "" {
-		cfg.NodeName, _ = os.Hostname()
-	}
-	return cfg, nil
+// source is where the flags say the config comes from.
+func (f flagValues) source() config.Source {
+	return config.Source{Path: *f.configPath, Getenv: f.getenv, Overrides: config.Overrides{
+		GRPCAddr: *f.grpcAddr, HTTPAddr: *f.httpAddr, RESPAddr: *f.respAddr, AdminAddr: *f.adminAddr,
+		NodeName: *f.nodeName, LogLevel: *f.logLevel, LogFormat: *f.logFormat, EnvoyDir: *f.envoyDir}}
 }
 
-// loadSecrets reads the tokens and the stores' secrets of a validated
-// config from files and the environment, reporting every error.
-func loadSecrets(cfg *Config, file string, getenv func(string) string) error {
-	err := joinErrors(cfg.Auth.load(file, cfg.namespaceNames(), getenv), cfg.loadStoreSecrets(file, getenv))
-	if err == nil || file == "" {
-		return err
-	}
-	data, _ := os.ReadFile(file) // for the lines only; read before
-	return placeErrors(file, data, flatten(err))
-}
-
-// checkConfig is limiterd check: it validates a config file as serving
-// would, secrets read, and prints every error as "file:line: field:
-// reason", one a line, or "ok"; the error it returns sets the exit status.
-func checkConfig(args []string, getenv func(string) string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("limiterd check", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	path := fs.String("config", getenv(envConfig), "YAML config file (env "+envConfig+")")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 || *path == "" {
-		return errors.New("usage: limiterd check --config file")
-	}
-	data, err := os.ReadFile(*path)
-	if err != nil {
-		return &ConfigError{File: *path, Reason: err.Error()}
-	}
-	cfg, err := parseConfig(*path, data)
-	errs := flatten(err)
-	// Secrets are read even from a file with errors, so that one run
-	// shows them all; those of a field already reported are dropped.
-	var reported []string
-	for _, e := range errs {
-		if ce, ok := e.(*ConfigError); ok {
-			reported = append(reported, ce.Field)
+// checkConfig is limiterd check: it loads the config as serving would,
+// with the same flags and environment, and prints every error as
+// "file:line: field: reason", one a line, or "ok"; the error it returns
+// sets the exit status.
+func checkConfig(args []string, getenv func(string) string, stdout io.Writer, usage string) error {
+	fs, flags := serveFlags(getenv)
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		msg := "check takes the serving flags only"
+		if err != nil {
+			msg = err.Error()
 		}
+		return &usageError{msg: msg, usage: usage}
 	}
-	for _, e := range flatten(loadSecrets(&cfg, *path, getenv)) {
-		ce, ok := e.(*ConfigError)
-		if ok && slices.ContainsFunc(reported, func(f string) bool { return underAny(ce.Field, []string{f}) || underAny(f, []string{ce.Field}) }) {
-			continue
-		}
-		errs = append(errs, e)
+	src := flags.source()
+	name := src.Path
+	if name == "" {
+		name = "the embedded default config"
 	}
+	_, err := config.Load(src)
+	errs := config.Flatten(err)
 	if len(errs) == 0 {
-		_, err = fmt.Fprintf(stdout, "%s: ok\n", *path)
+		_, err = fmt.Fprintf(stdout, "%s: ok\n", name)
 		return err
 	}
-	slices.SortStableFunc(errs, func(a, b error) int { return errorLine(a) - errorLine(b) })
 	for _, e := range errs {
 		line := e.Error()
-		if ce, ok := e.(*ConfigError); ok {
+		if ce, ok := e.(*config.Error); ok {
 			line = ce.Position()
 		}
 		if _, err := fmt.Fprintln(stdout, line); err != nil {
 			return err
 		}
 	}
-	return fmt.Errorf("%s: %d error(s)", *path, len(errs))
+	return fmt.Errorf("%s: %d error(s)", name, len(errs))
 }
 
 func usageText(fs *flag.FlagSet) string {

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	gosync "sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +20,8 @@ import (
 	"github.com/limiterd/limiterd/auth"
 	envoyfront "github.com/limiterd/limiterd/front/envoy"
 	"github.com/limiterd/limiterd/internal/certreload"
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -38,11 +42,12 @@ type daemon struct {
 	envoy *envoyfront.Server
 	// tls is every listener's certificate when TLS is configured (tls.go).
 	tls *certreload.Reloader
-	// getenv reads the environment for store secrets.
-	getenv func(string) string
-	// load reads the config file, configPath, again for a reload; nil
-	// without one.
-	load       func() (Config, error)
+	// cfg is the config the daemon started with: its listeners and
+	// other sections that change only at a restart. The running
+	// namespaces and stores are owner's.
+	cfg   config.Config
+	owner *live.Owner
+	// configPath is the config file, watched for changes; "" without one.
 	configPath string
 
 	// tracer traces calls and store round trips (a no-op one unless
@@ -50,25 +55,13 @@ type daemon struct {
 	tracer      trace.TracerProvider
 	stopTracing func(context.Context) error
 
-	versions    *clustersync.Versions
-	syncMetrics *syncMetrics
 	// bg is the context of the background loops, loops their goroutines.
 	bg     context.Context
 	stopBG context.CancelFunc
 	loops  gosync.WaitGroup
-	// finalPushFailed is set when a syncer's last push failed: counts
-	// not yet stored are lost.
-	finalPushFailed atomic.Bool
 	// ready is what /readyz and gRPC health say: serving, until a stop
 	// begins.
-	ready       atomic.Bool
-	storeHealth storeHealth
-
-	// mu serialises namespace changes (namespaces.go) and guards what
-	// they change.
-	mu      gosync.Mutex
-	cfg     Config
-	syncers map[string]*liveSyncer
+	ready atomic.Bool
 }
 
 // A listener is one server on its own address: a front, or the operators'
@@ -105,20 +98,20 @@ const defaultStopTimeout = 5 * time.Second
 // errFinalPush is serve's error when a namespace's last push failed.
 var errFinalPush = errors.New("final push failed: counts not yet stored are lost")
 
-func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return serveWith(ctx, cfg, log, os.Getenv, "", nil)
 }
 
 // serveWith serves cfg, reading store secrets with getenv and, when load
 // is set, reloading the config with it on SIGHUP and when the file at
-// path changes (reload.go).
-func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(string) string, path string, load func() (Config, error)) error {
-	d, err := newDaemon(ctx, cfg, log, getenv)
+// path changes.
+func serveWith(ctx context.Context, cfg config.Config, log *slog.Logger, getenv func(string) string, path string, load func() (config.Config, error)) error {
+	d, err := newDaemon(ctx, cfg, log, getenv, load)
 	if err != nil {
 		return err
 	}
-	d.load, d.configPath = load, path
-	defer d.closeStores()
+	d.configPath = path
+	defer d.owner.CloseStores()
 	defer d.stopLoops()
 
 	var ls []*listener
@@ -139,12 +132,17 @@ func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 	// reloads.
 	d.loops.Go(func() { d.node.Run(d.bg) })
 	if d.envoy != nil {
-		d.loops.Go(func() { d.envoy.Watch(d.bg, cfg.Envoy.envoyPoll()) })
+		d.loops.Go(func() { d.envoy.Watch(d.bg, cfg.Envoy.Poll()) })
 	}
 	if load != nil {
-		d.loops.Go(func() { d.watchConfig(d.bg) })
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		d.loops.Go(func() {
+			defer signal.Stop(hup)
+			d.owner.Watch(d.bg, path, hup)
+		})
 	}
-	d.loops.Go(func() { d.probeStores(d.bg) })
+	d.loops.Go(func() { d.owner.Probe(d.bg) })
 
 	errc := make(chan error, len(ls))
 	attrs := []any{"node", cfg.NodeName, "incarnation", d.inc, "namespaces", len(d.node.Namespaces())}
@@ -209,7 +207,7 @@ func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 	// Every call has returned: the final pushes see every hit.
 	d.stopLoops()
 	stop(true, time.Second)
-	if err == nil && d.finalPushFailed.Load() {
+	if err == nil && d.owner.FinalPushFailed() {
 		err = errFinalPush
 	}
 	tctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -223,15 +221,12 @@ func serveWith(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 // stopLoops ends the background loops, the sync loops with their final
 // pushes, and waits for them.
 func (d *daemon) stopLoops() {
-	// Under d.mu: a namespace change in progress starts its syncers
-	// before, and none after (startSyncer).
-	d.mu.Lock()
 	d.stopBG()
-	d.mu.Unlock()
 	d.loops.Wait()
+	d.owner.Stop()
 }
 
-func newDaemon(ctx context.Context, cfg Config, log *slog.Logger, getenv func(string) string) (*daemon, error) {
+func newDaemon(ctx context.Context, cfg config.Config, log *slog.Logger, getenv func(string) string, load func() (config.Config, error)) (*daemon, error) {
 	n, err := node.New(nil, node.SystemClock{})
 	if err != nil {
 		return nil, err
@@ -240,67 +235,39 @@ func newDaemon(ctx context.Context, cfg Config, log *slog.Logger, getenv func(st
 	if err != nil {
 		return nil, err
 	}
-	d := &daemon{
-		cfg: cfg, log: log, node: n, reg: prometheus.NewRegistry(), getenv: getenv,
-		syncers: map[string]*liveSyncer{},
-		inc:     clustersync.NewIncarnation(cfg.NodeName), tls: certs,
-		versions: clustersync.NewVersions(time.Now),
-	}
+	d := &daemon{cfg: cfg, log: log, node: n, reg: prometheus.NewRegistry(), inc: clustersync.NewIncarnation(cfg.NodeName), tls: certs}
 	d.bg, d.stopBG = context.WithCancel(context.WithoutCancel(ctx))
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.reg.MustRegister(namespaceCollector{d})
-	d.syncMetrics = newSyncMetrics(d.reg)
 	if err := d.openTelemetry(ctx); err != nil {
 		return nil, err
 	}
 	if d.svc, err = service.New(n); err != nil {
 		return nil, err
 	}
-	if _, err := d.apply(ctx, cfg); err != nil {
+	opts := live.Options{Log: log, Node: n, Service: d.svc, Incarnation: d.inc, Versions: clustersync.NewVersions(time.Now),
+		Getenv: getenv, Metrics: live.NewSyncMetrics(d.reg), Load: load}
+	if cfg.Tracing.Endpoint != "" {
+		opts.Tracer = d.tracer
+	}
+	d.owner = live.New(opts)
+	fail := func(err error) (*daemon, error) {
 		d.stopLoops()
+		d.owner.CloseStores()
 		return nil, err
 	}
-	if d.authz, err = authorizer(cfg); err != nil {
-		d.stopLoops()
-		d.closeStores()
-		return nil, err
+	if _, err := d.owner.Apply(ctx, cfg); err != nil {
+		return fail(err)
+	}
+	if d.authz, err = cfg.Authorizer(getenv); err != nil {
+		return fail(err)
 	}
 	if d.authz != nil {
 		d.svc = d.svc.WithAuthorizer(d.authz)
 		log.Info("authorization on", "tokens", len(cfg.Auth.Tokens), "identities", len(cfg.Auth.Identities))
 	}
 	if d.envoy, err = openEnvoy(d); err != nil {
-		d.stopLoops()
-		d.closeStores()
-		return nil, err
+		return fail(err)
 	}
 	return d, nil
-}
-
-// storeCloseTimeout bounds closing the stores at exit. A store cut off by
-// the network does not answer a polite goodbye (PostgreSQL's pool waits up
-// to 15 s per connection for one), and the process's exit closes the
-// connections all the same.
-const storeCloseTimeout = 2 * time.Second
-
-func (d *daemon) closeStores() { d.closeStoresWithin(storeCloseTimeout) }
-
-// closeStoresWithin closes every store, waiting at most timeout for them.
-func (d *daemon) closeStoresWithin(timeout time.Duration) {
-	done := make(chan struct{})
-	go func() { // the stores of the syncers, each once
-		defer close(done)
-		for _, o := range d.openStores() {
-			if err := o.st.Close(); err != nil {
-				d.log.Warn("closing store", "store", o.name, "err", err)
-			}
-		}
-	}()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		d.log.Warn("stores not closed in time; leaving their connections to the exit", "timeout", timeout)
-	}
 }

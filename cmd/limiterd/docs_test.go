@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/limiterd/limiterd/internal/config"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
@@ -41,9 +42,9 @@ func configFields() []string {
 				ft = ft.Elem()
 			}
 			switch {
-			case ft == reflect.TypeFor[StoreConfig]():
+			case ft == reflect.TypeFor[config.StoreConfig]():
 				paths = append(paths, path)
-			case ft.Kind() == reflect.Map && ft.Elem() == reflect.TypeFor[StoreConfig]():
+			case ft.Kind() == reflect.Map && ft.Elem() == reflect.TypeFor[config.StoreConfig]():
 				paths = append(paths, path, path+".<name>.type")
 				for _, st := range []reflect.Type{
 					reflect.TypeFor[redisstore.Config](), reflect.TypeFor[pgstore.Config](), reflect.TypeFor[cassandrastore.Config](),
@@ -63,7 +64,7 @@ func configFields() []string {
 			}
 		}
 	}
-	walk("", reflect.TypeFor[Config]())
+	walk("", reflect.TypeFor[config.Config]())
 	slices.Sort(paths)
 	return slices.Compact(paths)
 }
@@ -133,7 +134,7 @@ var yamlBlock = regexp.MustCompile("(?ms)^```yaml\n(.*?)^```")
 // other blocks are parts of a file, Envoy's config or its domain files).
 func TestDocsConfigExamples(t *testing.T) {
 	root := filepath.Join("..", "..")
-	if _, err := LoadConfig(filepath.Join(root, "docs", "getting-started.yaml")); err != nil {
+	if _, err := config.Load(config.Source{Path: filepath.Join(root, "docs", "getting-started.yaml")}); err != nil {
 		t.Errorf("docs/getting-started.yaml: %v", err)
 	}
 	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
@@ -156,7 +157,7 @@ func TestDocsConfigExamples(t *testing.T) {
 				continue
 			}
 			checked++
-			if _, err := ParseConfig(page, []byte(m[1])); err != nil {
+			if _, err := config.ParseConfig(page, []byte(m[1])); err != nil {
 				t.Errorf("%s: an example config that limiterd refuses: %v\n%s", page, err, m[1])
 			}
 		}

@@ -1,119 +1,45 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
-	"time"
 
 	envoyfront "github.com/limiterd/limiterd/front/envoy"
+
+	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/reqmetrics"
+	"github.com/limiterd/limiterd/node"
 )
-
-// EnvoyConfig turns on Envoy's rate limit service on the gRPC listener,
-// with envoyproxy/ratelimit's domain files.
-type EnvoyConfig struct {
-	// ConfigDir holds the domain files (*.yaml, *.yml); empty turns the
-	// service off.
-	ConfigDir string `yaml:"config_dir"`
-	// Namespace the limits count in (default "default"); its window sizes
-	// must include every unit the files use: 1s, 1m, 1h, 24h.
-	Namespace string `yaml:"namespace"`
-	// PollInterval is how often the directory is checked for changes
-	// (default 1s).
-	PollInterval Duration `yaml:"poll_interval"`
-	// StopIncrementWhenOverLimit does not count refused hits
-	// (envoyproxy/ratelimit's STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT).
-	StopIncrementWhenOverLimit bool `yaml:"stop_increment_when_over_limit"`
-	// ResponseHeaders adds rate limit headers to Envoy's responses.
-	ResponseHeaders EnvoyHeaders `yaml:"response_headers"`
-	// NearLimitRatio is where the near_limit metric starts (default 0.8).
-	NearLimitRatio float64 `yaml:"near_limit_ratio"`
-}
-
-// EnvoyHeaders are the response headers (envoyproxy/ratelimit's
-// LIMIT_RESPONSE_HEADERS_ENABLED); names default to x-ratelimit-limit,
-// x-ratelimit-remaining and x-ratelimit-reset.
-type EnvoyHeaders struct {
-	Enabled   bool   `yaml:"enabled"`
-	Limit     string `yaml:"limit"`
-	Remaining string `yaml:"remaining"`
-	Reset     string `yaml:"reset"`
-}
-
-// defaultEnvoyPoll is how often the rules directory is checked by default.
-const defaultEnvoyPoll = time.Second
-
-// frontConfig is c in the front's terms.
-func (c EnvoyConfig) frontConfig() envoyfront.Config {
-	return envoyfront.Config{
-		Dir: c.ConfigDir, Namespace: c.Namespace, StopIncrementWhenOverLimit: c.StopIncrementWhenOverLimit,
-		ResponseHeaders: c.ResponseHeaders.Enabled, LimitHeader: c.ResponseHeaders.Limit,
-		RemainingHeader: c.ResponseHeaders.Remaining, ResetHeader: c.ResponseHeaders.Reset,
-		NearLimitRatio: c.NearLimitRatio,
-	}
-}
-
-// validate checks the envoy section against the namespaces; the files
-// themselves are read at start.
-func (c EnvoyConfig) validate(namespaces []string) error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, &ConfigError{Field: "envoy." + field, Reason: fmt.Sprintf(format, args...)})
-	}
-	if c.ConfigDir == "" { // off; the flag may yet give a directory
-		return nil
-	}
-	ns := c.Namespace
-	if ns == "" {
-		ns = "default"
-	}
-	if !slices.Contains(namespaces, ns) {
-		bad("namespace", "namespace %q is not configured", ns)
-	}
-	if c.PollInterval < 0 {
-		bad("poll_interval", "must not be negative, got %s", time.Duration(c.PollInterval))
-	}
-	for _, h := range []struct{ field, name string }{{"limit", c.ResponseHeaders.Limit},
-		{"remaining", c.ResponseHeaders.Remaining}, {"reset", c.ResponseHeaders.Reset}} {
-		if h.name != "" && !headerName(h.name) {
-			bad("response_headers."+h.field, "must be an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~), got %q", h.name)
-		}
-	}
-	if !(c.NearLimitRatio >= 0 && c.NearLimitRatio <= 1) {
-		bad("near_limit_ratio", "must be between 0 and 1, got %g", c.NearLimitRatio)
-	}
-	return errors.Join(errs...)
-}
 
 // openEnvoy loads the Envoy rules when configured (nil otherwise).
 func openEnvoy(d *daemon) (*envoyfront.Server, error) {
 	if d.cfg.Envoy.ConfigDir == "" {
 		return nil, nil
 	}
-	es, err := envoyfront.New(d.svc, d.cfg.Envoy.frontConfig(), d.log, d.reg)
+	es, err := envoyfront.New(d.svc, d.cfg.Envoy.FrontConfig(), d.log, d.reg)
 	if err != nil {
 		return nil, err
 	}
 	es.ObserveDecisions(reqmetrics.New(d.reg, reqmetrics.Config{Front: "envoy", Configured: d.configured}))
+	d.owner.Guard(envoyKeeps(es.Namespace()))
 	return es, nil
 }
 
-// envoyPoll is the configured poll interval, or its default.
-func (c EnvoyConfig) envoyPoll() time.Duration {
-	if c.PollInterval == 0 {
-		return defaultEnvoyPoll
-	}
-	return time.Duration(c.PollInterval)
-}
-
-// headerName reports whether s is an HTTP header name (RFC 9110 token).
-func headerName(s string) bool {
-	for _, r := range s {
-		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
-			return false
+// envoyKeeps refuses a change that removes the namespace Envoy's rate
+// limit service counts in, or changes its window sizes: its rules were
+// checked against them when they loaded.
+func envoyKeeps(name string) func(*node.Change) error {
+	return func(c *node.Change) error {
+		for _, ns := range c.Removed {
+			if ns.Name() == name {
+				return &config.Error{Field: "namespaces", Reason: fmt.Sprintf("namespace %q serves Envoy's rate limit service (envoy.namespace): it stays while limiterd runs", name)}
+			}
 		}
+		for _, r := range c.Replaced {
+			if r.Old.Name() == name && !slices.Equal(r.Old.Sizes(), r.New.Sizes()) {
+				return &config.Error{Field: "namespaces", Reason: fmt.Sprintf("namespace %q serves Envoy's rate limit service (envoy.namespace): its window sizes stay while limiterd runs", name)}
+			}
+		}
+		return nil
 	}
-	return s != ""
 }

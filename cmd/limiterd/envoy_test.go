@@ -13,6 +13,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/limiterd/limiterd/internal/config"
 )
 
 const envoyDaemonConfig = `grpc_addr: %s
@@ -80,7 +81,7 @@ func TestRunEnvoyConfigErrors(t *testing.T) {
 
 	cfg := writeFile(t, "limiterd.yaml", "envoy: {config_dir: "+dir+", namespace: nope}\n")
 	err = wantRunError(t, []string{"--config", cfg, "--grpc-addr", held}, nil)
-	var ce *ConfigError
+	var ce *config.Error
 	if !errors.As(err, &ce) || ce.Field != "envoy.namespace" || !strings.Contains(err.Error(), `"nope"`) {
 		t.Errorf("unknown namespace: error %v, want a ConfigError on envoy.namespace", err)
 	}

@@ -93,16 +93,16 @@ func (d *daemon) httpHandler() *http.ServeMux {
 			Stores      []stHealth `json:"stores"`
 			Namespaces  []nsHealth `json:"namespaces"`
 		}{Status: "ok", Node: d.cfg.NodeName, Incarnation: d.inc, Stores: []stHealth{}, Namespaces: []nsHealth{}}
-		for _, s := range d.storeHealth.snapshot() {
-			out.Stores = append(out.Stores, stHealth{Store: s.name, Up: s.up, LastError: s.err,
-				Since: s.since.UTC().Format(time.RFC3339Nano), Checked: s.checked.UTC().Format(time.RFC3339Nano)})
-			if !s.up {
+		for _, s := range d.owner.Stores() {
+			out.Stores = append(out.Stores, stHealth{Store: s.Name, Up: s.Up, LastError: s.Err,
+				Since: s.Since.UTC().Format(time.RFC3339Nano), Checked: s.Checked.UTC().Format(time.RFC3339Nano)})
+			if !s.Up {
 				out.Status = "degraded"
 			}
 		}
-		for name, ls := range d.liveSyncers() {
-			last, err := ls.s.Status()
-			h := nsHealth{Namespace: name, Store: ls.s.Namespace().Config().Store, Healthy: err == nil}
+		for name, ls := range d.owner.Syncers() {
+			last, err := ls.Syncer.Status()
+			h := nsHealth{Namespace: name, Store: ls.Syncer.Namespace().Config().Store, Healthy: err == nil}
 			if !last.IsZero() {
 				h.LastSuccess = last.UTC().Format(time.RFC3339Nano)
 			}
@@ -128,7 +128,7 @@ func (d *daemon) httpHandler() *http.ServeMux {
 type namespaceCollector struct{ d *daemon }
 
 var (
-	nsLabel         = []string{"limiter_namespace"} // see newSyncMetrics
+	nsLabel         = []string{"limiter_namespace"} // see live.NewSyncMetrics
 	descActiveKeys  = prometheus.NewDesc("limiterd_active_keys", "Keys held in memory.", nsLabel, nil)
 	descRefused     = prometheus.NewDesc("limiterd_keys_refused_total", "New keys refused at the namespace's key cap.", nsLabel, nil)
 	descEvicted     = prometheus.NewDesc("limiterd_evicted_keys_total", "Idle keys evicted for new ones at the namespace's key cap (on_full: evict).", nsLabel, nil)
@@ -155,17 +155,17 @@ func (c namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBucketsRef, prometheus.CounterValue, float64(ns.Buckets().RefusedKeys()), name)
 		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(ns.DroppedWindows()), name)
 	}
-	for _, s := range c.d.storeHealth.snapshot() {
+	for _, s := range c.d.owner.Stores() {
 		up := 0.0
-		if s.up {
+		if s.Up {
 			up = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, up, s.name)
+		ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, up, s.Name)
 	}
-	for name, ls := range c.d.liveSyncers() {
-		last, _ := ls.s.Status()
+	for name, ls := range c.d.owner.Syncers() {
+		last, _ := ls.Syncer.Status()
 		if last.IsZero() {
-			last = ls.started
+			last = ls.Started
 		}
 		ch <- prometheus.MustNewConstMetric(descSinceSynced, prometheus.GaugeValue, time.Since(last).Seconds(), name)
 	}

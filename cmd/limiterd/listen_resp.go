@@ -2,40 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"time"
 
 	respfront "github.com/limiterd/limiterd/front/resp"
 )
-
-// RESPConfig tunes the Redis protocol front (resp_addr turns it on).
-type RESPConfig struct {
-	// MaxCommandSize caps one command's size in bytes: a longer bulk
-	// string, array or inline command closes its connection with an
-	// error (default 1 MiB).
-	MaxCommandSize int `yaml:"max_command_size"`
-	// MaxClients is the most connections served at once (default 10000).
-	MaxClients int `yaml:"max_clients"`
-	// IdleTimeout closes a connection idle that long (default 0: never).
-	IdleTimeout Duration `yaml:"idle_timeout"`
-}
-
-func (c RESPConfig) validate() error {
-	var errs []error
-	bad := func(field, reason string) { errs = append(errs, &ConfigError{Field: "resp." + field, Reason: reason}) }
-	if c.MaxCommandSize < 0 {
-		bad("max_command_size", "must not be negative")
-	}
-	if c.MaxClients < 0 {
-		bad("max_clients", "must not be negative")
-	}
-	if c.IdleTimeout < 0 {
-		bad("idle_timeout", "must not be negative")
-	}
-	return errors.Join(errs...)
-}
 
 // listenRESP opens the Redis protocol front on cfg.RESPAddr, unless it is
 // empty or "off".

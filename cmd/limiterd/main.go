@@ -23,6 +23,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/limiterd/limiterd/internal/config"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -45,7 +46,7 @@ func exitCode(err error) int {
 	if err == nil {
 		return 0
 	}
-	for _, e := range flatten(err) { // a config's errors, one a line
+	for _, e := range config.Flatten(err) { // a config's errors, one a line
 		fmt.Fprintln(os.Stderr, "limiterd:", e)
 	}
 	var ue *usageError

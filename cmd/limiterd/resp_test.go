@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/config"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -64,12 +65,12 @@ func TestRunServesRESP(t *testing.T) {
 // TestRESPOffByDefault: without resp_addr nothing listens; the config
 // file's resp_addr and resp section turn it on and are validated.
 func TestRESPOffByDefault(t *testing.T) {
-	if got := DefaultConfig().RESPAddr; got != "" {
+	if got := config.DefaultConfig().RESPAddr; got != "" {
 		t.Errorf("default resp_addr %q; want off", got)
 	}
 	respAddr := freeAddr(t)
 	path := writeFile(t, "limiterd.yaml", "resp_addr: "+respAddr+"\nresp: {max_command_size: 4096, max_clients: 5, idle_timeout: 1m}\n")
-	cfg, err := LoadConfig(path)
+	cfg, err := config.Load(config.Source{Path: path})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestRESPOffByDefault(t *testing.T) {
 		t.Errorf("oversized ECHO: %v", err)
 	}
 	for _, bad := range []string{"resp_addr: nope\n", "resp: {max_clients: -1}\n"} {
-		if _, err := ParseConfig("bad.yaml", []byte(bad)); err == nil {
+		if _, err := config.ParseConfig("bad.yaml", []byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}

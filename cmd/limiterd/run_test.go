@@ -27,6 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/internal/config"
 )
 
 // lockedBuffer is an io.Writer safe for the daemon's goroutines.
@@ -376,7 +377,7 @@ func TestRunConfigErrorBeforeListening(t *testing.T) {
 			"namespaces[0].window_sizes[0]", []string{"between 1ms and"}},
 		{"unparsable duration", "namespaces:\n  - name: default\n    window_sizes: [\"1s\", \"soon\"]\n    sync_rate: -1\n",
 			"namespaces[0].window_sizes[1]", []string{`invalid duration "soon"`}},
-		{"unknown field", "grpc_adr: 127.0.0.1:1\n", "grpc_adr", []string{"not found"}},
+		{"unknown field", "grpc_adr: 127.0.0.1:1\n", "grpc_adr", []string{`unknown field "grpc_adr"`}},
 		{"missing sync_rate", "namespaces:\n  - name: default\n    window_sizes: [1]\n",
 			"namespaces[0].sync_rate", []string{"is required"}},
 		{"unknown store type", "stores:\n  s: {type: memcached}\n", "stores.s.type", []string{"must be one of redis, postgres, cassandra", `"memcached"`}},
@@ -388,9 +389,9 @@ func TestRunConfigErrorBeforeListening(t *testing.T) {
 			held := holdAddr(t)
 			err := wantRunError(t, []string{"--config", path, "--grpc-addr", held, "--http-addr", held}, nil)
 			msg := err.Error()
-			var ce *ConfigError
+			var ce *config.Error
 			if !errors.As(err, &ce) {
-				t.Errorf("error %q is a %T, want a *ConfigError", msg, err)
+				t.Errorf("error %q is a %T, want a *config.Error", msg, err)
 			}
 			if !strings.Contains(msg, path) || !strings.Contains(msg, c.field) {
 				t.Errorf("error %q does not name the file %s and the field %s", msg, path, c.field)

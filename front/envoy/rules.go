@@ -128,6 +128,14 @@ func (e *RulesError) Error() string {
 	return fmt.Sprintf("envoy rules %s: %s: %s", e.File, e.Field, e.Reason)
 }
 
+// CheckDir loads the domain files of dir as New would, for a namespace
+// with window sizes sizes, and returns why they do not load (a
+// *RulesError when a file is at fault).
+func CheckDir(dir string, sizes []time.Duration, namespace string) error {
+	_, err := loadDir(dir, sizes, namespace)
+	return err
+}
+
 // loadDir reads every *.yaml and *.yml file of dir (not its
 // subdirectories, nor files whose names start with a dot) and checks every
 // limit's window size against sizes.

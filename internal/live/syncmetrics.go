@@ -1,4 +1,4 @@
-package main
+package live
 
 import (
 	"time"
@@ -8,9 +8,9 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-// syncMetrics are the sync loops' Prometheus metrics, labelled by
+// SyncMetrics are the sync loops' Prometheus metrics, labelled by
 // namespace (limiter_namespace): clustersync.Metrics on a registry.
-type syncMetrics struct {
+type SyncMetrics struct {
 	duration    *prometheus.HistogramVec
 	rowsPushed  *prometheus.CounterVec
 	rowsFetched *prometheus.CounterVec
@@ -22,14 +22,14 @@ type syncMetrics struct {
 	escalated   *prometheus.CounterVec
 }
 
-var _ clustersync.Metrics = (*syncMetrics)(nil)
+var _ clustersync.Metrics = (*SyncMetrics)(nil)
 
-// newSyncMetrics creates the metrics and registers them with reg.
-func newSyncMetrics(reg prometheus.Registerer) *syncMetrics {
+// NewSyncMetrics creates the metrics and registers them with reg.
+func NewSyncMetrics(reg prometheus.Registerer) *SyncMetrics {
 	// Not "namespace": Kubernetes' label of that name would rename it
 	// exported_namespace in every scrape.
 	ns := []string{"limiter_namespace"}
-	m := &syncMetrics{
+	m := &SyncMetrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "limiterd_sync_duration_seconds", Help: "Duration of one sync tick (push and fetch).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
@@ -48,13 +48,13 @@ func newSyncMetrics(reg prometheus.Registerer) *syncMetrics {
 }
 
 // forget drops the series of a namespace removed at run time.
-func (m *syncMetrics) forget(ns string) {
+func (m *SyncMetrics) forget(ns string) {
 	for _, v := range []interface{ DeleteLabelValues(...string) bool }{m.duration, m.rowsPushed, m.rowsFetched, m.pushErrors, m.fetchErrors, m.pending, m.lastSuccess, m.fallback, m.escalated} {
 		v.DeleteLabelValues(ns)
 	}
 }
 
-func (m *syncMetrics) Tick(ns string, d time.Duration, pushFailed, fetchFailed bool) {
+func (m *SyncMetrics) Tick(ns string, d time.Duration, pushFailed, fetchFailed bool) {
 	if pushFailed {
 		m.pushErrors.WithLabelValues(ns).Inc()
 	}
@@ -64,16 +64,16 @@ func (m *syncMetrics) Tick(ns string, d time.Duration, pushFailed, fetchFailed b
 	m.duration.WithLabelValues(ns).Observe(d.Seconds())
 }
 
-func (m *syncMetrics) Synced(ns string, at time.Time) {
+func (m *SyncMetrics) Synced(ns string, at time.Time) {
 	m.lastSuccess.WithLabelValues(ns).Set(float64(at.UnixNano()) / 1e9)
 }
 
-func (m *syncMetrics) Dirty(ns string, rows int) { m.pending.WithLabelValues(ns).Set(float64(rows)) }
-func (m *syncMetrics) Pushed(ns string, rows int) {
+func (m *SyncMetrics) Dirty(ns string, rows int) { m.pending.WithLabelValues(ns).Set(float64(rows)) }
+func (m *SyncMetrics) Pushed(ns string, rows int) {
 	m.rowsPushed.WithLabelValues(ns).Add(float64(rows))
 }
-func (m *syncMetrics) Fetched(ns string, rows int) {
+func (m *SyncMetrics) Fetched(ns string, rows int) {
 	m.rowsFetched.WithLabelValues(ns).Add(float64(rows))
 }
-func (m *syncMetrics) Fallback(ns string)  { m.fallback.WithLabelValues(ns).Inc() }
-func (m *syncMetrics) Escalated(ns string) { m.escalated.WithLabelValues(ns).Inc() }
+func (m *SyncMetrics) Fallback(ns string)  { m.fallback.WithLabelValues(ns).Inc() }
+func (m *SyncMetrics) Escalated(ns string) { m.escalated.WithLabelValues(ns).Inc() }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -160,20 +159,20 @@ func (s *StoreConfig) UnmarshalYAML(n *yaml.Node) error {
 // seconds.
 type Duration = confval.Duration
 
-// ConfigError names the file, the line (0 when unknown), the field and
+// Error names the file, the line (0 when unknown), the field and
 // the reason. Validation returns an errors.Join of them, one per error.
-type ConfigError struct {
+type Error struct {
 	File   string
 	Line   int
 	Field  string
 	Reason string
 }
 
-func (e *ConfigError) Error() string { return "config " + e.Position() }
+func (e *Error) Error() string { return "config " + e.Position() }
 
 // Position is the error as a compiler would print it:
 // "file:line: field: reason", parts unknown left out.
-func (e *ConfigError) Position() string {
+func (e *Error) Position() string {
 	where := e.File
 	if e.Line > 0 {
 		where += ":" + strconv.Itoa(e.Line)
@@ -187,9 +186,15 @@ func (e *ConfigError) Position() string {
 	return strings.Join(parts, ": ")
 }
 
-var linePrefix = regexp.MustCompile(`^line (\d+): `)
+var (
+	linePrefix = regexp.MustCompile(`^line (\d+): `)
+	notFound   = regexp.MustCompile(`^field (.*) not found in type \S+$`)
+)
 
-// decodeError turns a YAML decoding error into one ConfigError per
+// unknownField begins the reason of a field the config does not have.
+const unknownField = "unknown field"
+
+// decodeError turns a YAML decoding error into one Error per
 // message, each naming its line and field: the decoder's messages give
 // only a line ("line 7: cannot unmarshal !!str `x` into int"), so the
 // field is found in the document by that line.
@@ -203,13 +208,18 @@ func decodeError(file string, data []byte, err error) error {
 	parsed := yaml.Unmarshal(data, &root) == nil
 	var errs []error
 	for _, msg := range msgs {
-		ce := &ConfigError{File: file, Reason: msg}
+		ce := &Error{File: file, Reason: msg}
 		if m := linePrefix.FindStringSubmatch(msg); m != nil {
 			ce.Line, _ = strconv.Atoi(m[1])
 			ce.Reason = msg[len(m[0]):]
 			if parsed {
 				ce.Field = fieldAt(&root, ce.Line, msg)
 			}
+		}
+		// yaml.v3 names the Go type ("field grpc_adr not found in type
+		// config.Config"), which says nothing to whoever wrote the file.
+		if m := notFound.FindStringSubmatch(ce.Reason); m != nil {
+			ce.Reason = fmt.Sprintf("%s %q", unknownField, m[1])
 		}
 		errs = append(errs, ce)
 	}
@@ -273,62 +283,50 @@ func fieldAt(root *yaml.Node, line int, msg string) string {
 
 // DefaultConfig is what limiterd runs with given no file.
 func DefaultConfig() Config {
-	return Config{GRPCAddr: "127.0.0.1:7070", HTTPAddr: "127.0.0.1:7071", LogLevel: "info", LogFormat: "text"}
+	return Config{GRPCAddr: "127.0.0.1:7070", HTTPAddr: "127.0.0.1:7071", LogLevel: "info", LogFormat: "text",
+		Namespaces: []NamespaceConfig{DefaultNamespace()}}
 }
 
-// LoadConfig reads and validates a config file.
-func LoadConfig(path string) (Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, &ConfigError{File: path, Reason: err.Error()}
-	}
-	return ParseConfig(path, data)
-}
-
-// ParseConfig parses and validates config data; name is used in errors.
-// The error joins every *ConfigError found, each with its line when the
-// file shows one.
+// ParseConfig parses and validates config data, reading no file and no
+// environment (Load does); name is used in errors. The error joins every
+// *Error found, each with its line when the file shows one.
 func ParseConfig(name string, data []byte) (Config, error) {
-	cfg, err := parseConfig(name, data)
-	if err != nil {
-		return Config{}, err
+	cfg, fatal, decodeErr := decodeConfig(name, data)
+	if fatal {
+		return Config{}, decodeErr
+	}
+	if errs := validateDecoded(&cfg, Flatten(decodeErr)); len(errs) > 0 {
+		return Config{}, placeErrors(name, data, errs)
 	}
 	return cfg, nil
 }
 
-// parseConfig is ParseConfig returning, with its errors, what could be
-// decoded, so that check can go on to read the secrets.
-func parseConfig(name string, data []byte) (Config, error) {
-	cfg, fatal, decodeErr := decodeConfig(name, data)
-	errs := flatten(decodeErr)
-	if !fatal {
-		// A field that did not decode holds its default, so the checks
-		// of the entry holding it (its namespace, token, section) would
-		// report errors that are not in the file. An unknown field
-		// leaves nothing half-decoded: its entry is checked.
-		var decoded []string
-		for _, e := range errs {
-			if ce, ok := e.(*ConfigError); ok && ce.Field != "" && !strings.Contains(ce.Reason, " not found in type ") {
-				entry := ce.Field
-				if i := strings.LastIndexAny(entry, ".["); i > 0 {
-					entry = entry[:i]
-				}
-				decoded = append(decoded, entry)
+// validateDecoded returns errs, the decoding's errors, and those of
+// validating cfg, less those of an entry that did not decode.
+func validateDecoded(cfg *Config, errs []error) []error {
+	// A field that did not decode holds its default, so the checks of
+	// the entry holding it (its namespace, token, section) would report
+	// errors that are not in the file. An unknown field leaves nothing
+	// half-decoded: its entry is checked.
+	var decoded []string
+	for _, e := range errs {
+		if ce, ok := e.(*Error); ok && ce.Field != "" && !strings.HasPrefix(ce.Reason, unknownField) {
+			entry := ce.Field
+			if i := strings.LastIndexAny(entry, ".["); i > 0 {
+				entry = entry[:i]
 			}
-		}
-		for _, e := range flatten(cfg.Validate()) {
-			if ce, ok := e.(*ConfigError); !ok || !underAny(ce.Field, decoded) {
-				errs = append(errs, e)
-			}
+			decoded = append(decoded, entry)
 		}
 	}
-	if len(errs) == 0 {
-		return cfg, nil
+	for _, e := range Flatten(cfg.Validate()) {
+		if ce, ok := e.(*Error); !ok || !underAny(ce.Field, decoded) {
+			errs = append(errs, e)
+		}
 	}
-	return cfg, placeErrors(name, data, errs)
+	return errs
 }
 
-// placeErrors names file in every *ConfigError of errs, gives those
+// placeErrors names file in every *Error of errs, gives those
 // without a line the line of their field in data, and joins them in the
 // file's order, errors of the whole file (line 0) first.
 func placeErrors(file string, data []byte, errs []error) error {
@@ -336,7 +334,7 @@ func placeErrors(file string, data []byte, errs []error) error {
 	_ = yaml.Unmarshal(data, &root) // a syntax error leaves root empty
 	lines := pathLines(&root)
 	for _, e := range errs {
-		if ce, ok := e.(*ConfigError); ok {
+		if ce, ok := e.(*Error); ok && (ce.File == "" || ce.File == file) {
 			ce.File = file
 			if ce.Line == 0 {
 				ce.Line = lineOf(lines, ce.Field)
@@ -347,9 +345,9 @@ func placeErrors(file string, data []byte, errs []error) error {
 	return errors.Join(errs...)
 }
 
-// errorLine is err's line when it is a *ConfigError, else 0.
+// errorLine is err's line when it is a *Error, else 0.
 func errorLine(err error) int {
-	if ce, ok := err.(*ConfigError); ok {
+	if ce, ok := err.(*Error); ok {
 		return ce.Line
 	}
 	return 0
@@ -432,6 +430,7 @@ func lineOf(lines map[string]int, field string) int {
 // set when nothing could be (a syntax error).
 func decodeConfig(name string, data []byte) (cfg Config, fatal bool, err error) {
 	cfg = DefaultConfig()
+	cfg.Namespaces = nil // the file's, when it has some
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var errs []error
@@ -441,19 +440,24 @@ func decodeConfig(name string, data []byte) (cfg Config, fatal bool, err error) 
 		}
 		errs = append(errs, decodeError(name, data, err))
 	}
+	// A file without namespaces runs the default one; once loaded, it is
+	// a namespace like any other (the admin API may remove it).
+	if len(cfg.Namespaces) == 0 {
+		cfg.Namespaces = []NamespaceConfig{DefaultNamespace()}
+	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		errs = append(errs, &ConfigError{File: name, Line: extra.Line, Reason: "a config file holds one YAML document, found a second one"})
+		errs = append(errs, &Error{File: name, Line: extra.Line, Reason: "a config file holds one YAML document, found a second one"})
 	}
 	// A count the decoder refused already is not reported twice.
 	failed := make(map[string]bool)
-	for _, e := range flatten(joinErrors(errs...)) {
-		if ce, ok := e.(*ConfigError); ok {
+	for _, e := range Flatten(joinErrors(errs...)) {
+		if ce, ok := e.(*Error); ok {
 			failed[ce.Field] = true
 		}
 	}
-	for _, e := range flatten(checkWholeNumbers(name, data)) {
-		if ce, ok := e.(*ConfigError); !ok || !failed[ce.Field] {
+	for _, e := range Flatten(checkWholeNumbers(name, data)) {
+		if ce, ok := e.(*Error); !ok || !failed[ce.Field] {
 			errs = append(errs, e)
 		}
 	}
@@ -470,7 +474,7 @@ func checkWholeNumbers(file string, data []byte) error {
 	var errs []error
 	check := func(field string, v *yaml.Node) {
 		if v.Kind == yaml.ScalarNode && v.ShortTag() != "!!int" && v.ShortTag() != "!!null" {
-			errs = append(errs, &ConfigError{File: file, Line: v.Line, Field: field, Reason: fmt.Sprintf("must be a whole number, got %q", v.Value)})
+			errs = append(errs, &Error{File: file, Line: v.Line, Field: field, Reason: fmt.Sprintf("must be a whole number, got %q", v.Value)})
 		}
 	}
 	top := root.Content[0].Content
@@ -502,12 +506,12 @@ func checkWholeNumbers(file string, data []byte) error {
 var storeTypes = []string{"redis", "postgres", "cassandra"}
 
 // Validate checks everything that can be checked without connecting and
-// returns every error it finds: an errors.Join of *ConfigError, in the
+// returns every error it finds: an errors.Join of *Error, in the
 // order of the file's sections.
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, &ConfigError{Field: field, Reason: fmt.Sprintf(format, args...)})
+		errs = append(errs, &Error{Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
 	if len(c.NodeName) > 253 || !utf8.ValidString(c.NodeName) || strings.ContainsFunc(c.NodeName, unicode.IsControl) {
 		bad("node_name", "must be valid UTF-8 of at most 253 bytes without control characters, got %q", c.NodeName)
@@ -528,7 +532,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.RESP.validate())
-	if _, err := adminAddr(c.AdminAddr); err != nil {
+	if _, err := AdminAddr(c.AdminAddr); err != nil {
 		bad("admin_addr", "%v", err)
 	}
 	errs = append(errs, c.TLS.validate())
@@ -651,17 +655,17 @@ func validateStore(name string, s StoreConfig, getenv func(string) string) (Stor
 		if _, err = decodeStoreOptions(resolved); err != nil {
 			var fe *node.FieldError
 			if errors.As(err, &fe) {
-				err = &ConfigError{Field: fe.Field, Reason: fe.Reason}
-			} else if _, ok := errors.AsType[*ConfigError](err); !ok {
-				err = &ConfigError{Line: s.Options.Line, Reason: err.Error()}
+				err = &Error{Field: fe.Field, Reason: fe.Reason}
+			} else if _, ok := errors.AsType[*Error](err); !ok {
+				err = &Error{Line: s.Options.Line, Reason: err.Error()}
 			}
 		}
 	}
 	// The resolved mapping keeps the file's lines, and has the entries
 	// (addrs[1]) of values read from files and variables.
 	lines := pathLines(&resolved.Options)
-	for _, e := range flatten(err) {
-		if ce, ok := e.(*ConfigError); ok {
+	for _, e := range Flatten(err) {
+		if ce, ok := e.(*Error); ok {
 			if ce.Line == 0 {
 				ce.Line = lineOf(lines, ce.Field)
 			}
@@ -671,8 +675,8 @@ func validateStore(name string, s StoreConfig, getenv func(string) string) (Stor
 	return resolved, err
 }
 
-// flatten lists the errors joined in err (err itself when it joins none).
-func flatten(err error) []error {
+// Flatten lists the errors joined in err (err itself when it joins none).
+func Flatten(err error) []error {
 	if err == nil {
 		return nil
 	}
@@ -682,12 +686,19 @@ func flatten(err error) []error {
 	return []error{err}
 }
 
-// NodeConfigs returns the namespaces as node configs; the default namespace
-// when none is configured.
-func (c *Config) NodeConfigs() []node.Config {
-	if len(c.Namespaces) == 0 {
-		return []node.Config{node.DefaultConfig()}
+// DefaultNamespace is the namespace of a config that has none: "default",
+// 1s and 60s windows, local only.
+func DefaultNamespace() NamespaceConfig {
+	d := node.DefaultConfig()
+	nc := NamespaceConfig{Name: d.Name, SyncRate: &d.SyncRate, MaxKeys: d.MaxKeys}
+	for _, s := range d.WindowSizes {
+		nc.WindowSizes = append(nc.WindowSizes, Duration(s))
 	}
+	return nc
+}
+
+// NodeConfigs returns the namespaces as node configs.
+func (c *Config) NodeConfigs() []node.Config {
 	out := make([]node.Config, len(c.Namespaces))
 	for i, n := range c.Namespaces {
 		nc := node.Config{Name: n.Name, Store: n.Store, MaxKeys: n.MaxKeys, SyncRate: -1, OnFull: node.KeyCapPolicy(n.OnFull),

@@ -1,4 +1,4 @@
-package main
+package live
 
 import (
 	"log/slog"
@@ -25,10 +25,11 @@ func (s *stuckStore) Close() error {
 func TestCloseStoresDoesNotWaitForAStuckStore(t *testing.T) {
 	st := &stuckStore{closing: make(chan struct{}), release: make(chan struct{})}
 	defer close(st.release)
-	d := &daemon{log: slog.New(slog.DiscardHandler), syncers: map[string]*liveSyncer{"api": {store: &openStore{name: "main", st: st}}}}
+	o := New(Options{Log: slog.New(slog.DiscardHandler)})
+	o.syncers["api"] = &liveSyncer{store: &openStore{name: "main", st: st}}
 	returned := make(chan struct{})
 	go func() {
-		d.closeStoresWithin(10 * time.Millisecond)
+		o.closeStoresWithin(10 * time.Millisecond)
 		close(returned)
 	}()
 	select {

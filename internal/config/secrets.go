@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -42,7 +42,7 @@ func secretFields(storeType string) []secretField {
 // resolveStoreSecrets returns s with every <field>_file and <field>_env
 // replaced by <field> and its value, read with getenv and os.ReadFile; a
 // nil getenv reads nothing and puts placeholders in, to check the config
-// alone. Errors are *ConfigError naming the field (relative to the
+// alone. Errors are *Error naming the field (relative to the
 // store) and its line; values never appear in them.
 func resolveStoreSecrets(s StoreConfig, getenv func(string) string) (StoreConfig, error) {
 	fields := secretFields(s.Type)
@@ -69,7 +69,7 @@ func resolveStoreSecrets(s StoreConfig, getenv func(string) string) (StoreConfig
 	}
 	var errs []error
 	bad := func(k *yaml.Node, format string, args ...any) {
-		errs = append(errs, &ConfigError{Line: k.Line, Field: k.Value, Reason: fmt.Sprintf(format, args...)})
+		errs = append(errs, &Error{Line: k.Line, Field: k.Value, Reason: fmt.Sprintf(format, args...)})
 	}
 	for _, f := range fields {
 		keys := sources[f.name]
@@ -122,18 +122,13 @@ func resolveStoreSecrets(s StoreConfig, getenv func(string) string) (StoreConfig
 
 // loadStoreSecrets reads every store's secrets from files and the
 // environment (the config is validated already) and checks the values
-// read; file names the config file in errors.
-func (c *Config) loadStoreSecrets(file string, getenv func(string) string) error {
+// read.
+func (c *Config) loadStoreSecrets(getenv func(string) string) error {
 	var errs []error
 	stores := make(map[string]StoreConfig, len(c.Stores))
 	for name, s := range c.Stores {
 		resolved, err := validateStore(name, s, getenv)
-		for _, e := range flatten(err) {
-			if ce, ok := e.(*ConfigError); ok {
-				ce.File = file
-			}
-			errs = append(errs, e)
-		}
+		errs = append(errs, Flatten(err)...)
 		stores[name] = resolved
 	}
 	c.Stores = stores

@@ -1,6 +1,7 @@
-package main
+package admin
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -8,39 +9,65 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/service"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
+	"google.golang.org/grpc"
 )
+
+// serveAdmin serves the admin API of a node running the config yaml, its
+// stores all store, over HTTP/JSON.
+func serveAdmin(t *testing.T, name string, store clustersync.Store, yaml string) (*node.Node, *httptest.Server) {
+	t.Helper()
+	cfg, err := config.ParseConfig("test.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	o := live.New(live.Options{Log: log, Node: n, Service: svc, Incarnation: clustersync.NewIncarnation(name),
+		Versions: clustersync.NewVersions(time.Now),
+		Open: func(context.Context, string, config.StoreConfig, func(string) string, *slog.Logger) (clustersync.Store, error) {
+			return store, nil
+		}})
+	t.Cleanup(o.Stop)
+	if _, err := o.Apply(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	New(o, n, log, 5*time.Second).Register(mux, grpc.NewServer())
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return n, srv
+}
 
 // TestAdminNamespaces: the list, and sync and fetch now: a push makes a
 // node's hits the store's at once, a fetch brings the others' to a node
 // before its tick.
 func TestAdminNamespaces(t *testing.T) {
 	store := memory.New()
-	newNode := func(name string) (*node.Node, map[string]*clustersync.Syncer, *httptest.Server) {
-		n, err := node.New([]node.Config{
-			{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: 60, Store: "main"},
-			{Name: "local", WindowSizes: []time.Duration{time.Second}, SyncRate: -1},
-		}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ns, _ := n.Namespace("api")
-		sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation(name), clustersync.NewVersions(time.Now), clustersync.Config{}, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		syncers := map[string]*clustersync.Syncer{"api": sy}
-		d := &daemon{node: n, log: slog.New(slog.DiscardHandler), syncers: map[string]*liveSyncer{"api": {s: sy}}}
-		mux := http.NewServeMux()
-		d.adminNamespaces(mux, 5*time.Second)
-		srv := httptest.NewServer(mux)
-		t.Cleanup(srv.Close)
-		return n, syncers, srv
+	newNode := func(name string) (*node.Node, *httptest.Server) {
+		n, srv := serveAdmin(t, name, store, `
+stores:
+  main: {type: redis}
+namespaces:
+  - {name: api, window_sizes: [1m], sync_rate: 60, store: main}
+  - {name: local, window_sizes: [1s], sync_rate: -1}
+`)
+		return n, srv
 	}
-	a, _, srvA := newNode("a")
-	b, _, srvB := newNode("b")
+	a, srvA := newNode("a")
+	b, srvB := newNode("b")
 	post := func(srv *httptest.Server, path string) int {
 		t.Helper()
 		resp, err := http.Post(srv.URL+path, "", nil)

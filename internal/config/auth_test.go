@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -88,11 +88,7 @@ func TestAuthTokenLoading(t *testing.T) {
 		{"the same token twice", "{name: a, token_file: " + good + ", namespaces: [default], operations: [read]}\n    - {name: b, token_env: SAME, namespaces: [default], operations: [read]}", "auth.tokens[1].token", "same token as a's"},
 	} {
 		path := writeFile(t, "limiterd.yaml", ns+"auth:\n  tokens:\n    - "+c.tokens+"\n")
-		fs, flags := serveFlags(envFunc(env))
-		if err := fs.Parse([]string{"--config", path}); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := flags.config()
+		cfg, err := Load(Source{Path: path, Getenv: envFunc(env)})
 		if c.field == "" {
 			if err != nil || cfg.Auth.authz == nil {
 				t.Errorf("%s: %v", c.name, err)
@@ -101,7 +97,7 @@ func TestAuthTokenLoading(t *testing.T) {
 			}
 			continue
 		}
-		var ce *ConfigError
+		var ce *Error
 		if !errors.As(err, &ce) || ce.File != path || ce.Field != c.field || !strings.Contains(ce.Reason, c.reason) {
 			t.Errorf("%s: %v; want %s on %s: ...%s", c.name, err, path, c.field, c.reason)
 		}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"crypto/tls"
@@ -103,7 +103,7 @@ func TestConfigFullExample(t *testing.T) {
 		"stop_timeout":            {{time.Duration(cfg.StopTimeout), 12 * time.Second}},
 		"grpc_max_connection_age": {{time.Duration(cfg.GRPCMaxConnectionAge), 10 * time.Minute}},
 		"resp_addr":               {{cfg.RESPAddr, "0.0.0.0:6380"}},
-		"admin_addr":              {{cfg.AdminAddr, "6060"}, {must(adminAddr(cfg.AdminAddr)), "127.0.0.1:6060"}},
+		"admin_addr":              {{cfg.AdminAddr, "6060"}, {must(AdminAddr(cfg.AdminAddr)), "127.0.0.1:6060"}},
 		"tls.cert_file":           {{cfg.TLS.CertFile, "/etc/limiterd/tls/server.crt"}},
 		"tls.key_file":            {{cfg.TLS.KeyFile, "/etc/limiterd/tls/server.key"}},
 		"tls.client_ca_file":      {{cfg.TLS.ClientCAFile, "/etc/limiterd/tls/clients-ca.crt"}},
@@ -142,7 +142,7 @@ func TestConfigFullExample(t *testing.T) {
 		"namespaces[].estimator.slots":         {{ns(1).Estimator == nil && ns(2).Estimator == nil, true}},
 		"envoy.config_dir":                     {{cfg.Envoy.ConfigDir, "/etc/limiterd/envoy"}},
 		"envoy.namespace":                      {{cfg.Envoy.Namespace, "api"}},
-		"envoy.poll_interval":                  {{cfg.Envoy.envoyPoll(), 5 * time.Second}},
+		"envoy.poll_interval":                  {{cfg.Envoy.Poll(), 5 * time.Second}},
 		"envoy.stop_increment_when_over_limit": {{cfg.Envoy.StopIncrementWhenOverLimit, true}},
 		"envoy.response_headers.enabled":       {{cfg.Envoy.ResponseHeaders.Enabled, true}},
 		"envoy.response_headers.limit":         {{cfg.Envoy.ResponseHeaders.Limit, "RateLimit-Limit"}},
@@ -263,7 +263,7 @@ func TestConfigValidation(t *testing.T) {
 		{"negative batch_size", "sync:\n  batch_size: -1\n" + ns, "sync.batch_size", []string{"must not be negative"}},
 		{"fractional batch_size", "sync:\n  batch_size: 1.5\n" + ns, "sync.batch_size", []string{"whole number", `"1.5"`}},
 		{"batch_size overflow", "sync:\n  batch_size: 99999999999999999999\n" + ns, "sync.batch_size", []string{"cannot unmarshal"}},
-		{"unknown sync field", "sync:\n  tick: 1s\n" + ns, "sync.tick", []string{"field tick not found"}},
+		{"unknown sync field", "sync:\n  tick: 1s\n" + ns, "sync.tick", []string{`unknown field "tick"`}},
 		{"unknown store type", "stores:\n  cache:\n    type: memcached\n" + ns, "stores.cache.type", []string{"must be one of redis, postgres, cassandra", `"memcached"`}},
 		{"store without type", "stores:\n  s: {addrs: [a]}\n" + ns, "stores.s.type", []string{`got ""`}},
 		{"store type in another case", "stores:\n  s: {type: Redis}\n" + ns, "stores.s.type", []string{`"Redis"`}},
@@ -305,11 +305,11 @@ func TestConfigValidation(t *testing.T) {
 		{"estimator hashes 17", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator: {hashes: 17, slots: 65536}\n"), "namespaces[0].estimator.hashes", []string{"between 1 and 16"}},
 		{"estimator slots too few", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator: {hashes: 4, slots: 8}\n"), "namespaces[0].estimator.slots", []string{"between 16 and 16777216", "got 8"}},
 		{"estimator slots not a number", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator:\n      hashes: 4\n      slots: many\n"), "namespaces[0].estimator.slots", []string{"`many`"}},
-		{"unknown estimator field", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator:\n      rows: 4\n"), "namespaces[0].estimator.rows", []string{"field rows not found"}},
+		{"unknown estimator field", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator:\n      rows: 4\n"), "namespaces[0].estimator.rows", []string{`unknown field "rows"`}},
 		{"estimator periodic", nsWith("    window_sizes: [1s]\n    sync_rate: 1\n    store: s\n    estimator: {hashes: 4, slots: 65536}\n"), "namespaces[0].sync_rate", []string{"local only", "got 1"}},
 		{"estimator synchronous", nsWith("    window_sizes: [1s]\n    sync_rate: 0\n    store: s\n    estimator: {hashes: 4, slots: 65536}\n"), "namespaces[0].sync_rate", []string{"local only", "got 0"}},
-		{"unknown namespace field", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    sync: 1\n"), "namespaces[0].sync", []string{"field sync not found"}},
-		{"unknown top-level field", "grpc_adr: x\n" + ns, "grpc_adr", []string{"field grpc_adr not found"}},
+		{"unknown namespace field", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    sync: 1\n"), "namespaces[0].sync", []string{`unknown field "sync"`}},
+		{"unknown top-level field", "grpc_adr: x\n" + ns, "grpc_adr", []string{`unknown field "grpc_adr"`}},
 		{"duplicate key", "log_level: info\nlog_level: warn\n" + ns, "log_level", []string{"already defined"}},
 		{"second document", ns + "---\n" + ns, "", []string{"second one"}},
 		{"not YAML", "namespaces: [\n", "", []string{"did not find expected node content"}},
@@ -343,10 +343,10 @@ func TestConfigValidation(t *testing.T) {
 			}
 			// Every error is reported: the one the case is about is among
 			// them, with its line when the field is in the file.
-			var ce *ConfigError
-			for _, e := range flatten(err) {
-				if got, ok := e.(*ConfigError); !ok {
-					t.Fatalf("error %v is a %T, want *ConfigError", e, e)
+			var ce *Error
+			for _, e := range Flatten(err) {
+				if got, ok := e.(*Error); !ok {
+					t.Fatalf("error %v is a %T, want *Error", e, e)
 				} else if got.Field == c.field && ce == nil {
 					ce = got
 				}
@@ -447,7 +447,11 @@ func TestConfigTestdata(t *testing.T) {
 		t.Fatalf("testdata/config holds %d files", len(files))
 	}
 	for _, f := range files {
-		cfg, err := LoadConfig(f)
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := ParseConfig(f, data)
 		if want := valid[filepath.Base(f)]; (err == nil) != want {
 			t.Errorf("%s: %v; want valid: %v", f, err, want)
 		} else if err != nil && !strings.HasPrefix(err.Error(), "config "+f+":") {
@@ -461,7 +465,7 @@ func TestConfigTestdata(t *testing.T) {
 }
 
 // FuzzParseConfig: ParseConfig never panics; a config it accepts validates
-// again and builds a node; a config it refuses gets a *ConfigError naming
+// again and builds a node; a config it refuses gets a *Error naming
 // the file.
 func FuzzParseConfig(f *testing.F) {
 	files, _ := filepath.Glob("testdata/config/*.yaml")
@@ -484,9 +488,9 @@ func FuzzParseConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := ParseConfig("fuzz.yaml", data)
 		if err != nil {
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) || ce.File != "fuzz.yaml" {
-				t.Fatalf("error %v (%T) is not a *ConfigError naming the file", err, err)
+				t.Fatalf("error %v (%T) is not a *Error naming the file", err, err)
 			}
 			if !strings.HasPrefix(err.Error(), "config fuzz.yaml:") {
 				t.Fatalf("error %q does not start with the file", err)

@@ -1,8 +1,9 @@
-package main
+package live
 
 import (
 	"context"
 	"slices"
+	"strings"
 	gosync "sync"
 	"time"
 
@@ -25,13 +26,17 @@ const (
 // cannot hold '/').
 var probeKey = []clustersync.WindowKey{{Namespace: "limiterd/probe", Size: time.Second, Key: "probe"}}
 
-// storeState is the last probe's outcome of one store.
+// StoreState is the last probe's outcome of one store.
+type StoreState struct {
+	Name    string
+	Up      bool
+	Err     string
+	Since   time.Time // of the current state
+	Checked time.Time
+}
+
 type storeState struct {
-	name    string
-	up      bool
-	err     string
-	since   time.Time // of the current state
-	checked time.Time
+	StoreState
 	// reminded is when the outage was last logged.
 	reminded time.Time
 }
@@ -42,32 +47,26 @@ type storeHealth struct {
 	stores map[*openStore]*storeState
 }
 
-// snapshot returns the states, by store name.
-func (h *storeHealth) snapshot() []storeState {
+// Stores returns the stores' states, by name.
+func (o *Owner) Stores() []StoreState {
+	h := &o.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	out := make([]storeState, 0, len(h.stores))
+	out := make([]StoreState, 0, len(h.stores))
 	for _, s := range h.stores {
-		out = append(out, *s)
+		out = append(out, s.StoreState)
 	}
-	slices.SortFunc(out, func(a, b storeState) int {
-		if a.name < b.name {
-			return -1
-		}
-		if a.name > b.name {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b StoreState) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
-// probeStores probes the open stores until ctx ends.
-func (d *daemon) probeStores(ctx context.Context) {
+// Probe probes the open stores every few seconds until ctx ends; Stores
+// and the health endpoints report the outcome.
+func (o *Owner) Probe(ctx context.Context) {
 	t := time.NewTicker(storeProbePeriod)
 	defer t.Stop()
 	for {
-		d.probeOnce(ctx)
+		o.probeOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -77,15 +76,15 @@ func (d *daemon) probeStores(ctx context.Context) {
 }
 
 // probeOnce probes every open store once, at the same time.
-func (d *daemon) probeOnce(ctx context.Context) {
-	stores := d.openStores()
+func (o *Owner) probeOnce(ctx context.Context) {
+	stores := o.openStores()
 	errs := make([]error, len(stores))
 	var wg gosync.WaitGroup
-	for i, o := range stores {
+	for i, st := range stores {
 		wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, storeProbeTimeout)
 			defer cancel()
-			errs[i] = o.st.Fetch(pctx, d.inc, probeKey, make([]int64, 1))
+			errs[i] = st.st.Fetch(pctx, o.opts.Incarnation, probeKey, make([]int64, 1))
 		})
 	}
 	wg.Wait()
@@ -93,44 +92,44 @@ func (d *daemon) probeOnce(ctx context.Context) {
 		return // stopping: a cancelled probe says nothing
 	}
 	now := time.Now()
-	h := &d.storeHealth
+	h := &o.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stores == nil {
 		h.stores = map[*openStore]*storeState{}
 	}
-	for o := range h.stores {
-		if !slices.Contains(stores, o) {
-			delete(h.stores, o) // closed
+	for st := range h.stores {
+		if !slices.Contains(stores, st) {
+			delete(h.stores, st) // closed
 		}
 	}
-	for i, o := range stores {
-		s := h.stores[o]
+	for i, st := range stores {
+		s := h.stores[st]
 		if s == nil {
-			s = &storeState{name: o.name, up: true, since: now}
-			h.stores[o] = s
+			s = &storeState{StoreState: StoreState{Name: st.name, Up: true, Since: now}}
+			h.stores[st] = s
 		}
-		s.checked = now
-		d.observeStore(s, errs[i], now)
+		s.Checked = now
+		o.observeStore(s, errs[i], now)
 	}
 }
 
 // observeStore moves s to a probe's outcome, logging an outage's start,
 // reminders and end.
-func (d *daemon) observeStore(s *storeState, err error, now time.Time) {
-	log := d.log.With("store", s.name)
+func (o *Owner) observeStore(s *storeState, err error, now time.Time) {
+	log := o.opts.Log.With("store", s.Name)
 	switch {
-	case err == nil && !s.up:
-		log.Info("store reachable again", "outage", now.Sub(s.since).Round(time.Millisecond))
-		s.up, s.err, s.since = true, "", now
+	case err == nil && !s.Up:
+		log.Info("store reachable again", "outage", now.Sub(s.Since).Round(time.Millisecond))
+		s.Up, s.Err, s.Since = true, "", now
 	case err == nil:
-	case s.up:
+	case s.Up:
 		log.Warn("store unreachable; namespaces answer from local counts and keep what they count for later", "err", err)
-		s.up, s.err, s.since, s.reminded = false, err.Error(), now, now
+		s.Up, s.Err, s.Since, s.reminded = false, err.Error(), now, now
 	default:
-		s.err = err.Error()
+		s.Err = err.Error()
 		if now.Sub(s.reminded) >= outageReminder {
-			log.Warn("store still unreachable", "for", now.Sub(s.since).Round(time.Second), "err", err)
+			log.Warn("store still unreachable", "for", now.Sub(s.Since).Round(time.Second), "err", err)
 			s.reminded = now
 		}
 	}

@@ -1,4 +1,8 @@
-package main
+// Package admin serves the admin API of a node, over HTTP/JSON and gRPC
+// on the admin listener: the namespaces' configuration, changed through
+// the owner of the running configuration (internal/live), and a
+// namespace's sync now.
+package admin
 
 import (
 	"bytes"
@@ -7,19 +11,59 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
+	adminv1 "github.com/limiterd/limiterd/api/proto/limiter/admin/v1"
+
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"gopkg.in/yaml.v3"
 
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/live"
+	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-// adminNamespaces serves the namespaces' admin operations on the admin
-// listener; Kong's library offers the same as calls (new, sync, fetch):
+// Owner is the running configuration the admin API changes.
+type Owner interface {
+	Put(ctx context.Context, nc config.NamespaceConfig) (string, error)
+	Delete(ctx context.Context, name string) (string, error)
+	Reload(ctx context.Context) (string, error)
+	// Syncer is the namespace's syncer, nil when it is local only.
+	Syncer(name string) *clustersync.Syncer
+}
+
+// API is the admin API of one node.
+type API struct {
+	owner Owner
+	node  *node.Node
+	log   *slog.Logger
+	// timeout bounds a sync or fetch now; a change waits for it too,
+	// after the calls still running on a replaced namespace.
+	timeout time.Duration
+}
+
+// changeTimeout bounds the wait for the calls still running on a replaced
+// namespace: longer than any call.
+const changeTimeout = 30 * time.Second
+
+// New returns the admin API of the node n, whose namespaces owner
+// changes; timeout bounds a sync or fetch now.
+func New(owner Owner, n *node.Node, log *slog.Logger, timeout time.Duration) *API {
+	return &API{owner: owner, node: n, log: log, timeout: timeout}
+}
+
+// Register serves the API on mux (HTTP/JSON) and gs (gRPC).
+func (a *API) Register(mux *http.ServeMux, gs grpc.ServiceRegistrar) {
+	a.registerHTTP(mux)
+	adminv1.RegisterAdminServer(gs, &rpc{a: a})
+}
+
+// registerHTTP serves the namespaces' admin operations; Kong's library offers the same as calls (new, sync, fetch):
 //
 //	GET    /v1/namespaces              every namespace's configuration
 //	PUT    /v1/namespaces/{name}       add or change one (body: its config entry, JSON or YAML)
@@ -33,7 +77,7 @@ import (
 // 200 with a summary, 400 naming every invalid field, 404 for an unknown
 // namespace; sync and fetch answer 409 for a local-only namespace and 503
 // when the store fails.
-func (d *daemon) adminNamespaces(mux *http.ServeMux, timeout time.Duration) {
+func (a *API) registerHTTP(mux *http.ServeMux) {
 	type nsInfo struct {
 		Name        string   `json:"name"`
 		Mode        string   `json:"mode"`
@@ -44,7 +88,7 @@ func (d *daemon) adminNamespaces(mux *http.ServeMux, timeout time.Duration) {
 	}
 	mux.HandleFunc("GET /v1/namespaces", func(w http.ResponseWriter, _ *http.Request) {
 		out := []nsInfo{}
-		for _, ns := range d.node.Namespaces() {
+		for _, ns := range a.node.Namespaces() {
 			c := ns.Config()
 			info := nsInfo{Name: c.Name, Mode: c.Mode().String(), SyncRate: c.SyncRate, Store: c.Store, ActiveKeys: ns.ActiveKeys()}
 			for _, s := range c.WindowSizes {
@@ -54,11 +98,11 @@ func (d *daemon) adminNamespaces(mux *http.ServeMux, timeout time.Duration) {
 		}
 		writeJSON(w, http.StatusOK, out)
 	})
-	change := func(w http.ResponseWriter, r *http.Request, edit func(*Config) error) {
-		ctx, cancel := context.WithTimeout(r.Context(), rerouteTimeout+timeout)
+	change := func(w http.ResponseWriter, r *http.Request, do func(context.Context) (string, error)) {
+		ctx, cancel := context.WithTimeout(r.Context(), changeTimeout+a.timeout)
 		defer cancel()
-		summary, err := d.update(ctx, edit)
-		d.answerChange(w, summary, err)
+		summary, err := do(ctx)
+		a.answerChange(w, summary, err)
 	}
 	mux.HandleFunc("PUT /v1/namespaces/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
@@ -67,43 +111,29 @@ func (d *daemon) adminNamespaces(mux *http.ServeMux, timeout time.Duration) {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		change(w, r, func(cfg *Config) error {
-			if i := slices.IndexFunc(cfg.Namespaces, func(n NamespaceConfig) bool { return n.Name == name }); i >= 0 {
-				cfg.Namespaces[i] = nc
-			} else {
-				cfg.Namespaces = append(cfg.Namespaces, nc)
-			}
-			return nil
-		})
+		change(w, r, func(ctx context.Context) (string, error) { return a.owner.Put(ctx, nc) })
 	})
 	mux.HandleFunc("DELETE /v1/namespaces/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
-		change(w, r, func(cfg *Config) error {
-			i := slices.IndexFunc(cfg.Namespaces, func(n NamespaceConfig) bool { return n.Name == name })
-			if i < 0 {
-				return errNotFound{fmt.Sprintf("namespace %q is not configured", name)}
-			}
-			cfg.Namespaces = slices.Delete(cfg.Namespaces, i, i+1)
-			return nil
-		})
+		change(w, r, func(ctx context.Context) (string, error) { return a.owner.Delete(ctx, name) })
 	})
 	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, r *http.Request) {
-		summary, err := d.reload(r.Context())
-		d.answerChange(w, summary, err)
+		summary, err := a.owner.Reload(r.Context())
+		a.answerChange(w, summary, err)
 	})
 	run := func(op func(*clustersync.Syncer, context.Context) error) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			name := r.PathValue("name")
-			if _, err := d.node.Namespace(name); err != nil {
+			if _, err := a.node.Namespace(name); err != nil {
 				http.Error(w, err.Error(), http.StatusNotFound)
 				return
 			}
-			sy := d.syncer(name)
+			sy := a.owner.Syncer(name)
 			if sy == nil {
 				http.Error(w, "namespace "+name+" is local only: nothing to sync", http.StatusConflict)
 				return
 			}
-			ctx, cancel := context.WithTimeout(r.Context(), timeout)
+			ctx, cancel := context.WithTimeout(r.Context(), a.timeout)
 			defer cancel()
 			if err := op(sy, ctx); err != nil {
 				http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -116,16 +146,11 @@ func (d *daemon) adminNamespaces(mux *http.ServeMux, timeout time.Duration) {
 	mux.HandleFunc("POST /v1/namespaces/{name}/fetch", run((*clustersync.Syncer).Fetch))
 }
 
-// errNotFound is an admin change naming what does not exist.
-type errNotFound struct{ msg string }
-
-func (e errNotFound) Error() string { return e.msg }
-
 // answerChange writes a change's outcome: its summary, or every error one
 // a line.
-func (d *daemon) answerChange(w http.ResponseWriter, summary string, err error) {
+func (a *API) answerChange(w http.ResponseWriter, summary string, err error) {
 	if err == nil {
-		d.log.Info("namespaces changed", "how", "admin", "summary", summary)
+		a.log.Info("namespaces changed", "how", "admin", "summary", summary)
 		writeJSON(w, http.StatusOK, map[string]string{"summary": summary})
 		return
 	}
@@ -143,17 +168,16 @@ type changeFailure struct {
 
 func classifyChange(err error) changeFailure {
 	f := changeFailure{http: http.StatusBadRequest, grpc: codes.InvalidArgument}
-	var nf errNotFound
 	switch {
-	case errors.As(err, &nf):
+	case isNotFound(err):
 		f.http, f.grpc = http.StatusNotFound, codes.NotFound
-	case errors.Is(err, errNoReload):
+	case errors.Is(err, live.ErrNoReload):
 		f.http, f.grpc = http.StatusConflict, codes.FailedPrecondition
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		f.http, f.grpc = http.StatusServiceUnavailable, codes.Unavailable
 	}
 	var lines []string
-	for _, e := range flatten(err) {
+	for _, e := range config.Flatten(err) {
 		lines = append(lines, e.Error())
 	}
 	f.msg = strings.Join(lines, "\n")
@@ -166,15 +190,15 @@ const maxNamespaceBody = 64 << 10
 // decodeNamespace reads one namespace entry, as in the config file's
 // namespaces list; JSON is YAML too. Its name, when given, must be the
 // path's.
-func decodeNamespace(name string, body io.Reader) (NamespaceConfig, error) {
+func decodeNamespace(name string, body io.Reader) (config.NamespaceConfig, error) {
 	data, err := io.ReadAll(io.LimitReader(body, maxNamespaceBody+1))
 	if err != nil {
-		return NamespaceConfig{}, err
+		return config.NamespaceConfig{}, err
 	}
 	if len(data) > maxNamespaceBody {
-		return NamespaceConfig{}, fmt.Errorf("body: at most %d bytes", maxNamespaceBody)
+		return config.NamespaceConfig{}, fmt.Errorf("body: at most %d bytes", maxNamespaceBody)
 	}
-	var nc NamespaceConfig
+	var nc config.NamespaceConfig
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&nc); err != nil && err != io.EOF {
@@ -194,4 +218,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+func isNotFound(err error) bool {
+	_, ok := errors.AsType[*live.NotFoundError](err)
+	return ok
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -169,7 +170,7 @@ func (c Config) Validate() error {
 			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "%s", err.(*FieldError).Reason)
 		}
 		if slices.Contains(c.WindowSizes[:i], s) {
-			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "duplicate window size %s", s)
+			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "duplicate window size %s", FormatDuration(s))
 		}
 	}
 	switch {
@@ -179,6 +180,9 @@ func (c Config) Validate() error {
 		return fieldErr("sync_rate", ErrInvalidConfig, "must be at least %g s when positive, got %g", MinSyncRate, c.SyncRate)
 	case c.SyncRate > 86400:
 		return fieldErr("sync_rate", ErrInvalidConfig, "must be at most 86400 s, got %g", c.SyncRate)
+	}
+	if c.Estimator != nil && c.Mode() != LocalOnly {
+		return fieldErr("sync_rate", ErrInvalidConfig, "an estimator namespace is local only: sync_rate must be negative, got %g", c.SyncRate)
 	}
 	if c.Mode() != LocalOnly && c.Store == "" {
 		return fieldErr("store", ErrInvalidConfig, "a namespace with sync_rate >= 0 needs a store")
@@ -192,7 +196,7 @@ func (c Config) Validate() error {
 		return fieldErr("on_full", ErrInvalidConfig, "must be %q or %q, got %q", OnFullRefuse, OnFullEvict, c.OnFull)
 	}
 	if c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > MaxLeaseTTLCap {
-		return fieldErr("max_lease_ttl", ErrInvalidConfig, "must be between 0 (default %s) and %s, got %s", DefaultMaxLeaseTTL, MaxLeaseTTLCap, c.MaxLeaseTTL)
+		return fieldErr("max_lease_ttl", ErrInvalidConfig, "must be between 0 (default %s) and %s, got %s", FormatDuration(DefaultMaxLeaseTTL), FormatDuration(MaxLeaseTTLCap), FormatDuration(c.MaxLeaseTTL))
 	}
 	switch c.OnStoreDown {
 	case "", StoreDownRefuse, StoreDownLocal:
@@ -205,8 +209,6 @@ func (c Config) Validate() error {
 			return fieldErr("estimator.hashes", ErrInvalidConfig, "must be between 1 and %d, got %d", MaxEstimatorHashes, e.Hashes)
 		case e.Slots < MinEstimatorSlots || e.Slots > MaxEstimatorSlots:
 			return fieldErr("estimator.slots", ErrInvalidConfig, "must be between %d and %d, got %d", MinEstimatorSlots, MaxEstimatorSlots, e.Slots)
-		case c.Mode() != LocalOnly:
-			return fieldErr("sync_rate", ErrInvalidConfig, "an estimator namespace is local only: sync_rate must be negative, got %g", c.SyncRate)
 		case c.OnFull == OnFullEvict:
 			return fieldErr("on_full", ErrInvalidConfig, "an estimator namespace holds no keys to evict; leave on_full unset")
 		}
@@ -218,9 +220,22 @@ func (c Config) Validate() error {
 func ValidateWindowSize(s time.Duration) error {
 	switch {
 	case s < MinWindowSize || s > MaxWindowSize:
-		return fieldErr("window_size", ErrInvalidWindow, "must be between %s and %s, got %s", MinWindowSize, MaxWindowSize, s)
+		return fieldErr("window_size", ErrInvalidWindow, "must be between %s and %s, got %s", FormatDuration(MinWindowSize), FormatDuration(MaxWindowSize), FormatDuration(s))
 	case s%time.Millisecond != 0:
-		return fieldErr("window_size", ErrInvalidWindow, "must be a whole number of milliseconds, got %s", s)
+		return fieldErr("window_size", ErrInvalidWindow, "must be a whole number of milliseconds, got %s", FormatDuration(s))
 	}
 	return nil
+}
+
+// FormatDuration writes d as the config and the JSON API write durations:
+// whole seconds as seconds ("60s", not Go's "1m0s"), shorter ones in
+// milliseconds ("250ms"), anything else in Go's syntax ("1.5s").
+func FormatDuration(d time.Duration) string {
+	switch {
+	case d%time.Second == 0:
+		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
+	case d%time.Millisecond == 0 && d > -time.Second && d < time.Second:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	}
+	return d.String()
 }

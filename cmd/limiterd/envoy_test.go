@@ -75,7 +75,7 @@ func TestRunEnvoyConfigErrors(t *testing.T) {
 	held := holdAddr(t)
 	// The default namespace has no 24h window.
 	err := wantRunError(t, []string{"--grpc-addr", held, "--http-addr", "off", "--envoy-config-dir", dir}, nil)
-	if msg := err.Error(); !strings.Contains(msg, "edge.yaml") || !strings.Contains(msg, "unit day needs the window size 24h0m0s") {
+	if msg := err.Error(); !strings.Contains(msg, "edge.yaml") || !strings.Contains(msg, "unit day needs the window size 86400s") {
 		t.Errorf("error %q does not name the file and the missing window size", msg)
 	}
 

@@ -192,7 +192,7 @@ func TestRulesErrors(t *testing.T) {
 		want       []string
 	}{
 		{"window size missing", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n",
-			[]string{"descriptors[0].rate_limit", "unit hour needs the window size 1h0m0s", `namespace "envoy"`, "1m0s, 1s"}},
+			[]string{"descriptors[0].rate_limit", "unit hour needs the window size 3600s", `namespace "envoy"`, "1s, 60s"}},
 		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: j\n        rate_limit: {unit: week, requests_per_unit: 1}\n",
 			[]string{"descriptors[0].descriptors[0].rate_limit", `got "week"`}},
 		{"no requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n", []string{"requests_per_unit is required"}},

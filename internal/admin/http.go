@@ -92,7 +92,7 @@ func (a *API) registerHTTP(mux *http.ServeMux) {
 			c := ns.Config()
 			info := nsInfo{Name: c.Name, Mode: c.Mode().String(), SyncRate: c.SyncRate, Store: c.Store, ActiveKeys: ns.ActiveKeys()}
 			for _, s := range c.WindowSizes {
-				info.WindowSizes = append(info.WindowSizes, s.String())
+				info.WindowSizes = append(info.WindowSizes, node.FormatDuration(s))
 			}
 			out = append(out, info)
 		}

@@ -121,7 +121,7 @@ namespaces:
 	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
 		t.Fatal(err)
 	}
-	if len(list) != 2 || list[0].Name != "api" || list[0].Mode != "periodic" || list[1].Mode != "local" || list[0].WindowSizes[0] != "1m0s" {
+	if len(list) != 2 || list[0].Name != "api" || list[0].Mode != "periodic" || list[1].Mode != "local" || list[0].WindowSizes[0] != "60s" {
 		t.Fatalf("list: %+v", list)
 	}
 }

@@ -216,6 +216,11 @@ func decodeError(file string, data []byte, err error) error {
 				ce.Field = fieldAt(&root, ce.Line, msg)
 			}
 		}
+		if !parsed {
+			if l := syntaxLine(data); l > 0 {
+				ce.Line = l
+			}
+		}
 		// yaml.v3 names the Go type ("field grpc_adr not found in type
 		// config.Config"), which says nothing to whoever wrote the file.
 		if m := notFound.FindStringSubmatch(ce.Reason); m != nil {
@@ -224,6 +229,32 @@ func decodeError(file string, data []byte, err error) error {
 		errs = append(errs, ce)
 	}
 	return errors.Join(errs...)
+}
+
+// maxSyntaxLines bounds the files whose syntax errors syntaxLine places.
+const maxSyntaxLines = 2000
+
+// syntaxLine is the line of a YAML syntax error in data: the first line
+// after the longest run of whole lines from the top that still parses.
+// yaml.v3 reports where the enclosing block began (an indentation error
+// on line 4 of a list that begins on line 1 is "line 1"), not the line
+// at fault. 0 when data parses, or is too long to search.
+func syntaxLine(data []byte) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	if len(lines) > maxSyntaxLines {
+		return 0
+	}
+	var v yaml.Node
+	last := 0
+	for n := 1; n <= len(lines); n++ {
+		if yaml.Unmarshal(bytes.Join(lines[:n], nil), &v) == nil {
+			last = n
+		}
+	}
+	if last == len(lines) {
+		return 0
+	}
+	return last + 1
 }
 
 // fieldAt returns the path ("namespaces[1].window_sizes[0]") of the entry
@@ -563,20 +594,20 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.GRPCMaxConnectionAge < 0 {
-		bad("grpc_max_connection_age", "must not be negative, got %s", time.Duration(c.GRPCMaxConnectionAge))
+		bad("grpc_max_connection_age", "must not be negative, got %s", c.GRPCMaxConnectionAge)
 	}
 	if c.DrainDelay < 0 {
-		bad("drain_delay", "must not be negative, got %s", time.Duration(c.DrainDelay))
+		bad("drain_delay", "must not be negative, got %s", c.DrainDelay)
 	}
 	if c.StopTimeout < 0 {
-		bad("stop_timeout", "must not be negative, got %s", time.Duration(c.StopTimeout))
+		bad("stop_timeout", "must not be negative, got %s", c.StopTimeout)
 	}
 	for _, f := range []struct {
 		name string
 		d    Duration
 	}{{"sync.tick_timeout", c.Sync.TickTimeout}, {"sync.call_timeout", c.Sync.CallTimeout}, {"sync.retry_period", c.Sync.RetryPeriod}} {
 		if f.d < 0 {
-			bad(f.name, "must not be negative, got %s", time.Duration(f.d))
+			bad(f.name, "must not be negative, got %s", f.d)
 		}
 	}
 	if c.Sync.BatchSize < 0 {

@@ -72,7 +72,7 @@ func (c EnvoyConfig) validate(namespaces []string) error {
 		bad("namespace", "namespace %q is not configured", ns)
 	}
 	if c.PollInterval < 0 {
-		bad("poll_interval", "must not be negative, got %s", time.Duration(c.PollInterval))
+		bad("poll_interval", "must not be negative, got %s", c.PollInterval)
 	}
 	for _, h := range []struct{ field, name string }{{"limit", c.ResponseHeaders.Limit},
 		{"remaining", c.ResponseHeaders.Remaining}, {"reset", c.ResponseHeaders.Reset}} {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/limiterd/limiterd/node"
 	"gopkg.in/yaml.v3"
 )
 
@@ -24,8 +25,8 @@ type Duration time.Duration
 // any sensible setting, well inside time.Duration.
 const maxSeconds = 1e9
 
-// String returns the duration in Go syntax ("1.5s").
-func (d Duration) String() string { return time.Duration(d).String() }
+// String returns the duration as a config writes it ("60s", "250ms").
+func (d Duration) String() string { return node.FormatDuration(time.Duration(d)) }
 
 // MarshalText writes the duration in Go syntax.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }

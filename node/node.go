@@ -55,17 +55,21 @@ func (n *Node) Namespace(name string) (*Namespace, error) {
 	if name == "" {
 		name = DefaultNamespace
 	}
-	if ns := n.tab.Load().byName[name]; ns != nil {
+	t := n.tab.Load()
+	if ns := t.byName[name]; ns != nil {
 		return ns, nil
 	}
-	return nil, UnknownNamespace(name)
+	return nil, UnknownNamespace(name, len(t.byName))
 }
 
 // UnknownNamespace is the error of a call naming a namespace the node does
-// not serve ("" being DefaultNamespace).
-func UnknownNamespace(name string) error {
+// not serve ("" being DefaultNamespace), among served namespaces.
+func UnknownNamespace(name string, served int) error {
 	if name == "" {
 		name = DefaultNamespace
+	}
+	if served == 0 {
+		return fieldErr("namespace", ErrUnknownNamespace, "namespace %q is not configured: this node serves no namespace", name)
 	}
 	return fieldErr("namespace", ErrUnknownNamespace, "namespace %q is not configured", name)
 }

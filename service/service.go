@@ -115,7 +115,7 @@ func (s *Service) resolve(name string, last *route) (route, error) {
 			}
 			if d = rt.byName[key]; d == nil {
 				rt.gate.exit(slot)
-				return route{}, node.UnknownNamespace(name)
+				return route{}, node.UnknownNamespace(name, len(rt.byName))
 			}
 			if last != nil {
 				*last = route{dest: d, name: name}

@@ -58,18 +58,23 @@ func (d *daemon) httpListener(name string, lis net.Listener, h http.Handler, opt
 
 // httpHandler serves /metrics, /healthz and /readyz; Go's profiles are
 // on the admin listener (admin.go). /readyz means
-// "serving" and never depends on a store, or one store outage would take
+// "serving" (and serving some namespace) and never depends on a store, or one store outage would take
 // every restarted node out of its load balancer; store health is in
 // /healthz and the metrics.
 func (d *daemon) httpHandler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !d.ready.Load() {
+		switch {
+		case !d.ready.Load():
 			http.Error(w, "stopping", http.StatusServiceUnavailable)
-			return
+		case len(d.node.Namespaces()) == 0:
+			// Every call would be NOT_FOUND: load balancers send calls
+			// to the nodes that serve some.
+			http.Error(w, "serving no namespace", http.StatusServiceUnavailable)
+		default:
+			w.Write([]byte("ok\n"))
 		}
-		w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		type nsHealth struct {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -165,4 +169,106 @@ func TestDocsConfigExamples(t *testing.T) {
 	if checked < 3 {
 		t.Errorf("%d example configs checked; want the configuration, modes and estimator examples at least", checked)
 	}
+}
+
+// TestOperationsAdminTranscript runs the admin API's transcript on
+// docs/operations.md against the config the page names: the embedded
+// default, with the admin listener on.
+func TestOperationsAdminTranscript(t *testing.T) {
+	const heading, start = "## Reload and namespaces at run time", "`go run ./cmd/limiterd --admin-addr 6060`"
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(page)
+	at := strings.Index(text, "\n"+heading+"\n")
+	if at < 0 || !strings.Contains(text[at:], start) {
+		t.Fatalf("docs/operations.md: no %q starting limiterd with %s; update this test", heading, start)
+	}
+	_, rest, ok := strings.Cut(text[at:], "```console\n")
+	if !ok {
+		t.Fatalf("docs/operations.md: no console block after %q", heading)
+	}
+	body, _, _ := strings.Cut(rest, "```\n")
+
+	grpcAddr, httpAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	d := startRun(t, []string{"--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--admin-addr", adminAddr}, nil)
+	d.dial(t, grpcAddr)
+	hosts := strings.NewReplacer("127.0.0.1:6060", adminAddr, "127.0.0.1:7071", httpAddr)
+	var cmd, want string
+	runs := 0
+	check := func() {
+		if cmd == "" {
+			return
+		}
+		runs++
+		got := curl(t, hosts.Replace(cmd))
+		var w, g any
+		if json.Unmarshal([]byte(want), &w) != nil || json.Unmarshal([]byte(got), &g) != nil || !reflect.DeepEqual(w, g) {
+			t.Errorf("$ %s\n%s\nwant (as on the page)\n%s", cmd, got, want)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
+		if c, ok := strings.CutPrefix(line, "$ "); ok {
+			check()
+			cmd, want = c, ""
+			continue
+		}
+		want += line + "\n"
+	}
+	check()
+	if runs < 5 {
+		t.Errorf("%d commands run; want the page's six", runs)
+	}
+}
+
+// curl runs a command line `curl -s [-X METHOD] [-d 'BODY'] URL` and
+// returns the answer's body.
+func curl(t *testing.T, line string) string {
+	t.Helper()
+	var words []string
+	for i, part := range strings.Split(line, "'") { // single quotes only
+		if i%2 == 1 {
+			words = append(words, part)
+		} else {
+			words = append(words, strings.Fields(part)...)
+		}
+	}
+	method, data, url := "", "", ""
+	for i := 1; i < len(words); i++ {
+		switch words[i] {
+		case "-s":
+		case "-X":
+			i++
+			method = words[i]
+		case "-d":
+			i++
+			data = words[i]
+		default:
+			url = "http://" + words[i]
+		}
+	}
+	if words[0] != "curl" || url == "" {
+		t.Fatalf("not a curl command this test runs: %q", line)
+	}
+	if method == "" {
+		method = http.MethodGet
+		if data != "" {
+			method = http.MethodPost
+		}
+	}
+	req, err := http.NewRequest(method, url, strings.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -28,7 +28,8 @@ func TestHelp(t *testing.T) {
 		if err != nil || exitCode(err) != 0 {
 			t.Errorf("%q: error %v, want none (exit 0)", args, err)
 		}
-		for _, want := range []string{"Usage:", "limiterd schema", "limiterd version", "-config", "-grpc-addr", "LIMITERD_CONFIG"} {
+		for _, want := range []string{"Usage:", "limiterd schema", "limiterd version", "-config", "-grpc-addr", "LIMITERD_CONFIG",
+			"limiterd check [flags]", "admin listen address: the admin API (namespaces, reload, sync) and /debug/pprof/"} {
 			if !strings.Contains(stdout, want) {
 				t.Errorf("%q: usage lacks %q:\n%s", args, want, stdout)
 			}

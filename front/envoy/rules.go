@@ -120,7 +120,11 @@ func (root *rulesNode) match(entries []*ratelimitv3.RateLimitDescriptor_Entry) *
 // and why.
 type RulesError struct {
 	File, Field, Reason string
+	// Err is the YAML decoder's error, when it is why.
+	Err error
 }
+
+func (e *RulesError) Unwrap() error { return e.Err }
 
 func (e *RulesError) Error() string {
 	if e.Field == "" {
@@ -190,7 +194,7 @@ func parseDomain(data []byte, sizes []time.Duration, namespace string) (*rulesNo
 		if errors.Is(err, io.EOF) {
 			return nil, "", &RulesError{Reason: "empty file"}
 		}
-		return nil, "", &RulesError{Reason: strings.TrimPrefix(err.Error(), "yaml: ")}
+		return nil, "", &RulesError{Reason: strings.TrimPrefix(err.Error(), "yaml: "), Err: err}
 	}
 	if f.Domain == "" {
 		return nil, "", &RulesError{Field: "domain", Reason: "is required"}

@@ -306,6 +306,8 @@ func TestConfigValidation(t *testing.T) {
 		{"estimator slots too few", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator: {hashes: 4, slots: 8}\n"), "namespaces[0].estimator.slots", []string{"between 16 and 16777216", "got 8"}},
 		{"estimator slots not a number", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator:\n      hashes: 4\n      slots: many\n"), "namespaces[0].estimator.slots", []string{"`many`"}},
 		{"unknown estimator field", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator:\n      rows: 4\n"), "namespaces[0].estimator.rows", []string{`unknown field "rows"`}},
+		{"estimator periodic without a store", nsWith("    window_sizes: [1s]\n    sync_rate: 1\n    estimator: {hashes: 4, slots: 65536}\n"), "namespaces[0].sync_rate", []string{"an estimator namespace is local only", "got 1"}},
+		{"duplicate window size of a minute", nsWith("    window_sizes: [60s, 1m]\n    sync_rate: -1\n"), "namespaces[0].window_sizes[1]", []string{"duplicate window size 60s"}},
 		{"estimator periodic", nsWith("    window_sizes: [1s]\n    sync_rate: 1\n    store: s\n    estimator: {hashes: 4, slots: 65536}\n"), "namespaces[0].sync_rate", []string{"local only", "got 1"}},
 		{"estimator synchronous", nsWith("    window_sizes: [1s]\n    sync_rate: 0\n    store: s\n    estimator: {hashes: 4, slots: 65536}\n"), "namespaces[0].sync_rate", []string{"local only", "got 0"}},
 		{"unknown namespace field", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    sync: 1\n"), "namespaces[0].sync", []string{`unknown field "sync"`}},
@@ -515,3 +517,25 @@ func FuzzParseConfig(f *testing.F) {
 
 // must is v, for a check of a function whose error another case covers.
 func must[T any](v T, _ error) T { return v }
+
+// TestSyntaxErrorLine: a YAML syntax error is reported at the line at
+// fault, not where yaml.v3 says its enclosing block began.
+func TestSyntaxErrorLine(t *testing.T) {
+	for _, c := range []struct {
+		name, yaml string
+		line       int
+		reason     string
+	}{
+		{"a mapping key indented less than its list item", "grpc_addr: 127.0.0.1:7070\nnamespaces:\n   - name: a\n  window_sizes: [1s]\n", 4, "did not find expected key"},
+		{"a field indented less than its entry", "namespaces:\n  - name: a\n    window_sizes: [1s]\n   sync_rate: 1\n", 4, ""},
+		{"a key indented more than the others", "grpc_addr: a\nhttp_addr: b\n  log_level: info\n", 3, "mapping values are not allowed"},
+		{"a tab", "log_level: info\n\tlog_format: text\n", 2, "tab"},
+		{"a quote never closed", "log_level: info\nnode_name: 'edge\nlog_format: text\n", 2, ""},
+	} {
+		_, err := ParseConfig("f.yaml", []byte(c.yaml))
+		ce, ok := errors.AsType[*Error](err)
+		if !ok || ce.Line != c.line || !strings.Contains(ce.Reason, c.reason) {
+			t.Errorf("%s: %v; want f.yaml:%d: ...%s", c.name, err, c.line, c.reason)
+		}
+	}
+}

@@ -145,6 +145,9 @@ func (c *Config) checkEnvoyFiles() error {
 			err := envoyfront.CheckDir(e.ConfigDir, nc.WindowSizes, ns)
 			if re, ok := errors.AsType[*envoyfront.RulesError](err); ok {
 				data, _ := os.ReadFile(re.File)
+				if re.Err != nil { // the decoder's: each message with its line and field
+					return placeErrors(re.File, data, Flatten(decodeError(re.File, data, re.Err)))
+				}
 				return placeErrors(re.File, data, []error{&Error{Field: re.Field, Reason: re.Reason}})
 			}
 			if err != nil {

@@ -1,17 +1,16 @@
 // Command limiterd serves clustered sliding-window rate limiting.
 //
 // The files of this command: main.go starts the process; cli.go parses the
-// command line; daemon.go wires the engine, the stores and the service and
-// runs the listeners; each listener has its own file (listen_grpc.go for
-// the gRPC front, http.go for the operators' endpoints, which also serve
-// the JSON API of listen_http_api.go), which adds itself
-// to the listeners the daemon runs; admin.go is the admin listener
-// (/debug/pprof/), and tls.go puts TLS on every listener when configured.
-// config.go reads and validates the config file, reporting every error
-// with its line (limiterd check in cli.go prints them); secrets.go reads
-// stores' addresses and passwords from files and the environment.
-// A new front adds its config fields and
-// its listen_*.go file; request handling lives in the fronts' packages.
+// command line (limiterd check loads the config as serving does);
+// daemon.go wires the engine, the owner of the running configuration
+// (internal/live) and the service, and runs the listeners; each listener
+// has its own file (listen_grpc.go for the gRPC front, http.go for the
+// operators' endpoints, which also serve the JSON API of
+// listen_http_api.go, admin.go for the admin API and /debug/pprof/), and
+// tls.go puts TLS on every listener when configured. The config file is
+// read and validated by internal/config, whose Load is the one load path.
+// A new front adds its config fields there and its listen_*.go file here;
+// request handling lives in the fronts' packages.
 package main
 
 import (

@@ -6,9 +6,10 @@ import (
 	"github.com/limiterd/limiterd/node"
 )
 
-// Kind is a limiter kind. Every kind lives in the same namespaces and
+// Kind is a limiter kind: of a Limit, of a LimitStatus, and of a decision
+// as an Observer sees it. Every kind lives in the same namespaces and
 // modes; what differs between kinds is gathered in one rules entry each.
-type Kind int
+type Kind uint8
 
 // The limiter kinds.
 const (
@@ -21,20 +22,12 @@ const (
 	LeakyKind
 	// FixedKind is Sidekiq's fixed bucket: a FixedBucket limit in Allow.
 	FixedKind
+	// ConcurrencyKind is a concurrency limit: Acquire's leases.
+	ConcurrencyKind
+	// MixedKind is an Allow whose limits are of several kinds.
+	MixedKind
+	numKinds
 )
-
-// kindOf returns the kind of a limit of kind k.
-func kindOf(k node.LimitKind) Kind {
-	switch k {
-	case node.TokenLimit:
-		return TokenKind
-	case node.LeakyLimit:
-		return LeakyKind
-	case node.FixedLimit:
-		return FixedKind
-	}
-	return SlidingWindow
-}
 
 // kindSet is a set of kinds, one bit each: the kinds one call involves.
 type kindSet uint8
@@ -47,7 +40,7 @@ func only(k Kind) kindSet { return 1 << k }
 func limitKinds(limits []Limit) kindSet {
 	var s kindSet
 	for i := range limits {
-		s |= only(kindOf(limits[i].Kind))
+		s |= only(limits[i].Kind)
 	}
 	if s == 0 {
 		s = only(SlidingWindow)
@@ -55,12 +48,22 @@ func limitKinds(limits []Limit) kindSet {
 	return s
 }
 
+// one returns the kind of a set of one kind, MixedKind for several.
+func (s kindSet) one() Kind {
+	for k := range numKinds {
+		if s == only(k) {
+			return k
+		}
+	}
+	return MixedKind
+}
+
 // atRange is the range of times every kind of s accepts: the narrowest
 // of their ranges.
 func (s kindSet) atRange(ns *node.Namespace) (past, future time.Duration) {
 	past, future = node.MaxBucketDuration, MaxFuture
 	for k := range kinds {
-		if s&only(Kind(k)) != 0 {
+		if s&only(Kind(k)) != 0 && kinds[k].atRange != nil {
 			p, f := kinds[k].atRange(ns)
 			past, future = min(past, p), min(future, f)
 		}
@@ -93,6 +96,9 @@ var kinds = [...]rules{
 	TokenKind: {name: "token bucket", atRange: bucketAtRange},
 	LeakyKind: {name: "leaky bucket", atRange: bucketAtRange},
 	FixedKind: {name: "fixed bucket", atRange: bucketAtRange},
+	// Leases take no time from a call; mixed is no kind of its own.
+	ConcurrencyKind: {name: "concurrency"},
+	MixedKind:       {name: "mixed"},
 }
 
 // bucketAtRange is the range of a bucket's time: client time for
@@ -105,7 +111,12 @@ func bucketAtRange(*node.Namespace) (time.Duration, time.Duration) {
 }
 
 // String names the kind.
-func (k Kind) String() string { return kinds[k].name }
+func (k Kind) String() string {
+	if k >= numKinds {
+		return "unknown kind"
+	}
+	return kinds[k].name
+}
 
 // AtRange returns the times a call of kind k may give in namespace, now
 // being the namespace clock's time: [earliest, latest].

@@ -140,6 +140,9 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest, last *route) 
 	if err != nil {
 		return Acquired{}, leaseErr(r, err)
 	}
+	if s.obs != nil {
+		s.obs.Decided(Observed{Front: s.front, Namespace: r.ns.Name(), Kind: ConcurrencyKind, Allowed: g.OK, Cost: 1})
+	}
 	a := Acquired{OK: g.OK, Held: g.Held}
 	if g.OK {
 		a.Lease, a.ExpiresAt = g.ID.String(), time.Unix(0, g.Expiry)

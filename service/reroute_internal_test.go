@@ -26,7 +26,7 @@ func TestRerouteWaitsForCallsOnThePreviousRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rerouted := make(chan error, 1)
-	go func() { rerouted <- s.Reroute(context.Background()) }()
+	go func() { rerouted <- Reroute(context.Background(), s) }()
 	select {
 	case err := <-rerouted:
 		t.Fatalf("Reroute returned (%v) while a call was running on the previous routes", err)
@@ -42,7 +42,7 @@ func TestRerouteWaitsForCallsOnThePreviousRoutes(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	if err := s.Reroute(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if err := Reroute(ctx, s); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Reroute with a call running: err = %v, want its ctx's deadline", err)
 	}
 	r.exit()

@@ -58,7 +58,7 @@ func TestRerouteLosesNoCountUnderLoad(t *testing.T) {
 		if err := n.Commit(c); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Reroute(ctx); err != nil {
+		if err := service.Reroute(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 		for _, r := range c.Replaced {

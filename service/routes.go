@@ -80,13 +80,15 @@ func buildRoutes(n *node.Node, syncers []*clustersync.Syncer) (*routes, error) {
 	return rt, nil
 }
 
-// Reroute serves the node's namespaces as they are now, after a
-// node.Commit, with syncers (as New). It returns once no call runs on the
-// previous namespaces and syncers, so that the caller may retire them —
-// copy their counts, stop their syncers — or with ctx's error when ctx
-// ends first (the new routes serve all the same). Calls are never
-// refused or paused for it.
-func (s *Service) Reroute(ctx context.Context, syncers ...*clustersync.Syncer) error {
+// Reroute makes s (and every copy of it) serve its node's namespaces as
+// they are now, after a node.Commit, with syncers (as New). It returns
+// once no call runs on the previous namespaces and syncers, so that the
+// caller may retire them — copy their counts, stop their syncers — or
+// with ctx's error when ctx ends first (the new routes serve all the
+// same). Calls are never refused or paused for it. It is the owner of the
+// running configuration's, not a front's: a function, so that a
+// Service's methods are all a front's.
+func Reroute(ctx context.Context, s *Service, syncers ...*clustersync.Syncer) error {
 	rt, err := buildRoutes(s.node, syncers)
 	if err != nil {
 		return err

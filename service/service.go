@@ -16,10 +16,14 @@ import (
 type Service struct {
 	node *node.Node
 	// rt is where calls go (routes.go), shared by the copies WithAuthorizer
-	// makes.
+	// and Observe make.
 	rt *atomic.Pointer[routes]
 	// authz, when set, authorizes every call before it is served.
 	authz Authorizer
+	// front is the front this copy serves, obs where it reports each
+	// decision (Observe); obs is nil when none is observed.
+	front Front
+	obs   Observer
 }
 
 // Authorizer decides whether a call may do op in a namespace, from the
@@ -68,9 +72,6 @@ func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
 	s.rt.Store(rt)
 	return s, nil
 }
-
-// Node returns the node served.
-func (s *Service) Node() *node.Node { return s.node }
 
 // route is where a call goes: its namespace's destination in the routes
 // table it resolved, and the slot of that table's gate it entered.
@@ -203,10 +204,13 @@ func (s *Service) increment(ctx context.Context, req IncrementRequest, last *rou
 	if err := checkValue("value", value); err != nil {
 		return dst, err
 	}
+	var rs []node.Rate
 	if r.sy != nil {
-		return r.sy.IncrementAt(ctx, t, req.Key, req.WindowSize, value, dst)
+		rs, err = r.sy.IncrementAt(ctx, t, req.Key, req.WindowSize, value, engineRates(dst))
+	} else {
+		rs, err = r.ns.IncrementAt(t, req.Key, req.WindowSize, value, engineRates(dst))
 	}
-	return r.ns.IncrementAt(t, req.Key, req.WindowSize, value, dst)
+	return serviceRates(rs), err
 }
 
 // SlidingWindow appends to dst the key's sliding rates (one per window
@@ -221,10 +225,13 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 	if err := checkValue("cur_diff", req.CurDiff); err != nil {
 		return dst, err
 	}
+	var rs []node.Rate
 	if r.sy != nil {
-		return r.sy.RateAt(ctx, t, req.Key, req.WindowSize, req.CurDiff, dst)
+		rs, err = r.sy.RateAt(ctx, t, req.Key, req.WindowSize, req.CurDiff, engineRates(dst))
+	} else {
+		rs, err = r.ns.RateAt(t, req.Key, req.WindowSize, req.CurDiff, engineRates(dst))
 	}
-	return r.ns.RateAt(t, req.Key, req.WindowSize, req.CurDiff, dst)
+	return serviceRates(rs), err
 }
 
 // Allow decides whether req.Cost more hits fit under every limit and, if
@@ -250,7 +257,8 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	if req.Cost != nil && *req.Cost == 0 {
 		op = auth.Read
 	}
-	r, t, err := s.target(ctx, op, last, limitKinds(req.Limits), req.Namespace, req.At, req.Key, 0)
+	ks := limitKinds(req.Limits)
+	r, t, err := s.target(ctx, op, last, ks, req.Namespace, req.At, req.Key, 0)
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}
@@ -258,7 +266,7 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	// The cost and the limits: node's rules, checked here so that they
 	// come after the namespace, time and key in every mode; then whether
 	// the mode serves the limits' kinds.
-	ar := node.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: req.Limits, CountRejected: req.CountRejected}
+	ar := node.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: engineLimits(req.Limits), CountRejected: req.CountRejected}
 	chk, err := r.ns.CheckAllow(ar)
 	if err != nil {
 		return Decision{Limits: dst}, err
@@ -266,29 +274,32 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	decide := r.ns.AllowAt
 	switch {
 	case r.sy != nil:
-		decide = func(t time.Time, ar node.AllowRequest, dst []LimitStatus) (Decision, error) {
+		decide = func(t time.Time, ar node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
 			return r.sy.AllowAt(ctx, t, ar, dst)
 		}
 	case r.cl != nil && chk.Buckets > 0:
-		decide = func(t time.Time, ar node.AllowRequest, dst []LimitStatus) (Decision, error) {
+		decide = func(t time.Time, ar node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
 			return r.cl.AllowAt(ctx, t, ar, dst)
 		}
 	case r.esc != nil:
-		decide = func(t time.Time, ar node.AllowRequest, dst []LimitStatus) (Decision, error) {
+		decide = func(t time.Time, ar node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
 			return r.esc.AllowNearAt(ctx, t, ar, dst)
 		}
 	}
-	d, err := decide(t, ar, dst)
-	if err != nil || d.Wait == 0 {
-		return d, err
+	d, err := decide(t, ar, engineStatuses(dst))
+	if err == nil && d.Wait > 0 {
+		if err := r.ns.Sleep(ctx, d.Wait); err != nil {
+			return Decision{Limits: dst}, err
+		}
+		if req.At.IsZero() {
+			t = r.ns.Now()
+		} else {
+			t = t.Add(d.Wait)
+		}
+		d, err = decide(t, ar, engineStatuses(dst))
 	}
-	if err := r.ns.Sleep(ctx, d.Wait); err != nil {
-		return Decision{Limits: dst}, err
+	if err == nil && s.obs != nil && !req.Probe {
+		s.obs.Decided(Observed{Front: s.front, Namespace: r.ns.Name(), Kind: ks.one(), Allowed: d.Allowed, Never: d.Never, Cost: ar.Cost})
 	}
-	if req.At.IsZero() {
-		t = r.ns.Now()
-	} else {
-		t = t.Add(d.Wait)
-	}
-	return decide(t, ar, dst)
+	return serviceDecision(d), err
 }

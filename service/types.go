@@ -8,38 +8,102 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-// The engine's types and errors, as fronts see them: a front imports this
-// package, not node.
-type (
-	// Rate is one window size's sliding rate.
-	Rate = node.Rate
-	// Limit is "at most Limit hits per sliding window of Size".
-	Limit = node.Limit
-	// LimitStatus is one limit's state after an Allow decision.
-	LimitStatus = node.LimitStatus
-	// Decision is the answer to an Allow.
-	Decision = node.Decision
-	// FieldError names the request field that was wrong and wraps one of
-	// the sentinels below.
-	FieldError = node.FieldError
-	// LimitKind is the kind of a Limit: a sliding window (the zero value)
-	// or a bucket.
-	LimitKind = node.LimitKind
-	// TokenBucket is a token bucket's parameters (Smyte's).
-	TokenBucket = node.TokenBucket
-	// LeakyBucket is a leaky bucket's parameters (Sidekiq's leaky).
-	LeakyBucket = node.LeakyBucket
-	// FixedBucket is a fixed bucket's parameters (Sidekiq's bucket).
-	FixedBucket = node.FixedBucket
-)
+// The service's own types: a front imports this package, never node or
+// sync, so the engine may change without changing what fronts see. Each
+// has the engine's layout (convert.go passes them to it without a copy;
+// TestEngineLayouts holds them to it).
 
-// The kinds of Limit.
-const (
-	WindowLimit = node.WindowLimit
-	TokenLimit  = node.TokenLimit
-	LeakyLimit  = node.LeakyLimit
-	FixedLimit  = node.FixedLimit
-)
+// Rate is one window size's sliding rate, in hits.
+type Rate struct {
+	Size time.Duration
+	Rate float64
+}
+
+// Limit is one limit of an Allow: by default (Kind SlidingWindow) "at
+// most Limit hits per sliding window of Size"; with another Kind, a
+// token, leaky or fixed bucket of the key, whose parameters are in the
+// field of that kind (and Size and Limit are unset).
+type Limit struct {
+	Size  time.Duration
+	Limit float64
+	// Kind selects the kind of limit: SlidingWindow (the zero value),
+	// TokenKind, LeakyKind or FixedKind.
+	Kind Kind
+	// Token is a TokenKind's bucket; Strict is Smyte's STRICT.
+	Token  TokenBucket
+	Strict bool
+	// Leaky is a LeakyKind's bucket; WaitTimeout, at most a minute, is
+	// Sidekiq's wait_timeout: how long Allow may wait for it to drain
+	// before trying once more.
+	Leaky       LeakyBucket
+	WaitTimeout time.Duration
+	// Fixed is a FixedKind's bucket.
+	Fixed FixedBucket
+}
+
+// TokenBucket is a token bucket's parameters (Smyte's): Max tokens, and
+// RefillAmount (0: Max) more every RefillTime.
+type TokenBucket struct {
+	Max          float64
+	RefillTime   time.Duration
+	RefillAmount float64
+}
+
+// LeakyBucket is a leaky bucket's parameters (Sidekiq's leaky): Size
+// drops at most, all of them drained in Interval.
+type LeakyBucket struct {
+	Size     float64
+	Interval time.Duration
+}
+
+// FixedBucket is a fixed bucket's parameters (Sidekiq's bucket): at most
+// Limit per Period, the periods aligned on the Unix epoch.
+type FixedBucket struct {
+	Period time.Duration
+	Limit  float64
+}
+
+// LimitStatus is one limit's state after an Allow decision.
+type LimitStatus struct {
+	Kind Kind
+	// Size is a sliding window's size (0 for a bucket).
+	Size time.Duration
+	// Limit is a sliding window's limit, or a bucket's capacity.
+	Limit float64
+	// Before is the level before the decision: a window's sliding rate, a
+	// token bucket's tokens (Smyte's reply), a leaky bucket's drops or a
+	// fixed bucket's count in its period.
+	Before float64
+	// Rate is the level after the decision; Remaining = max(0, Limit −
+	// Rate) is what still fits.
+	Rate      float64
+	Remaining float64
+	// ResetAfter is the time until the current window ends; for a bucket,
+	// until its next change by time alone.
+	ResetAfter time.Duration
+}
+
+// Decision is the answer to an Allow.
+type Decision struct {
+	Allowed bool
+	// Limits has one status per requested limit, in request order.
+	Limits []LimitStatus
+	// RetryAfter, when denied, is the least wait after which the same cost
+	// would be admitted if nothing else were counted.
+	RetryAfter time.Duration
+	// Never is set when the cost exceeds a limit, so waiting cannot help;
+	// Reason says which.
+	Never  bool
+	Reason string
+	// Wait, when denied only by leaky buckets whose waits fit their
+	// WaitTimeout, is the longest of those waits (Allow has waited it
+	// already when it answers).
+	Wait time.Duration
+}
+
+// FieldError names the request field that was wrong and wraps one of the
+// sentinels below.
+type FieldError = node.FieldError
 
 // Sentinel errors, wrapped by every FieldError a call returns.
 var (
@@ -119,4 +183,8 @@ type AllowRequest struct {
 	Limits []Limit
 	// CountRejected counts Cost even when denied (penalty mode).
 	CountRejected bool
+	// Probe reads the limits' state for a front's own answer (the Redis
+	// protocol's RL.GET): it decides as Allow does but is not reported
+	// to the Observer as a decision.
+	Probe bool
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
 )
 
@@ -113,7 +114,7 @@ func badRequests() []badRequest {
 		{"allow token max above 1e9", "limits[0].token.max", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(2e9, sec)}})},
 		{"allow token zero refill time", "limits[0].token.refill_time", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(1, 0)}})},
 		{"allow token refill time above a year", "limits[0].token.refill_time", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(1, 367*24*time.Hour)}})},
-		{"allow token NaN refill amount", "limits[0].token.refill_amount", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{{Kind: service.TokenLimit, Token: service.TokenBucket{Max: 1, RefillTime: sec, RefillAmount: math.NaN()}}}})},
+		{"allow token NaN refill amount", "limits[0].token.refill_amount", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{{Kind: service.TokenKind, Token: service.TokenBucket{Max: 1, RefillTime: sec, RefillAmount: math.NaN()}}}})},
 		{"allow leaky zero size", "limits[0].leaky.size", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{leaky(0, sec, 0)}})},
 		{"allow leaky negative interval", "limits[0].leaky.interval", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{leaky(1, -sec, 0)}})},
 		{"allow leaky drip below 1ns", "limits[0].leaky.size", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{leaky(1e9, sec/2, 0)}})},
@@ -121,21 +122,21 @@ func badRequests() []badRequest {
 		{"allow leaky wait timeout above a minute", "limits[0].leaky.wait_timeout", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{leaky(1, sec, min+1)}})},
 		{"allow fixed zero period", "limits[0].fixed.period", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{fixed(0, 0)}})},
 		{"allow fixed Inf limit", "limits[0].fixed.limit", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{fixed(sec, math.Inf(1))}})},
-		{"allow bucket with a window size", "limits[0].window_size", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{{Size: sec, Kind: service.FixedLimit, Fixed: service.FixedBucket{Period: sec, Limit: 1}}}})},
+		{"allow bucket with a window size", "limits[0].window_size", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{{Size: sec, Kind: service.FixedKind, Fixed: service.FixedBucket{Period: sec, Limit: 1}}}})},
 		{"allow the same bucket twice", "limits[2].token", service.ErrInvalidLimit, allow(al{Key: "k", Limits: []service.Limit{token(1, sec), fixed(sec, 1), token(1, sec)}})},
 	}
 }
 
 func token(max float64, refill time.Duration) service.Limit {
-	return service.Limit{Kind: service.TokenLimit, Token: service.TokenBucket{Max: max, RefillTime: refill}}
+	return service.Limit{Kind: service.TokenKind, Token: service.TokenBucket{Max: max, RefillTime: refill}}
 }
 
 func leaky(size float64, interval, wait time.Duration) service.Limit {
-	return service.Limit{Kind: service.LeakyLimit, Leaky: service.LeakyBucket{Size: size, Interval: interval}, WaitTimeout: wait}
+	return service.Limit{Kind: service.LeakyKind, Leaky: service.LeakyBucket{Size: size, Interval: interval}, WaitTimeout: wait}
 }
 
 func fixed(period time.Duration, limit float64) service.Limit {
-	return service.Limit{Kind: service.FixedLimit, Fixed: service.FixedBucket{Period: period, Limit: limit}}
+	return service.Limit{Kind: service.FixedKind, Fixed: service.FixedBucket{Period: period, Limit: limit}}
 }
 
 // TestFirstErrorSameInEveryMode is the acceptance test of the validation
@@ -212,8 +213,12 @@ func TestAtRange(t *testing.T) {
 }
 
 func TestNewNeedsTheSyncersOfSynchronousNamespaces(t *testing.T) {
-	s, ns := newService(t, 0)
-	if _, err := service.New(s.Node()); err == nil {
+	_, ns := newService(t, 0)
+	n, err := node.New([]node.Config{ns.Config()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := service.New(n); err == nil {
 		t.Errorf("New without the syncer of synchronous %s: no error", ns)
 	}
 }

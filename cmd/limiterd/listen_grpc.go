@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	grpcfront "github.com/limiterd/limiterd/front/grpc"
+	"github.com/limiterd/limiterd/service"
 )
 
 // listenGRPC opens the gRPC front on cfg.GRPCAddr, with Envoy's rate limit
@@ -22,13 +23,16 @@ func listenGRPC(d *daemon) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen: %w", err)
 	}
-	opts := append(d.grpcCreds(), d.grpcTelemetry()...)
+	// The requests' metrics: the calls by the interceptor, the decisions
+	// reported by the service.
+	m := grpcfront.NewMetrics(d.reg, d.configured)
+	opts := append(d.grpcCreds(), d.grpcTelemetry(m)...)
 	opts = append(opts, grpc.ChainUnaryInterceptor(d.logInternal))
 	if age := time.Duration(d.cfg.GRPCMaxConnectionAge); age > 0 {
 		// The grace lets the calls of a closing connection finish.
 		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: 30 * time.Second}))
 	}
-	gs := grpcfront.NewServer(d.svc, append(opts, d.grpcAuth()...)...)
+	gs := grpcfront.NewServer(d.svc.Observe(service.FrontGRPC, m), append(opts, d.grpcAuth()...)...)
 	if d.envoy != nil {
 		d.envoy.Register(gs.Server)
 	}

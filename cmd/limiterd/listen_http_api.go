@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	httpfront "github.com/limiterd/limiterd/front/http"
+	"github.com/limiterd/limiterd/service"
 )
 
 // mountHTTPAPI mounts the JSON API (every RPC at
@@ -11,10 +12,11 @@ import (
 // (GET /openapi.json) on the HTTP listener's mux. Its calls are stopped
 // with the fronts, by the handler's Shutdown, not with the listener.
 func (d *daemon) mountHTTPAPI(mux *http.ServeMux) (*httpfront.Handler, error) {
-	api, err := httpfront.New(d.svc, append(d.httpAuth(), httpfront.WithLogger(d.log))...)
+	m := httpfront.NewMetrics(d.reg, d.configured)
+	api, err := httpfront.New(d.svc.Observe(service.FrontHTTP, m), append(d.httpAuth(), httpfront.WithLogger(d.log))...)
 	if err != nil {
 		return nil, err
 	}
-	api.RegisterWithMetrics(mux, httpfront.NewMetrics(d.reg, d.configured))
+	api.RegisterWithMetrics(mux, m)
 	return api, nil
 }

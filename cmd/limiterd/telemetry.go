@@ -14,7 +14,7 @@ import (
 // request metrics label only those, so that the series stay bounded
 // whatever names callers send.
 func (d *daemon) configured(name string) bool {
-	_, err := d.node.Namespace(name)
+	_, err := d.svc.Namespace(name)
 	return err == nil
 }
 
@@ -34,10 +34,10 @@ func (d *daemon) openTelemetry(ctx context.Context) error {
 	return nil
 }
 
-// grpcTelemetry is the gRPC front's request metrics and, when tracing,
+// grpcTelemetry is the gRPC front's request metrics m and, when tracing,
 // its spans. It comes before authorization: refused calls count too.
-func (d *daemon) grpcTelemetry() []grpc.ServerOption {
-	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(grpcfront.UnaryMetrics(grpcfront.NewMetrics(d.reg, d.configured)))}
+func (d *daemon) grpcTelemetry(m *reqmetrics.Metrics) []grpc.ServerOption {
+	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(grpcfront.UnaryMetrics(m))}
 	if d.cfg.Tracing.Endpoint != "" {
 		opts = append(opts, telemetry.ServerOption(d.tracer))
 	}

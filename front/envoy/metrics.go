@@ -2,11 +2,11 @@ package envoyfront
 
 import (
 	"sync"
-	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/limiterd/limiterd/internal/reqmetrics"
+	"github.com/limiterd/limiterd/service"
 )
 
 // MaxDetailedSeries caps the series a detailed_metric rule adds: past it,
@@ -23,52 +23,20 @@ type metrics struct {
 	unmatched                        *prometheus.CounterVec
 	reloads                          *prometheus.CounterVec
 	loaded                           prometheus.Gauge
-	// decisions, once ObserveDecisions has set it, also counts each
-	// descriptor decided under a limit as the other fronts count theirs.
-	decisions atomic.Pointer[decisionSink]
-}
-
-// decisionSink is where a descriptor's decision is counted: the request
-// metrics and the front's namespace.
-type decisionSink struct {
-	m         *reqmetrics.Metrics
-	namespace string
 }
 
 // ObserveDecisions counts every descriptor decided under a limit in m as
-// well, as one decision of kind sliding_window in the front's namespace:
-// allowed when within its limit (near it included), denied when over it
-// (shadow mode included, though answered OK). Descriptors that match no
-// rule, or an unlimited one, decide nothing. Make m with front "envoy"
-// (reqmetrics.New(reg, reqmetrics.Config{Front: "envoy", Configured: ...}));
-// the calls themselves and their latency are the gRPC server's, which
-// serves this service (grpcfront.UnaryMetrics).
+// well, as the other fronts count theirs: the service reports each of its
+// Allow calls, one per such descriptor, to m, as one decision of kind
+// sliding_window in the front's namespace: allowed when within its limit
+// (near it included), denied when over it (shadow mode included, though
+// answered OK). Descriptors that match no rule, or an unlimited one,
+// decide nothing. Make m with front "envoy" (reqmetrics.New(reg,
+// reqmetrics.Config{Front: "envoy", Configured: ...})); the calls
+// themselves and their latency are the gRPC server's, which serves this
+// service (grpcfront.UnaryMetrics).
 func (s *Server) ObserveDecisions(m *reqmetrics.Metrics) {
-	s.m.decisions.Store(&decisionSink{m: m, namespace: s.cfg.Namespace})
-}
-
-func (m *metrics) decide(allowed bool) {
-	if d := m.decisions.Load(); d != nil {
-		d.m.Decision(d.namespace, reqmetrics.SlidingWindow, allowed)
-	}
-}
-
-// decisionCounter is a rule counter of hits whose every Add is also one
-// decision.
-type decisionCounter struct {
-	prometheus.Counter
-	m       *metrics
-	allowed bool
-}
-
-func (c decisionCounter) Add(v float64) {
-	c.Counter.Add(v)
-	c.m.decide(c.allowed)
-}
-
-func (c decisionCounter) Inc() {
-	c.Counter.Inc()
-	c.m.decide(c.allowed)
+	s.svc.Store(s.svc.Load().Observe(service.FrontEnvoy, m))
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -102,9 +70,9 @@ type ruleMetrics struct {
 func (m *metrics) forRule(domain, path string) *ruleMetrics {
 	return &ruleMetrics{
 		hits:   m.hits.WithLabelValues(domain, path),
-		over:   decisionCounter{m.over.WithLabelValues(domain, path), m, false},
-		near:   decisionCounter{m.near.WithLabelValues(domain, path), m, true},
-		within: decisionCounter{m.within.WithLabelValues(domain, path), m, true},
+		over:   m.over.WithLabelValues(domain, path),
+		near:   m.near.WithLabelValues(domain, path),
+		within: m.within.WithLabelValues(domain, path),
 		shadow: m.shadow.WithLabelValues(domain, path),
 	}
 }

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/service"
 	"gopkg.in/yaml.v3"
 )
 
@@ -283,10 +283,10 @@ func newRule(domain, path string, d descriptorYAML, sizes []time.Duration, names
 	if !slices.Contains(sizes, size) {
 		have := make([]string, len(sizes))
 		for i, s := range sizes {
-			have[i] = node.FormatDuration(s)
+			have[i] = service.FormatDuration(s)
 		}
 		sort.Strings(have)
-		return nil, fmt.Errorf("unit %s needs the window size %s in namespace %q, which has %s", r.unit, node.FormatDuration(size), namespace, strings.Join(have, ", "))
+		return nil, fmt.Errorf("unit %s needs the window size %s in namespace %q, which has %s", r.unit, service.FormatDuration(size), namespace, strings.Join(have, ", "))
 	}
 	r.size, r.perUnit = size, *rl.RequestsPerUnit
 	return r, nil

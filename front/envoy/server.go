@@ -88,7 +88,9 @@ func (c Config) Validate() error {
 // concurrent use; Reload may run while calls are served.
 type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	svc   *service.Service
+	// svc serves the calls: reporting its decisions once
+	// ObserveDecisions is called.
+	svc   atomic.Pointer[service.Service]
 	cfg   Config
 	sizes []time.Duration
 	log   *slog.Logger
@@ -107,14 +109,15 @@ func New(svc *service.Service, cfg Config, log *slog.Logger, reg prometheus.Regi
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	ns, err := svc.Node().Namespace(cfg.Namespace)
+	ns, err := svc.Namespace(cfg.Namespace)
 	if err != nil {
 		return nil, fmt.Errorf("envoy: namespace: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{svc: svc, cfg: cfg, sizes: ns.Config().WindowSizes, log: log, m: newMetrics(reg)}
+	s := &Server{cfg: cfg, sizes: ns.WindowSizes, log: log, m: newMetrics(reg)}
+	s.svc.Store(svc)
 	if err := s.Reload(); err != nil {
 		return nil, err
 	}
@@ -324,7 +327,7 @@ func (s *Server) decide(ctx context.Context, domain string, d *ratelimitv3.RateL
 	}
 	var dst [1]service.LimitStatus
 	limits := [1]service.Limit{{Size: r.size, Limit: float64(r.perUnit)}}
-	dec, err := s.svc.Allow(ctx, service.AllowRequest{
+	dec, err := s.svc.Load().Allow(ctx, service.AllowRequest{
 		Namespace:     s.cfg.Namespace,
 		Key:           counterKey(domain, d),
 		Cost:          &cost,

@@ -90,15 +90,15 @@ func toLimit(i int, l *limiterv1.Limit) (service.Limit, error) {
 	var errs [2]error
 	switch k := l.GetKind().(type) {
 	case *limiterv1.Limit_Token:
-		out.Kind, out.Strict = service.TokenLimit, k.Token.GetStrict()
+		out.Kind, out.Strict = service.TokenKind, k.Token.GetStrict()
 		out.Token = service.TokenBucket{Max: k.Token.GetMax(), RefillAmount: k.Token.GetRefillAmount()}
 		out.Token.RefillTime, errs[0] = bucketDuration(i, "token.refill_time", k.Token.GetRefillTime())
 	case *limiterv1.Limit_Leaky:
-		out.Kind, out.Leaky.Size = service.LeakyLimit, k.Leaky.GetSize()
+		out.Kind, out.Leaky.Size = service.LeakyKind, k.Leaky.GetSize()
 		out.Leaky.Interval, errs[0] = bucketDuration(i, "leaky.interval", k.Leaky.GetInterval())
 		out.WaitTimeout, errs[1] = bucketDuration(i, "leaky.wait_timeout", k.Leaky.GetWaitTimeout())
 	case *limiterv1.Limit_Fixed:
-		out.Kind, out.Fixed.Limit = service.FixedLimit, k.Fixed.GetLimit()
+		out.Kind, out.Fixed.Limit = service.FixedKind, k.Fixed.GetLimit()
 		out.Fixed.Period, errs[0] = bucketDuration(i, "fixed.period", k.Fixed.GetPeriod())
 	}
 	for _, err := range errs {
@@ -217,11 +217,11 @@ func (b *allowSlabs) response(d service.Decision) *limiterv1.AllowResponse {
 	durs := take(&b.durs, 2*n+1)
 	for i, l := range d.Limits {
 		st := &statuses[i]
-		if l.Kind == service.WindowLimit {
+		if l.Kind == service.SlidingWindow {
 			st.WindowSize = setDuration(&durs[2*i], l.Size)
 		}
 		st.Limit, st.Rate, st.Remaining, st.Before = l.Limit, l.Rate, l.Remaining, l.Before
-		if l.Kind == service.WindowLimit || l.ResetAfter != 0 {
+		if l.Kind == service.SlidingWindow || l.ResetAfter != 0 {
 			st.ResetAfter = setDuration(&durs[2*i+1], l.ResetAfter)
 		}
 		resp.Limits[i] = st

@@ -28,17 +28,15 @@ func NewMetrics(reg prometheus.Registerer, configured func(namespace string) boo
 }
 
 // UnaryMetrics returns the interceptor that records every unary call in
-// m: its method, gRPC code and latency, and the decisions of Allow,
-// Acquire and their batches (each item counts) by namespace and kind.
-// Put it first in the chain (grpc.ChainUnaryInterceptor(UnaryMetrics(m),
-// UnaryAuth(...))), so that refused calls are counted too.
+// m: its method, gRPC code and latency. Put it first in the chain
+// (grpc.ChainUnaryInterceptor(UnaryMetrics(m), UnaryAuth(...))), so that
+// refused calls are counted too. The decisions are the service's to
+// report: serve a service that reports them to m
+// (NewServer(svc.Observe(service.FrontGRPC, m))).
 func UnaryMetrics(m *reqmetrics.Metrics) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
-		if err == nil {
-			m.LimiterDecisions(req, resp)
-		}
 		m.Method(strings.TrimPrefix(info.FullMethod, "/")).Observe(time.Since(start), status.Code(err).String())
 		return resp, err
 	}

@@ -32,7 +32,7 @@ func newMetricsServer(t *testing.T) (limiterv1.RateLimiterClient, *prometheus.Re
 	reg := prometheus.NewRegistry()
 	m := NewMetrics(reg, func(name string) bool { _, err := n.Namespace(name); return err == nil })
 	lis := bufconn.Listen(1 << 20)
-	gs := NewServer(svc, grpc.ChainUnaryInterceptor(UnaryMetrics(m)))
+	gs := NewServer(svc.Observe(service.FrontGRPC, m), grpc.ChainUnaryInterceptor(UnaryMetrics(m)))
 	go gs.Serve(lis)
 	conn, err := grpc.NewClient("passthrough:///bufconn",
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),

@@ -27,12 +27,12 @@ func newMetricsAPI(t *testing.T) (http.Handler, *prometheus.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(svc)
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, func(name string) bool { _, err := n.Namespace(name); return err == nil })
+	h, err := New(svc.Observe(service.FrontHTTP, m))
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg, func(name string) bool { _, err := n.Namespace(name); return err == nil })
 	mux := http.NewServeMux()
 	h.RegisterWithMetrics(mux, m)
 	return mux, reg

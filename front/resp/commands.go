@@ -388,8 +388,8 @@ func cmdInfo(s *Server, x *call) {
 	clients := len(s.conns)
 	s.mu.Unlock()
 	var names []string
-	for _, ns := range s.svc.Node().Namespaces() {
-		names = append(names, ns.Name())
+	for _, ns := range s.svc.Namespaces() {
+		names = append(names, ns.Name)
 	}
 	var b strings.Builder
 	b.WriteString("# Server\r\n")

@@ -104,26 +104,3 @@ func TestRequestMetricsBounded(t *testing.T) {
 		t.Errorf("api's allowed = %v, want 100001", got)
 	}
 }
-
-func TestTokenDecision(t *testing.T) {
-	for _, c := range []struct {
-		line, reply   string
-		allowed, read bool
-	}{
-		{"RL.REDUCE k 5 60", ":1\r\n", true, true},
-		{"RL.REDUCE k 5 60", ":0\r\n", false, true},
-		{"RL.REDUCE k 5 60 TAKE 3", ":2\r\n", false, true},
-		{"RL.REDUCE k 5 60 STRICT TAKE 3", ":3\r\n", true, true},
-		{"RL.REDUCE k 5 60 NS TAKE TAKE 0", ":0\r\n", true, true},
-		{"RL.REDUCE k 5 60", "-ERR x\r\n", false, false},
-	} {
-		var args [][]byte
-		for _, f := range splitFields(c.line) {
-			args = append(args, []byte(f))
-		}
-		_, allowed, ok := tokenDecision(args, []byte(c.reply))
-		if allowed != c.allowed || ok != c.read {
-			t.Errorf("%s → %q: allowed %v, read %v; want %v, %v", c.line, c.reply, allowed, ok, c.allowed, c.read)
-		}
-	}
-}

@@ -161,9 +161,10 @@ func tokenCmd(unit time.Duration, reduce bool) func(*Server, *call) {
 		}
 		sc := &x.sess.scratch
 		sc.cost = float64(take)
-		sc.limits[0] = service.Limit{Kind: service.TokenLimit, Strict: strict,
+		sc.limits[0] = service.Limit{Kind: service.TokenKind, Strict: strict,
 			Token: service.TokenBucket{Max: float64(max), RefillTime: d, RefillAmount: float64(amount)}}
 		req.Cost, req.Limits = &sc.cost, sc.limits[:1]
+		req.Probe = !reduce // RL.GET reads: no decision
 		dec, err := s.svc.Allow(x.ctx, req, sc.status[:0])
 		if err != nil {
 			writeErr(x.w, err, tokenFields)
@@ -432,7 +433,7 @@ func leakyFields(f string) string {
 // RL.LEAKY key size interval [TAKE n] [WAIT ms] [AT ms] [NS namespace]
 func cmdLeaky(s *Server, x *call) {
 	cmdBucket(s, x, "size", "interval", leakyFields, func(size float64, interval time.Duration) service.Limit {
-		return service.Limit{Kind: service.LeakyLimit, Leaky: service.LeakyBucket{Size: size, Interval: interval}}
+		return service.Limit{Kind: service.LeakyKind, Leaky: service.LeakyBucket{Size: size, Interval: interval}}
 	}, func(lim *service.Limit) func(string, []byte) error {
 		return func(_ string, b []byte) (err error) {
 			lim.WaitTimeout, err = durationArg("WAIT", b, time.Millisecond)
@@ -490,7 +491,7 @@ func fixedFields(f string) string {
 // RL.FIXED key limit period [TAKE n] [AT ms] [NS namespace]
 func cmdFixed(s *Server, x *call) {
 	cmdBucket(s, x, "limit", "period", fixedFields, func(limit float64, period time.Duration) service.Limit {
-		return service.Limit{Kind: service.FixedLimit, Fixed: service.FixedBucket{Limit: limit, Period: period}}
+		return service.Limit{Kind: service.FixedKind, Fixed: service.FixedBucket{Limit: limit, Period: period}}
 	}, nil)
 }
 

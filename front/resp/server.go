@@ -143,7 +143,9 @@ func New(svc *service.Service, cfg Config, log *slog.Logger, reg prometheus.Regi
 	for i, c := range s.byID {
 		c.id = i
 	}
-	s.m = newMetrics(reg, s.cmds)
+	s.m = newMetrics(reg, s.cmds, svc)
+	// The service reports each decision to the front's request metrics.
+	s.svc = svc.Observe(service.FrontRESP, s.m.req)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.rs = redcon.NewServerNetwork("tcp", "", s.handle, s.accept, s.closed)
 	return s, nil

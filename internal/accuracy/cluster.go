@@ -172,14 +172,14 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 	var errs atomic.Int64
 	var werr atomic.Value
 	var lw gosync.WaitGroup
-	limits := []node.Limit{{Size: r.Window, Limit: r.Limit}}
+	limits := []service.Limit{{Size: r.Window, Limit: r.Limit}}
 	names := make([]string, max(r.Keys, 1))
 	for i := range names {
 		names[i] = fmt.Sprintf("key-%d", i)
 	}
 	for w := range workers {
 		lw.Go(func() {
-			var dst []node.LimitStatus
+			var dst []service.LimitStatus
 			for j := range jobs {
 				at := time.Now()
 				d, err := svcs[j.node].Allow(ctx, service.AllowRequest{Namespace: r.Namespace, At: at, Key: names[j.key], Limits: limits}, dst[:0])

@@ -309,7 +309,7 @@ func (o *Owner) applyLocked(ctx context.Context, cfg config.Config) (string, err
 		return fail(err) // d.mu serialises changes: not expected
 	}
 	rctx, cancel := context.WithTimeout(ctx, rerouteTimeout)
-	err = o.opts.Service.Reroute(rctx, all...)
+	err = service.Reroute(rctx, o.opts.Service, all...)
 	cancel()
 	if err != nil {
 		o.opts.Log.Warn("copying the counts of replaced namespaces while calls still run on them; their last hits may be missed", "err", err)

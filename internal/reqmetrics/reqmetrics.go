@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/limiterd/limiterd/service"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -15,29 +17,21 @@ const Other = "other"
 // DefaultNamespace is the namespace an empty name means.
 const DefaultNamespace = "default"
 
-// Kind is the limiter kind of a decision.
-type Kind uint8
+// numKinds bounds the kinds a decision is counted under: service.Kind's.
+const numKinds = int(service.MixedKind) + 1
 
-// The kinds of a decision. Mixed is an Allow that checks limits of more
-// than one kind at once.
-const (
-	SlidingWindow Kind = iota
-	TokenBucket
-	LeakyBucket
-	FixedBucket
-	Concurrency
-	Mixed
-	numKinds
-)
+// kindLabels are the kind label's values, by service.Kind.
+var kindLabels = [numKinds]string{
+	service.SlidingWindow: "sliding_window", service.TokenKind: "token_bucket", service.LeakyKind: "leaky_bucket",
+	service.FixedKind: "fixed_bucket", service.ConcurrencyKind: "concurrency", service.MixedKind: "mixed",
+}
 
-var kindNames = [numKinds]string{"sliding_window", "token_bucket", "leaky_bucket", "fixed_bucket", "concurrency", "mixed"}
-
-// String is the kind's label value.
-func (k Kind) String() string {
-	if k >= numKinds {
+// KindLabel is the kind label's value of k.
+func KindLabel(k service.Kind) string {
+	if int(k) >= numKinds {
 		return Other
 	}
-	return kindNames[k]
+	return kindLabels[k]
 }
 
 // Config configures a front's Metrics.
@@ -175,15 +169,19 @@ type nsSeries [numKinds][2]prometheus.Counter // [kind][denied, allowed]
 func (m *Metrics) newNS(label string) *nsSeries {
 	var s nsSeries
 	for k := range numKinds {
-		s[k][0] = m.decisions.WithLabelValues(label, k.String(), "denied")
-		s[k][1] = m.decisions.WithLabelValues(label, k.String(), "allowed")
+		s[k][0] = m.decisions.WithLabelValues(label, kindLabels[k], "denied")
+		s[k][1] = m.decisions.WithLabelValues(label, kindLabels[k], "allowed")
 	}
 	return &s
 }
 
+// Decided records a decision the service reports: Metrics is the
+// service.Observer of its front.
+func (m *Metrics) Decided(o service.Observed) { m.Decision(o.Namespace, o.Kind, o.Allowed) }
+
 // Decision records one decision of kind k in the namespace name ("" is
 // DefaultNamespace).
-func (m *Metrics) Decision(name string, k Kind, allowed bool) {
+func (m *Metrics) Decision(name string, k service.Kind, allowed bool) {
 	if name == "" {
 		name = DefaultNamespace
 	}
@@ -194,23 +192,9 @@ func (m *Metrics) Decision(name string, k Kind, allowed bool) {
 	s.inc(k, allowed)
 }
 
-// DecisionBytes is Decision with the name as bytes, for a front that
-// reads it so: a name already seen costs no allocation.
-func (m *Metrics) DecisionBytes(name []byte, k Kind, allowed bool) {
-	if len(name) == 0 {
-		m.Decision("", k, allowed)
-		return
-	}
-	s := (*m.ns.Load())[string(name)]
-	if s == nil {
-		s = m.lookupNS(string(name))
-	}
-	s.inc(k, allowed)
-}
-
-func (s *nsSeries) inc(k Kind, allowed bool) {
-	if k >= numKinds {
-		k = Mixed
+func (s *nsSeries) inc(k service.Kind, allowed bool) {
+	if int(k) >= numKinds {
+		k = service.MixedKind
 	}
 	i := 0
 	if allowed {

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/internal/reqmetrics/metricstest"
+	"github.com/limiterd/limiterd/service"
 )
 
 func configured(names ...string) func(string) bool {
@@ -28,11 +28,11 @@ func configured(names ...string) func(string) bool {
 func TestDecisionLabels(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg, Config{Front: "test", Methods: []string{"A"}, Configured: configured("default", "api")})
-	m.Decision("", SlidingWindow, true)
-	m.Decision("default", SlidingWindow, false)
-	m.DecisionBytes([]byte("api"), TokenBucket, true)
-	m.Decision("nosuch", Concurrency, true)
-	m.DecisionBytes([]byte("nosuch2"), Concurrency, false)
+	m.Decision("", service.SlidingWindow, true)
+	m.Decision("default", service.SlidingWindow, false)
+	m.Decided(service.Observed{Namespace: "api", Kind: service.TokenKind, Allowed: true})
+	m.Decision("nosuch", service.ConcurrencyKind, true)
+	m.Decided(service.Observed{Namespace: "nosuch2", Kind: service.ConcurrencyKind})
 	m.Method("A").Observe(time.Millisecond, "OK")
 	m.Method("A").Observe(time.Millisecond, "OK")
 	m.Method("B").Observe(time.Millisecond, "NotFound")
@@ -79,28 +79,24 @@ func TestDecisionLabels(t *testing.T) {
 func TestBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := New(reg, Config{Front: "test", Methods: LimiterMethods(), Configured: configured("default", "api")})
-	allow := func(ns, key string, kind Kind) {
-		req := &limiterv1.AllowRequest{Namespace: ns, Key: key, Limits: []*limiterv1.Limit{{}}}
-		if kind == TokenBucket {
-			req.Limits[0].Kind = &limiterv1.Limit_Token{Token: &limiterv1.TokenBucket{Max: 1}}
-		}
-		m.LimiterDecisions(req, &limiterv1.AllowResponse{Allowed: len(key)%2 == 0})
+	allow := func(ns, key string, kind service.Kind) {
+		m.Decided(service.Observed{Namespace: ns, Kind: kind, Allowed: len(key)%2 == 0})
 		m.Method("limiter.v1.RateLimiter/Allow").Observe(time.Microsecond, "OK")
 	}
 	for _, ns := range []string{"default", "api", "unknown"} {
-		allow(ns, "k", SlidingWindow)
-		allow(ns, "kk", SlidingWindow)
-		allow(ns, "k", TokenBucket)
+		allow(ns, "k", service.SlidingWindow)
+		allow(ns, "kk", service.SlidingWindow)
+		allow(ns, "k", service.TokenKind)
 	}
 	m.Method("/no.such.Service/M").Observe(time.Microsecond, "OK")
 	before := metricstest.Series(t, reg)
 	for i := range 100_000 {
-		allow("api", "key-"+strconv.Itoa(i), SlidingWindow)
+		allow("api", "key-"+strconv.Itoa(i), service.SlidingWindow)
 	}
 	for i := range 1_000 {
 		ns := "ns-" + strconv.Itoa(i)
-		allow(ns, "k", SlidingWindow)
-		allow(ns, "kk", TokenBucket)
+		allow(ns, "k", service.SlidingWindow)
+		allow(ns, "kk", service.TokenKind)
 		m.Method("/no.such.Service/M"+strconv.Itoa(i)).Observe(time.Microsecond, "OK")
 	}
 	if after := metricstest.Series(t, reg); after != before {
@@ -111,46 +107,25 @@ func TestBounded(t *testing.T) {
 	}
 
 	none := New(prometheus.NewRegistry(), Config{Front: "test"})
-	none.Decision("default", SlidingWindow, true)
+	none.Decision("default", service.SlidingWindow, true)
 	if got := testutil.ToFloat64(none.decisions.WithLabelValues("other", "sliding_window", "allowed")); got != 1 {
 		t.Errorf("nil Configured: other = %v, want 1", got)
 	}
 }
 
-func TestLimiterDecisionsBatches(t *testing.T) {
-	m := New(nil, Config{Front: "test", Configured: configured("default", "api")})
-	fixed := &limiterv1.Limit{Kind: &limiterv1.Limit_Fixed{Fixed: &limiterv1.FixedBucket{Limit: 1}}}
-	leaky := &limiterv1.Limit{Kind: &limiterv1.Limit_Leaky{Leaky: &limiterv1.LeakyBucket{Size: 1}}}
-	m.LimiterDecisions(&limiterv1.AllowBatchRequest{Items: []*limiterv1.AllowRequest{
-		{Namespace: "api", Limits: []*limiterv1.Limit{fixed}},
-		{Namespace: "api", Limits: []*limiterv1.Limit{fixed, leaky}},
-		{Namespace: "api", Limits: []*limiterv1.Limit{leaky}}, // failed: no decision
-	}}, &limiterv1.AllowBatchResponse{Results: []*limiterv1.AllowResult{
-		{Response: &limiterv1.AllowResponse{Allowed: true}},
-		{Response: &limiterv1.AllowResponse{Allowed: false}},
-		{},
-	}})
-	m.LimiterDecisions(&limiterv1.AcquireBatchRequest{Items: []*limiterv1.AcquireRequest{{}, {}}},
-		&limiterv1.AcquireBatchResponse{Results: []*limiterv1.AcquireResult{
-			{Response: &limiterv1.AcquireResponse{Acquired: true}}, {Response: &limiterv1.AcquireResponse{}},
-		}})
-	m.LimiterDecisions(&limiterv1.AllowRequest{}, nil) // failed call
-	m.LimiterDecisions(&limiterv1.IncrementRequest{}, &limiterv1.IncrementResponse{})
-	for _, c := range []struct {
-		ns, kind, decision string
-		want               float64
-	}{
-		{"api", "fixed_bucket", "allowed", 1},
-		{"api", "mixed", "denied", 1},
-		{"api", "leaky_bucket", "allowed", 0},
-		{"api", "leaky_bucket", "denied", 0},
-		{"default", "concurrency", "allowed", 1},
-		{"default", "concurrency", "denied", 1},
-		{"default", "sliding_window", "denied", 0},
-	} {
-		if got := testutil.ToFloat64(m.decisions.WithLabelValues(c.ns, c.kind, c.decision)); got != c.want {
-			t.Errorf("decisions{%s,%s,%s} = %v, want %v", c.ns, c.kind, c.decision, got, c.want)
+// TestKindLabels: every kind the service names has its label; a kind
+// past them counts as mixed.
+func TestKindLabels(t *testing.T) {
+	m := New(nil, Config{Front: "test", Configured: configured("api")})
+	for k, want := range map[service.Kind]string{service.SlidingWindow: "sliding_window", service.TokenKind: "token_bucket",
+		service.LeakyKind: "leaky_bucket", service.FixedKind: "fixed_bucket", service.ConcurrencyKind: "concurrency", service.MixedKind: "mixed"} {
+		if got := KindLabel(k); got != want {
+			t.Errorf("KindLabel(%v) = %q, want %q", k, got, want)
 		}
+	}
+	m.Decided(service.Observed{Namespace: "api", Kind: service.MixedKind + 1, Allowed: true})
+	if got := testutil.ToFloat64(m.decisions.WithLabelValues("api", "mixed", "allowed")); got != 1 {
+		t.Errorf("an unknown kind: mixed = %v, want 1", got)
 	}
 }
 
@@ -186,12 +161,12 @@ limiterd_build_info{goversion="unknown",revision="unknown",version="unknown"} 1
 func BenchmarkObserve(b *testing.B) {
 	m := New(prometheus.NewRegistry(), Config{Front: "test", Methods: LimiterMethods(), Configured: configured("default", "api")})
 	md := m.Method("limiter.v1.RateLimiter/Allow")
-	ns := []byte("api")
+	o := service.Observed{Front: service.FrontGRPC, Namespace: "api", Kind: service.SlidingWindow, Allowed: true}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			md.Observe(time.Microsecond, "OK")
-			m.DecisionBytes(ns, SlidingWindow, true)
+			m.Decided(o)
 		}
 	})
 }

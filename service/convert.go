@@ -1,0 +1,33 @@
+package service
+
+import (
+	"unsafe"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// The service's value types have the engine's layout, field for field
+// (TestEngineLayouts), so that a call passes its limits to the engine,
+// and the engine writes rates and statuses into the front's slices,
+// without a copy or an allocation on the hot path. A change of the
+// engine's types fails that test; then these functions copy instead.
+
+func engineLimits(ls []Limit) []node.Limit {
+	return unsafe.Slice((*node.Limit)(unsafe.Pointer(unsafe.SliceData(ls))), len(ls))
+}
+
+func engineRates(rs []Rate) []node.Rate {
+	return unsafe.Slice((*node.Rate)(unsafe.Pointer(unsafe.SliceData(rs))), cap(rs))[:len(rs)]
+}
+
+func serviceRates(rs []node.Rate) []Rate {
+	return unsafe.Slice((*Rate)(unsafe.Pointer(unsafe.SliceData(rs))), cap(rs))[:len(rs)]
+}
+
+func engineStatuses(ss []LimitStatus) []node.LimitStatus {
+	return unsafe.Slice((*node.LimitStatus)(unsafe.Pointer(unsafe.SliceData(ss))), cap(ss))[:len(ss)]
+}
+
+func serviceDecision(d node.Decision) Decision {
+	return *(*Decision)(unsafe.Pointer(&d))
+}

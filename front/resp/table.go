@@ -27,25 +27,27 @@ func commandTable() map[string]*command {
 	// Arguments shared by the RL.* commands.
 	argNS := arg{name: "namespace", typ: "string", token: "NS", optional: true}
 	argAtMilli := arg{name: "unix-time-milliseconds", typ: "unix-time", token: "AT", optional: true}
-	smyte := func(name string, reduce bool, unit string, run func(*Server, *call)) *command {
+	smyte := func(name string, reduce bool, unit string, run func(string, time.Duration, bool) func(*Server, *call), d time.Duration) *command {
 		args := []arg{key("key"), integer("max"), integer("refilltime"), opt("REFILL", "refillamount", "integer")}
-		max := 11
+		// smyte's counts: 3 to 8 arguments after the name (RL.GET), 3 to
+		// 10 (RL.REDUCE), NS and its value not counted.
+		max := 9
 		summary := "Reads a token bucket (Smyte's): the tokens it holds, taking none; refilltime and AT in " + unit + "."
 		flags := []string{"readonly", "fast"}
 		if reduce {
 			args = append(args, opt("TAKE", "tokens", "integer"))
-			max = 13
+			max = 11
 			summary = "Takes tokens (default 1) from a token bucket (Smyte's) holding up to max, refilled by refillamount (default max) every refilltime " + unit + "; answers the tokens it held before the take (enough: the take was admitted)."
 			flags = []string{"write", "fast"}
 		}
 		args = append(args, arg{name: "timestamp", typ: "unix-time", token: "AT", optional: true}, flag("STRICT"), argNS)
-		return &command{name: name, arity: -4, max: max, flags: flags, group: groupLimiter, summary: summary, args: args, run: run}
+		return &command{name: name, arity: -4, max: max, nsFree: true, flags: flags, group: groupLimiter, summary: summary, args: args, run: run(strings.ToUpper(name), d, reduce)}
 	}
 	cmds := []*command{
-		smyte("rl.reduce", true, "seconds", tokenCmd(time.Second, true)),
-		smyte("rl.get", false, "seconds", tokenCmd(time.Second, false)),
-		smyte("rl.preduce", true, "milliseconds", tokenCmd(time.Millisecond, true)),
-		smyte("rl.pget", false, "milliseconds", tokenCmd(time.Millisecond, false)),
+		smyte("rl.reduce", true, "seconds", tokenCmd, time.Second),
+		smyte("rl.get", false, "seconds", tokenCmd, time.Second),
+		smyte("rl.preduce", true, "milliseconds", tokenCmd, time.Millisecond),
+		smyte("rl.pget", false, "milliseconds", tokenCmd, time.Millisecond),
 		{name: "rl.incr", arity: -2, max: 10, flags: []string{"write", "fast"}, group: groupLimiter, run: cmdIncr,
 			summary: "Counts hits (BY, default 1) of a key in every window size of its namespace, or in WINDOW alone; answers a map of window size to sliding rate after counting.",
 			args:    []arg{key("key"), opt("BY", "value", "double"), opt("WINDOW", "milliseconds", "integer"), argAtMilli, argNS}},

@@ -20,8 +20,11 @@ type command struct {
 	// nsFree: an NS option and its value are not counted in arity and
 	// max (smyte's commands, whose counts are smyte's).
 	nsFree bool
-	flags  []string
-	group  string
+	// immediate: run at once inside MULTI rather than queued (Redis's
+	// MULTI, EXEC, DISCARD, WATCH, QUIT).
+	immediate bool
+	flags     []string
+	group     string
 	// summary and args are COMMAND DOCS's.
 	summary string
 	args    []arg
@@ -71,12 +74,24 @@ func (s *Server) exec(ctx context.Context, sess *session, args [][]byte) {
 			fmt.Fprintf(&b, "'%s' ", clip(a))
 		}
 		w.error(b.String())
+		if sess.tx != nil {
+			sess.tx.flagged = true
+		}
 		return
 	}
 	errs := w.errors
-	if !cmd.arityOK(args) {
+	switch {
+	case !cmd.arityOK(args):
 		w.error("ERR wrong number of arguments for '" + cmd.name + "' command")
-	} else {
+		if sess.tx != nil {
+			sess.tx.flagged = true
+		}
+	case sess.tx != nil && !cmd.immediate:
+		s.queue(sess, args)
+		if w.errors == errs {
+			return // counted when EXEC runs it
+		}
+	default:
 		x := &sess.scratch.call
 		*x = call{ctx: ctx, sess: sess, args: args, w: w}
 		cmd.run(s, x)

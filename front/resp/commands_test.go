@@ -105,7 +105,7 @@ func TestReplies(t *testing.T) {
 			"%6\r\n$7\r\nallowed\r\n#t\r\n$5\r\nnever\r\n#f\r\n$5\r\nlimit\r\n,1\r\n$9\r\nremaining\r\n,0\r\n$14\r\nretry_after_ms\r\n:0\r\n$14\r\nreset_after_ms\r\n:1000\r\n"},
 		{"SELECT 0", "+OK\r\n", "+OK\r\n"},
 		{"CLIENT GETNAME", "$-1\r\n", "_\r\n"},
-		{"COMMAND COUNT", ":22\r\n", ":22\r\n"},
+		{"COMMAND COUNT", ":27\r\n", ":27\r\n"},
 	}
 	// The same calls in each protocol, each on a new node.
 	for _, resp3 := range []bool{false, true} {

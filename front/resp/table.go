@@ -11,6 +11,7 @@ const (
 	groupLimiter    = "limiterd"
 	groupConnection = "connection"
 	groupServer     = "server"
+	groupTx         = "transactions"
 )
 
 func key(name string) arg             { return arg{name: name, typ: "key"} }
@@ -86,7 +87,17 @@ func commandTable() map[string]*command {
 			summary: "CLIENT SETNAME name, GETNAME, SETINFO LIB-NAME|LIB-VER value, ID, INFO.", args: []arg{{name: "subcommand", typ: "string"}}},
 		{name: "select", arity: 2, flags: []string{"fast"}, group: groupConnection, run: cmdSelect,
 			summary: "Accepts database 0 only: a namespace is an RL.* command's NS argument.", args: []arg{integer("index")}},
-		{name: "quit", arity: -1, flags: []string{"fast"}, group: groupConnection, run: cmdQuit,
+		{name: "multi", arity: 1, immediate: true, flags: []string{"fast"}, group: groupTx, run: cmdMulti,
+			summary: "Begins a transaction: the next commands are queued until EXEC runs them (in order, not atomically across keys) or DISCARD drops them."},
+		{name: "exec", arity: 1, immediate: true, flags: []string{"fast"}, group: groupTx, run: cmdExec,
+			summary: "Runs the commands queued since MULTI, in order, and answers their replies as one array; EXECABORT when one could not be queued."},
+		{name: "discard", arity: 1, immediate: true, flags: []string{"fast"}, group: groupTx, run: cmdDiscard,
+			summary: "Drops the commands queued since MULTI."},
+		{name: "watch", arity: -2, immediate: true, flags: []string{"fast"}, group: groupTx, run: cmdWatch,
+			summary: "Refused: limiterd holds no keys a client can read, so there is nothing to watch.", args: []arg{{name: "key", typ: "key", multiple: true}}},
+		{name: "unwatch", arity: 1, flags: []string{"fast"}, group: groupTx, run: cmdUnwatch,
+			summary: "Answers OK: nothing is watched."},
+		{name: "quit", arity: -1, immediate: true, flags: []string{"fast"}, group: groupConnection, run: cmdQuit,
 			summary: "Answers OK and closes the connection."},
 		{name: "command", arity: -1, flags: []string{"loading"}, group: groupServer, run: cmdCommand,
 			summary: "COMMAND, COMMAND COUNT, COMMAND LIST, COMMAND INFO [name ...], COMMAND DOCS [name ...]: this table.",

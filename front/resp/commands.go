@@ -81,6 +81,10 @@ func (s *Server) exec(ctx context.Context, sess *session, args [][]byte) {
 	}
 	errs := w.errors
 	switch {
+	case !cmd.arityOK(args) && cmd.name == "exec":
+		// Redis's answer to an EXEC it refuses, in MULTI or not.
+		w.error("EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
+		sess.tx = nil
 	case !cmd.arityOK(args):
 		w.error("ERR wrong number of arguments for '" + cmd.name + "' command")
 		if sess.tx != nil {

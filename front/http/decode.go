@@ -1,6 +1,7 @@
 package httpfront
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -65,24 +66,141 @@ func (m *jsonMarshaler) NewDecoder(r io.Reader) runtime.Decoder {
 			return m.JSONPb.Unmarshal(data, v)
 		}
 		if err := m.UnmarshalOptions.Unmarshal(data, msg); err != nil {
-			if field := m.refusedField(data, msg.ProtoReflect().Descriptor()); field != "" && b != nil {
-				b.err = &service.FieldError{Field: strings.ToValidUTF8(field, "\uFFFD"), Reason: protoReason(err), Err: service.ErrInvalidValue}
+			if notJSON := jsonShape(data); notJSON != nil {
+				return notJSON
 			}
+			md := msg.ProtoReflect().Descriptor()
+			field, want := m.refusedField(data, md)
+			if field == "" {
+				field = duplicateField(err, md)
+			}
+			if field == "" || b == nil {
+				return fmt.Errorf("the request body is a JSON object but not a valid request: %s", protoReason(err))
+			}
+			b.err = &service.FieldError{Field: strings.ToValidUTF8(field, "\uFFFD"), Reason: shapeReason(err, want), Err: service.ErrInvalidValue}
 			return err
 		}
 		return nil
 	})
 }
 
+// jsonShape says what is wrong with a body that is not valid JSON (and
+// at which byte), or not a JSON object; nil when it is a JSON object.
+func jsonShape(data []byte) error {
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			if se.Error() == "unexpected end of JSON input" {
+				return fmt.Errorf("the request body is not valid JSON: it ends (at byte offset %d) before its JSON value does", len(data))
+			}
+			// Offset counts the bytes read, the offending one included.
+			return fmt.Errorf("the request body is not valid JSON: %s at byte offset %d", se.Error(), se.Offset-1)
+		}
+		return fmt.Errorf("the request body is not valid JSON: %v", err)
+	}
+	if _, ok := v.(map[string]any); ok {
+		return nil
+	}
+	at := len(data) - len(bytes.TrimLeft(data, " \t\r\n"))
+	return fmt.Errorf("the request body is JSON but not an object: %s at byte offset %d; a request is a JSON object ({} for an empty request)", jsonKind(v), at)
+}
+
+// jsonKind names the kind of a decoded JSON value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case float64:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case nil:
+		return "null"
+	}
+	return "an object"
+}
+
+// duplicateField is the field protojson refused as given twice (its
+// error names its JSON name), by its name when it is one of md's.
+func duplicateField(err error, md protoreflect.MessageDescriptor) string {
+	_, name, ok := strings.Cut(err.Error(), `duplicate field "`)
+	if !ok {
+		return ""
+	}
+	name, _, _ = strings.Cut(name, `"`)
+	fd := md.Fields().ByJSONName(name)
+	if fd == nil {
+		fd = md.Fields().ByTextName(name)
+	}
+	if fd != nil {
+		name = string(fd.Name())
+	}
+	return name
+}
+
+// shapeReason is why a field was refused: protojson's reason, its
+// position last and "syntax error" dropped (the JSON is valid, its shape
+// is not), and what the field takes (want; "" for a field unknown or
+// given twice).
+func shapeReason(err error, want string) string {
+	r := protoReason(err)
+	r = strings.TrimPrefix(r, "syntax error ")
+	if rest, ok := strings.CutPrefix(r, "(line "); ok {
+		if pos, tail, ok := strings.Cut(rest, "): "); ok {
+			line, col, _ := strings.Cut(pos, ":")
+			r = tail + " (line " + line + ", column " + col + ")"
+		}
+	}
+	if want == "" {
+		return r
+	}
+	return "wrong JSON for this field, which takes " + want + ": " + r
+}
+
+// fieldKind says what JSON a field takes.
+func fieldKind(fd protoreflect.FieldDescriptor) string {
+	switch {
+	case fd.IsMap():
+		return "an object"
+	case fd.IsList():
+		return "an array"
+	}
+	switch fd.Kind() {
+	case protoreflect.StringKind:
+		return "a string"
+	case protoreflect.BytesKind:
+		return "a base64 string"
+	case protoreflect.BoolKind:
+		return "true or false"
+	case protoreflect.EnumKind:
+		return "an enum value's name"
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		switch fd.Message().FullName() {
+		case "google.protobuf.Duration":
+			return `a duration string such as "1.5s"`
+		case "google.protobuf.Timestamp":
+			return `an RFC 3339 time string such as "2024-01-02T15:04:05Z"`
+		case "google.protobuf.DoubleValue", "google.protobuf.FloatValue", "google.protobuf.Int64Value",
+			"google.protobuf.UInt64Value", "google.protobuf.Int32Value", "google.protobuf.UInt32Value":
+			return "a number"
+		}
+		return "an object"
+	}
+	return "a number"
+}
+
 // refusedField returns the path of the field of the JSON object data (a
 // message md) that the decoder refuses, in the service's terms
-// ("limits[0].window_size"), or "" when no one field is to blame. It
-// decodes the fields one at a time, only after the whole request was
-// refused.
-func (m *jsonMarshaler) refusedField(data []byte, md protoreflect.MessageDescriptor) string {
+// ("limits[0].window_size"), and what JSON it takes ("" for an unknown
+// field), or "" when no one field is to blame. It decodes the fields one
+// at a time, only after the whole request was refused.
+func (m *jsonMarshaler) refusedField(data []byte, md protoreflect.MessageDescriptor) (string, string) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(data, &obj) != nil {
-		return ""
+		return "", ""
 	}
 	names := make([]string, 0, len(obj))
 	for name := range obj {
@@ -95,7 +213,7 @@ func (m *jsonMarshaler) refusedField(data []byte, md protoreflect.MessageDescrip
 			fd = md.Fields().ByTextName(name)
 		}
 		if fd == nil {
-			return name // unknown
+			return name, "" // unknown
 		}
 		one, _ := json.Marshal(map[string]json.RawMessage{name: obj[name]})
 		if m.UnmarshalOptions.Unmarshal(one, dynamicpb.NewMessage(md)) == nil {
@@ -104,25 +222,29 @@ func (m *jsonMarshaler) refusedField(data []byte, md protoreflect.MessageDescrip
 		field := string(fd.Name())
 		sub := fd.Message()
 		if sub == nil || strings.HasPrefix(string(sub.FullName()), "google.protobuf.") || fd.IsMap() {
-			return field
+			return field, fieldKind(fd)
 		}
 		if !fd.IsList() {
-			if p := m.refusedField(obj[name], sub); p != "" {
-				return field + "." + p
+			if p, want := m.refusedField(obj[name], sub); p != "" {
+				return field + "." + p, want
 			}
-			return field
+			return field, fieldKind(fd)
 		}
 		var items []json.RawMessage
 		if json.Unmarshal(obj[name], &items) == nil {
 			for i, it := range items {
-				if p := m.refusedField(it, sub); p != "" {
-					return fmt.Sprintf("%s[%d].%s", field, i, p)
+				if p, want := m.refusedField(it, sub); p != "" {
+					return fmt.Sprintf("%s[%d].%s", field, i, p), want
+				}
+				var o map[string]json.RawMessage
+				if json.Unmarshal(it, &o) != nil {
+					return fmt.Sprintf("%s[%d]", field, i), "an object"
 				}
 			}
 		}
-		return field
+		return field, fieldKind(fd)
 	}
-	return ""
+	return "", ""
 }
 
 // errNoBody refuses an empty body.

@@ -17,8 +17,14 @@ type command struct {
 	name  string // lower case, as COMMAND reports it
 	arity int    // Redis's: n exactly n arguments, -n at least n (the name counted)
 	max   int    // the most arguments, the name counted (0: no bound)
-	flags []string
-	group string
+	// nsFree: an NS option and its value are not counted in arity and
+	// max (smyte's commands, whose counts are smyte's).
+	nsFree bool
+	// immediate: run at once inside MULTI rather than queued (Redis's
+	// MULTI, EXEC, DISCARD, WATCH, QUIT).
+	immediate bool
+	flags     []string
+	group     string
 	// summary and args are COMMAND DOCS's.
 	summary string
 	args    []arg
@@ -68,12 +74,28 @@ func (s *Server) exec(ctx context.Context, sess *session, args [][]byte) {
 			fmt.Fprintf(&b, "'%s' ", clip(a))
 		}
 		w.error(b.String())
+		if sess.tx != nil {
+			sess.tx.flagged = true
+		}
 		return
 	}
 	errs := w.errors
-	if n := len(args); (cmd.arity > 0 && n != cmd.arity) || (cmd.arity < 0 && n < -cmd.arity) || (cmd.max > 0 && n > cmd.max) {
+	switch {
+	case !cmd.arityOK(args) && cmd.name == "exec":
+		// Redis's answer to an EXEC it refuses, in MULTI or not.
+		w.error("EXECABORT Transaction discarded because of: wrong number of arguments for 'exec' command")
+		sess.tx = nil
+	case !cmd.arityOK(args):
 		w.error("ERR wrong number of arguments for '" + cmd.name + "' command")
-	} else {
+		if sess.tx != nil {
+			sess.tx.flagged = true
+		}
+	case sess.tx != nil && !cmd.immediate:
+		s.queue(sess, args)
+		if w.errors == errs {
+			return // counted when EXEC runs it
+		}
+	default:
 		x := &sess.scratch.call
 		*x = call{ctx: ctx, sess: sess, args: args, w: w}
 		cmd.run(s, x)
@@ -90,6 +112,24 @@ func (s *Server) exec(ctx context.Context, sess *session, args [][]byte) {
 	} else {
 		sess.counts[2*cmd.id]++
 	}
+}
+
+// arityOK reports whether args (the name first) are as many as the
+// command takes.
+func (c *command) arityOK(args [][]byte) bool {
+	n := len(args)
+	if c.nsFree {
+		// The first NS after the key, with its value. Only the key may
+		// be the word NS: the other arguments are integers, or option
+		// names and values.
+		for i := 2; i+1 < n; i++ {
+			if eqFold(args[i], "NS") {
+				n -= 2
+				break
+			}
+		}
+	}
+	return (c.arity <= 0 || n == c.arity) && (c.arity >= 0 || n >= -c.arity) && (c.max == 0 || n <= c.max)
 }
 
 // flush adds a session's counts to the metrics and zeroes them: once

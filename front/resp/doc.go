@@ -10,7 +10,10 @@
 //	RL.REDUCE key max refilltime [REFILL refillamount] [TAKE tokens] [AT timestamp] [STRICT] [NS namespace]
 //	RL.GET    key max refilltime [REFILL refillamount] [AT timestamp] [NS namespace]
 //
-// answer the tokens the bucket held before the take (an integer). The
+// answer the tokens the bucket held before the take (an integer). They
+// take smyte's argument counts (3 to 8 after the name for RL.GET and
+// RL.PGET, 3 to 10 for RL.REDUCE and RL.PREDUCE; NS and its value not
+// counted), beyond which they answer Redis's wrong-number error. The
 // other kinds, in the same style (durations in milliseconds, AT in Unix
 // milliseconds, amounts may be fractional):
 //
@@ -35,7 +38,9 @@
 // The connection commands real clients send are served: PING, ECHO,
 // HELLO 2|3 [AUTH username token], AUTH [username] token, CLIENT
 // SETNAME/GETNAME/SETINFO/ID/INFO, COMMAND (COUNT, LIST, INFO, DOCS),
-// SELECT 0, QUIT, INFO, CONFIG GET (save and appendonly only).
+// SELECT 0, QUIT, INFO, CONFIG GET (save and appendonly only); MULTI,
+// EXEC and DISCARD as Redis answers them (see multi.go; EXEC is not
+// atomic), WATCH refused.
 //
 // With Config.Authorizer, a connection's principal is the token of its
 // last successful AUTH (the username, when given, must be the token's
@@ -53,5 +58,6 @@
 // within Config.WriteTimeout; at most Config.MaxClients connections are
 // served.
 // Error replies begin with a code (see writeErr) and name the argument
-// that was wrong, as the gRPC front's INVALID_ARGUMENT names its field.
+// that was wrong, as the gRPC front's INVALID_ARGUMENT names its field;
+// a syntax error says what was wrong after "ERR syntax error: ".
 package resp

@@ -3,6 +3,7 @@ package resp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 
@@ -87,8 +88,14 @@ func invalid(field, reason string) error {
 // connection without one.
 const errNoAuthReply = "NOAUTH Authentication required: AUTH with a configured token, or a configured client certificate."
 
-// errSyntax is an argument list the command does not read.
-var errSyntax = errors.New("resp: syntax error")
+// syntaxError is an argument list the command does not read; it says
+// what was wrong, after Redis's "ERR syntax error".
+type syntaxError string
+
+func (e syntaxError) Error() string { return "ERR syntax error: " + string(e) }
+
+// syntaxErrorf is a syntaxError of format and args.
+func syntaxErrorf(format string, args ...any) error { return syntaxError(fmt.Sprintf(format, args...)) }
 
 // logInternal logs a command answered INTERNAL. Its arguments, which hold
 // the key, are logged at debug only.

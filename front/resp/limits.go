@@ -84,10 +84,11 @@ func tokenFields(f string) string {
 	})
 }
 
-// tokenCmd runs Smyte's RL.[P]REDUCE and RL.[P]GET: unit is seconds or
-// milliseconds (refilltime and AT); reduce takes (TAKE, default 1), get
-// only reads. The reply is the tokens before the take, as Smyte's.
-func tokenCmd(unit time.Duration, reduce bool) func(*Server, *call) {
+// tokenCmd runs Smyte's RL.[P]REDUCE and RL.[P]GET (named name): unit
+// is seconds or milliseconds (refilltime and AT); reduce takes (TAKE,
+// default 1), get only reads. The reply is the tokens before the take,
+// as Smyte's.
+func tokenCmd(name string, unit time.Duration, reduce bool) func(*Server, *call) {
 	return func(s *Server, x *call) {
 		a := x.args
 		max, err := intArg("max", a[2])
@@ -106,36 +107,28 @@ func tokenCmd(unit time.Duration, reduce bool) func(*Server, *call) {
 		}
 		var at []byte
 		var ns string
-		for i := 4; i < len(a); {
-			if eqFold(a[i], "STRICT") {
+		err = options(a, 4, []string{"REFILL", "TAKE", "AT", "NS"}, []string{"STRICT"}, func(n string, v []byte) (err error) {
+			switch n {
+			case "STRICT":
 				strict = true
-				i++
-				continue
-			}
-			if i+1 >= len(a) {
-				x.w.error("ERR syntax error")
-				return
-			}
-			v := a[i+1]
-			switch {
-			case eqFold(a[i], "REFILL"):
+			case "REFILL":
 				amount, err = intArg("refill", v)
-			case eqFold(a[i], "TAKE") && reduce:
+			case "TAKE":
+				if !reduce {
+					return syntaxErrorf("TAKE is not an option of %s, which takes no tokens", name)
+				}
 				take, err = intArg("take", v)
-			case eqFold(a[i], "AT"):
+			case "AT":
 				_, err = intArg("at", v)
 				at = v
-			case eqFold(a[i], "NS"):
+			case "NS":
 				ns = string(v)
-			default:
-				x.w.error("ERR syntax error")
-				return
 			}
-			if err != nil {
-				writeErr(x.w, err, nil)
-				return
-			}
-			i += 2
+			return err
+		})
+		if err != nil {
+			fail(x.w, err, nil)
+			return
 		}
 		// Smyte's own range checks, with its answer.
 		for _, c := range [...]struct {
@@ -181,13 +174,19 @@ func tokenCmd(unit time.Duration, reduce bool) func(*Server, *call) {
 
 // options reads the options of a[from:]: each name in names (upper case)
 // takes a value, each in flags none; set is called for every one met
-// (value nil for a flag). An unknown word or a missing value is a syntax
-// error.
+// (value nil for a flag). An unknown word, a missing value or an option
+// given twice is a syntax error saying so.
 func options(a [][]byte, from int, names, flags []string, set func(name string, v []byte) error) error {
+	var seen uint64 // bit i: names[i], then flags
 next:
 	for i := from; i < len(a); {
-		for _, f := range flags {
+		for j, f := range flags {
 			if eqFold(a[i], f) {
+				bit := uint64(1) << (len(names) + j)
+				if seen&bit != 0 {
+					return syntaxErrorf("%s given twice", f)
+				}
+				seen |= bit
 				if err := set(f, nil); err != nil {
 					return err
 				}
@@ -195,10 +194,15 @@ next:
 				continue next
 			}
 		}
-		for _, n := range names {
+		for j, n := range names {
 			if eqFold(a[i], n) {
+				bit := uint64(1) << j
+				if seen&bit != 0 {
+					return syntaxErrorf("%s given twice", n)
+				}
+				seen |= bit
 				if i+1 >= len(a) {
-					return errSyntax
+					return syntaxErrorf("%s needs a value", n)
 				}
 				if err := set(n, a[i+1]); err != nil {
 					return err
@@ -207,15 +211,15 @@ next:
 				continue next
 			}
 		}
-		return errSyntax
+		return syntaxErrorf("unknown option %s", clip(a[i]))
 	}
 	return nil
 }
 
 // fail writes an argument error or a syntax error.
 func fail(w *reply, err error, rename func(string) string) {
-	if err == errSyntax {
-		w.error("ERR syntax error")
+	if se, ok := err.(syntaxError); ok {
+		w.error(se.Error())
 		return
 	}
 	writeErr(w, err, rename)
@@ -399,6 +403,12 @@ func cmdAllow(s *Server, x *call) {
 	if n == 0 {
 		x.w.error("ERR syntax error: RL.ALLOW key window limit [window limit ...] [COST n] [PENALTY] [AT ms] [NS namespace]")
 		return
+	}
+	if i == len(a)-1 {
+		if _, err := strconv.ParseInt(string(a[i]), 10, 64); err == nil {
+			x.w.error("ERR syntax error: window " + clip(a[i]) + " has no limit")
+			return
+		}
 	}
 	req := service.AllowRequest{Key: string(a[1]), Limits: lims[:n]}
 	if err := allowOptions(x, i, "COST", &req, nil); err != nil {

@@ -40,6 +40,11 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing for that long;
 	// 0 (the default, as Redis's timeout 0) never does.
 	IdleTimeout time.Duration
+	// MaxQueuedCommands caps the commands a transaction (MULTI ...
+	// EXEC) queues, and MaxQueuedBytes their arguments' bytes: past
+	// either, the transaction is discarded (defaults 10000 and 1 MiB).
+	MaxQueuedCommands int
+	MaxQueuedBytes    int
 	// Version is the server version HELLO and INFO report.
 	Version string
 	// Authorizer, when set, gives each connection its principal: the
@@ -53,7 +58,8 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{MaxCommandSize: 1 << 20, MaxClients: 10000, MaxPendingReplies: 64 << 10,
-		WriteTimeout: 10 * time.Second, CommandTimeout: 10 * time.Second}
+		WriteTimeout: 10 * time.Second, CommandTimeout: 10 * time.Second,
+		MaxQueuedCommands: 10000, MaxQueuedBytes: 1 << 20}
 }
 
 // withDefaults fills c's zero fields with the defaults.
@@ -74,6 +80,12 @@ func (c Config) withDefaults() Config {
 	if c.CommandTimeout == 0 {
 		c.CommandTimeout = d.CommandTimeout
 	}
+	if c.MaxQueuedCommands == 0 {
+		c.MaxQueuedCommands = d.MaxQueuedCommands
+	}
+	if c.MaxQueuedBytes == 0 {
+		c.MaxQueuedBytes = d.MaxQueuedBytes
+	}
 	if c.Version == "" {
 		c.Version = "0.0.0"
 	}
@@ -89,6 +101,8 @@ func (c Config) Validate() error {
 		return errors.New("resp: MaxClients must not be negative")
 	case c.MaxPendingReplies < 0:
 		return errors.New("resp: MaxPendingReplies must not be negative")
+	case c.MaxQueuedCommands < 0, c.MaxQueuedBytes < 0:
+		return errors.New("resp: MaxQueuedCommands and MaxQueuedBytes must not be negative")
 	case c.WriteTimeout < 0, c.CommandTimeout < 0, c.IdleTimeout < 0:
 		return errors.New("resp: timeouts must not be negative")
 	}
@@ -221,6 +235,8 @@ type session struct {
 	dead bool
 	// quit: close once this reply is written.
 	quit bool
+	// tx is the transaction MULTI began (nil: none).
+	tx *transaction
 	// counts are the commands run since the last flush to the metrics,
 	// by command.id.
 	counts []uint64

@@ -11,6 +11,7 @@ const (
 	groupLimiter    = "limiterd"
 	groupConnection = "connection"
 	groupServer     = "server"
+	groupTx         = "transactions"
 )
 
 func key(name string) arg             { return arg{name: name, typ: "key"} }
@@ -27,25 +28,27 @@ func commandTable() map[string]*command {
 	// Arguments shared by the RL.* commands.
 	argNS := arg{name: "namespace", typ: "string", token: "NS", optional: true}
 	argAtMilli := arg{name: "unix-time-milliseconds", typ: "unix-time", token: "AT", optional: true}
-	smyte := func(name string, reduce bool, unit string, run func(*Server, *call)) *command {
+	smyte := func(name string, reduce bool, unit string, run func(string, time.Duration, bool) func(*Server, *call), d time.Duration) *command {
 		args := []arg{key("key"), integer("max"), integer("refilltime"), opt("REFILL", "refillamount", "integer")}
-		max := 11
+		// smyte's counts: 3 to 8 arguments after the name (RL.GET), 3 to
+		// 10 (RL.REDUCE), NS and its value not counted.
+		max := 9
 		summary := "Reads a token bucket (Smyte's): the tokens it holds, taking none; refilltime and AT in " + unit + "."
 		flags := []string{"readonly", "fast"}
 		if reduce {
 			args = append(args, opt("TAKE", "tokens", "integer"))
-			max = 13
+			max = 11
 			summary = "Takes tokens (default 1) from a token bucket (Smyte's) holding up to max, refilled by refillamount (default max) every refilltime " + unit + "; answers the tokens it held before the take (enough: the take was admitted)."
 			flags = []string{"write", "fast"}
 		}
 		args = append(args, arg{name: "timestamp", typ: "unix-time", token: "AT", optional: true}, flag("STRICT"), argNS)
-		return &command{name: name, arity: -4, max: max, flags: flags, group: groupLimiter, summary: summary, args: args, run: run}
+		return &command{name: name, arity: -4, max: max, nsFree: true, flags: flags, group: groupLimiter, summary: summary, args: args, run: run(strings.ToUpper(name), d, reduce)}
 	}
 	cmds := []*command{
-		smyte("rl.reduce", true, "seconds", tokenCmd(time.Second, true)),
-		smyte("rl.get", false, "seconds", tokenCmd(time.Second, false)),
-		smyte("rl.preduce", true, "milliseconds", tokenCmd(time.Millisecond, true)),
-		smyte("rl.pget", false, "milliseconds", tokenCmd(time.Millisecond, false)),
+		smyte("rl.reduce", true, "seconds", tokenCmd, time.Second),
+		smyte("rl.get", false, "seconds", tokenCmd, time.Second),
+		smyte("rl.preduce", true, "milliseconds", tokenCmd, time.Millisecond),
+		smyte("rl.pget", false, "milliseconds", tokenCmd, time.Millisecond),
 		{name: "rl.incr", arity: -2, max: 10, flags: []string{"write", "fast"}, group: groupLimiter, run: cmdIncr,
 			summary: "Counts hits (BY, default 1) of a key in every window size of its namespace, or in WINDOW alone; answers a map of window size to sliding rate after counting.",
 			args:    []arg{key("key"), opt("BY", "value", "double"), opt("WINDOW", "milliseconds", "integer"), argAtMilli, argNS}},
@@ -84,7 +87,17 @@ func commandTable() map[string]*command {
 			summary: "CLIENT SETNAME name, GETNAME, SETINFO LIB-NAME|LIB-VER value, ID, INFO.", args: []arg{{name: "subcommand", typ: "string"}}},
 		{name: "select", arity: 2, flags: []string{"fast"}, group: groupConnection, run: cmdSelect,
 			summary: "Accepts database 0 only: a namespace is an RL.* command's NS argument.", args: []arg{integer("index")}},
-		{name: "quit", arity: -1, flags: []string{"fast"}, group: groupConnection, run: cmdQuit,
+		{name: "multi", arity: 1, immediate: true, flags: []string{"fast"}, group: groupTx, run: cmdMulti,
+			summary: "Begins a transaction: the next commands are queued until EXEC runs them (in order, not atomically across keys) or DISCARD drops them."},
+		{name: "exec", arity: 1, immediate: true, flags: []string{"fast"}, group: groupTx, run: cmdExec,
+			summary: "Runs the commands queued since MULTI, in order, and answers their replies as one array; EXECABORT when one could not be queued."},
+		{name: "discard", arity: 1, immediate: true, flags: []string{"fast"}, group: groupTx, run: cmdDiscard,
+			summary: "Drops the commands queued since MULTI."},
+		{name: "watch", arity: -2, immediate: true, flags: []string{"fast"}, group: groupTx, run: cmdWatch,
+			summary: "Refused: limiterd holds no keys a client can read, so there is nothing to watch.", args: []arg{{name: "key", typ: "key", multiple: true}}},
+		{name: "unwatch", arity: 1, flags: []string{"fast"}, group: groupTx, run: cmdUnwatch,
+			summary: "Answers OK: nothing is watched."},
+		{name: "quit", arity: -1, immediate: true, flags: []string{"fast"}, group: groupConnection, run: cmdQuit,
 			summary: "Answers OK and closes the connection."},
 		{name: "command", arity: -1, flags: []string{"loading"}, group: groupServer, run: cmdCommand,
 			summary: "COMMAND, COMMAND COUNT, COMMAND LIST, COMMAND INFO [name ...], COMMAND DOCS [name ...]: this table.",

@@ -529,7 +529,7 @@ func (l *loader) add(parent *rulesNode, domain, field string, ds []descriptorYAM
 			if prev.key == d.Key && prev.value == d.Value {
 				return l.fail(at, "duplicate descriptor %q (first at %s)", n.path, where)
 			}
-			return l.fail(at, "key %q and value %q make the composite key %q, as key %q and value %q do at %s: a duplicate, as upstream reads it",
+			return l.fail(at, "key %q and value %q make the composite key %q of key %q and value %q at %s: envoyproxy/ratelimit takes them for duplicates",
 				d.Key, d.Value, composite, prev.key, prev.value, where)
 		}
 		seen[composite] = seenAt{l.file, at, d.Key, d.Value}

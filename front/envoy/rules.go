@@ -284,6 +284,8 @@ type loader struct {
 	file   string
 	lines  map[string]int
 	values map[string]string // a scalar field's value
+	// checked are the mappings checked already.
+	checked map[*yaml.Node]bool
 }
 
 // seenAt is where a descriptor was defined.
@@ -316,7 +318,7 @@ func (l *loader) lineOf(field string) int {
 
 // load adds one file's domain and returns its name.
 func (l *loader) load(file string, data []byte) (string, error) {
-	l.file, l.lines, l.values = file, map[string]int{}, map[string]string{}
+	l.file, l.lines, l.values, l.checked = file, map[string]int{}, map[string]string{}, map[*yaml.Node]bool{}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return "", l.decodeError(err)
@@ -406,9 +408,10 @@ func (l *loader) fieldOn(line int, msg string) string {
 // mapping is (0: out of place).
 func (l *loader) checkFields(n *yaml.Node, path string, here place) error {
 	n = deref(n)
-	if n.Kind != yaml.MappingNode {
+	if n.Kind != yaml.MappingNode || l.checked[n] { // an alias's mapping is checked once: no loop, no blow-up
 		return nil
 	}
+	l.checked[n] = true
 	first := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := deref(n.Content[i]), deref(n.Content[i+1])

@@ -328,3 +328,25 @@ func TestMergeDomain(t *testing.T) {
 		}
 	}
 }
+
+// Anchors, aliases and merge keys load as YAML has them; a mapping that
+// contains itself is refused, not walked forever.
+func TestAnchors(t *testing.T) {
+	s := newTestServer(t, Config{}, map[string]string{"a.yaml": `
+domain: anchors
+descriptors:
+  - key: a
+    rate_limit: &perMinute {unit: minute, requests_per_unit: 2}
+  - key: b
+    rate_limit:
+      <<: *perMinute
+      requests_per_unit: 3
+`})
+	check(t, "a", s.call(t, "anchors", 1, desc("a", "x")), ok, stat{ok, 2, minUnit, 1})
+	check(t, "b", s.call(t, "anchors", 1, desc("b", "x")), ok, stat{ok, 3, minUnit, 2})
+
+	_, _, err := parseDomain([]byte("domain: d\ndescriptors:\n  - &x\n    key: k\n    descriptors: [*x]\n"), allSizes, "envoy")
+	if err == nil || !strings.Contains(err.Error(), "contains itself") {
+		t.Errorf("a descriptor that contains itself: %v", err)
+	}
+}

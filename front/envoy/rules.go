@@ -73,6 +73,10 @@ var fields = map[string]place{
 	"name": atRateLimit | atReplace,
 }
 
+// boolFields are the fields that are booleans.
+var boolFields = map[string]bool{"shadow_mode": true, "quota_mode": true, "detailed_metric": true, "value_to_metric": true,
+	"share_threshold": true, "unlimited": true}
+
 // units are the units of a rate_limit and the window size of each
 // (upstream's: a month is 30 days, a year 365).
 var units = map[string]time.Duration{
@@ -475,6 +479,11 @@ func (l *loader) checkFields(n *yaml.Node, path string, here place) error {
 			l.values[field] = v.Value
 			if reason := checkScalar(v); reason != "" {
 				return &RulesError{File: l.file, Line: v.Line, Field: field, Reason: reason}
+			}
+			// A string is no boolean to upstream's decoder, not even a
+			// quoted "yes" (YAML 1.1's true, unquoted).
+			if here&pl != 0 && boolFields[name] && v.ShortTag() == "!!str" && v.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.TaggedStyle) != 0 {
+				return &RulesError{File: l.file, Line: v.Line, Field: field, Reason: fmt.Sprintf("must be true or false, got the string %q", v.Value)}
 			}
 		}
 	}

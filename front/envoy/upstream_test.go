@@ -99,6 +99,7 @@ var upstreamRefusals = map[string]struct {
 	"refused-share-threshold-without-wildcard": {"d.yaml", "descriptors[0].share_threshold", 5,
 		[]string{"only for a wildcard value", `"files/a"`}},
 	"refused-metadata-not-a-mapping": {"d.yaml", "descriptors[0].metadata", 4, []string{"cannot unmarshal !!seq"}},
+	"refused-quoted-boolean":         {"d.yaml", "descriptors[0].shadow_mode", 5, []string{`must be true or false, got the string "yes"`}},
 	// A departure: upstream keeps the last of a repeated key.
 	"refused-key-twice": {"d.yaml", "descriptors[0].rate_limit", 8, []string{"given twice (first on line 5)"}},
 }

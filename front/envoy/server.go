@@ -244,8 +244,8 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 	}
 	var least *rlsv3.RateLimitResponse_DescriptorStatus
-	// Over a limit: descriptors not in quota mode; in quota mode, and
-	// all of them.
+	// Descriptors over their limit not in quota mode; in quota mode, and
+	// those of them over.
 	var over, quota, quotaOver int
 	limits := make([]rlsv3.RateLimitResponse_RateLimit, len(ds))
 	resets := make([]durationpb.Duration, len(ds))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -78,6 +79,31 @@ func TestCheckAgreesWithStart(t *testing.T) {
 				name, yaml, file string
 				ok               bool
 			}{name: "sample " + filepath.Base(s), file: s, ok: filepath.Base(s) == "local.yaml" || filepath.Base(s) == "empty.yaml"})
+		}
+	}
+	// Each rule of envoyproxy/ratelimit's loader: its fixture loads or is
+	// refused as front/envoy's tests say (loads-*, refused-*; merge-*
+	// loads only with merge_domain_config, merge-domain then), in a
+	// namespace with every unit's window size.
+	const allUnits = "namespaces:\n  - {name: default, window_sizes: [1s, 1m, 1h, 24h, 168h, 720h, 8760h], sync_rate: -1}\n"
+	fixtures, err := filepath.Glob("../../front/envoy/testdata/upstream/*")
+	if err != nil || len(fixtures) < 25 {
+		t.Fatalf("front/envoy/testdata/upstream: %v, %d fixtures", err, len(fixtures))
+	}
+	for _, dir := range fixtures {
+		name := filepath.Base(dir)
+		for _, merge := range []bool{false, true} {
+			if merge && !strings.HasPrefix(name, "merge-") {
+				continue
+			}
+			cases = append(cases, struct {
+				name, yaml, file string
+				ok               bool
+			}{
+				name: fmt.Sprintf("envoy fixture %s, merge_domain_config %v", name, merge),
+				yaml: allUnits + fmt.Sprintf("envoy: {config_dir: %s, merge_domain_config: %v}\n", dir, merge),
+				ok:   strings.HasPrefix(name, "loads-") || (name == "merge-domain" && merge),
+			})
 		}
 	}
 	for _, c := range cases {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,10 +26,11 @@ import (
 // minute is a Unix time on a minute boundary (and so on a second one).
 var minute = time.Unix(1_700_000_040, 0).UTC()
 
-// envoyNamespace has every unit's window size.
-func envoyNamespace() node.Config {
-	return node.Config{Name: "envoy", WindowSizes: []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour}, SyncRate: -1}
-}
+// daySizes are the window sizes of the units second to day.
+var daySizes = []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour}
+
+// allSizes are the window sizes of every unit, week, month and year too.
+var allSizes = append(slices.Clip(daySizes), 7*24*time.Hour, 30*24*time.Hour, 365*24*time.Hour)
 
 // testServer is the front on limiterd's gRPC server, over bufconn, with a
 // go-control-plane client.
@@ -41,11 +43,20 @@ type testServer struct {
 }
 
 // newTestServer serves the rules files files (name → YAML) with cfg
-// (Dir and Namespace set here) on a clock at minute.
+// (Dir and Namespace set here) on a clock at minute, in a namespace with
+// the window sizes of the units second to day.
 func newTestServer(t testing.TB, cfg Config, files map[string]string) *testServer {
 	t.Helper()
+	return newTestServerSizes(t, cfg, files, daySizes)
+}
+
+// newTestServerSizes is newTestServer in a namespace with window sizes
+// sizes.
+func newTestServerSizes(t testing.TB, cfg Config, files map[string]string, sizes []time.Duration) *testServer {
+	t.Helper()
 	clock := fakeclock.New(minute)
-	n, err := node.New([]node.Config{node.DefaultConfig(), envoyNamespace()}, clock)
+	ns := node.Config{Name: "envoy", WindowSizes: sizes, SyncRate: -1}
+	n, err := node.New([]node.Config{node.DefaultConfig(), ns}, clock)
 	if err != nil {
 		t.Fatalf("node.New: %v", err)
 	}

@@ -35,7 +35,8 @@ type Config struct {
 	// Dir holds the domain files (*.yaml, *.yml) of envoyproxy/ratelimit.
 	Dir string
 	// Namespace is the limiterd namespace the limits count in; its window
-	// sizes must include every unit used (1s, 1m, 1h, 24h). Default
+	// sizes must include every unit used (1s, 1m, 1h, 24h, 168h, 720h,
+	// 8760h). Default
 	// "default".
 	Namespace string
 	// StopIncrementWhenOverLimit stops counting a descriptor's hits while
@@ -50,6 +51,10 @@ type Config struct {
 	LimitHeader, RemainingHeader, ResetHeader string
 	// NearLimitRatio is where the near_limit metric starts (default 0.8).
 	NearLimitRatio float64
+	// MergeDomainConfig merges the files that define one domain, their
+	// descriptors side by side (envoyproxy/ratelimit's
+	// MERGE_DOMAIN_CONFIG); off, a domain in two files does not load.
+	MergeDomainConfig bool
 }
 
 // DefaultConfig is the configuration without a directory.
@@ -136,7 +141,7 @@ func (s *Server) Reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	sig := signature(s.cfg.Dir)
-	rs, err := loadDir(s.cfg.Dir, s.sizes, s.cfg.Namespace)
+	rs, err := loadDir(s.cfg, s.sizes)
 	s.seen = sig
 	if err != nil {
 		s.m.reloads.WithLabelValues("error").Inc()
@@ -145,6 +150,9 @@ func (s *Server) Reload() error {
 			s.log.Error("envoy rules not reloaded: keeping the previous rules", "dir", s.cfg.Dir, "err", err)
 		}
 		return err
+	}
+	for _, w := range rs.warnings {
+		s.log.Warn("envoy rules: a field out of place", "field", w)
 	}
 	s.m.install(rs)
 	s.rules.Store(rs)
@@ -236,6 +244,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 	}
 	var least *rlsv3.RateLimitResponse_DescriptorStatus
+	// Descriptors over their limit not in quota mode; in quota mode, and
+	// those of them over.
+	var over, quota, quotaOver int
 	limits := make([]rlsv3.RateLimitResponse_RateLimit, len(ds))
 	resets := make([]durationpb.Duration, len(ds))
 	for i, d := range ds {
@@ -248,12 +259,24 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		if err := s.decide(ctx, req.GetDomain(), d, r, cost, st, &limits[i], &resets[i]); err != nil {
 			return nil, err
 		}
-		if st.Code == rlsv3.RateLimitResponse_OVER_LIMIT {
-			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		isOver := st.Code == rlsv3.RateLimitResponse_OVER_LIMIT
+		switch {
+		case r.quota && !r.unlimited:
+			quota++
+			if isOver {
+				quotaOver++
+			}
+		case isOver:
+			over++
 		}
 		if st.CurrentLimit != nil && (least == nil || st.LimitRemaining < least.LimitRemaining) {
 			least = st
 		}
+	}
+	// As upstream: OVER_LIMIT when a descriptor not in quota mode is, or
+	// every one in quota mode is.
+	if over > 0 || (quota > 0 && quotaOver == quota) {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 	}
 	if s.cfg.ResponseHeaders && least != nil {
 		resp.ResponseHeadersToAdd = []*corev3.HeaderValue{
@@ -317,8 +340,10 @@ func hits(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) float
 func (s *Server) decide(ctx context.Context, domain string, d *ratelimitv3.RateLimitDescriptor, r *rule, cost float64,
 	st *rlsv3.RateLimitResponse_DescriptorStatus, lim *rlsv3.RateLimitResponse_RateLimit, reset *durationpb.Duration) error {
 	m := r.metrics
-	if r.detailed {
-		m = s.det.get(s.m, r, detailedPath(d))
+	if r.detailed || r.toMetric {
+		if p := r.valuePath(d.GetEntries()); p != r.path {
+			m = s.det.get(s.m, r, p)
+		}
 	}
 	m.hits.Add(cost)
 	if r.unlimited {
@@ -329,7 +354,7 @@ func (s *Server) decide(ctx context.Context, domain string, d *ratelimitv3.RateL
 	limits := [1]service.Limit{{Size: r.size, Limit: float64(r.perUnit)}}
 	dec, err := s.svc.Load().Allow(ctx, service.AllowRequest{
 		Namespace:     s.cfg.Namespace,
-		Key:           counterKey(domain, d),
+		Key:           counterKey(domain, d, r),
 		Cost:          &cost,
 		Limits:        limits[:],
 		CountRejected: !s.cfg.StopIncrementWhenOverLimit,
@@ -365,10 +390,12 @@ func protoUnit(unit string) rlsv3.RateLimitResponse_RateLimit_Unit {
 	return rlsv3.RateLimitResponse_RateLimit_Unit(rlsv3.RateLimitResponse_RateLimit_Unit_value[strings.ToUpper(unit)])
 }
 
-// counterKey is the counter of a request descriptor: the domain and every
-// entry's key and value, each length-prefixed, so the encoding is
-// injective whatever bytes they hold.
-func counterKey(domain string, d *ratelimitv3.RateLimitDescriptor) string {
+// counterKey is the counter of a request descriptor under r: the domain
+// and every entry's key and value, each length-prefixed, so the encoding
+// is injective whatever bytes they hold. At a share_threshold level of r,
+// the wildcard value, marked "*", stands for the request's: every value it
+// matches counts in one counter.
+func counterKey(domain string, d *ratelimitv3.RateLimitDescriptor, r *rule) string {
 	n := len(domain) + 4
 	for _, e := range d.GetEntries() {
 		n += len(e.GetKey()) + len(e.GetValue()) + 8
@@ -380,26 +407,16 @@ func counterKey(domain string, d *ratelimitv3.RateLimitDescriptor) string {
 		b = append(b, s...)
 	}
 	put(domain)
-	for _, e := range d.GetEntries() {
+	for i, e := range d.GetEntries() {
 		put(e.GetKey())
+		if r != nil && r.shared && r.levels[i].share {
+			b = append(b, '*')
+			put(r.levels[i].value)
+			continue
+		}
 		put(e.GetValue())
 	}
 	return string(b)
-}
-
-// detailedPath is a descriptor's metric path with the request's values, as
-// envoyproxy/ratelimit's detailed_metric names it: "key_value.key_value".
-func detailedPath(d *ratelimitv3.RateLimitDescriptor) string {
-	var b strings.Builder
-	for i, e := range d.GetEntries() {
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(e.GetKey())
-		b.WriteByte('_')
-		b.WriteString(e.GetValue())
-	}
-	return b.String()
 }
 
 // toStatus maps a service error to a gRPC status: the front's one error

@@ -177,7 +177,7 @@ func TestCounterKeyInjective(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for i, c := range cases {
-		k := counterKey(c.domain, desc(c.kv...))
+		k := counterKey(c.domain, desc(c.kv...), nil)
 		if j, dup := seen[k]; dup {
 			t.Errorf("cases %d and %d share the key %q", j, i, k)
 		}
@@ -193,21 +193,20 @@ func TestRulesErrors(t *testing.T) {
 	}{
 		{"window size missing", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 1}\n",
 			[]string{"descriptors[0].rate_limit", "unit hour needs the window size 3600s", `namespace "envoy"`, "1s, 60s"}},
-		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: j\n        rate_limit: {unit: week, requests_per_unit: 1}\n",
-			[]string{"descriptors[0].descriptors[0].rate_limit", `got "week"`}},
-		{"no requests_per_unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second}\n", []string{"requests_per_unit is required"}},
+		{"bad unit", "domain: d\ndescriptors:\n  - key: k\n    descriptors:\n      - key: j\n        rate_limit: {unit: fortnight, requests_per_unit: 1}\n",
+			[]string{"descriptors[0].descriptors[0].rate_limit.unit", `got "fortnight"`}},
 		{"unlimited with a unit", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true, unit: second}\n", []string{"unlimited"}},
 		{"no domain", "descriptors: []\n", []string{"domain: is required"}},
 		{"no key", "domain: d\ndescriptors:\n  - value: v\n", []string{"descriptors[0].key: is required"}},
 		{"duplicate", "domain: d\ndescriptors:\n  - key: k\n    value: v\n  - key: k\n    value: v\n", []string{`duplicate descriptor "k_v"`}},
 		{"unknown field", "domain: d\ndescriptors:\n  - key: k\n    rate_limits: {}\n", []string{"rate_limits"}},
 		{"negative count", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: -1}\n", []string{"-1"}},
-		{"replaces without a name", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{}]}\n", []string{"replaces[0].name is required"}},
+		{"replaces without a name", "domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1, replaces: [{}]}\n", []string{"replaces[0].name: is required"}},
 		{"empty", "", []string{"empty file"}},
 	} {
 		dir := t.TempDir()
 		writeFile(t, dir, "d.yaml", tc.yaml)
-		_, err := loadDir(dir, sizes, "envoy")
+		_, err := loadDir(Config{Dir: dir, Namespace: "envoy"}, sizes)
 		var re *RulesError
 		if !errors.As(err, &re) || !strings.HasSuffix(re.File, "d.yaml") {
 			t.Errorf("%s: error %v, want a RulesError naming d.yaml", tc.name, err)
@@ -225,7 +224,7 @@ func TestRulesErrors(t *testing.T) {
 	writeFile(t, dir, "b.yml", "domain: d\n")
 	writeFile(t, dir, ".hidden.yaml", "not: [yaml")
 	writeFile(t, dir, "notes.txt", "not: [yaml")
-	if _, err := loadDir(dir, sizes, "envoy"); err == nil || !strings.Contains(err.Error(), `domain "d" is also defined in`) {
+	if _, err := loadDir(Config{Dir: dir, Namespace: "envoy"}, sizes); err == nil || !strings.Contains(err.Error(), `domain "d" is also defined in`) {
 		t.Errorf("a domain in two files: error %v, want one naming both", err)
 	}
 }

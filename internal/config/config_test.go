@@ -149,6 +149,7 @@ func TestConfigFullExample(t *testing.T) {
 		"envoy.response_headers.remaining":     {{cfg.Envoy.ResponseHeaders.Remaining, "RateLimit-Remaining"}},
 		"envoy.response_headers.reset":         {{cfg.Envoy.ResponseHeaders.Reset, "RateLimit-Reset"}},
 		"envoy.near_limit_ratio":               {{cfg.Envoy.NearLimitRatio, 0.9}},
+		"envoy.merge_domain_config":            {{cfg.Envoy.MergeDomainConfig, true}, {cfg.Envoy.FrontConfig().MergeDomainConfig, true}},
 	}
 	maps.Copy(checks, authChecks(cfg))
 	for _, p := range configPaths {
@@ -324,6 +325,7 @@ func TestConfigValidation(t *testing.T) {
 		{"envoy remaining header", "envoy:\n  config_dir: d\n  response_headers: {remaining: \"a:b\"}\n" + ns, "envoy.response_headers.remaining", []string{"header name"}},
 		{"envoy reset header", "envoy:\n  config_dir: d\n  response_headers: {reset: \"\\u00e9\"}\n" + ns, "envoy.response_headers.reset", []string{"header name"}},
 		{"envoy near_limit_ratio", "envoy: {config_dir: d, near_limit_ratio: 1.5}\n" + ns, "envoy.near_limit_ratio", []string{"between 0 and 1"}},
+		{"envoy merge_domain_config not a bool", "envoy: {config_dir: d, merge_domain_config: maybe}\n" + ns, "envoy.merge_domain_config", []string{"cannot unmarshal"}},
 		{"resp_addr not host:port", "resp_addr: 6380\n" + ns, "resp_addr", []string{`must be host:port or "off"`, `"6380"`}},
 		{"resp negative max_command_size", "resp: {max_command_size: -1}\n" + ns, "resp.max_command_size", []string{"must not be negative"}},
 		{"resp negative max_clients", "resp: {max_clients: -5}\n" + ns, "resp.max_clients", []string{"must not be negative"}},

@@ -17,7 +17,8 @@ type EnvoyConfig struct {
 	// service off.
 	ConfigDir string `yaml:"config_dir"`
 	// Namespace the limits count in (default "default"); its window sizes
-	// must include every unit the files use: 1s, 1m, 1h, 24h.
+	// must include every unit the files use: 1s, 1m, 1h, 24h, and 168h,
+	// 720h, 8760h for week, month, year.
 	Namespace string `yaml:"namespace"`
 	// PollInterval is how often the directory is checked for changes
 	// (default 1s).
@@ -29,6 +30,10 @@ type EnvoyConfig struct {
 	ResponseHeaders EnvoyHeaders `yaml:"response_headers"`
 	// NearLimitRatio is where the near_limit metric starts (default 0.8).
 	NearLimitRatio float64 `yaml:"near_limit_ratio"`
+	// MergeDomainConfig merges the files that define one domain
+	// (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG); off, a domain in two
+	// files is refused.
+	MergeDomainConfig bool `yaml:"merge_domain_config"`
 }
 
 // EnvoyHeaders are the response headers (envoyproxy/ratelimit's
@@ -50,7 +55,7 @@ func (c EnvoyConfig) FrontConfig() envoyfront.Config {
 		Dir: c.ConfigDir, Namespace: c.Namespace, StopIncrementWhenOverLimit: c.StopIncrementWhenOverLimit,
 		ResponseHeaders: c.ResponseHeaders.Enabled, LimitHeader: c.ResponseHeaders.Limit,
 		RemainingHeader: c.ResponseHeaders.Remaining, ResetHeader: c.ResponseHeaders.Reset,
-		NearLimitRatio: c.NearLimitRatio,
+		NearLimitRatio: c.NearLimitRatio, MergeDomainConfig: c.MergeDomainConfig,
 	}
 }
 

@@ -142,13 +142,15 @@ func (c *Config) checkEnvoyFiles() error {
 	}
 	for _, nc := range c.NodeConfigs() {
 		if nc.Name == ns {
-			err := envoyfront.CheckDir(e.ConfigDir, nc.WindowSizes, ns)
+			fc := e.FrontConfig()
+			fc.Namespace = ns
+			err := envoyfront.CheckDir(fc, nc.WindowSizes)
 			if re, ok := errors.AsType[*envoyfront.RulesError](err); ok {
 				data, _ := os.ReadFile(re.File)
 				if re.Err != nil { // the decoder's: each message with its line and field
 					return placeErrors(re.File, data, Flatten(decodeError(re.File, data, re.Err)))
 				}
-				return placeErrors(re.File, data, []error{&Error{Field: re.Field, Reason: re.Reason}})
+				return placeErrors(re.File, data, []error{&Error{Field: re.Field, Line: re.Line, Reason: re.Reason}})
 			}
 			if err != nil {
 				return &Error{Field: "envoy.config_dir", Reason: err.Error()}

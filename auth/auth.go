@@ -12,9 +12,12 @@ type Op uint8
 
 // The operations.
 const (
-	// Read: calls that count nothing (SlidingWindow, Allow of cost 0).
+	// Read: calls that count and create nothing (SlidingWindow in a
+	// local namespace).
 	Read Op = 1 << iota
-	// Write: calls that count (Increment, Allow, Acquire, Release, Renew).
+	// Write: calls that count or can create state (Increment, Allow of
+	// any cost, Acquire, Release, Renew, SlidingWindow in a syncing
+	// namespace).
 	Write
 	// Admin: the admin operations.
 	Admin

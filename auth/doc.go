@@ -4,9 +4,11 @@
 // certificate identity (mTLS). Each is granted namespaces (by name, or
 // "*" for all) and operations:
 //
-//	read   SlidingWindow, and an Allow of cost 0 (a GET-style read of a
-//	       limit's state that counts nothing)
-//	write  Increment, Allow, Acquire, Release, Renew: every call that counts
+//	read   SlidingWindow in a local namespace: a call that counts and
+//	       creates nothing
+//	write  Increment, Allow (of cost 0 too), Acquire, Release, Renew, and
+//	       SlidingWindow in a syncing namespace: every call that counts
+//	       or can create state (a key, a bucket, a store row)
 //	admin  the admin operations (none yet)
 //
 // The fronts find a call's Principal (Authorizer.Token, Authorizer.TLS,

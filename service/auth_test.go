@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestAuthorization(t *testing.T) {
 			_, err := s.Allow(ctx, service.AllowRequest{Key: k, Limits: limits}, nil)
 			return err
 		}},
-		"Allow cost 0": {true, func(ctx context.Context, k string) error {
+		"Allow cost 0": {false, func(ctx context.Context, k string) error {
 			_, err := s.Allow(ctx, service.AllowRequest{Key: k, Limits: limits, Cost: &zero}, nil)
 			return err
 		}},
@@ -123,6 +124,54 @@ func TestAuthorization(t *testing.T) {
 	// The base service still serves everybody.
 	if _, err := base.Increment(bg, service.IncrementRequest{Key: "k"}, nil); err != nil {
 		t.Errorf("the service without an authorizer: %v", err)
+	}
+}
+
+// TestReadOnlyAddsNoKey: a token granted only reading cannot add a key to
+// a namespace, so it cannot fill it up to its key cap: an Allow, of cost 0
+// too, needs write (it makes the key's windows or buckets), and so does a
+// SlidingWindow in a syncing namespace (it adds the key to the node's
+// table); a local namespace's SlidingWindow reads without adding.
+func TestReadOnlyAddsNoKey(t *testing.T) {
+	bg := context.Background()
+	reader := auth.WithPrincipal(bg, auth.NewPrincipal("reader", []string{"default"}, auth.Read))
+	writer := auth.WithPrincipal(bg, auth.NewPrincipal("writer", []string{"default"}, auth.Read|auth.Write))
+	zero := 0.0
+	bucket := service.Limit{Kind: service.TokenKind, Token: service.TokenBucket{Max: 10, RefillTime: time.Second}}
+	for _, c := range []struct {
+		mode     string
+		syncRate float64
+		readOK   bool // the reader's SlidingWindow
+	}{{"local", -1, true}, {"periodic", 1, false}, {"synchronous", 0, false}} {
+		base, ns := newService(t, c.syncRate)
+		s := base.WithAuthorizer(newAuthorizer(t))
+		for i := range 3 {
+			key := fmt.Sprint("reader-", i)
+			for name, limits := range map[string][]service.Limit{"window": {lim(time.Minute, 100)}, "bucket": {bucket}} {
+				if c.mode == "synchronous" && name == "bucket" {
+					continue
+				}
+				_, err := s.Allow(reader, service.AllowRequest{Key: key, Cost: &zero, Limits: limits}, nil)
+				if !errors.Is(err, service.ErrPermissionDenied) {
+					t.Errorf("%s: the reader's Allow of cost 0 on a %s: %v; want permission denied", c.mode, name, err)
+				}
+			}
+			_, err := s.SlidingWindow(reader, service.RateRequest{Key: key}, nil)
+			if c.readOK != (err == nil) || (err != nil && !errors.Is(err, service.ErrPermissionDenied)) {
+				t.Errorf("%s: the reader's SlidingWindow: %v; want served: %v", c.mode, err, c.readOK)
+			}
+		}
+		if k, b := ns.ActiveKeys(), ns.ActiveBuckets(); k != 0 || b != 0 {
+			t.Errorf("%s: after the reader's calls the namespace holds %d keys and %d buckets; want none", c.mode, k, b)
+		}
+		// The writer may do both, and its read of a syncing namespace adds
+		// the key.
+		if _, err := s.Allow(writer, service.AllowRequest{Key: "w", Cost: &zero, Limits: []service.Limit{lim(time.Minute, 100)}}, nil); err != nil {
+			t.Errorf("%s: the writer's Allow of cost 0: %v", c.mode, err)
+		}
+		if _, err := s.SlidingWindow(writer, service.RateRequest{Key: "w2"}, nil); err != nil {
+			t.Errorf("%s: the writer's SlidingWindow: %v", c.mode, err)
+		}
 	}
 }
 

@@ -24,8 +24,10 @@
 // Authorization: a Service made by WithAuthorizer checks, first of all,
 // that the principal in a call's context (auth.WithPrincipal, put there
 // by the front) may do the call's operation in its namespace: read for
-// SlidingWindow and an Allow of cost 0, write for every other call; a
-// lease's namespace is the one in its id. A refusal (ErrUnauthenticated,
+// SlidingWindow, write for every other call; a call that can create state
+// is a write, so an Allow of cost 0 is one, and so is a SlidingWindow in a
+// syncing namespace (it adds the key to the node's table and, synchronous,
+// to the store); a lease's namespace is the one in its id. A refusal (ErrUnauthenticated,
 // ErrPermissionDenied) comes before any validation or counting, so every
 // front refuses the same calls the same way.
 //

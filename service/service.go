@@ -45,6 +45,14 @@ func (s *Service) WithAuthorizer(a Authorizer) *Service {
 	return &c
 }
 
+// Authorize checks that ctx's caller may do op in namespace, as every
+// call of the service does first: nil when authorization is off. A front
+// that must refuse a caller before doing work of its own (Envoy's service
+// before it matches its rules) calls it first.
+func (s *Service) Authorize(ctx context.Context, namespace string, op auth.Op) error {
+	return s.authorize(ctx, namespace, op)
+}
+
 // authorize checks a call of op in namespace; a nil check when
 // authorization is off.
 func (s *Service) authorize(ctx context.Context, namespace string, op auth.Op) error {
@@ -222,6 +230,14 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 		return dst, err
 	}
 	defer r.exit()
+	// A syncing namespace's read creates state: the key joins the node's
+	// table (the interest set of the next fetch) and a synchronous one's
+	// store. A call that can create state is a write.
+	if r.ns.Config().Mode() != node.LocalOnly {
+		if err := s.authorize(ctx, req.Namespace, auth.Write); err != nil {
+			return dst, err
+		}
+	}
 	if err := checkValue("cur_diff", req.CurDiff); err != nil {
 		return dst, err
 	}
@@ -252,13 +268,12 @@ func (s *Service) Allow(ctx context.Context, req AllowRequest, dst []LimitStatus
 }
 
 func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst []LimitStatus) (Decision, error) {
-	// An Allow of cost 0 counts nothing: a read of the limits' state.
-	op := auth.Write
-	if req.Cost != nil && *req.Cost == 0 {
-		op = auth.Read
-	}
+	// Every Allow is a write, one of cost 0 too: it counts nothing, but it
+	// makes the key's windows or buckets (and, in a syncing namespace,
+	// its store rows), so a token granted only reading could fill the
+	// namespace up to its key cap and refuse every writer's new key.
 	ks := limitKinds(req.Limits)
-	r, t, err := s.target(ctx, op, last, ks, req.Namespace, req.At, req.Key, 0)
+	r, t, err := s.target(ctx, auth.Write, last, ks, req.Namespace, req.At, req.Key, 0)
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}

@@ -147,7 +147,8 @@ func authOps() []authOp {
 			resp: func() proto.Message { return &limiterv1.SlidingWindowResponse{} }},
 		{method: "Allow", req: func(k, _ string) proto.Message { return &limiterv1.AllowRequest{Namespace: "api", Key: k, Limits: win} },
 			resp: func() proto.Message { return &limiterv1.AllowResponse{} }, counted: windowCount},
-		{method: "Allow", read: true, req: func(k, _ string) proto.Message {
+		// An Allow of cost 0 counts nothing but makes the key: a write.
+		{method: "Allow", req: func(k, _ string) proto.Message {
 			return &limiterv1.AllowRequest{Namespace: "api", Key: k, Limits: win, Cost: &zero}
 		}, resp: func() proto.Message { return &limiterv1.AllowResponse{} }},
 		{method: "IncrementBatch", req: func(k, _ string) proto.Message {
@@ -336,7 +337,7 @@ func TestAuthorizationRESP(t *testing.T) {
 		{args: func(k, _ string) []any { return []any{"RL.INCR", k, "NS", "api"} }, counted: window},
 		{args: func(k, _ string) []any { return []any{"RL.RATE", k, "NS", "api"} }, read: true},
 		{args: func(k, _ string) []any { return []any{"RL.ALLOW", k, 60000, 100, "NS", "api"} }, counted: window},
-		{args: func(k, _ string) []any { return []any{"RL.GET", k, 10, 1, "NS", "api"} }, read: true},
+		{args: func(k, _ string) []any { return []any{"RL.GET", k, 10, 1, "NS", "api"} }}, // makes the bucket: a write
 		{args: func(k, _ string) []any { return []any{"RL.REDUCE", k, 10, 1, "NS", "api"} }, counted: tokens},
 		{args: func(k, _ string) []any { return []any{"RL.LEAKY", k, 10, 1000, "NS", "api"} }, counted: taken("RL.LEAKY")},
 		{args: func(k, _ string) []any { return []any{"RL.FIXED", k, 10, 1000, "NS", "api"} }, counted: taken("RL.FIXED")},

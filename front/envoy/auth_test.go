@@ -7,6 +7,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -75,6 +76,28 @@ func TestAuthorization(t *testing.T) {
 	}{{"", codes.Unauthenticated}, {"wrong-wrong-wrong-wrong", codes.Unauthenticated}, {otherToken, codes.PermissionDenied}} {
 		if _, err := client.ShouldRateLimit(with(c.token), req); status.Code(err) != c.want {
 			t.Errorf("token %q: %v; want %s", c.token, err, c.want)
+		}
+	}
+	// Without a credential, nothing is looked at: an unknown domain, an
+	// empty one, a descriptor no rule matches and a limit override whose
+	// window size the namespace lacks (whose error, authorized, names the
+	// sizes) are all UNAUTHENTICATED, and the answer is the same for all.
+	odd := desc("client", "c1")
+	odd.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 5, Unit: typev3.RateLimitUnit_MONTH}
+	for name, r := range map[string]*rlsv3.RateLimitRequest{
+		"unknown domain":   {Domain: "no-such-domain", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("client", "c1")}},
+		"empty domain":     {Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("client", "c1")}},
+		"no descriptors":   {Domain: "api"},
+		"unmatched":        {Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("nothing", "here")}},
+		"odd override":     {Domain: "api", Descriptors: []*ratelimitv3.RateLimitDescriptor{odd}},
+		"a matching entry": req,
+	} {
+		_, err := client.ShouldRateLimit(with(""), r)
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("%s without a token: %v; want UNAUTHENTICATED", name, err)
+		}
+		if msg := status.Convert(err).Message(); msg != auth.ErrUnauthenticated.Error() {
+			t.Errorf("%s without a token: the error %q tells of the rules", name, msg)
 		}
 	}
 	resp, err := client.ShouldRateLimit(with(envoyToken), req)

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/service"
 )
 
@@ -210,7 +211,15 @@ type choice struct {
 }
 
 // ShouldRateLimit decides every descriptor of req and answers Envoy.
+//
+// The caller is authorized first, before the request is looked at: one
+// without a credential granted write in the namespace gets
+// UNAUTHENTICATED (or PERMISSION_DENIED) whatever its domain, and learns
+// nothing of the rules.
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := s.svc.Load().Authorize(ctx, s.cfg.Namespace, auth.Write); err != nil {
+		return nil, toStatus(err)
+	}
 	if req.GetDomain() == "" {
 		return nil, status.Error(codes.InvalidArgument, "domain: must not be empty")
 	}

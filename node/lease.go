@@ -42,32 +42,46 @@ var ErrInvalidLease = errors.New("node: invalid lease")
 var ErrForeignLease = fmt.Errorf("%w: lease granted by another node", ErrNotLocal)
 
 // LeaseID is what a lease id carries: its namespace and key, the table
-// (holder) that granted it and a serial unique in that table.
+// (holder) that granted it, a serial unique in that table and a secret
+// drawn at random for the lease. The serials are sequential, so a caller
+// holding one lease knows the serials of the others; the secret is what
+// it cannot guess: a release or renewal needs the lease's own (the table
+// and the stores keep it with the lease, as part of StoreID), so an id
+// changed to carry another lease's serial names no lease.
 type LeaseID struct {
-	Namespace, Key string
-	Holder, Serial uint64
+	Namespace, Key         string
+	Holder, Serial, Secret uint64
 }
 
-const leaseIDVersion = 1
+// leaseIDVersion is the format of String. Version 1 had no secret: such
+// an id is refused (ErrInvalidLease); its lease expires at its TTL.
+const leaseIDVersion = 2
+
+// leaseIDHead is the fixed part of an encoded id: version, holder, serial
+// and secret.
+const leaseIDHead = 1 + 3*8
 
 // String encodes id as the opaque lease a caller holds (URL-safe base64).
 func (id LeaseID) String() string {
-	b := make([]byte, 0, 1+16+binary.MaxVarintLen64+len(id.Namespace)+len(id.Key))
+	b := make([]byte, 0, leaseIDHead+binary.MaxVarintLen64+len(id.Namespace)+len(id.Key))
 	b = append(b, leaseIDVersion)
 	b = binary.BigEndian.AppendUint64(b, id.Holder)
 	b = binary.BigEndian.AppendUint64(b, id.Serial)
+	b = binary.BigEndian.AppendUint64(b, id.Secret)
 	b = binary.AppendUvarint(b, uint64(len(id.Namespace)))
 	b = append(b, id.Namespace...)
 	b = append(b, id.Key...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// StoreID is the part of id a store keeps per lease of a key: the holder
-// and serial, 22 characters.
+// StoreID is the part of id a store keeps per lease of a key: the holder,
+// serial and secret, 32 characters. A store finds a lease by it, so an id
+// whose secret is not the lease's finds none.
 func (id LeaseID) StoreID() string {
-	var b [16]byte
+	var b [24]byte
 	binary.BigEndian.PutUint64(b[:8], id.Holder)
-	binary.BigEndian.PutUint64(b[8:], id.Serial)
+	binary.BigEndian.PutUint64(b[8:16], id.Serial)
+	binary.BigEndian.PutUint64(b[16:], id.Secret)
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
@@ -87,12 +101,13 @@ func ParseLeaseID(s string) (LeaseID, error) {
 	if err != nil {
 		return bad("not URL-safe base64")
 	}
-	if len(b) < 18 || b[0] != leaseIDVersion {
+	if len(b) < leaseIDHead+1 || b[0] != leaseIDVersion {
 		return bad("unknown format")
 	}
-	id := LeaseID{Holder: binary.BigEndian.Uint64(b[1:9]), Serial: binary.BigEndian.Uint64(b[9:17])}
-	n, w := binary.Uvarint(b[17:])
-	rest := b[17+max(w, 0):]
+	id := LeaseID{Holder: binary.BigEndian.Uint64(b[1:9]), Serial: binary.BigEndian.Uint64(b[9:17]),
+		Secret: binary.BigEndian.Uint64(b[17:25])}
+	n, w := binary.Uvarint(b[leaseIDHead:])
+	rest := b[leaseIDHead+max(w, 0):]
 	if w <= 0 || n > uint64(len(rest)) {
 		return bad("truncated")
 	}
@@ -114,9 +129,15 @@ type LeaseGrant struct {
 	Held, Next int64
 }
 
+// ownLease is one of this node's leases: its expiry and its id's secret.
+type ownLease struct {
+	exp    int64
+	secret uint64
+}
+
 // leaseKey is one key's leases on this node.
 type leaseKey struct {
-	own map[uint64]int64 // this node's leases: serial → expiry
+	own map[uint64]ownLease // this node's leases by serial
 	// others is the other holders' live leases as of the last sync
 	// (nextOther the earliest of their expiries); read whether it was
 	// read at all.
@@ -129,8 +150,8 @@ type leaseKey struct {
 }
 
 func (k *leaseKey) purge(now int64) {
-	for s, exp := range k.own {
-		if exp <= now {
+	for s, o := range k.own {
+		if o.exp <= now {
 			delete(k.own, s)
 		}
 	}
@@ -151,9 +172,9 @@ func (k *leaseKey) held() int64 { return int64(len(k.own)) + k.others }
 
 func (k *leaseKey) next() int64 {
 	n := k.nextOther
-	for _, exp := range k.own {
-		if n == 0 || exp < n {
-			n = exp
+	for _, o := range k.own {
+		if n == 0 || o.exp < n {
+			n = o.exp
 		}
 	}
 	return n
@@ -207,10 +228,17 @@ func (l *Leases) shard(key string) *leaseShard {
 	return &l.shards[maphash.String(l.seed, key)%leaseShards]
 }
 
-// NewID returns a new lease id of key, unique in the table.
+// NewID returns a new lease id of key, unique in the table, with a secret
+// drawn at random.
 func (l *Leases) NewID(key string) LeaseID {
-	return LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: l.serial.Add(1)}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: l.serial.Add(1), Secret: binary.BigEndian.Uint64(b[:])}
 }
+
+// mine reports whether o is the lease id names: its secret is id's (one
+// comparison of two words, whose time tells nothing of either).
+func (o ownLease) mine(id LeaseID) bool { return o.secret == id.Secret }
 
 // lockKey returns key's entry, created if create, with its shard locked
 // (nil and unlocked when absent and not created). The caller unlocks.
@@ -227,7 +255,7 @@ func (l *Leases) lockKey(key string, now int64, create bool) (*leaseShard, *leas
 			sh.mu.Unlock()
 			return nil, nil, fieldErr("key", ErrKeyLimit, "namespace %q holds the leases of %d keys, its max_keys", l.name, l.maxKeys)
 		}
-		k = &leaseKey{own: map[uint64]int64{}}
+		k = &leaseKey{own: map[uint64]ownLease{}}
 		sh.keys[key] = k
 	}
 	k.purge(now)
@@ -250,7 +278,7 @@ func (l *Leases) Acquire(now time.Time, key string, limit int64, ttl time.Durati
 		return g, nil
 	}
 	g.OK, g.ID, g.Expiry = true, l.NewID(key), addTTL(t, ttl)
-	k.own[g.ID.Serial] = g.Expiry
+	k.own[g.ID.Serial] = ownLease{exp: g.Expiry, secret: g.ID.Secret}
 	g.Held++
 	return g, nil
 }
@@ -276,12 +304,15 @@ func (l *Leases) Release(now time.Time, id LeaseID, record bool) (bool, error) {
 	if k == nil {
 		return false, nil
 	}
-	exp, ok := k.own[id.Serial]
-	delete(k.own, id.Serial)
-	if ok && record {
-		k.note(id.StoreID(), exp)
+	o, ok := k.own[id.Serial]
+	if !ok || !o.mine(id) {
+		return false, nil // none, or another's: its serial, not its secret
 	}
-	return ok, nil
+	delete(k.own, id.Serial)
+	if record {
+		k.note(id.StoreID(), o.exp)
+	}
+	return true, nil
 }
 
 func (l *Leases) foreign() error {
@@ -323,21 +354,29 @@ func (l *Leases) Renew(now time.Time, id LeaseID, ttl time.Duration) (ok bool, e
 	if k == nil {
 		return false, 0, nil
 	}
-	if _, ok := k.own[id.Serial]; !ok {
+	o, ok := k.own[id.Serial]
+	if !ok || !o.mine(id) {
 		return false, 0, nil
 	}
 	exp := addTTL(t, ttl)
-	k.own[id.Serial] = exp
+	k.own[id.Serial] = ownLease{exp: exp, secret: o.secret}
 	return true, exp, nil
 }
 
-// LeaseSync is one key's part of a sync: the leases this node holds and
-// the releases to send. Serials[i] is the serial of Own[i].
+// LeaseSync is one key's part of a sync: the leases this node holds (the
+// i-th of serial Serials[i], expiry Expiries[i] and secret Secrets[i])
+// and the releases to send.
 type LeaseSync struct {
 	Key      string
 	Serials  []uint64
 	Expiries []int64
+	Secrets  []uint64
 	Releases map[string]int64
+}
+
+// ID is the id of s's i-th lease in namespace ns held by holder.
+func (s *LeaseSync) ID(ns string, holder uint64, i int) LeaseID {
+	return LeaseID{Namespace: ns, Key: s.Key, Holder: holder, Serial: s.Serials[i], Secret: s.Secrets[i]}
 }
 
 // Collect appends to dst what a sync of the table sends at now: every key
@@ -354,9 +393,10 @@ func (l *Leases) Collect(now time.Time, all bool, dst []LeaseSync) []LeaseSync {
 				continue
 			}
 			s := LeaseSync{Key: key}
-			for serial, exp := range k.own {
+			for serial, o := range k.own {
 				s.Serials = append(s.Serials, serial)
-				s.Expiries = append(s.Expiries, exp)
+				s.Expiries = append(s.Expiries, o.exp)
+				s.Secrets = append(s.Secrets, o.secret)
 			}
 			if len(k.releases) > 0 {
 				s.Releases = make(map[string]int64, len(k.releases))

@@ -24,8 +24,8 @@ func TestLeaseIDRoundTrip(t *testing.T) {
 		if got != id {
 			t.Fatalf("round trip of %+v gave %+v", id, got)
 		}
-		if len(id.StoreID()) != 22 {
-			t.Fatalf("StoreID %q: want 22 characters", id.StoreID())
+		if len(id.StoreID()) != 32 {
+			t.Fatalf("StoreID %q: want 32 characters", id.StoreID())
 		}
 	}
 	if a, b := l.NewID("k"), l.NewID("k"); a.StoreID() == b.StoreID() {
@@ -36,13 +36,59 @@ func TestLeaseIDRoundTrip(t *testing.T) {
 	}
 }
 
+// TestLeaseIDForgedSerial: the serials of a table are sequential, so a
+// caller holding one lease knows the serial of the lease granted before
+// it; an id changed to carry that serial lacks that lease's secret, and
+// neither releases nor renews it: the lease stays held.
+func TestLeaseIDForgedSerial(t *testing.T) {
+	l := node.NewLeases("ns", 0)
+	victim, err := l.Acquire(t0, "k", 2, time.Minute)
+	if err != nil || !victim.OK {
+		t.Fatalf("acquire: %+v, %v", victim, err)
+	}
+	mine, err := l.Acquire(t0, "k", 2, time.Minute)
+	if err != nil || !mine.OK {
+		t.Fatalf("acquire: %+v, %v", mine, err)
+	}
+	if mine.ID.Serial != victim.ID.Serial+1 {
+		t.Fatalf("serials %d then %d: the test expects them sequential", victim.ID.Serial, mine.ID.Serial)
+	}
+	if mine.ID.Secret == victim.ID.Secret {
+		t.Fatal("two leases drew the same secret")
+	}
+	forged := mine.ID
+	forged.Serial = victim.ID.Serial
+	parsed, err := node.ParseLeaseID(forged.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := l.Release(t0, parsed, true); ok || err != nil {
+		t.Errorf("release of the forged id: %v, %v; want not released", ok, err)
+	}
+	if ok, _, err := l.Renew(t0, parsed, time.Hour); ok || err != nil {
+		t.Errorf("renewal of the forged id: %v, %v; want not renewed", ok, err)
+	}
+	// Both leases are still held: a third is refused.
+	if g, _ := l.Acquire(t0, "k", 2, time.Minute); g.OK || g.Held != 2 {
+		t.Errorf("acquire after the forged release: %+v; want refused with 2 held", g)
+	}
+	// No release of the victim's lease waits for the store.
+	if got := l.Collect(t0, false, nil); len(got) != 1 || len(got[0].Releases) != 0 {
+		t.Errorf("Collect after the forged release: %+v; want no release to send", got)
+	}
+	if ok, _ := l.Release(t0, victim.ID, true); !ok {
+		t.Error("the victim's own id no longer releases its lease")
+	}
+}
+
 func TestParseLeaseIDRejects(t *testing.T) {
 	good := node.NewLeases("ns", 0).NewID("key").String()
 	for name, s := range map[string]string{
 		"empty":      "",
 		"not base64": "!!!",
 		"truncated":  good[:10],
-		"version":    "Ag" + good[2:],
+		"version 1":  "AQ" + good[2:], // the format without a secret
+		"version 3":  "Aw" + good[2:],
 		"too long":   strings.Repeat("A", 3*node.MaxKeyLen),
 		"no key":     node.LeaseID{Namespace: "ns", Holder: 1, Serial: 1}.String(),
 		"bad ns":     node.LeaseID{Namespace: "a b", Key: "k", Holder: 1, Serial: 1}.String(),

@@ -50,6 +50,47 @@ func TestLeasesEveryMode(t *testing.T) {
 	}
 }
 
+// TestLeaseForgedSerial: in every mode, a lease id changed to carry
+// another live lease's serial (the one granted just before, a guess any
+// holder can make) is not that lease: its Release and Renew answer false,
+// and the lease is still held, also in the store of a synchronous
+// namespace.
+func TestLeaseForgedSerial(t *testing.T) {
+	ctx := context.Background()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			s, _ := newService(t, m.syncRate)
+			req := service.AcquireRequest{Key: "k", Limit: 2, TTL: 10 * time.Second}
+			var ids []node.LeaseID
+			for range 2 {
+				a, err := s.Acquire(ctx, req)
+				if err != nil || !a.OK {
+					t.Fatalf("acquire: %+v, %v", a, err)
+				}
+				id, err := node.ParseLeaseID(a.Lease)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			victim, forged := ids[0], ids[1]
+			forged.Serial = victim.Serial
+			if r, err := s.Release(ctx, forged.String()); err != nil || r.OK {
+				t.Errorf("release of the forged id: %+v, %v; want false", r, err)
+			}
+			if r, err := s.Renew(ctx, forged.String(), time.Minute); err != nil || r.OK {
+				t.Errorf("renewal of the forged id: %+v, %v; want false", r, err)
+			}
+			if a, err := s.Acquire(ctx, req); err != nil || a.OK || a.Held != 2 {
+				t.Errorf("acquire after the forged release: %+v, %v; want refused, 2 held", a, err)
+			}
+			if r, err := s.Renew(ctx, victim.String(), time.Minute); err != nil || !r.OK {
+				t.Errorf("the victim's renewal: %+v, %v; want renewed", r, err)
+			}
+		})
+	}
+}
+
 func TestLeasesBadInput(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newService(t, -1)

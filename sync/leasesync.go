@@ -225,8 +225,8 @@ func (s *Syncer) syncLeases(ctx context.Context, now time.Time, all bool) error 
 		for id, until := range ks.Releases {
 			ops = append(ops, LeaseOp{Kind: LeaseRelease, Namespace: s.name, Key: ks.Key, ID: id, Expiry: until})
 		}
-		for j, serial := range ks.Serials {
-			id := node.LeaseID{Namespace: s.name, Key: ks.Key, Holder: leases.Holder(), Serial: serial}
+		for j := range ks.Serials {
+			id := ks.ID(s.name, leases.Holder(), j)
 			ops = append(ops, LeaseOp{Kind: LeasePut, Namespace: s.name, Key: ks.Key, ID: id.StoreID(), Expiry: ks.Expiries[j]})
 		}
 		if all {

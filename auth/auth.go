@@ -62,7 +62,28 @@ type Principal struct {
 	all        bool
 	namespaces map[string]bool
 	ops        Op
+	// tab, for a principal an Authorizer found, is the credentials it was
+	// found in, cred its credential there.
+	tab  *tables
+	cred credential
 }
+
+// credential is what a principal was found by: a token's hash, a
+// certificate's (a pin), its URI SAN or its subject CN.
+type credential struct {
+	kind credKind
+	hash [32]byte
+	s    string
+}
+
+type credKind uint8
+
+const (
+	credToken credKind = iota + 1
+	credPin
+	credURI
+	credCN
+)
 
 // NewPrincipal grants name the operations ops in namespaces ("*": every
 // namespace).
@@ -134,7 +155,10 @@ func (e *DeniedError) Unwrap() error { return ErrPermissionDenied }
 // default namespace): ErrUnauthenticated without a principal, a
 // *DeniedError when it is not granted.
 func Authorize(ctx context.Context, namespace string, op Op) error {
-	p := FromContext(ctx)
+	return authorize(FromContext(ctx), namespace, op)
+}
+
+func authorize(p *Principal, namespace string, op Op) error {
 	if p == nil {
 		return ErrUnauthenticated
 	}

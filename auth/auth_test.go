@@ -264,3 +264,60 @@ func BenchmarkToken(b *testing.B) {
 		}
 	}
 }
+
+// TestReplace: replacing an Authorizer's credentials takes effect from the
+// next call: a token no longer configured authenticates nothing, and a
+// principal found with it before (a Redis-protocol connection's) is
+// refused; a token still configured is authorized by its new grants; a
+// new token is accepted.
+func TestReplace(t *testing.T) {
+	const oldSecret, keptSecret, newSecret = "old-token-0123456789", "kept-token-0123456789", "new-token-0123456789"
+	mk := func(tokens ...auth.Token) *auth.Authorizer {
+		t.Helper()
+		a, err := auth.New(auth.Config{Tokens: tokens})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	a := mk(auth.Token{Name: "old", Secret: oldSecret, Namespaces: []string{"*"}, Ops: auth.Read | auth.Write},
+		auth.Token{Name: "kept", Secret: keptSecret, Namespaces: []string{"*"}, Ops: auth.Read | auth.Write})
+	bg := context.Background()
+	before, kept := auth.WithPrincipal(bg, a.Token(oldSecret)), auth.WithPrincipal(bg, a.Token(keptSecret))
+	handMade := auth.WithPrincipal(bg, auth.NewPrincipal("hand", []string{"ns"}, auth.Write))
+	for _, ctx := range []context.Context{before, kept, handMade} {
+		if err := a.Authorize(ctx, "ns", auth.Write); err != nil {
+			t.Fatalf("before the replacement: %v", err)
+		}
+	}
+	a.Replace(mk(auth.Token{Name: "kept", Secret: keptSecret, Namespaces: []string{"ns"}, Ops: auth.Read},
+		auth.Token{Name: "new", Secret: newSecret, Namespaces: []string{"ns"}, Ops: auth.Write}))
+	if a.Token(oldSecret) != nil {
+		t.Error("the removed token still authenticates")
+	}
+	if err := a.Authorize(before, "ns", auth.Read); !errors.Is(err, auth.ErrUnauthenticated) {
+		t.Errorf("a principal of the removed token: %v; want unauthenticated", err)
+	}
+	if err := a.Authorize(kept, "ns", auth.Read); err != nil {
+		t.Errorf("the kept token's principal found before, reading: %v", err)
+	}
+	if err := a.Authorize(kept, "ns", auth.Write); !errors.Is(err, auth.ErrPermissionDenied) {
+		t.Errorf("the kept token's principal found before, writing (no longer granted): %v", err)
+	}
+	if err := a.Authorize(kept, "other", auth.Read); !errors.Is(err, auth.ErrPermissionDenied) {
+		t.Errorf("the kept token's principal found before, in a namespace no longer granted: %v", err)
+	}
+	if err := a.Authorize(auth.WithPrincipal(bg, a.Token(newSecret)), "ns", auth.Write); err != nil {
+		t.Errorf("the new token: %v", err)
+	}
+	if err := a.Authorize(handMade, "ns", auth.Write); err != nil {
+		t.Errorf("a principal made by hand: %v", err)
+	}
+	if n, m := a.Credentials(); n != 2 || m != 0 {
+		t.Errorf("Credentials() = %d, %d; want 2, 0", n, m)
+	}
+	var zero auth.Authorizer
+	if zero.Token(newSecret) != nil || zero.TLS(&tls.ConnectionState{}) != nil {
+		t.Error("the zero auth.Authorizer authenticates")
+	}
+}

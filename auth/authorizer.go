@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"strings"
+	"sync/atomic"
 )
 
 // MaxTokenLen is the longest token accepted: a longer credential is
@@ -55,12 +56,43 @@ type Config struct {
 }
 
 // Authorizer finds principals from credentials and authorizes calls. It
-// is immutable once made and safe for concurrent use.
+// is safe for concurrent use. Its credentials are replaced as a whole
+// (Replace, a reload of the configuration): every call after the
+// replacement sees the new ones, and a principal found with the old ones
+// (a Redis-protocol connection's, authenticated before) is authorized by
+// what the new ones grant its credential, refused when they no longer
+// hold it. The zero Authorizer holds no credential.
 type Authorizer struct {
+	t atomic.Pointer[tables]
+}
+
+// tables are an Authorizer's credentials, never changed once made.
+type tables struct {
 	tokens map[[sha256.Size]byte]*tokenEntry
 	byHash map[[sha256.Size]byte]*Principal
 	byURI  map[string]*Principal
 	byCN   map[string]*Principal
+}
+
+// noTables are the credentials of the zero Authorizer.
+var noTables = &tables{}
+
+// tab returns a's credentials.
+func (a *Authorizer) tab() *tables {
+	if t := a.t.Load(); t != nil {
+		return t
+	}
+	return noTables
+}
+
+// Replace makes b's credentials a's, at once: the next call a
+// authenticates or authorizes uses them. b must not be nil.
+func (a *Authorizer) Replace(b *Authorizer) { a.t.Store(b.tab()) }
+
+// Credentials counts a's tokens and identities.
+func (a *Authorizer) Credentials() (tokens, identities int) {
+	t := a.tab()
+	return len(t.tokens), len(t.byHash) + len(t.byURI) + len(t.byCN)
 }
 
 type tokenEntry struct {
@@ -71,7 +103,7 @@ type tokenEntry struct {
 // New checks cfg and makes its Authorizer. Its errors name the
 // credential by index and field, never a secret.
 func New(cfg Config) (*Authorizer, error) {
-	a := &Authorizer{tokens: map[[sha256.Size]byte]*tokenEntry{}, byHash: map[[sha256.Size]byte]*Principal{},
+	a := &tables{tokens: map[[sha256.Size]byte]*tokenEntry{}, byHash: map[[sha256.Size]byte]*Principal{},
 		byURI: map[string]*Principal{}, byCN: map[string]*Principal{}}
 	names := map[string]bool{}
 	for i, t := range cfg.Tokens {
@@ -86,7 +118,9 @@ func New(cfg Config) (*Authorizer, error) {
 		if a.tokens[h] != nil {
 			return nil, &ConfigError{Field: field + ".token", Reason: fmt.Sprintf("is the same token as %s's", a.tokens[h].p.name)}
 		}
-		a.tokens[h] = &tokenEntry{hash: h, p: NewPrincipal(t.Name, t.Namespaces, t.Ops)}
+		p := NewPrincipal(t.Name, t.Namespaces, t.Ops)
+		p.tab, p.cred = a, credential{kind: credToken, hash: h}
+		a.tokens[h] = &tokenEntry{hash: h, p: p}
 	}
 	for i, id := range cfg.Identities {
 		field := fmt.Sprintf("identities[%d]", i)
@@ -117,24 +151,54 @@ func New(cfg Config) (*Authorizer, error) {
 			return nil, err
 		}
 		p := NewPrincipal(name, id.Namespaces, id.Ops)
+		p.tab = a
 		dup := false
 		switch {
 		case id.SubjectCN != "":
+			p.cred = credential{kind: credCN, s: id.SubjectCN}
 			dup, a.byCN[id.SubjectCN] = a.byCN[id.SubjectCN] != nil, p
 		case id.URISAN != "":
+			p.cred = credential{kind: credURI, s: id.URISAN}
 			dup, a.byURI[id.URISAN] = a.byURI[id.URISAN] != nil, p
 		default:
 			h, err := parseFingerprint(id.SHA256)
 			if err != nil {
 				return nil, &ConfigError{Field: field + ".sha256", Reason: err.Error()}
 			}
+			p.cred = credential{kind: credPin, hash: h}
 			dup, a.byHash[h] = a.byHash[h] != nil, p
 		}
 		if dup {
 			return nil, &ConfigError{Field: field, Reason: "matches the same certificates as an identity before it"}
 		}
 	}
-	return a, nil
+	au := &Authorizer{}
+	au.t.Store(a)
+	return au, nil
+}
+
+// current returns the principal p stands for in a's credentials now: p
+// itself when it was found in them, else the principal of its credential
+// in them, nil when they no longer hold it. A principal not made by an
+// Authorizer (NewPrincipal) stands for itself.
+func (a *Authorizer) current(p *Principal) *Principal {
+	t := a.tab()
+	if p == nil || p.tab == nil || p.tab == t {
+		return p
+	}
+	switch p.cred.kind {
+	case credToken:
+		if e := t.tokens[p.cred.hash]; e != nil {
+			return e.p
+		}
+	case credPin:
+		return t.byHash[p.cred.hash]
+	case credURI:
+		return t.byURI[p.cred.s]
+	case credCN:
+		return t.byCN[p.cred.s]
+	}
+	return nil
 }
 
 // checkGrant checks a credential's name and grants.
@@ -205,7 +269,7 @@ func (a *Authorizer) Token(token string) *Principal {
 		return nil
 	}
 	h := sha256.Sum256([]byte(token))
-	e := a.tokens[h]
+	e := a.tab().tokens[h]
 	if e == nil || subtle.ConstantTimeCompare(e.hash[:], h[:]) != 1 {
 		return nil
 	}
@@ -227,11 +291,15 @@ func Bearer(v string) string {
 // a subject CN or URI SAN is trusted only then, a SHA-256 pin always (the
 // TLS handshake proved the client holds the certificate's key).
 func (a *Authorizer) Certificate(cert *x509.Certificate, verified bool) *Principal {
+	return a.tab().certificate(cert, verified)
+}
+
+func (t *tables) certificate(cert *x509.Certificate, verified bool) *Principal {
 	if cert == nil {
 		return nil
 	}
-	if len(a.byHash) > 0 {
-		if p := a.byHash[sha256.Sum256(cert.Raw)]; p != nil {
+	if len(t.byHash) > 0 {
+		if p := t.byHash[sha256.Sum256(cert.Raw)]; p != nil {
 			return p
 		}
 	}
@@ -239,20 +307,21 @@ func (a *Authorizer) Certificate(cert *x509.Certificate, verified bool) *Princip
 		return nil
 	}
 	for _, u := range cert.URIs {
-		if p := a.byURI[u.String()]; p != nil {
+		if p := t.byURI[u.String()]; p != nil {
 			return p
 		}
 	}
-	return a.byCN[cert.Subject.CommonName]
+	return t.byCN[cert.Subject.CommonName]
 }
 
 // TLS returns the principal of a TLS connection's client certificate, or
 // nil (no TLS, no certificate, or none configured).
 func (a *Authorizer) TLS(cs *tls.ConnectionState) *Principal {
-	if cs == nil || len(cs.PeerCertificates) == 0 || (len(a.byHash) == 0 && len(a.byURI) == 0 && len(a.byCN) == 0) {
+	t := a.tab()
+	if cs == nil || len(cs.PeerCertificates) == 0 || (len(t.byHash) == 0 && len(t.byURI) == 0 && len(t.byCN) == 0) {
 		return nil
 	}
-	return a.Certificate(cs.PeerCertificates[0], len(cs.VerifiedChains) > 0)
+	return t.certificate(cs.PeerCertificates[0], len(cs.VerifiedChains) > 0)
 }
 
 // Authenticate returns the principal of a call: its bearer token when it
@@ -266,7 +335,10 @@ func (a *Authorizer) Authenticate(token string, cs *tls.ConnectionState) *Princi
 	return a.TLS(cs)
 }
 
-// Authorize checks ctx's principal (see the package function).
+// Authorize checks ctx's principal as the package function does, in a's
+// credentials now: a principal found before a Replace is authorized by
+// what the new credentials grant its token or certificate, and refused
+// (ErrUnauthenticated) when they no longer hold it.
 func (a *Authorizer) Authorize(ctx context.Context, namespace string, op Op) error {
-	return Authorize(ctx, namespace, op)
+	return authorize(a.current(FromContext(ctx)), namespace, op)
 }

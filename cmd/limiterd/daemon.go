@@ -245,8 +245,20 @@ func newDaemon(ctx context.Context, cfg config.Config, log *slog.Logger, getenv 
 	if d.svc, err = service.New(n); err != nil {
 		return nil, err
 	}
+	// The authorizer every front consults; the owner replaces its
+	// credentials at each reload.
+	creds, err := cfg.Authorizer(getenv)
+	if err != nil {
+		return nil, err
+	}
+	if creds != nil {
+		d.authz = new(auth.Authorizer)
+		d.authz.Replace(creds)
+		d.svc = d.svc.WithAuthorizer(d.authz)
+		log.Info("authorization on", "tokens", len(cfg.Auth.Tokens), "identities", len(cfg.Auth.Identities))
+	}
 	opts := live.Options{Log: log, Node: n, Service: d.svc, Incarnation: d.inc, Versions: clustersync.NewVersions(time.Now),
-		Getenv: getenv, Metrics: live.NewSyncMetrics(d.reg), Load: load}
+		Getenv: getenv, Metrics: live.NewSyncMetrics(d.reg), Load: load, Authorizer: d.authz}
 	if cfg.Tracing.Endpoint != "" {
 		opts.Tracer = d.tracer
 	}
@@ -258,13 +270,6 @@ func newDaemon(ctx context.Context, cfg config.Config, log *slog.Logger, getenv 
 	}
 	if _, err := d.owner.Apply(ctx, cfg); err != nil {
 		return fail(err)
-	}
-	if d.authz, err = cfg.Authorizer(getenv); err != nil {
-		return fail(err)
-	}
-	if d.authz != nil {
-		d.svc = d.svc.WithAuthorizer(d.authz)
-		log.Info("authorization on", "tokens", len(cfg.Auth.Tokens), "identities", len(cfg.Auth.Identities))
 	}
 	if d.envoy, err = openEnvoy(d); err != nil {
 		return fail(err)

@@ -37,6 +37,7 @@ import (
 
 	clustersync "github.com/limiterd/limiterd/sync"
 
+	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/storetrace"
 	"github.com/limiterd/limiterd/node"
@@ -80,6 +81,12 @@ type Options struct {
 	Metrics *SyncMetrics
 	// Load reads the config file again for Reload; nil without one.
 	Load func() (config.Config, error)
+	// Authorizer, when authorization is on, is the one every front
+	// consults: each Apply replaces its credentials with those of the
+	// config's auth section (its tokens read again), at the switch. A
+	// config that turns authorization on or off is refused: the fronts
+	// are wired for one or the other at start.
+	Authorizer *auth.Authorizer
 	// Open opens a store; config.OpenStore when nil.
 	Open func(ctx context.Context, name string, sc config.StoreConfig, getenv func(string) string, log *slog.Logger) (clustersync.Store, error)
 }
@@ -151,10 +158,10 @@ func (o *Owner) Stop() {
 // store call timeout).
 const rerouteTimeout = 30 * time.Second
 
-// Apply makes cfg's namespaces and stores the running ones. It returns a
-// one-line summary of what changed. On error nothing changed. Changes to
-// other sections (listeners, TLS, auth, ...) wait for a restart; the
-// summary says so.
+// Apply makes cfg's namespaces, stores and credentials (its auth section:
+// tokens and identities) the running ones. It returns a one-line summary
+// of what changed. On error nothing changed. Changes to other sections
+// (listeners, TLS, ...) wait for a restart; the summary says so.
 func (o *Owner) Apply(ctx context.Context, cfg config.Config) (string, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -226,6 +233,10 @@ func (o *Owner) applyLocked(ctx context.Context, cfg config.Config) (string, err
 		if !reflect.DeepEqual(opts[nc.Store], ls.store.opts) || !reflect.DeepEqual(cfg.NamespaceSyncerConfig(nc.Name), ls.cfg) {
 			renew = append(renew, nc.Name)
 		}
+	}
+	creds, err := o.credentials(cfg)
+	if err != nil {
+		return "", err
 	}
 	change, err := o.opts.Node.Prepare(cfg.NodeConfigs(), renew...)
 	if err != nil {
@@ -308,6 +319,12 @@ func (o *Owner) applyLocked(ctx context.Context, cfg config.Config) (string, err
 	if err := o.opts.Node.Commit(change); err != nil {
 		return fail(err) // d.mu serialises changes: not expected
 	}
+	if creds != nil {
+		// From the next call on, every front authenticates and
+		// authorizes with the new credentials; a principal of the old
+		// ones whose token or certificate is gone is refused.
+		o.opts.Authorizer.Replace(creds)
+	}
 	rctx, cancel := context.WithTimeout(ctx, rerouteTimeout)
 	err = service.Reroute(rctx, o.opts.Service, all...)
 	cancel()
@@ -357,8 +374,34 @@ func (o *Owner) applyLocked(ctx context.Context, cfg config.Config) (string, err
 	if !o.applied { // the start: the whole config runs
 		o.cfg, o.applied = cfg, true
 	}
-	o.cfg.Namespaces, o.cfg.Stores, o.cfg.Sync, o.cfg.ShutdownTimeout = cfg.Namespaces, cfg.Stores, cfg.Sync, cfg.ShutdownTimeout
-	return summarize(change, running, cfg), nil
+	o.cfg.Namespaces, o.cfg.Stores, o.cfg.Sync, o.cfg.ShutdownTimeout, o.cfg.Auth = cfg.Namespaces, cfg.Stores, cfg.Sync, cfg.ShutdownTimeout, cfg.Auth
+	out := summarize(change, running, cfg)
+	if creds != nil {
+		tokens, identities := creds.Credentials()
+		out += fmt.Sprintf("; credentials: %d tokens, %d identities", tokens, identities)
+	}
+	return out, nil
+}
+
+// errAuthToggle refuses a config that turns authorization on or off.
+var errAuthToggle = &config.Error{Field: "auth", Reason: "turning authorization on or off takes a restart; the running config stays"}
+
+// credentials returns the credentials of cfg's auth section for the
+// running Authorizer, nil when authorization is off (or they are the
+// running ones already). Tokens are read from their files and the
+// environment unless config.Load read them.
+func (o *Owner) credentials(cfg config.Config) (*auth.Authorizer, error) {
+	if (o.opts.Authorizer == nil) != (cfg.Auth == nil) {
+		return nil, errAuthToggle
+	}
+	if o.opts.Authorizer == nil {
+		return nil, nil
+	}
+	creds, err := cfg.Authorizer(o.opts.Getenv)
+	if err != nil || creds == o.opts.Authorizer {
+		return nil, err
+	}
+	return creds, nil
 }
 
 // summarize says what a change did, and what of cfg waits for a restart.
@@ -377,8 +420,8 @@ func summarize(c *node.Change, running, cfg config.Config) string {
 	out := fmt.Sprintf("added [%s] changed [%s] removed [%s] unchanged [%s]",
 		names(c.Added), strings.Join(changed, " "), names(c.Removed), names(c.Kept))
 	a, b := running, cfg
-	a.Namespaces, a.Stores, a.Sync, a.ShutdownTimeout = nil, nil, config.SyncConfig{}, 0
-	b.Namespaces, b.Stores, b.Sync, b.ShutdownTimeout = nil, nil, config.SyncConfig{}, 0
+	a.Namespaces, a.Stores, a.Sync, a.ShutdownTimeout, a.Auth = nil, nil, config.SyncConfig{}, 0, nil
+	b.Namespaces, b.Stores, b.Sync, b.ShutdownTimeout, b.Auth = nil, nil, config.SyncConfig{}, 0, nil
 	if !reflect.DeepEqual(a, b) {
 		out += "; changes outside namespaces, stores and sync take effect at restart"
 	}
@@ -491,8 +534,8 @@ func (o *Owner) closeStoresWithin(timeout time.Duration) {
 var ErrNoReload = errors.New("limiterd runs on its default config (no --config file): nothing to reload")
 
 // Reload reads the config file again and applies it: its namespaces,
-// stores and sync settings replace the running ones, changes made through
-// the admin API included. A file with errors changes nothing; the errors
+// stores, sync settings and credentials (token files read again) replace
+// the running ones, changes made through the admin API included. A file with errors changes nothing; the errors
 // say why.
 func (o *Owner) Reload(ctx context.Context) (string, error) {
 	if o.opts.Load == nil {

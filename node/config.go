@@ -41,6 +41,10 @@ const (
 	// DefaultMaxKeys is the default cap on active keys per namespace: about
 	// 250 MB of counters with two window sizes and short keys.
 	DefaultMaxKeys = 1_000_000
+	// DefaultMaxBytes is the default byte budget of a namespace's keys
+	// (KeyCost each): 256 MiB, which a million short keys fit in, and a
+	// hundred thousand keys of 1 KiB.
+	DefaultMaxBytes = 256 << 20
 )
 
 // DefaultNamespace is the namespace a request that names none uses.
@@ -64,6 +68,11 @@ type Config struct {
 	// applies, counted separately, to the namespace's buckets (one per
 	// kind, key and parameters).
 	MaxKeys int
+	// MaxBytes is the byte budget of the active keys, each costing
+	// KeyCost (its length counts): a new key that does not fit is
+	// treated as at MaxKeys (refused, or given an idle key's place). 0
+	// means DefaultMaxBytes.
+	MaxBytes int64
 	// OnFull is what a new key gets when MaxKeys keys are held: refused
 	// (OnFullRefuse, the default when empty) or the place of an idle key
 	// (OnFullEvict; see Namespace.EvictedKeys for the policy).
@@ -189,6 +198,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxKeys < 0 {
 		return fieldErr("max_keys", ErrInvalidConfig, "must not be negative, got %d", c.MaxKeys)
+	}
+	if c.MaxBytes < 0 || (c.MaxBytes > 0 && c.MaxBytes < MinMaxBytes) {
+		return fieldErr("max_bytes", ErrInvalidConfig, "must be 0 (the default, %d) or at least %d, got %d", DefaultMaxBytes, MinMaxBytes, c.MaxBytes)
 	}
 	switch c.OnFull {
 	case "", OnFullRefuse, OnFullEvict:

@@ -64,6 +64,7 @@ func (ns *Namespace) evict(h uint64) bool {
 		c.shard.remove(c.slot)
 		c.best.mu.Unlock()
 		ns.evicted.Add(1) // its place in ns.keys passes to the new key
+		ns.bytes.Add(-ns.keyCost(c.best.key))
 	}
 	for _, s := range locked[:nl] {
 		s.mu.Unlock()

@@ -43,6 +43,7 @@ type Namespace struct {
 	track bool    // syncing namespace: touching a key marks it for fetch
 
 	keys    atomic.Int64 // active keys
+	bytes   atomic.Int64 // their KeyCost, under cfg.MaxBytes
 	refused atomic.Int64 // new keys refused at the cap
 	dropped atomic.Int64 // unpushed windows reclaimed
 	evicted atomic.Int64 // idle keys evicted for new ones at the cap
@@ -70,6 +71,9 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 	}
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = DefaultMaxKeys
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = DefaultMaxBytes
 	}
 	if clock == nil {
 		clock = SystemClock{}
@@ -108,6 +112,32 @@ func (ns *Namespace) Now() time.Time { return ns.clock.Now() }
 
 // ActiveKeys returns the number of keys held in memory.
 func (ns *Namespace) ActiveKeys() int64 { return ns.keys.Load() }
+
+// KeyBytes returns what the keys held cost under MaxBytes (KeyCost each).
+func (ns *Namespace) KeyBytes() int64 { return ns.bytes.Load() }
+
+// The parts of KeyCost, measured on amd64 (TestKeyCost): an entry with its
+// place in the shard table and the key's bytes, and per window size a slot
+// and the windows of a key counted in it. It is the heap a key takes; the
+// process's memory is more (the garbage of the calls, up to the heap
+// again under GOGC=100 until GOMEMLIMIT).
+const (
+	keyCostBase    = 72
+	keyCostPerSize = 56
+)
+
+// MinMaxBytes is the smallest MaxBytes: room for a few hundred keys of
+// the longest length.
+const MinMaxBytes = 1 << 20
+
+// KeyCost is what a key of keyLen bytes costs under MaxBytes in a
+// namespace of sizes window sizes: 72 + 56 per size + its length.
+func KeyCost(keyLen, sizes int) int64 {
+	return keyCostBase + keyCostPerSize*int64(sizes) + int64(keyLen)
+}
+
+// keyCost is KeyCost of key in ns.
+func (ns *Namespace) keyCost(key string) int64 { return KeyCost(len(key), len(ns.sizes)) }
 
 // RefusedKeys returns how many new keys were refused at the key cap.
 func (ns *Namespace) RefusedKeys() int64 { return ns.refused.Load() }
@@ -196,6 +226,10 @@ func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
 	e := ns.insertKey(h, key, false)
 	if e == nil {
 		ns.refused.Add(1)
+		if ns.keys.Load() < int64(ns.cfg.MaxKeys) {
+			return nil, fieldErr("key", ErrKeyLimit, "namespace %q holds keys worth its max_bytes of %d bytes (a key of %d bytes costs %d)",
+				ns.cfg.Name, ns.cfg.MaxBytes, len(key), ns.keyCost(key))
+		}
 		return nil, fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d active keys", ns.cfg.Name, ns.cfg.MaxKeys)
 	}
 	return e, nil
@@ -213,7 +247,8 @@ func (ns *Namespace) insertKey(h uint64, key string, learned bool) *entry {
 	if e := sh.tab.Load().find(h, key); e != nil {
 		return e // inserted meanwhile; under sh.mu it cannot be dead
 	}
-	if learned && !ns.reserveUnder(ns.LearnCap()) || !learned && !ns.reserveKey(h) {
+	cost := ns.keyCost(key)
+	if learned && !ns.reserve(ns.LearnCap(), ns.cfg.MaxBytes/4*3, cost) || !learned && !ns.reserveKey(h, cost) {
 		return nil
 	}
 	e := newEntry(key, len(ns.sizes))
@@ -224,12 +259,35 @@ func (ns *Namespace) insertKey(h uint64, key string, learned bool) *entry {
 	return e
 }
 
-// reserveKey counts one more active key for a new key hashed to h, under
-// the cap: below it, at once; at it, by taking an evicted key's place
-// (OnFullEvict). It reports false when the key must be refused. The
-// caller holds the key's shard lock.
-func (ns *Namespace) reserveKey(h uint64) bool {
-	return ns.reserveUnder(int64(ns.cfg.MaxKeys)) || ns.cfg.OnFull == OnFullEvict && ns.evict(h)
+// reserveKey counts one more active key for a new key hashed to h,
+// costing cost bytes, under the caps: below both, at once; at one, by
+// taking an evicted key's place (OnFullEvict), which may leave the bytes
+// over MaxBytes by the difference of the two keys' costs (at most 2 KiB).
+// It reports false when the key must be refused. The caller holds the
+// key's shard lock.
+func (ns *Namespace) reserveKey(h uint64, cost int64) bool {
+	if ns.reserve(int64(ns.cfg.MaxKeys), ns.cfg.MaxBytes, cost) {
+		return true
+	}
+	if ns.cfg.OnFull == OnFullEvict && ns.evict(h) {
+		ns.bytes.Add(cost) // evict gave back the evicted key's
+		return true
+	}
+	return false
+}
+
+// reserve counts one more active key costing cost bytes if there are
+// fewer than keys keys and the bytes stay within bytes.
+func (ns *Namespace) reserve(keys, bytes, cost int64) bool {
+	if !ns.reserveUnder(keys) {
+		return false
+	}
+	if ns.bytes.Add(cost) > bytes {
+		ns.bytes.Add(-cost)
+		ns.keys.Add(-1)
+		return false
+	}
+	return true
 }
 
 // reserveUnder counts one more active key if there are fewer than limit.

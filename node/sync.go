@@ -273,7 +273,7 @@ func (ns *Namespace) each(fn func(key string, e *entry)) {
 // It returns the number of keys removed.
 func (ns *Namespace) Reclaim(now time.Time) int {
 	tn := now.UnixNano()
-	removed := 0
+	removed, freed := 0, int64(0)
 	for i := range ns.shards.s {
 		sh := &ns.shards.s[i]
 		sh.mu.Lock()
@@ -290,6 +290,7 @@ func (ns *Namespace) Reclaim(now time.Time) int {
 				e.dead.Store(true)
 				sh.remove(s)
 				removed++
+				freed += ns.keyCost(e.key)
 			}
 			e.mu.Unlock()
 		}
@@ -300,6 +301,7 @@ func (ns *Namespace) Reclaim(now time.Time) int {
 		sh.mu.Unlock()
 	}
 	ns.keys.Add(-int64(removed))
+	ns.bytes.Add(-freed)
 	return removed
 }
 

@@ -107,6 +107,9 @@ type NamespaceConfig struct {
 	SyncRate *float64 `yaml:"sync_rate"`
 	Store    string   `yaml:"store"`
 	MaxKeys  int      `yaml:"max_keys"`
+	// MaxBytes is the byte budget of the namespace's keys (node.KeyCost
+	// each; 0: node.DefaultMaxBytes, 256 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
 	// OnFull is what a new key gets at max_keys: "refuse" (default) or
 	// "evict" (an idle key's place).
 	OnFull string `yaml:"on_full"`
@@ -523,8 +526,8 @@ func checkWholeNumbers(file string, data []byte) error {
 					continue
 				}
 				for j := 0; j+1 < len(item.Content); j += 2 {
-					if item.Content[j].Value == "max_keys" {
-						check(fmt.Sprintf("namespaces[%d].max_keys", n), item.Content[j+1])
+					if f := item.Content[j].Value; f == "max_keys" || f == "max_bytes" {
+						check(fmt.Sprintf("namespaces[%d].%s", n, f), item.Content[j+1])
 					}
 				}
 			}
@@ -732,7 +735,7 @@ func DefaultNamespace() NamespaceConfig {
 func (c *Config) NodeConfigs() []node.Config {
 	out := make([]node.Config, len(c.Namespaces))
 	for i, n := range c.Namespaces {
-		nc := node.Config{Name: n.Name, Store: n.Store, MaxKeys: n.MaxKeys, SyncRate: -1, OnFull: node.KeyCapPolicy(n.OnFull),
+		nc := node.Config{Name: n.Name, Store: n.Store, MaxKeys: n.MaxKeys, MaxBytes: n.MaxBytes, SyncRate: -1, OnFull: node.KeyCapPolicy(n.OnFull),
 			MaxLeaseTTL: time.Duration(n.MaxLeaseTTL), OnStoreDown: node.StoreDownPolicy(n.OnStoreDown)}
 		if n.Estimator != nil {
 			nc.Estimator = &node.EstimatorConfig{Hashes: n.Estimator.Hashes, Slots: n.Estimator.Slots}

@@ -134,6 +134,7 @@ func TestConfigFullExample(t *testing.T) {
 		"namespaces[].sync_rate":               {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}, {rate(3), -1.0}},
 		"namespaces[].store":                   {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}, {ns(3).Store, ""}},
 		"namespaces[].max_keys":                {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}, {ns(3).MaxKeys, 0}},
+		"namespaces[].max_bytes":               {{ns(0).MaxBytes, int64(16 << 20)}, {ns(1).MaxBytes, int64(0)}},
 		"namespaces[].on_full":                 {{ns(0).OnFull, "evict"}, {ns(1).OnFull, ""}, {ns(2).OnFull, ""}, {ns(3).OnFull, ""}},
 		"namespaces[].escalate":                {{ns(0).Escalate, ""}, {ns(1).Escalate, "never"}, {cfg.NamespaceSyncerConfig("api").NoEscalate, true}, {cfg.NamespaceSyncerConfig("billing").NoEscalate, false}},
 		"namespaces[].max_lease_ttl":           {{time.Duration(ns(0).MaxLeaseTTL), time.Duration(0)}, {time.Duration(ns(1).MaxLeaseTTL), 10 * time.Minute}, {time.Duration(ns(2).MaxLeaseTTL), 90 * time.Second}},
@@ -172,7 +173,7 @@ func TestConfigFullExample(t *testing.T) {
 	// What the daemon takes from it.
 	ncs := cfg.NodeConfigs()
 	want := []node.Config{
-		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1, MaxKeys: 500, OnFull: node.OnFullEvict},
+		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1, MaxKeys: 500, MaxBytes: 16 << 20, OnFull: node.OnFullEvict},
 		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: 0.1, Store: "main", MaxLeaseTTL: 10 * time.Minute},
 		{Name: "billing", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "pg", MaxKeys: 2_000_000, MaxLeaseTTL: 90 * time.Second, OnStoreDown: node.StoreDownLocal},
 		{Name: "flows", WindowSizes: []time.Duration{time.Second}, SyncRate: -1, Estimator: &node.EstimatorConfig{Hashes: 4, Slots: 65536}},
@@ -292,6 +293,9 @@ func TestConfigValidation(t *testing.T) {
 		{"undeclared store", nsWith("    window_sizes: [1s]\n    sync_rate: 1\n    store: main\n"), "namespaces[0].store", []string{`store "main" is not declared`}},
 		{"negative max_keys", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_keys: -1\n"), "namespaces[0].max_keys", []string{"must not be negative"}},
 		{"fractional max_keys", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_keys: 2.5\n"), "namespaces[0].max_keys", []string{"whole number", `"2.5"`}},
+		{"negative max_bytes", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_bytes: -1\n"), "namespaces[0].max_bytes", []string{"at least 1048576"}},
+		{"small max_bytes", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_bytes: 1000\n"), "namespaces[0].max_bytes", []string{"at least 1048576", "got 1000"}},
+		{"fractional max_bytes", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    max_bytes: 2.5e6\n"), "namespaces[0].max_bytes", []string{"whole number"}},
 		{"max_keys not a number", "namespaces:\n  - {name: a, window_sizes: [1s], sync_rate: -1, max_keys: lots}\n", "namespaces[0].max_keys", []string{"`lots`"}},
 		{"unknown on_full", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    on_full: drop\n"), "namespaces[0].on_full", []string{`must be "refuse" or "evict"`, `"drop"`}},
 		{"unknown escalate", nsWith("    window_sizes: [1s]\n    sync_rate: 0.1\n    store: main\n    escalate: always\n"), "namespaces[0].escalate", []string{`must be "auto" or "never"`, `"always"`}},

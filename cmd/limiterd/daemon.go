@@ -231,7 +231,7 @@ func newDaemon(ctx context.Context, cfg config.Config, log *slog.Logger, getenv 
 	if err != nil {
 		return nil, err
 	}
-	certs, err := openTLS(cfg.TLS, log)
+	certs, err := openTLS(cfg.TLS, cfg.Auth != nil, log)
 	if err != nil {
 		return nil, err
 	}

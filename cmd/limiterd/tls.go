@@ -20,12 +20,14 @@ import (
 	"google.golang.org/grpc/credentials"
 )
 
-// openTLS loads the TLS files, or returns nil when TLS is off.
-func openTLS(c config.TLSConfig, log *slog.Logger) (*certreload.Reloader, error) {
+// openTLS loads the TLS files, or returns nil when TLS is off; authOn
+// when the config has an auth section (a sha256 pin then needs the
+// client's certificate even without a client CA).
+func openTLS(c config.TLSConfig, authOn bool, log *slog.Logger) (*certreload.Reloader, error) {
 	if !c.Enabled() {
 		return nil, nil
 	}
-	rc, err := c.Reloader()
+	rc, err := c.Reloader(authOn)
 	if err != nil {
 		return nil, err
 	}

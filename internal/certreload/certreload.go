@@ -21,8 +21,10 @@ type Config struct {
 	// ClientCAFile is a PEM bundle of the CAs that client certificates
 	// must chain to; required unless ClientAuth is tls.NoClientCert.
 	ClientCAFile string
-	// ClientAuth is tls.NoClientCert, tls.VerifyClientCertIfGiven or
-	// tls.RequireAndVerifyClientCert.
+	// ClientAuth is tls.NoClientCert, tls.RequestClientCert (a client
+	// certificate is asked for and, when sent, handed on unverified: a
+	// SHA-256 pin matches it, which needs no CA), tls.VerifyClientCertIfGiven
+	// or tls.RequireAndVerifyClientCert.
 	ClientAuth tls.ClientAuthType
 	// MinVersion is the lowest TLS version accepted; below TLS 1.2 (or 0)
 	// means TLS 1.2.
@@ -38,8 +40,23 @@ type Config struct {
 var (
 	ErrNoCertificate = errors.New("certreload: cert_file and key_file are required")
 	ErrNoClientCA    = errors.New("certreload: client certificate verification needs a client CA file")
-	ErrClientAuth    = errors.New("certreload: client auth must be none, verify-if-given or require-and-verify")
+	ErrClientAuth    = errors.New("certreload: client auth must be none, request, verify-if-given or require-and-verify")
 )
+
+// CipherSuites are the TLS 1.2 suites offered: ECDHE with AES-GCM or
+// ChaCha20-Poly1305 only. Go's defaults also accept the CBC suites with
+// SHA-1 (TLS_ECDHE_*_WITH_AES_*_CBC_SHA), whose MAC-then-encrypt design
+// is the root of the Lucky13 family of attacks; every client that speaks
+// TLS 1.2 has an AEAD suite. TLS 1.3's suites are all AEAD and not
+// configurable.
+var CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
 
 // state is one loaded generation of the files; never modified once
 // published.
@@ -84,7 +101,7 @@ func New(cfg Config, log *slog.Logger) (*Reloader, error) {
 		return nil, ErrNoCertificate
 	}
 	switch cfg.ClientAuth {
-	case tls.NoClientCert:
+	case tls.NoClientCert, tls.RequestClientCert:
 	case tls.VerifyClientCertIfGiven, tls.RequireAndVerifyClientCert:
 		if cfg.ClientCAFile == "" {
 			return nil, ErrNoClientCA
@@ -203,8 +220,9 @@ func (r *Reloader) ServerConfig(nextProtos ...string) *tls.Config {
 	}
 	var cache atomic.Pointer[built]
 	return &tls.Config{
-		MinVersion: r.cfg.MinVersion,
-		NextProtos: nextProtos,
+		MinVersion:   r.cfg.MinVersion,
+		CipherSuites: CipherSuites,
+		NextProtos:   nextProtos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			r.Check()
 			st := r.cur.Load()
@@ -213,6 +231,7 @@ func (r *Reloader) ServerConfig(nextProtos ...string) *tls.Config {
 			}
 			c := &tls.Config{
 				MinVersion:   r.cfg.MinVersion,
+				CipherSuites: CipherSuites,
 				NextProtos:   nextProtos,
 				Certificates: []tls.Certificate{*st.cert},
 				ClientAuth:   r.cfg.ClientAuth,

@@ -223,3 +223,48 @@ func TestPeerIdentityWithoutVerifiedCertificate(t *testing.T) {
 		t.Error("PeerIdentity of a state without verified chains reports an identity")
 	}
 }
+
+// TestRequestClientCertHandsOnASelfSignedCertificate: with
+// tls.RequestClientCert and no client CA, a self-signed client certificate
+// passes the handshake unverified (for a sha256 pin to match it), and a
+// client without one connects too.
+func TestRequestClientCertHandsOnASelfSignedCertificate(t *testing.T) {
+	ca, self := testcerts.NewCA(t, "ca"), testcerts.NewCA(t, "self-signed")
+	f := write(t, t.TempDir(), ca.Server(t, "s"))
+	r := newReloader(t, f, fakeclock.New(time.Unix(1000, 0)), tls.RequestClientCert)
+	client := self.Client(t, "pinned", "", "").TLS(t)
+	ccfg := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", Certificates: []tls.Certificate{client}}
+	ss, _, err := handshake(t, r.ServerConfig(), ccfg)
+	if err != nil {
+		t.Fatalf("handshake with a self-signed client certificate: %v", err)
+	}
+	if len(ss.PeerCertificates) != 1 || !ss.PeerCertificates[0].Equal(client.Leaf) || len(ss.VerifiedChains) != 0 {
+		t.Errorf("the server sees %d certificates (%d verified chains); want the client's, unverified", len(ss.PeerCertificates), len(ss.VerifiedChains))
+	}
+	ccfg.Certificates = nil
+	if _, _, err := handshake(t, r.ServerConfig(), ccfg); err != nil {
+		t.Errorf("handshake without a client certificate: %v", err)
+	}
+}
+
+// TestNoCBCSuites: a TLS 1.2 client offering only CBC suites with SHA-1 is
+// refused; one offering an AEAD suite is served.
+func TestNoCBCSuites(t *testing.T) {
+	ca := testcerts.NewCA(t, "ca")
+	f := write(t, t.TempDir(), ca.Server(t, "s"))
+	r := newReloader(t, f, fakeclock.New(time.Unix(1000, 0)), tls.NoClientCert)
+	ccfg := &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1", MaxVersion: tls.VersionTLS12}
+	for _, suite := range []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+		tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA} {
+		c := ccfg.Clone()
+		c.CipherSuites = []uint16{suite}
+		if _, _, err := handshake(t, r.ServerConfig(), c); err == nil {
+			t.Errorf("a TLS 1.2 client offering only %s: served; want refused", tls.CipherSuiteName(suite))
+		}
+	}
+	c := ccfg.Clone()
+	c.CipherSuites = []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}
+	if _, cs, err := handshake(t, r.ServerConfig(), c); err != nil || cs.Version != tls.VersionTLS12 {
+		t.Errorf("a TLS 1.2 client offering AES-GCM: %v (version %x)", err, cs.Version)
+	}
+}

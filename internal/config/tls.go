@@ -25,7 +25,9 @@ type TLSConfig struct {
 	// ClientAuth is "none", "request" (a client certificate is verified
 	// when one is sent) or "require" (mTLS: a client without a verified
 	// certificate is refused). Default: "require" when client_ca_file is
-	// set, else "none".
+	// set; else, with an auth section, a client certificate is asked for
+	// and handed on unverified, for its sha256 pin to match (a pin needs no
+	// CA); else "none".
 	ClientAuth string `yaml:"client_auth"`
 	// MinVersion is "1.2" (default) or "1.3"; nothing older is offered.
 	MinVersion string `yaml:"min_version"`
@@ -88,11 +90,19 @@ func (c TLSConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-// Reloader is the certificate reloader's config of the section.
-func (c TLSConfig) Reloader() (certreload.Config, error) {
+// Reloader is the certificate reloader's config of the section, for a
+// config with an auth section when authOn: with client_auth unset and no
+// client CA, the handshake then asks for a client certificate without
+// verifying it (tls.RequestClientCert), so that a sha256 pin of a
+// self-signed certificate matches it, as a pin needs no CA. Whether a
+// certificate is asked for is decided at start (the listeners' TLS is).
+func (c TLSConfig) Reloader(authOn bool) (certreload.Config, error) {
 	auth, err := c.clientAuth()
 	if err != nil {
 		return certreload.Config{}, err
+	}
+	if authOn && c.ClientAuth == "" && c.ClientCAFile == "" {
+		auth = tls.RequestClientCert
 	}
 	v, err := c.minVersion()
 	if err != nil {

@@ -52,7 +52,7 @@ func (m *jsonMarshaler) NewDecoder(r io.Reader) runtime.Decoder {
 		data, err := io.ReadAll(r)
 		if err != nil {
 			if b != nil {
-				b.err = err
+				b.err = &readError{err}
 			}
 			return err
 		}
@@ -256,15 +256,38 @@ func protoReason(err error) string {
 	return strings.ToValidUTF8(strings.TrimLeftFunc(strings.TrimPrefix(err.Error(), "proto:"), unicode.IsSpace), "\uFFFD")
 }
 
+// readError is a failure to read the request body: the client's (it
+// closed its side before sending the whole body, or the connection broke).
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// reason says why, for a request of Content-Length n (-1: unknown).
+func (e *readError) reason(n int64) string {
+	if errors.Is(e.err, io.ErrUnexpectedEOF) {
+		if n >= 0 {
+			return fmt.Sprintf("it ended before its Content-Length of %d bytes", n)
+		}
+		return "it ended before its last chunk"
+	}
+	return e.err.Error()
+}
+
 // errorHandler is the gateway's, with the refusals of the decoder made
 // what they are: a body too large (413), or a field the service's way
 // (400 with a google.rpc.BadRequest naming it).
 func (h *Handler) errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if b, ok := r.Body.(*body); ok && b.err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(b.err, &tooBig) {
+		var re *readError
+		switch {
+		case errors.As(b.err, &tooBig):
 			err = tooLarge()
-		} else {
+		case errors.As(b.err, &re):
+			// The client's failure, not the server's: 400, not logged.
+			err = status.Errorf(codes.InvalidArgument, "the request body could not be read: %s", re.reason(r.ContentLength))
+		default:
 			err = grpcfront.ToStatus(b.err)
 		}
 	}

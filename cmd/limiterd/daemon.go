@@ -236,6 +236,7 @@ func newDaemon(ctx context.Context, cfg config.Config, log *slog.Logger, getenv 
 		return nil, err
 	}
 	d := &daemon{cfg: cfg, log: log, node: n, reg: prometheus.NewRegistry(), inc: clustersync.NewIncarnation(cfg.NodeName), tls: certs}
+	live.WarnReadableByAll(log, &cfg)
 	d.bg, d.stopBG = context.WithCancel(context.WithoutCancel(ctx))
 	d.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d.reg.MustRegister(namespaceCollector{d})

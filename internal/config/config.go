@@ -141,6 +141,9 @@ type StoreConfig struct {
 	Type string `yaml:"type"`
 	// Options holds the type's own fields, decoded by the store's package.
 	Options yaml.Node `yaml:"-"`
+
+	// secretFiles are the files its secrets were read from, by field.
+	secretFiles [][2]string
 }
 
 // UnmarshalYAML keeps the whole mapping so the store's package decodes it.

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -100,6 +101,7 @@ func resolveStoreSecrets(s StoreConfig, getenv func(string) string) (StoreConfig
 				bad(k, "%v", err)
 				continue
 			}
+			s.secretFiles = append(s.secretFiles, [2]string{k.Value, v.Value})
 			if value = strings.TrimRight(string(data), "\r\n"); value == "" {
 				bad(k, "%s is empty", v.Value)
 				continue
@@ -135,4 +137,36 @@ func (c *Config) loadStoreSecrets(getenv func(string) string) error {
 	// Sorted by field so the order does not follow the map's.
 	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	return errors.Join(errs...)
+}
+
+// ReadableByAll lists the files holding secrets — token files, the TLS
+// key, the stores' secret files — whose permissions let every user of the
+// host read them, each as "field: path". limiterd warns of them and
+// serves on: a secret mounted by Kubernetes is such a file by default
+// (defaultMode 0644) in a container where limiterd is the only user, and
+// refusing it would stop a running deployment at its next restart.
+func (c *Config) ReadableByAll() []string {
+	var out []string
+	check := func(field, path string) {
+		if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o004 != 0 {
+			out = append(out, fmt.Sprintf("%s: %s (mode %s)", field, path, fi.Mode().Perm()))
+		}
+	}
+	if c.Auth != nil {
+		for i, t := range c.Auth.Tokens {
+			if t.TokenFile != "" {
+				check(fmt.Sprintf("auth.tokens[%d].token_file", i), t.TokenFile)
+			}
+		}
+	}
+	if c.TLS.KeyFile != "" {
+		check("tls.key_file", c.TLS.KeyFile)
+	}
+	names := slices.Sorted(maps.Keys(c.Stores))
+	for _, name := range names {
+		for _, f := range c.Stores[name].secretFiles {
+			check(fmt.Sprintf("stores.%s.%s", name, f[0]), f[1])
+		}
+	}
+	return out
 }

@@ -545,5 +545,15 @@ func (o *Owner) Reload(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	WarnReadableByAll(o.opts.Log, &cfg)
 	return o.Apply(ctx, cfg)
+}
+
+// WarnReadableByAll logs a warning for each secret file of cfg that every
+// user of the host may read (config.Config.ReadableByAll says why it is
+// not refused).
+func WarnReadableByAll(log *slog.Logger, cfg *config.Config) {
+	for _, f := range cfg.ReadableByAll() {
+		log.Warn("a secret file is readable by every user of the host: make it 0600 (or 0640 for a group)", "file", f)
+	}
 }

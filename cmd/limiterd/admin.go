@@ -30,6 +30,13 @@ func listenAdmin(d *daemon) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin listen: %w", err)
 	}
+	if d.authz == nil && !loopback(lis.Addr()) {
+		// It changes namespaces and shows the process's internals: off
+		// loopback, whoever reaches the address may.
+		d.log.Warn("the admin listener is bound to an address other hosts may reach, and no auth section guards it: "+
+			"anyone who reaches it may change the namespaces and read profiles; bind it to loopback or configure auth",
+			"addr", lis.Addr().String())
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -51,6 +58,13 @@ func listenAdmin(d *daemon) (*listener, error) {
 		srv.Protocols.SetHTTP2(true)
 		srv.Protocols.SetUnencryptedHTTP2(true)
 	}), nil
+}
+
+// loopback reports whether addr is a loopback address (an unspecified
+// one, 0.0.0.0 or ::, listens on every interface: not loopback).
+func loopback(addr net.Addr) bool {
+	ta, ok := addr.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // grpcOrHTTP sends gRPC requests to gs and the others to h: one listener

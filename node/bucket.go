@@ -24,7 +24,18 @@ type BucketsConfig struct {
 	// MaxKeys caps the buckets held (one per kind, key and parameters);
 	// 0 means DefaultMaxKeys.
 	MaxKeys int
+	// MaxBytes is the byte budget of the buckets held, each costing
+	// BucketCost; 0 means DefaultMaxBytes.
+	MaxBytes int64
 }
+
+// bucketCostBase is what a bucket costs beside its key's bytes: its map
+// entry and its state, measured on amd64 (TestBucketCost).
+const bucketCostBase = 240
+
+// BucketCost is what a bucket of a key of keyLen bytes costs under
+// MaxBytes: 240 bytes + its key's length, the heap it takes.
+func BucketCost(keyLen int) int64 { return bucketCostBase + int64(keyLen) }
 
 // BucketStatus is the answer of a bucket call: what a LimitStatus needs.
 // Amounts are in hits (tokens, drops or counts); durations are measured
@@ -88,6 +99,7 @@ type Buckets struct {
 	clock   Clock
 	seed    maphash.Seed
 	n       atomic.Int64 // buckets held
+	bytes   atomic.Int64 // their BucketCost, under cfg.MaxBytes
 	refused atomic.Int64 // new buckets refused at the cap
 	lives   atomic.Int64 // the last life given to a new bucket
 	shards  [bucketShards]bucketShard
@@ -157,6 +169,9 @@ func NewBuckets(cfg BucketsConfig, clock Clock) *Buckets {
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = DefaultMaxKeys
 	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
 	if clock == nil {
 		clock = SystemClock{}
 	}
@@ -169,6 +184,9 @@ func NewBuckets(cfg BucketsConfig, clock Clock) *Buckets {
 
 // Len returns the number of buckets held.
 func (b *Buckets) Len() int64 { return b.n.Load() }
+
+// Bytes returns what the buckets held cost under MaxBytes.
+func (b *Buckets) Bytes() int64 { return b.bytes.Load() }
 
 // RefusedKeys returns how many new buckets were refused at the cap.
 func (b *Buckets) RefusedKeys() int64 { return b.refused.Load() }
@@ -238,6 +256,13 @@ func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, f
 			break
 		}
 	}
+	if cost := BucketCost(len(id.key)); b.bytes.Add(cost) > b.cfg.MaxBytes {
+		b.bytes.Add(-cost)
+		b.n.Add(-1)
+		b.refused.Add(1)
+		return fieldErr("key", ErrKeyLimit, "namespace %q holds buckets worth its max_bytes of %d bytes (a bucket of a key of %d bytes costs %d)",
+			b.cfg.Name, b.cfg.MaxBytes, len(id.key), cost)
+	}
 	e := &bucketEntry{val: step(bucketVal{}, false), life: b.newLife()}
 	nid := *id
 	nid.key = strings.Clone(id.key)
@@ -265,7 +290,7 @@ func (b *Buckets) newLife() int64 {
 // call). It returns the number of buckets removed.
 func (b *Buckets) Reclaim(now time.Time) int {
 	tn := now.UnixNano()
-	removed := 0
+	removed, freed := 0, int64(0)
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
@@ -279,12 +304,14 @@ func (b *Buckets) Reclaim(now time.Time) int {
 				e.gone = true
 				delete(sh.m, id)
 				removed++
+				freed += BucketCost(len(id.key))
 			}
 			e.mu.Unlock()
 		}
 		sh.mu.Unlock()
 	}
 	b.n.Add(-int64(removed))
+	b.bytes.Add(-freed)
 	return removed
 }
 

@@ -42,8 +42,8 @@ const (
 	// 250 MB of counters with two window sizes and short keys.
 	DefaultMaxKeys = 1_000_000
 	// DefaultMaxBytes is the default byte budget of a namespace's keys
-	// (KeyCost each): 256 MiB, which a million short keys fit in, and a
-	// hundred thousand keys of 1 KiB.
+	// (KeyCost each): 256 MiB, which a million short keys fit in, and
+	// about 220 000 keys of 1 KiB.
 	DefaultMaxBytes = 256 << 20
 )
 
@@ -71,7 +71,8 @@ type Config struct {
 	// MaxBytes is the byte budget of the active keys, each costing
 	// KeyCost (its length counts): a new key that does not fit is
 	// treated as at MaxKeys (refused, or given an idle key's place). 0
-	// means DefaultMaxBytes.
+	// means DefaultMaxBytes. The same budget applies, counted
+	// separately, to the namespace's buckets (BucketCost each).
 	MaxBytes int64
 	// OnFull is what a new key gets when MaxKeys keys are held: refused
 	// (OnFullRefuse, the default when empty) or the place of an idle key

@@ -146,3 +146,55 @@ func TestMaxBytesEvict(t *testing.T) {
 		t.Errorf("%d evicted, %d held; want evictions and at most %d held", ns.EvictedKeys(), ns.ActiveKeys(), n)
 	}
 }
+
+// TestBucketCost: BucketCost, what a bucket costs under max_bytes, is at
+// least the heap it takes and not far above it; buckets stop at the byte
+// budget, and reclaimed ones give their bytes back.
+func TestBucketCost(t *testing.T) {
+	for _, keyLen := range []int{10, 100, node.MaxKeyLen} {
+		clock := fakeclock.New(time.Unix(1_700_000_000, 0))
+		b := node.NewBuckets(node.BucketsConfig{Name: "b", MaxBytes: 1 << 40}, clock)
+		p := node.FixedBucket{Limit: 10, Period: time.Minute}
+		const n = 20_000
+		pad := strings.Repeat("k", keyLen-8)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for i := range n {
+			if _, err := b.TakeFixed(fmt.Sprintf("%s%08d", pad, i), p, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(b)
+		got := float64(after.HeapAlloc-before.HeapAlloc) / n
+		cost := float64(node.BucketCost(keyLen))
+		t.Logf("a bucket of a key of %d bytes: %.0f bytes of heap, BucketCost %.0f", keyLen, got, cost)
+		if cost < got || cost > 1.5*got {
+			t.Errorf("a bucket of a key of %d bytes takes %.0f bytes of heap; BucketCost says %.0f", keyLen, got, cost)
+		}
+	}
+
+	clock := fakeclock.New(time.Unix(1_700_000_000, 0))
+	b := node.NewBuckets(node.BucketsConfig{Name: "b", MaxBytes: node.MinMaxBytes}, clock)
+	p := node.FixedBucket{Limit: 10, Period: time.Minute}
+	want := int(node.MinMaxBytes / node.BucketCost(node.MaxKeyLen))
+	admitted := 0
+	for i := range 2 * want {
+		_, err := b.TakeFixed(fmt.Sprintf("%0*d", node.MaxKeyLen, i), p, 1)
+		switch {
+		case err == nil:
+			admitted++
+		case !errors.Is(err, node.ErrKeyLimit) || !strings.Contains(err.Error(), "max_bytes"):
+			t.Fatalf("bucket %d: %v; want ErrKeyLimit naming max_bytes", i, err)
+		}
+	}
+	if admitted != want || b.Bytes() > node.MinMaxBytes {
+		t.Errorf("%d buckets of 1 KiB keys admitted, %d bytes; want %d, within %d", admitted, b.Bytes(), want, node.MinMaxBytes)
+	}
+	clock.Add(2 * time.Minute)
+	if n := b.Reclaim(clock.Now()); n != admitted || b.Bytes() != 0 {
+		t.Errorf("Reclaim removed %d, leaving %d bytes; want %d, 0", n, b.Bytes(), admitted)
+	}
+}

@@ -90,7 +90,7 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 		ns.cfg.Estimator = &e
 		ns.est = newEstimator(e, ns.sizes, clock)
 	}
-	ns.buckets = NewBuckets(BucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys}, clock)
+	ns.buckets = NewBuckets(BucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes}, clock)
 	ns.leases = NewLeases(cfg.Name, cfg.MaxKeys)
 	if ns.cfg.MaxLeaseTTL == 0 {
 		ns.cfg.MaxLeaseTTL = DefaultMaxLeaseTTL
@@ -122,7 +122,7 @@ func (ns *Namespace) KeyBytes() int64 { return ns.bytes.Load() }
 // process's memory is more (the garbage of the calls, up to the heap
 // again under GOGC=100 until GOMEMLIMIT).
 const (
-	keyCostBase    = 72
+	keyCostBase    = 88
 	keyCostPerSize = 56
 )
 
@@ -131,7 +131,7 @@ const (
 const MinMaxBytes = 1 << 20
 
 // KeyCost is what a key of keyLen bytes costs under MaxBytes in a
-// namespace of sizes window sizes: 72 + 56 per size + its length.
+// namespace of sizes window sizes: 88 + 56 per size + its length.
 func KeyCost(keyLen, sizes int) int64 {
 	return keyCostBase + keyCostPerSize*int64(sizes) + int64(keyLen)
 }

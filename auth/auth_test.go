@@ -321,3 +321,25 @@ func TestReplace(t *testing.T) {
 		t.Error("the zero auth.Authorizer authenticates")
 	}
 }
+
+// TestSame: an Authorizer whose credentials were replaced by another's
+// holds the same ones; another built from the same config does not.
+func TestSame(t *testing.T) {
+	cfg := auth.Config{Tokens: []auth.Token{{Name: "t", Secret: "same-token-0123456789", Namespaces: []string{"*"}, Ops: auth.Read}}}
+	a, err := auth.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := auth.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running auth.Authorizer
+	if running.Same(a) {
+		t.Error("the zero Authorizer holds a's credentials")
+	}
+	running.Replace(a)
+	if !running.Same(a) || running.Same(b) {
+		t.Errorf("after Replace(a): Same(a) %v, Same(b) %v; want true, false", running.Same(a), running.Same(b))
+	}
+}

@@ -89,6 +89,10 @@ func (a *Authorizer) tab() *tables {
 // authenticates or authorizes uses them. b must not be nil.
 func (a *Authorizer) Replace(b *Authorizer) { a.t.Store(b.tab()) }
 
+// Same reports whether a and b hold the same credentials (b's replaced
+// a's, or the other way round, and nothing since).
+func (a *Authorizer) Same(b *Authorizer) bool { return a.tab() == b.tab() }
+
 // Credentials counts a's tokens and identities.
 func (a *Authorizer) Credentials() (tokens, identities int) {
 	t := a.tab()

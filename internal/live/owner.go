@@ -387,8 +387,9 @@ func (o *Owner) applyLocked(ctx context.Context, cfg config.Config) (string, err
 var errAuthToggle = &config.Error{Field: "auth", Reason: "turning authorization on or off takes a restart; the running config stays"}
 
 // credentials returns the credentials of cfg's auth section for the
-// running Authorizer, nil when authorization is off (or they are the
-// running ones already). Tokens are read from their files and the
+// running Authorizer, nil when authorization is off or they are the
+// running ones already (a change through the admin API keeps the running
+// config's section). Tokens are read from their files and the
 // environment unless config.Load read them.
 func (o *Owner) credentials(cfg config.Config) (*auth.Authorizer, error) {
 	if (o.opts.Authorizer == nil) != (cfg.Auth == nil) {
@@ -398,8 +399,8 @@ func (o *Owner) credentials(cfg config.Config) (*auth.Authorizer, error) {
 		return nil, nil
 	}
 	creds, err := cfg.Authorizer(o.opts.Getenv)
-	if err != nil || creds == o.opts.Authorizer {
-		return nil, err
+	if err != nil || o.opts.Authorizer.Same(creds) {
+		return nil, err // an admin change: the running config's credentials
 	}
 	return creds, nil
 }

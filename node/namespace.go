@@ -262,9 +262,9 @@ func (ns *Namespace) insertKey(h uint64, key string, learned bool) *entry {
 // reserveKey counts one more active key for a new key hashed to h,
 // costing cost bytes, under the caps: below both, at once; at one, by
 // taking an evicted key's place (OnFullEvict), which may leave the bytes
-// over MaxBytes by the difference of the two keys' costs (at most 2 KiB).
-// It reports false when the key must be refused. The caller holds the
-// key's shard lock.
+// over MaxBytes by the difference of the two keys' costs (at most
+// MaxKeyLen). It reports false when the key must be refused. The caller
+// holds the key's shard lock.
 func (ns *Namespace) reserveKey(h uint64, cost int64) bool {
 	if ns.reserve(int64(ns.cfg.MaxKeys), ns.cfg.MaxBytes, cost) {
 		return true

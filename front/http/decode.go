@@ -262,9 +262,13 @@ func protoReason(err error) string {
 func (h *Handler) errorHandler(ctx context.Context, mux *runtime.ServeMux, m runtime.Marshaler, w http.ResponseWriter, r *http.Request, err error) {
 	if b, ok := r.Body.(*body); ok && b.err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(b.err, &tooBig) {
+		_, isStatus := status.FromError(b.err)
+		switch {
+		case errors.As(b.err, &tooBig):
 			err = tooLarge()
-		} else {
+		case isStatus:
+			err = b.err // the handler's own refusal (bytes in flight)
+		default:
 			err = grpcfront.ToStatus(b.err)
 		}
 	}

@@ -23,18 +23,12 @@ func TestAuthDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		c.SetDeadline(time.Now().Add(10 * time.Second))
+		c.SetDeadline(time.Now().Add(3 * time.Second))
 		return c
 	}
-	start := time.Now()
-	silent, pinging, authed := dial(), dial(), dial()
-	r := bufio.NewReader(pinging)
-	if _, err := io.WriteString(pinging, "PING\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	if line, _ := r.ReadString('\n'); line != "+PONG\r\n" {
-		t.Fatalf("PING: %q", line)
-	}
+	// The authenticated connection first: its deadline has passed when
+	// the others' have.
+	authed := dial()
 	ar := bufio.NewReader(authed)
 	io.WriteString(authed, "AUTH "+testToken+"\r\n")
 	if line, _ := ar.ReadString('\n'); line != "+OK\r\n" {
@@ -42,6 +36,15 @@ func TestAuthDeadline(t *testing.T) {
 	}
 	// Half a command, finished after the deadline.
 	io.WriteString(authed, "*2\r\n$7\r\nRL.INCR\r\n")
+	start := time.Now()
+	silent, pinging := dial(), dial()
+	r := bufio.NewReader(pinging)
+	if _, err := io.WriteString(pinging, "PING\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := r.ReadString('\n'); line != "+PONG\r\n" {
+		t.Fatalf("PING: %q", line)
+	}
 	for name, got := range map[string]string{"silent": readAll(t, silent), "pinging": readAll(t, r)} {
 		if !strings.HasPrefix(got, "-NOAUTH") {
 			t.Errorf("the %s connection got %q at its close; want NOAUTH", name, got)

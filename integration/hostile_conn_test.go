@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -237,6 +238,17 @@ func TestHostileConnections(t *testing.T) {
 	}
 	if n := openFDs(t, pid); n >= nofileLimit {
 		t.Errorf("limiterd holds %d descriptors, its limit", n)
+	}
+	// The connections closed at the per-address cap are counted.
+	metrics, err := l.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, front := range []string{"grpc", "http", "resp"} {
+		m := regexp.MustCompile(`(?m)^limiterd_connections_refused_total\{listener="` + front + `"\} (\d+)$`).FindStringSubmatch(metrics)
+		if m == nil || m[1] == "0" {
+			t.Errorf("no connection of %s counted as refused at the per-address cap: %v", front, m)
+		}
 	}
 	stopSlow()
 	slowWG.Wait()

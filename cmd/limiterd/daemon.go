@@ -63,6 +63,10 @@ type daemon struct {
 	// ready is what /readyz and gRPC health say: serving, until a stop
 	// begins.
 	ready atomic.Bool
+	// capRefusals counts the connections closed at the per-address cap,
+	// by listener (limits.go).
+	capsOnce    gosync.Once
+	capRefusals *prometheus.CounterVec
 }
 
 // A listener is one server on its own address: a front, or the operators'

@@ -46,7 +46,7 @@ func (d *daemon) httpListener(name string, lis net.Listener, h http.Handler, opt
 	}
 	return &listener{
 		name: name,
-		lis:  d.tlsListener(d.limitListener(lis), "h2", "http/1.1"),
+		lis:  d.tlsListener(d.limitListener(name, lis), "h2", "http/1.1"),
 		serve: func(l net.Listener) error {
 			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 				return err

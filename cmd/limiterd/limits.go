@@ -4,6 +4,8 @@ import (
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/limiterd/limiterd/internal/config"
 	"github.com/limiterd/limiterd/internal/connlimit"
 )
@@ -40,10 +42,16 @@ func (d *daemon) listenerCount() int {
 	return n
 }
 
-// limitListener is lis held to the connection caps.
-func (d *daemon) limitListener(lis net.Listener) net.Listener {
+// limitListener is the listener called name held to the connection
+// caps.
+func (d *daemon) limitListener(name string, lis net.Listener) net.Listener {
 	_, l := d.connections()
-	return connlimit.Listen(lis, l)
+	d.capsOnce.Do(func() {
+		d.capRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limiterd_connections_refused_total",
+			Help: "Connections closed as soon as accepted: their client address held connections.max_per_address of the listener already."}, []string{"listener"})
+		d.reg.MustRegister(d.capRefusals)
+	})
+	return connlimit.Listen(lis, l, d.capRefusals.WithLabelValues(name).Inc)
 }
 
 // duration is a config duration as a time.Duration.

@@ -23,7 +23,7 @@ func listenGRPC(d *daemon) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen: %w", err)
 	}
-	lis = d.limitListener(lis)
+	lis = d.limitListener("grpc", lis)
 	// The requests' metrics: the calls by the interceptor, the decisions
 	// reported by the service.
 	m := grpcfront.NewMetrics(d.reg, d.configured)

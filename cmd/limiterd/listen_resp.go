@@ -43,7 +43,7 @@ func listenRESP(d *daemon) (*listener, error) {
 	}
 	return &listener{
 		name:     "resp",
-		lis:      d.tlsListener(d.limitListener(lis)),
+		lis:      d.tlsListener(d.limitListener("resp", lis)),
 		serve:    srv.Serve,
 		shutdown: func(ctx context.Context) { srv.Shutdown(ctx) },
 	}, nil

@@ -60,9 +60,11 @@ func Defaults(nofile, listeners int) Limits {
 }
 
 // Listen wraps ln with the caps of l; a cap of 0 or less is none.
-func Listen(ln net.Listener, l Limits) net.Listener {
+// refused, when not nil, is called for each connection closed at the
+// PerAddress cap.
+func Listen(ln net.Listener, l Limits, refused func()) net.Listener {
 	if l.PerAddress > 0 {
-		ln = &perAddress{Listener: ln, max: l.PerAddress, held: map[string]int{}}
+		ln = &perAddress{Listener: ln, max: l.PerAddress, held: map[string]int{}, refused: refused}
 	}
 	if l.Total > 0 {
 		ln = netutil.LimitListener(ln, l.Total)
@@ -73,9 +75,10 @@ func Listen(ln net.Listener, l Limits) net.Listener {
 // perAddress closes a connection from an address that already holds max.
 type perAddress struct {
 	net.Listener
-	max  int
-	mu   sync.Mutex
-	held map[string]int
+	max     int
+	refused func()
+	mu      sync.Mutex
+	held    map[string]int
 }
 
 // exempt reports whether host is an address a sidecar proxy connects
@@ -96,6 +99,9 @@ func (l *perAddress) Accept() (net.Conn, error) {
 		if l.held[host] >= l.max {
 			l.mu.Unlock()
 			c.Close()
+			if l.refused != nil {
+				l.refused()
+			}
 			continue
 		}
 		l.held[host]++

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -52,7 +53,8 @@ func TestPerAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := Listen(ln, Limits{Total: 10, PerAddress: 2})
+	var refused atomic.Int64
+	l := Listen(ln, Limits{Total: 10, PerAddress: 2}, func() { refused.Add(1) })
 	defer l.Close()
 	accepted := make(chan net.Conn, 20)
 	go func() {
@@ -70,6 +72,9 @@ func TestPerAddress(t *testing.T) {
 	// A third from the same address is closed; another address gets in.
 	if a3 := dialFrom(t, "127.0.0.2", addr); !closedByServer(a3) {
 		t.Error("a third connection from 127.0.0.2 stayed open at a cap of 2 per address")
+	}
+	if n := refused.Load(); n != 1 {
+		t.Errorf("%d refusals counted; want 1", n)
 	}
 	dialFrom(t, "127.0.0.3", addr)
 	<-accepted
@@ -97,7 +102,7 @@ func TestTotal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := Listen(ln, Limits{Total: 2, PerAddress: 2})
+	l := Listen(ln, Limits{Total: 2, PerAddress: 2}, nil)
 	defer l.Close()
 	accepted := make(chan net.Conn, 20)
 	go func() {

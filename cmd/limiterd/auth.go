@@ -11,7 +11,10 @@ func (d *daemon) grpcAuth() []grpc.ServerOption {
 	if d.authz == nil {
 		return nil
 	}
-	return []grpc.ServerOption{grpc.ChainUnaryInterceptor(grpcfront.UnaryAuth(d.authz))}
+	// The tap refuses a call without a principal before its message is
+	// read; the interceptor, for calls the tap lets through, keeps the
+	// principal it found.
+	return []grpc.ServerOption{grpc.InTapHandle(grpcfront.TapAuth(d.authz)), grpc.ChainUnaryInterceptor(grpcfront.UnaryAuth(d.authz))}
 }
 
 // httpAuth is the JSON API's options for authorization.

@@ -21,6 +21,7 @@ import (
 	envoyfront "github.com/limiterd/limiterd/front/envoy"
 	"github.com/limiterd/limiterd/internal/certreload"
 	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/internal/connlimit"
 	"github.com/limiterd/limiterd/internal/live"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/service"
@@ -62,6 +63,10 @@ type daemon struct {
 	// ready is what /readyz and gRPC health say: serving, until a stop
 	// begins.
 	ready atomic.Bool
+	// capRefusals counts the connections closed at the per-address cap,
+	// by listener (limits.go).
+	capsOnce    gosync.Once
+	capRefusals *prometheus.CounterVec
 }
 
 // A listener is one server on its own address: a front, or the operators'
@@ -114,6 +119,8 @@ func serveWith(ctx context.Context, cfg config.Config, log *slog.Logger, getenv 
 	defer d.owner.CloseStores()
 	defer d.stopLoops()
 
+	_, caps := d.connections()
+	log.Info("connection caps", "per_listener", caps.Total, "per_address", caps.PerAddress, "descriptor_limit", connlimit.DescriptorLimit())
 	var ls []*listener
 	for _, open := range listenerOpeners {
 		l, err := open(d)

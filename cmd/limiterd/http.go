@@ -38,13 +38,15 @@ func listenHTTP(d *daemon) (*listener, error) {
 // httpListener serves h on lis (with TLS when configured) as the listener
 // called name, one of the operator's.
 func (d *daemon) httpListener(name string, lis net.Listener, h http.Handler, opts ...func(*http.Server)) *listener {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog(name)}
+	cc, _ := d.connections()
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: d.httpErrorLog(name),
+		ReadTimeout: duration(cc.ReadTimeout), WriteTimeout: duration(cc.WriteTimeout), IdleTimeout: duration(cc.IdleTimeout)}
 	for _, o := range opts {
 		o(srv)
 	}
 	return &listener{
 		name: name,
-		lis:  d.tlsListener(lis, "h2", "http/1.1"),
+		lis:  d.tlsListener(d.limitListener(name, lis), "h2", "http/1.1"),
 		serve: func(l net.Listener) error {
 			if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
 				return err

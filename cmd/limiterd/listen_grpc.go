@@ -23,15 +23,26 @@ func listenGRPC(d *daemon) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpc listen: %w", err)
 	}
+	lis = d.limitListener("grpc", lis)
 	// The requests' metrics: the calls by the interceptor, the decisions
 	// reported by the service.
 	m := grpcfront.NewMetrics(d.reg, d.configured)
 	opts := append(d.grpcCreds(), d.grpcTelemetry(m)...)
-	opts = append(opts, grpc.ChainUnaryInterceptor(d.logInternal))
+	cc, _ := d.connections()
+	opts = append(opts, grpc.ChainUnaryInterceptor(d.logInternal, grpcfront.InflightBytes(cc.MaxInflightBytes)))
+	kp := keepalive.ServerParameters{MaxConnectionIdle: duration(cc.IdleTimeout)}
 	if age := time.Duration(d.cfg.GRPCMaxConnectionAge); age > 0 {
 		// The grace lets the calls of a closing connection finish.
-		opts = append(opts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: age, MaxConnectionAgeGrace: 30 * time.Second}))
+		kp.MaxConnectionAge, kp.MaxConnectionAgeGrace = age, 30*time.Second
 	}
+	opts = append(opts, grpc.KeepaliveParams(kp),
+		// A client may ping every 10 s, with or without a call; one that
+		// pings more often is sent a GOAWAY after a few pings.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: grpcMinPing, PermitWithoutStream: true}),
+		grpc.MaxConcurrentStreams(uint32(cc.GRPCMaxStreams)),
+		// A connection that has not finished its HTTP/2 handshake (the
+		// preface and settings) by then is closed.
+		grpc.ConnectionTimeout(grpcHandshakeTimeout))
 	gs := grpcfront.NewServer(d.svc.Observe(service.FrontGRPC, m), append(opts, d.grpcAuth()...)...)
 	if d.envoy != nil {
 		d.envoy.Register(gs.Server)
@@ -44,6 +55,14 @@ func listenGRPC(d *daemon) (*listener, error) {
 		unready:  gs.Drain,
 	}, nil
 }
+
+// grpcMinPing is the shortest interval between a client's keepalive
+// pings, and grpcHandshakeTimeout how long a connection has to complete
+// its HTTP/2 handshake.
+const (
+	grpcMinPing          = 10 * time.Second
+	grpcHandshakeTimeout = 10 * time.Second
+)
 
 // logInternal logs the calls that fail with INTERNAL (a bug, or a store
 // answering what it should not), with their namespace: the caller sees

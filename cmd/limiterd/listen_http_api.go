@@ -13,7 +13,9 @@ import (
 // with the fronts, by the handler's Shutdown, not with the listener.
 func (d *daemon) mountHTTPAPI(mux *http.ServeMux) (*httpfront.Handler, error) {
 	m := httpfront.NewMetrics(d.reg, d.configured)
-	api, err := httpfront.New(d.svc.Observe(service.FrontHTTP, m), append(d.httpAuth(), httpfront.WithLogger(d.log))...)
+	cc, _ := d.connections()
+	api, err := httpfront.New(d.svc.Observe(service.FrontHTTP, m), append(d.httpAuth(), httpfront.WithLogger(d.log),
+		httpfront.WithMaxInflightBytes(cc.MaxInflightBytes))...)
 	if err != nil {
 		return nil, err
 	}

@@ -23,7 +23,14 @@ func listenRESP(d *daemon) (*listener, error) {
 	if c.MaxClients > 0 {
 		fc.MaxClients = c.MaxClients
 	}
+	cc, _ := d.connections()
 	fc.IdleTimeout = time.Duration(c.IdleTimeout)
+	if fc.IdleTimeout == 0 {
+		fc.IdleTimeout = duration(cc.IdleTimeout)
+	}
+	if d.authz != nil {
+		fc.AuthTimeout = duration(cc.AuthTimeout)
+	}
 	fc.Version = version()
 	fc.Authorizer = d.authz
 	srv, err := respfront.New(d.svc, fc, d.log, d.reg)
@@ -36,7 +43,7 @@ func listenRESP(d *daemon) (*listener, error) {
 	}
 	return &listener{
 		name:     "resp",
-		lis:      d.tlsListener(lis),
+		lis:      d.tlsListener(d.limitListener("resp", lis)),
 		serve:    srv.Serve,
 		shutdown: func(ctx context.Context) { srv.Shutdown(ctx) },
 	}, nil

@@ -3,11 +3,15 @@ package grpcfront
 import (
 	"context"
 	"crypto/tls"
+	"strings"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 
 	"github.com/limiterd/limiterd/auth"
 )
@@ -21,6 +25,9 @@ import (
 // own bound on metadata size bounds what is read.
 func UnaryAuth(a *auth.Authorizer) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if auth.FromContext(ctx) != nil {
+			return handler(ctx, req) // found by TapAuth
+		}
 		if p := principal(ctx, a); p != nil {
 			ctx = auth.WithPrincipal(ctx, p)
 		}
@@ -46,4 +53,32 @@ func principal(ctx context.Context, a *auth.Authorizer) *auth.Principal {
 		}
 	}
 	return a.Authenticate(token, cs)
+}
+
+// TapAuth returns the transport's tap that authenticates every call as
+// its headers arrive, before a byte of its message is read: a call
+// without a configured token or client certificate is refused with
+// UNAUTHENTICATED and its stream reset, so that what an unauthenticated
+// client sends is never read nor decoded. The health and reflection
+// services stay open. A call that passes carries its principal, for
+// UnaryAuth and the service, which still check the grant.
+func TapAuth(a *auth.Authorizer) tap.ServerInHandle {
+	return func(ctx context.Context, info *tap.Info) (context.Context, error) {
+		if open(info.FullMethodName) {
+			return ctx, nil
+		}
+		p := principal(ctx, a)
+		if p == nil {
+			return ctx, errUnauthenticated
+		}
+		return auth.WithPrincipal(ctx, p), nil
+	}
+}
+
+var errUnauthenticated = status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error())
+
+// open reports whether method is of a service every caller may call:
+// health checking and reflection.
+func open(method string) bool {
+	return strings.HasPrefix(method, "/grpc.health.v1.Health/") || strings.HasPrefix(method, "/grpc.reflection.")
 }

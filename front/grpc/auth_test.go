@@ -53,7 +53,7 @@ func serveAuth(tb testing.TB, a *auth.Authorizer, lis net.Listener, opts ...grpc
 	}
 	if a != nil {
 		svc = svc.WithAuthorizer(a)
-		opts = append(opts, grpc.ChainUnaryInterceptor(UnaryAuth(a)))
+		opts = append(opts, grpc.InTapHandle(TapAuth(a)), grpc.ChainUnaryInterceptor(UnaryAuth(a)))
 	}
 	gs := NewServer(svc, opts...)
 	go gs.Serve(lis)

@@ -281,9 +281,12 @@ func (h *Handler) errorHandler(ctx context.Context, mux *runtime.ServeMux, m run
 	if b, ok := r.Body.(*body); ok && b.err != nil {
 		var tooBig *http.MaxBytesError
 		var re *readError
+		_, isStatus := status.FromError(b.err)
 		switch {
 		case errors.As(b.err, &tooBig):
 			err = tooLarge()
+		case isStatus:
+			err = b.err // the handler's own refusal (bytes in flight)
 		case errors.As(b.err, &re):
 			// The client's failure, not the server's: 400, not logged.
 			err = status.Errorf(codes.InvalidArgument, "the request body could not be read: %s", re.reason(r.ContentLength))

@@ -3,12 +3,14 @@ package httpfront
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -39,6 +41,9 @@ type Handler struct {
 	closing  atomic.Bool
 	authz    *auth.Authorizer
 	log      *slog.Logger
+	// inflight bytes: the request bytes held at once (nil: no cap).
+	held    *semaphore.Weighted
+	maxHeld int64
 }
 
 // Option configures a Handler.
@@ -49,6 +54,19 @@ type Option func(*Handler)
 // certificate. The service (given the authorizer too) refuses a call
 // without one with 401, or one not granted the call with 403.
 func WithAuthorizer(a *auth.Authorizer) Option { return func(h *Handler) { h.authz = a } }
+
+// WithMaxInflightBytes caps the bytes of the request bodies the handler
+// holds at once, from their first byte read until their call has
+// returned: a request whose Content-Length does not fit is refused with
+// 429 (RESOURCE_EXHAUSTED) before its body is read; one without a
+// Content-Length is refused when a read does not fit.
+func WithMaxInflightBytes(n int64) Option {
+	return func(h *Handler) {
+		if n > 0 {
+			h.held, h.maxHeld = semaphore.NewWeighted(n), n
+		}
+	}
+}
 
 // WithLogger logs the calls answered INTERNAL (a bug, or a store
 // answering what it should not), with their path: the caller sees only
@@ -103,12 +121,69 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.authz != nil {
-		if p := h.authz.Request(r); p != nil {
-			r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+		// Before a byte of the body is read: what an unauthenticated
+		// client sends is neither read nor decoded.
+		p := h.authz.Request(r)
+		if p == nil {
+			if r.ContentLength != 0 {
+				// The body stays unread: the connection cannot carry
+				// another request.
+				w.Header().Set("Connection", "close")
+			}
+			h.errorHandler(r.Context(), h.gw, h.marshal, w, r, status.Error(codes.Unauthenticated, auth.ErrUnauthenticated.Error()))
+			return
+		}
+		r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+	}
+	rc := http.MaxBytesReader(w, r.Body, MaxRequestBytes)
+	if h.held != nil {
+		if r.ContentLength > 0 {
+			if !h.held.TryAcquire(r.ContentLength) {
+				w.Header().Set("Connection", "close")
+				h.fail(w, r, h.busy())
+				return
+			}
+			defer h.held.Release(r.ContentLength)
+		} else {
+			hr := &heldReader{ReadCloser: rc, h: h}
+			defer hr.release()
+			rc = hr
 		}
 	}
-	r.Body = &body{ReadCloser: http.MaxBytesReader(w, r.Body, MaxRequestBytes)}
+	r.Body = &body{ReadCloser: rc}
 	h.gw.ServeHTTP(w, r)
+}
+
+// heldReader is a body of unknown length, whose bytes are counted in the
+// handler's bytes in flight as they are read.
+type heldReader struct {
+	io.ReadCloser
+	h *Handler
+	n int64
+}
+
+func (r *heldReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if n > 0 {
+		if !r.h.held.TryAcquire(int64(n)) {
+			return 0, r.h.busy()
+		}
+		r.n += int64(n)
+	}
+	return n, err
+}
+
+func (r *heldReader) release() {
+	if r.n > 0 {
+		r.h.held.Release(r.n)
+	}
+}
+
+// busy is the error of a request that does not fit in the bytes in
+// flight.
+func (h *Handler) busy() error {
+	// RESOURCE_EXHAUSTED is answered 429.
+	return status.Errorf(codes.ResourceExhausted, "the listener holds %d bytes of requests already (connections.max_inflight_bytes): retry later", h.maxHeld)
 }
 
 // fail answers err as the gateway answers errors.

@@ -15,6 +15,7 @@ type counter = prometheus.Counter
 // only the table's names (and "unknown"), so their series are bounded.
 type metrics struct {
 	unknown, refused, protocolErrors prometheus.Counter
+	authTimeouts                     prometheus.Counter
 	conns                            prometheus.Gauge
 	// req are the request metrics every front records (front="resp"):
 	// the latency of each RL.* command and, reported by the service, the
@@ -38,6 +39,8 @@ func newMetrics(reg prometheus.Registerer, cmds map[string]*command, svc *servic
 			Help: "Redis protocol connections refused: at max clients, or while shutting down."}),
 		protocolErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "limiterd_resp_protocol_errors_total",
 			Help: "Redis protocol connections closed for a command over the size cap or that could not be framed."}),
+		authTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "limiterd_resp_auth_timeouts_total",
+			Help: "Redis protocol connections closed for not authenticating within the authentication deadline."}),
 		conns: prometheus.NewGauge(prometheus.GaugeOpts{Name: "limiterd_resp_connections",
 			Help: "Redis protocol connections open."}),
 	}
@@ -57,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, cmds map[string]*command, svc *servic
 		}
 	}
 	if reg != nil {
-		reg.MustRegister(commands, m.refused, m.protocolErrors, m.conns)
+		reg.MustRegister(commands, m.refused, m.protocolErrors, m.authTimeouts, m.conns)
 	}
 	return m
 }

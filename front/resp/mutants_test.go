@@ -24,5 +24,19 @@ func TestTestsCatchMutants(t *testing.T) {
 			New:  "if l.Remaining > d.Limits[b].Remaining {",
 			Test: "TestWriteDecisionBindingLimit",
 		},
+		{
+			Name: "no deadline to authenticate",
+			File: "server.go",
+			Old:  "fc.authBy = time.Now().Add(cfg.AuthTimeout)",
+			New:  "fc.authBy = time.Time{}",
+			Test: "TestAuthDeadline",
+		},
+		{
+			Name: "an authenticated connection still held to the deadline",
+			File: "server.go",
+			Old:  "fc.authed.Store(true)",
+			New:  "_ = fc",
+			Test: "TestAuthDeadline",
+		},
 	})
 }

@@ -40,6 +40,11 @@ type Config struct {
 	// IdleTimeout closes a connection that sends nothing for that long;
 	// 0 (the default, as Redis's timeout 0) never does.
 	IdleTimeout time.Duration
+	// AuthTimeout, with an Authorizer, closes a connection that has no
+	// principal that long after it was accepted: one that has not
+	// authenticated (AUTH, HELLO ... AUTH, or a command over a TLS
+	// client certificate) is told NOAUTH and closed. 0 never does.
+	AuthTimeout time.Duration
 	// MaxQueuedCommands caps the commands a transaction (MULTI ...
 	// EXEC) queues, and MaxQueuedBytes their arguments' bytes: past
 	// either, the transaction is discarded (defaults 10000 and 1 MiB).
@@ -103,7 +108,7 @@ func (c Config) Validate() error {
 		return errors.New("resp: MaxPendingReplies must not be negative")
 	case c.MaxQueuedCommands < 0, c.MaxQueuedBytes < 0:
 		return errors.New("resp: MaxQueuedCommands and MaxQueuedBytes must not be negative")
-	case c.WriteTimeout < 0, c.CommandTimeout < 0, c.IdleTimeout < 0:
+	case c.WriteTimeout < 0, c.CommandTimeout < 0, c.IdleTimeout < 0, c.AuthTimeout < 0:
 		return errors.New("resp: timeouts must not be negative")
 	}
 	return nil
@@ -231,6 +236,9 @@ type session struct {
 	ctx context.Context
 	// tlsChecked: the TLS client certificate was looked at.
 	tlsChecked bool
+	// authed: the connection has had a principal (its authentication
+	// deadline is lifted).
+	authed bool
 	// dead: the connection failed; the rest of its pipeline is skipped.
 	dead bool
 	// quit: close once this reply is written.
@@ -318,6 +326,13 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 		ctx = sess.ctx
 	}
 	s.exec(ctx, sess, cmd.Args)
+	if sess.ctx != nil && !sess.authed {
+		// The authentication deadline no longer applies.
+		sess.authed = true
+		if fc, ok := c.NetConn().(*frameConn); ok {
+			fc.authed.Store(true)
+		}
+	}
 	c.WriteRaw(sess.w.b)
 	sess.pending += len(sess.w.b)
 	if cap(sess.w.b) > s.cfg.MaxPendingReplies {
@@ -385,6 +400,9 @@ func (l *frameListener) Accept() (net.Conn, error) {
 	}
 	fc := &frameConn{Conn: c, s: l.s}
 	fc.guard.max = int64(l.s.cfg.MaxCommandSize)
+	if cfg := &l.s.cfg; cfg.Authorizer != nil && cfg.AuthTimeout > 0 {
+		fc.authBy = time.Now().Add(cfg.AuthTimeout)
+	}
 	return fc, nil
 }
 
@@ -397,6 +415,20 @@ type frameConn struct {
 	deadline bool  // a read deadline is set
 	restart  bool  // a new command began: restart the command timer
 	err      error // the guard's refusal, reported by the next read
+	// authBy is when an unauthenticated connection is closed (zero:
+	// never, or authenticated since); authed is set once it has a
+	// principal.
+	authBy time.Time
+	authed atomic.Bool
+	// until is the read deadline set (zero: none).
+	until time.Time
+}
+
+// setReadDeadline sets the read deadline and remembers it.
+func (c *frameConn) setReadDeadline(t time.Time) {
+	c.Conn.SetReadDeadline(t)
+	c.until = t
+	c.deadline = !t.IsZero()
 }
 
 func (c *frameConn) Read(p []byte) (int, error) {
@@ -404,30 +436,43 @@ func (c *frameConn) Read(p []byte) (int, error) {
 		return 0, c.refuse()
 	}
 	cfg := &c.s.cfg
+	if !c.authBy.IsZero() && c.authed.Load() {
+		// Authenticated: the deadlines below start afresh.
+		c.authBy = time.Time{}
+		c.setReadDeadline(time.Time{})
+	}
 	switch {
 	case c.guard.mid():
 		if !c.deadline || c.restart {
 			// A command's bytes must arrive within CommandTimeout of the
 			// read that found it unfinished.
-			c.Conn.SetReadDeadline(time.Now().Add(cfg.CommandTimeout))
-			c.deadline, c.restart = true, false
+			c.setReadDeadline(time.Now().Add(cfg.CommandTimeout))
+			c.restart = false
 		}
 	case cfg.IdleTimeout > 0:
-		c.Conn.SetReadDeadline(time.Now().Add(cfg.IdleTimeout))
-		c.deadline = true
+		c.setReadDeadline(time.Now().Add(cfg.IdleTimeout))
 	case c.deadline:
-		c.Conn.SetReadDeadline(time.Time{})
-		c.deadline = false
+		c.setReadDeadline(time.Time{})
+	}
+	if !c.authBy.IsZero() && (c.until.IsZero() || c.authBy.Before(c.until)) {
+		c.setReadDeadline(c.authBy)
 	}
 	// Checked after the deadline is set, so that a Shutdown's wake-up
 	// is not overwritten unseen. While shutting down, a read takes what
 	// the client had sent, waiting no longer than drainGrace for it.
 	if c.s.stopping.Load() {
-		c.Conn.SetReadDeadline(time.Now().Add(drainGrace))
-		c.deadline = true
+		c.setReadDeadline(time.Now().Add(drainGrace))
 	}
 	done := c.guard.done
 	n, err := c.Conn.Read(p)
+	if err != nil && !c.authBy.IsZero() && !c.authed.Load() && !time.Now().Before(c.authBy) {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			c.s.m.authTimeouts.Inc()
+			c.Write([]byte("-NOAUTH authentication required within " + cfg.AuthTimeout.String() + ": closing\r\n"))
+			return n, err
+		}
+	}
 	if n > 0 {
 		ok, gerr := c.guard.scan(p[:n])
 		if gerr != nil {

@@ -74,9 +74,12 @@ type Limiterd struct {
 	logPath string
 	conn    *grpc.ClientConn
 	web     *http.Client
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{}
+	// prefix runs the process under a command (prlimit ...), which
+	// execs it: the PID stays the process's.
+	prefix []string
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
 	// exitCode is the last run's exit status.
 	exitCode atomic.Int64
 }
@@ -105,7 +108,15 @@ func StartLimiterdTLS(tb testing.TB, name, config string, client *tls.Config) *L
 		fmt.Sprintf("127.0.0.1:%d", FreePort(tb)), fmt.Sprintf("127.0.0.1:%d", FreePort(tb)), client)
 }
 
-func start(tb testing.TB, name, config, grpcAddr, httpAddr string, client *tls.Config) *Limiterd {
+// StartLimiterdUnder is StartLimiterd with the process started by the
+// command prefix, which must exec it (say prlimit --nofile=2048:2048).
+func StartLimiterdUnder(tb testing.TB, name, config string, prefix ...string) *Limiterd {
+	tb.Helper()
+	return start(tb, name, config,
+		fmt.Sprintf("127.0.0.1:%d", FreePort(tb)), fmt.Sprintf("127.0.0.1:%d", FreePort(tb)), nil, prefix...)
+}
+
+func start(tb testing.TB, name, config, grpcAddr, httpAddr string, client *tls.Config, prefix ...string) *Limiterd {
 	tb.Helper()
 	dir := tb.TempDir()
 	l := &Limiterd{
@@ -114,6 +125,7 @@ func start(tb testing.TB, name, config, grpcAddr, httpAddr string, client *tls.C
 		HTTPAddr:  httpAddr,
 		AdminAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(tb)),
 		TLS:       client,
+		prefix:    prefix,
 		cfgPath:   filepath.Join(dir, "limiterd.yaml"),
 		logPath:   filepath.Join(dir, "limiterd.log"),
 	}
@@ -155,8 +167,9 @@ func (l *Limiterd) Start() {
 	if err != nil {
 		l.tb.Fatal(err)
 	}
-	cmd := exec.Command(l.bin, "--config", l.cfgPath, "--grpc-addr", l.GRPCAddr, "--http-addr", l.HTTPAddr,
+	args := append(append([]string{}, l.prefix...), l.bin, "--config", l.cfgPath, "--grpc-addr", l.GRPCAddr, "--http-addr", l.HTTPAddr,
 		"--admin-addr", l.AdminAddr, "--node-name", l.Name, "--log-level", "debug")
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr(nil)
 	if err := cmd.Start(); err != nil {

@@ -39,6 +39,9 @@ type Config struct {
 	RESPAddr string `yaml:"resp_addr"`
 	// RESP tunes the Redis protocol front.
 	RESP RESPConfig `yaml:"resp"`
+	// Connections bounds every listener's connections, their deadlines
+	// and the request bytes held (connections.go).
+	Connections ConnectionsConfig `yaml:"connections"`
 	// AdminAddr serves /debug/pprof/ (admin.go); empty (the default) or
 	// "off" turns it off, a bare port binds loopback.
 	AdminAddr string `yaml:"admin_addr"`
@@ -568,7 +571,7 @@ func (c *Config) Validate() error {
 			bad("resp_addr", "must be host:port or \"off\", got %q", c.RESPAddr)
 		}
 	}
-	errs = append(errs, c.RESP.validate())
+	errs = append(errs, c.RESP.validate(), c.Connections.validate())
 	if _, err := AdminAddr(c.AdminAddr); err != nil {
 		bad("admin_addr", "%v", err)
 	}

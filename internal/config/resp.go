@@ -12,7 +12,8 @@ type RESPConfig struct {
 	MaxCommandSize int `yaml:"max_command_size"`
 	// MaxClients is the most connections served at once (default 10000).
 	MaxClients int `yaml:"max_clients"`
-	// IdleTimeout closes a connection idle that long (default 0: never).
+	// IdleTimeout closes a connection idle that long (default 0:
+	// connections.idle_timeout).
 	IdleTimeout Duration `yaml:"idle_timeout"`
 }
 

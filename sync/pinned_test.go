@@ -1,0 +1,39 @@
+package sync_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/strategy/memory"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// TestChangesFailedFullReadRetriesNewKey: a first tick whose read of the
+// interest set fails leaves the keys new to it for the next tick. That
+// tick, two minutes on, reads the interest set in full again, which no
+// longer holds x (b has not touched it since); it still reads x's
+// windows as a new key's, so a's hits of the minute before count for b.
+func TestChangesFailedFullReadRetriesNewKey(t *testing.T) {
+	cs := &countingStore{Store: memory.New()}
+	clock := fakeclock.New(start)
+	cfg := clustersync.Config{NoEscalate: true}
+	a := newNode(t, "a", 0.1, plainChanges{cs}, clock, cfg)
+	b := newNode(t, "b", 0.1, plainChanges{cs}, clock, cfg)
+	b.increment(t, "x", 1) // new to b
+	cs.failFetches.Store(1)
+	if err := b.sy.SyncOnce(context.Background()); err == nil {
+		t.Fatal("tick with a failing read of the interest set: no error")
+	}
+	clock.Add(time.Minute)
+	a.increment(t, "x", 6)
+	syncAll(t, []testNode{a})
+	clock.Add(time.Minute)
+	syncAll(t, []testNode{b})
+	// a's 6 hits are in the previous minute, 10 s into this one.
+	want := 6 * (60 - 10) / 60.0
+	if got := b.minuteRate(t, "x"); got < want-1e-9 || got > want+1e-9 {
+		t.Errorf("x after the tick that followed the failed one: rate = %v, want %v (a's hits read)", got, want)
+	}
+}

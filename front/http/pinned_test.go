@@ -1,6 +1,10 @@
 package httpfront
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/limiterd/limiterd/internal/reqmetrics/metricstest"
+)
 
 // TestErrorNamesNestedField: a refused field inside a message that is
 // itself a field (a limit's token bucket) is named by its whole path.
@@ -20,6 +24,38 @@ func TestErrorNamesNestedField(t *testing.T) {
 		}
 		if code != 400 || field != want {
 			t.Errorf("Allow %s: %d %v; want 400 naming %q", body, code, out, want)
+		}
+	}
+}
+
+// TestMetricsAcquireBatch: each item of an AcquireBatch is counted as a
+// concurrency decision, acquired or not; an item that failed (an unknown
+// namespace) is counted in no namespace.
+func TestMetricsAcquireBatch(t *testing.T) {
+	srv, reg := newMetricsAPI(t)
+	body := `{"items": [{"namespace": "api", "key": "j", "limit": 1, "ttl": "60s"},
+		{"namespace": "api", "key": "j", "limit": 1, "ttl": "60s"},
+		{"namespace": "nosuch", "key": "j", "limit": 1, "ttl": "60s"}]}`
+	if got := post(t, srv, "AcquireBatch", body); got != 200 {
+		t.Fatalf("AcquireBatch: status %d, want 200", got)
+	}
+	for decision, want := range map[string]float64{"allowed": 1, "denied": 1} {
+		labels := map[string]string{"limiter_namespace": "api", "kind": "concurrency", "decision": decision}
+		if got := metricstest.Sum(t, reg, "limiterd_decisions_total", labels); got != want {
+			t.Errorf("limiterd_decisions_total%v = %v, want %v", labels, got, want)
+		}
+	}
+	if got := metricstest.Sum(t, reg, "limiterd_decisions_total", map[string]string{"kind": "concurrency"}); got != 2 {
+		t.Errorf("concurrency decisions = %v, want 2 (none for the failed item)", got)
+	}
+}
+
+// TestStatusCodeLabel: a status code is its own label from 100 to 599,
+// "other" outside.
+func TestStatusCodeLabel(t *testing.T) {
+	for code, want := range map[int]string{99: "other", 100: "100", 418: "418", 599: "599", 600: "other", 0: "other"} {
+		if got := statusCode(code); got != want {
+			t.Errorf("statusCode(%d) = %q, want %q", code, got, want)
 		}
 	}
 }

@@ -1,0 +1,35 @@
+package envoyfront
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRulesWildcardDuplicates: two wildcard descriptors of the same key
+// and prefix are a duplicate; the same prefix under another key, or
+// another prefix under the same key, is not.
+func TestRulesWildcardDuplicates(t *testing.T) {
+	sizes := []time.Duration{time.Second, time.Minute}
+	rule := "    rate_limit: {unit: second, requests_per_unit: 1}\n"
+	for _, tc := range []struct {
+		name, a, b string
+		dup        bool
+	}{
+		{"same key and prefix", "  - key: k\n    value: v*\n", "  - key: k\n    value: v*\n", true},
+		{"another key", "  - key: k\n    value: v*\n", "  - key: j\n    value: v*\n", false},
+		{"another prefix", "  - key: k\n    value: v*\n", "  - key: k\n    value: w*\n", false},
+	} {
+		dir := t.TempDir()
+		writeFile(t, dir, "d.yaml", "domain: d\ndescriptors:\n"+tc.a+rule+tc.b+rule)
+		_, err := loadDir(dir, sizes, "envoy")
+		var re *RulesError
+		switch {
+		case tc.dup && (!errors.As(err, &re) || !strings.Contains(err.Error(), "descriptors[1]") || !strings.Contains(err.Error(), "duplicate descriptor")):
+			t.Errorf("%s: error %v, want descriptors[1] named a duplicate", tc.name, err)
+		case !tc.dup && err != nil:
+			t.Errorf("%s: %v, want the rules loaded", tc.name, err)
+		}
+	}
+}

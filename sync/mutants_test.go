@@ -68,5 +68,12 @@ func TestTestsCatchMutants(t *testing.T) {
 			New:  "cur[w] = req.Windows[w].Cur.Total + counted + others[w][0]",
 			Test: "TestDecideGroup",
 		},
+		{
+			Name: "a change read that fails on a page drops the pages before it",
+			File: "changetick.go",
+			Old:  "	if errors.Is(rerr, ErrChangesLost) {",
+			New:  "	if rerr != nil {",
+			Test: "TestChangesFailedPageKeepsProgress",
+		},
 	})
 }

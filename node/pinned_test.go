@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +113,79 @@ func TestAllowLeakyWaitOnlyWhenTheWindowsAdmit(t *testing.T) {
 	d = allow(t, ns, epoch, req)
 	if d.Allowed || d.Wait != 0 {
 		t.Errorf("window and leaky, both full: %+v; want denied with no wait", d)
+	}
+}
+
+// TestCheckAllowCountsBuckets: CheckAllow lists the window limits and
+// counts the bucket limits apart.
+func TestCheckAllowCountsBuckets(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
+	c, err := ns.CheckAllow(node.AllowRequest{Key: "k", Cost: 2, Limits: []node.Limit{
+		{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 2, RefillTime: time.Minute}},
+		{Size: time.Minute, Limit: 3},
+		{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 5}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Buckets != 2 || c.Cost != 2*node.Micro || len(c.Limits()) != 1 || c.Limits()[0].Size != time.Minute || c.Limits()[0].Limit != 3*node.Micro {
+		t.Errorf("CheckAllow = %d buckets, cost %d, limits %+v; want 2 buckets, cost 2e6, one limit of 3e6 a minute", c.Buckets, c.Cost, c.Limits())
+	}
+}
+
+// TestAllowSameBucketTwice: a bucket given twice in one Allow is refused,
+// naming both; two buckets of different kinds are not the same.
+func TestAllowSameBucketTwice(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
+	tok := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 2, RefillTime: time.Minute}}
+	fix := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 5}}
+	_, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tok, fix, tok}}, nil)
+	var fe *node.FieldError
+	if !errors.As(err, &fe) || fe.Field != "limits[2].token" || !strings.Contains(err.Error(), "same token bucket as limits[0]") {
+		t.Errorf("the same token bucket twice: %v; want limits[2].token named the same as limits[0]", err)
+	}
+	if d, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tok, fix}}, nil); err != nil || !d.Allowed {
+		t.Errorf("a token and a fixed bucket: %+v, %v; want allowed", d, err)
+	}
+}
+
+// TestAllowBucketsInAnyOrder: Allows that give one key's buckets in
+// opposite orders, at once, all finish (each locks them in one order)
+// and each is counted once.
+func TestAllowBucketsInAnyOrder(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
+	fix := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 1e6}}
+	leaky := node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 1e6, Interval: time.Hour}}
+	const workers, each = 8, 20000
+	done := make(chan error, workers)
+	for w := range workers {
+		lims := []node.Limit{fix, leaky}
+		if w%2 == 1 {
+			lims = []node.Limit{leaky, fix}
+		}
+		go func() {
+			for range each {
+				if d, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: lims}, nil); err != nil || !d.Allowed {
+					done <- fmt.Errorf("%+v, %v", d, err)
+					return
+				}
+			}
+			done <- nil
+		}()
+	}
+	deadline := time.After(time.Minute)
+	for range workers {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Allow: %v; want allowed", err)
+			}
+		case <-deadline:
+			t.Fatal("Allows on the same buckets in opposite orders still running after a minute (deadlocked)")
+		}
+	}
+	d := allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 0, Limits: []node.Limit{fix}})
+	if d.Limits[0].Before != workers*each {
+		t.Errorf("the fixed bucket counts %v, want %d", d.Limits[0].Before, workers*each)
 	}
 }

@@ -2,10 +2,13 @@ package sync_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -35,5 +38,20 @@ func TestChangesFailedFullReadRetriesNewKey(t *testing.T) {
 	want := 6 * (60 - 10) / 60.0
 	if got := b.minuteRate(t, "x"); got < want-1e-9 || got > want+1e-9 {
 		t.Errorf("x after the tick that followed the failed one: rate = %v, want %v (a's hits read)", got, want)
+	}
+}
+
+// TestBucketsRefusedByAStoreWithout: over a store that holds no buckets,
+// an Allow's first bucket limit is named in the refusal, after its window
+// limits.
+func TestBucketsRefusedByAStoreWithout(t *testing.T) {
+	cs := &countingStore{Store: memory.New()}
+	clock := fakeclock.New(start)
+	b := newNode(t, "b", 0.1, plainChanges{cs}, clock, clustersync.Config{NoEscalate: true})
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 5}, leaky10, tokens100}}
+	_, err := b.sy.AllowAt(context.Background(), clock.Now(), req, nil)
+	var fe *node.FieldError
+	if !errors.As(err, &fe) || fe.Field != "limits[1]" || !errors.Is(err, node.ErrNotLocal) || !strings.Contains(err.Error(), "cannot hold leaky buckets") {
+		t.Errorf("Allow with a window, a leaky and a token bucket: %v; want limits[1] refused, the store holding no leaky buckets", err)
 	}
 }

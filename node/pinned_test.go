@@ -189,3 +189,57 @@ func TestAllowBucketsInAnyOrder(t *testing.T) {
 		t.Errorf("the fixed bucket counts %v, want %d", d.Limits[0].Before, workers*each)
 	}
 }
+
+// TestChangeChanged: a change changes something when it adds, removes or
+// replaces a namespace, alone or with the others; keeping them is no
+// change.
+func TestChangeChanged(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second), nil)
+	one, r := []*node.Namespace{ns}, []node.Replacement{{Old: ns, New: ns}}
+	for _, c := range []struct {
+		name string
+		c    node.Change
+		want bool
+	}{
+		{"nothing", node.Change{}, false},
+		{"kept", node.Change{Kept: one}, false},
+		{"added", node.Change{Added: one}, true},
+		{"removed", node.Change{Removed: one}, true},
+		{"replaced", node.Change{Replaced: r}, true},
+		{"added and removed", node.Change{Added: one, Removed: one}, true},
+		{"removed and replaced", node.Change{Removed: one, Replaced: r}, true},
+	} {
+		if got := c.c.Changed(); got != c.want {
+			t.Errorf("%s: Changed() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestCopyWindowsCountsRefusedKeys: keys that the successor's key cap
+// leaves no room for are skipped and counted.
+func TestCopyWindowsCountsRefusedKeys(t *testing.T) {
+	clock := newFakeClock(epoch)
+	n, err := node.New([]node.Config{named("ns", -1, time.Minute)}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := n.Namespace("ns")
+	for _, k := range []string{"a", "b", "c"} {
+		mustIncrement(t, old, k, 0, 1)
+	}
+	cfg := named("ns", -1, time.Minute)
+	cfg.MaxKeys = 1
+	c, err := n.Prepare([]node.Config{cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Commit(c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Replaced) != 1 {
+		t.Fatalf("change %+v, want ns replaced", c)
+	}
+	if refused := c.Replaced[0].CopyWindows(clock.Now(), false); refused != 2 {
+		t.Errorf("CopyWindows refused %d keys, want 2 (a key cap of 1, 3 keys)", refused)
+	}
+}

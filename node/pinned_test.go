@@ -243,3 +243,20 @@ func TestCopyWindowsCountsRefusedKeys(t *testing.T) {
 		t.Errorf("CopyWindows refused %d keys, want 2 (a key cap of 1, 3 keys)", refused)
 	}
 }
+
+// TestAllowSmallestWindowWithABucket: a window limit of the namespace's
+// smallest size, beside a bucket, is decided like any window.
+func TestAllowSmallestWindowWithABucket(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{
+		{Size: time.Second, Limit: 1},
+		{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 5}},
+	}}
+	if d := allow(t, ns, epoch, req); !d.Allowed {
+		t.Fatalf("first: %+v, want allowed", d)
+	}
+	d := allow(t, ns, epoch, req)
+	if d.Allowed || d.Limits[0].Rate != 1 || d.Limits[0].Remaining != 0 {
+		t.Errorf("second in the same second: %+v; want denied by the 1s window at rate 1", d)
+	}
+}

@@ -82,3 +82,36 @@ func TestSynchronousAllowAtomicOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyBucketsNewRowStartsAtLastTake: a row the store does not hold
+// yet starts at the caller's last take when the caller already took from
+// the bucket, and at the call's time when it did not. A token bucket of
+// 10 refilled in full each minute, hand-computed:
+//   - emptied 90 s before the call: refilled since, a take of 1 leaves 9;
+//   - never taken from (its last take 30 s back is not a take): its refill
+//     clock starts at the call: after a take of 2, 45 s on, 8 are left
+//     (the first refill is 60 s after the call) and a take of 9 is
+//     refused.
+func TestApplyBucketsNewRowStartsAtLastTake(t *testing.T) {
+	const hit = node.Micro
+	at := start.UnixNano()
+	spec := node.BucketSpec{Kind: node.TokenLimit, A: 10 * hit, B: int64(time.Minute), C: 10 * hit, Key: "t"}
+	exp := start.Add(time.Hour)
+	apply := func(rows []*clustersync.BucketRow, at, version, total, lastAt, take int64) (bool, clustersync.BucketReply) {
+		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: total, LastAt: lastAt, Version: version, ExpireAt: exp}}
+		replies := make([]clustersync.BucketReply, 1)
+		allowed := clustersync.ApplyBuckets("inc", at, take, calls, rows, replies, make([]bool, 1))
+		return allowed, replies[0]
+	}
+	rows := []*clustersync.BucketRow{nil}
+	if ok, r := apply(rows, at, 1, 10*hit, at-int64(90*time.Second), hit); !ok || r.After.Level != 9*hit {
+		t.Errorf("emptied 90 s before: allowed %v, level %d; want allowed, 9 tokens", ok, r.After.Level/hit)
+	}
+	rows = []*clustersync.BucketRow{nil}
+	if ok, r := apply(rows, at, 1, 0, at-int64(30*time.Second), 2*hit); !ok || r.After.Level != 8*hit {
+		t.Errorf("never taken from, a take of 2: allowed %v, level %d; want allowed, 8 tokens", ok, r.After.Level/hit)
+	}
+	if ok, r := apply(rows, at+int64(45*time.Second), 2, 2*hit, at, 9*hit); ok || r.Before.Level != 8*hit {
+		t.Errorf("45 s on, a take of 9: allowed %v, level before %d; want refused, 8 tokens (no refill yet)", ok, r.Before.Level/hit)
+	}
+}

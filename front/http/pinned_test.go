@@ -1,7 +1,10 @@
 package httpfront
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/limiterd/limiterd/internal/reqmetrics/metricstest"
 )
@@ -57,5 +60,33 @@ func TestStatusCodeLabel(t *testing.T) {
 		if got := statusCode(code); got != want {
 			t.Errorf("statusCode(%d) = %q, want %q", code, got, want)
 		}
+	}
+}
+
+// TestShutdownAfterCalls: calls that were served no longer count as
+// running, so Shutdown returns at once, well before its ctx's end.
+func TestShutdownAfterCalls(t *testing.T) {
+	h, srv := newTestAPI(t)
+	for range 3 {
+		if code, out := call(t, srv, "Increment", `{"key": "k"}`); code != 200 {
+			t.Fatalf("Increment: %d %v", code, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h.Shutdown(ctx)
+	if ctx.Err() != nil {
+		t.Error("Shutdown after three served calls waited for its ctx's end")
+	}
+}
+
+// TestRequestOfMaxBytes: a body of MaxRequestBytes exactly, its
+// Content-Length given, is served.
+func TestRequestOfMaxBytes(t *testing.T) {
+	_, srv := newTestAPI(t)
+	body := `{"key": "k"}`
+	body += strings.Repeat(" ", MaxRequestBytes-len(body))
+	if code, out := call(t, srv, "Increment", body); code != 200 {
+		t.Errorf("a body of %d bytes: %d %v, want 200", len(body), code, out)
 	}
 }

@@ -33,3 +33,19 @@ func TestRulesWildcardDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// TestRulesCountFiles: a rules directory counts its domain files (the
+// load's log line says how many), not the other files beside them.
+func TestRulesCountFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", "domain: a\n")
+	writeFile(t, dir, "b.yml", "domain: b\n")
+	writeFile(t, dir, "notes.txt", "not: [yaml")
+	rs, err := loadDir(dir, []time.Duration{time.Second}, "envoy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs.files != 2 || len(rs.domains) != 2 {
+		t.Errorf("loaded %d files, %d domains; want 2 and 2", rs.files, len(rs.domains))
+	}
+}

@@ -49,3 +49,14 @@ func TestRulesCountFiles(t *testing.T) {
 		t.Errorf("loaded %d files, %d domains; want 2 and 2", rs.files, len(rs.domains))
 	}
 }
+
+// TestConfigNearLimitRatioBounds: near_limit_ratio takes 0 and 1, both
+// ends included, and nothing outside.
+func TestConfigNearLimitRatioBounds(t *testing.T) {
+	for r, ok := range map[float64]bool{0: true, 0.8: true, 1: true, -0.01: false, 1.01: false} {
+		err := Config{Dir: "d", NearLimitRatio: r}.Validate()
+		if (err == nil) != ok {
+			t.Errorf("near_limit_ratio %g: %v; want accepted %v", r, err, ok)
+		}
+	}
+}

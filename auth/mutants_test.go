@@ -36,5 +36,15 @@ func TestTestsCatchMutants(t *testing.T) {
 `,
 			Test: "TestNamespaceGrantIsExact",
 		},
+		{
+			Name: "a refusal in the default namespace names it empty",
+			File: "auth.go",
+			Old: `	if namespace == "" {
+		namespace = DefaultNamespace
+	}
+	return &DeniedError{`,
+			New:  `	return &DeniedError{`,
+			Test: "TestDeniedErrorNamesTheNamespace",
+		},
 	})
 }

@@ -24,5 +24,19 @@ func TestTestsCatchMutants(t *testing.T) {
 			New:  "if n > bucketCeilDiv(p.max-s.v, p.amount) {",
 			Test: "TestTokenBucketRefillStopsAtMax",
 		},
+		{
+			Name: "a bucket that admits alone is charged though the Allow is refused",
+			File: "allowkinds.go",
+			Old:  "		case allowed || !h.st.Allowed:",
+			New:  "		case true:",
+			Test: "TestAllowBucketAdmittingAloneIsLeftUnchanged",
+		},
+		{
+			Name: "a wait reported though a window refuses too",
+			File: "allowkinds.go",
+			Old:  "wait, waitable := time.Duration(0), windowsOK && !out.Allowed",
+			New:  "wait, waitable := time.Duration(0), windowsOK || !out.Allowed",
+			Test: "TestAllowLeakyWaitOnlyWhenTheWindowsAdmit",
+		},
 	})
 }

@@ -75,5 +75,12 @@ func TestTestsCatchMutants(t *testing.T) {
 `,
 			Test: "TestAuthorizationBeforeNamespace",
 		},
+		{
+			Name: "a call's time may be further ahead of the clock",
+			File: "kind.go",
+			Old:  "const MaxFuture = time.Second",
+			New:  "const MaxFuture = 2 * time.Second",
+			Test: "TestFirstErrorSameInEveryMode",
+		},
 	})
 }

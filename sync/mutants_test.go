@@ -35,6 +35,19 @@ func TestTestsCatchMutants(t *testing.T) {
 			Test: "TestChangesFailedFetchRetriesNewKey",
 		},
 		{
+			Name: "a failed read of the interest set drops the new keys",
+			File: "changetick.go",
+			Old: `	if err := s.fetch(ctx, nil); err != nil {
+		c.requeue(c.keys)
+		return err
+	}`,
+			New: `	if err := s.fetch(ctx, nil); err != nil {
+		return err
+	}`,
+			Test:   "TestChangesFailedFullReadRetriesNewKey",
+			Caught: "a's hits read",
+		},
+		{
 			Name: "a bucket call of the recorded version taken as late",
 			File: "bucket.go",
 			Old:  "c.Life == rec.Life && c.Version < rec.Version:",
@@ -54,6 +67,13 @@ func TestTestsCatchMutants(t *testing.T) {
 			Old:  "cur[w] = req.Windows[w].Cur.Total + counted",
 			New:  "cur[w] = req.Windows[w].Cur.Total + counted + others[w][0]",
 			Test: "TestDecideGroup",
+		},
+		{
+			Name: "a change read that fails on a page drops the pages before it",
+			File: "changetick.go",
+			Old:  "	if errors.Is(rerr, ErrChangesLost) {",
+			New:  "	if rerr != nil {",
+			Test: "TestChangesFailedPageKeepsProgress",
 		},
 	})
 }

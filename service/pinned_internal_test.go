@@ -38,7 +38,7 @@ func TestRerouteReturnsOnceCallsExit(t *testing.T) {
 		if _, err := s.Increment(ctx, IncrementRequest{Namespace: "a", Key: "k", At: time.Now().Add(time.Hour)}, nil); err == nil {
 			t.Error("Increment an hour ahead: no error")
 		}
-		done <- s.Reroute(ctx)
+		done <- Reroute(ctx, s)
 	}()
 	select {
 	case err := <-done:

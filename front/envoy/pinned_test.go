@@ -23,7 +23,7 @@ func TestRulesWildcardDuplicates(t *testing.T) {
 	} {
 		dir := t.TempDir()
 		writeFile(t, dir, "d.yaml", "domain: d\ndescriptors:\n"+tc.a+rule+tc.b+rule)
-		_, err := loadDir(dir, sizes, "envoy")
+		_, err := loadDir(Config{Dir: dir, Namespace: "envoy"}, sizes)
 		var re *RulesError
 		switch {
 		case tc.dup && (!errors.As(err, &re) || !strings.Contains(err.Error(), "descriptors[1]") || !strings.Contains(err.Error(), "duplicate descriptor")):
@@ -41,7 +41,7 @@ func TestRulesCountFiles(t *testing.T) {
 	writeFile(t, dir, "a.yaml", "domain: a\n")
 	writeFile(t, dir, "b.yml", "domain: b\n")
 	writeFile(t, dir, "notes.txt", "not: [yaml")
-	rs, err := loadDir(dir, []time.Duration{time.Second}, "envoy")
+	rs, err := loadDir(Config{Dir: dir, Namespace: "envoy"}, []time.Duration{time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

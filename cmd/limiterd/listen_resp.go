@@ -23,6 +23,7 @@ func listenRESP(d *daemon) (*listener, error) {
 	if c.MaxClients > 0 {
 		fc.MaxClients = c.MaxClients
 	}
+	fc.MaxQueuedCommands, fc.MaxQueuedBytes = c.MaxQueuedCommands, c.MaxQueuedBytes // 0: the front's default
 	cc, _ := d.connections()
 	fc.IdleTimeout = time.Duration(c.IdleTimeout)
 	if fc.IdleTimeout == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -87,5 +88,30 @@ func TestRESPOffByDefault(t *testing.T) {
 		if _, err := config.ParseConfig("bad.yaml", []byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
+	}
+}
+
+// TestRESPTransactionCapFromConfig: resp.max_queued_commands reaches the
+// front: the third command queued under a cap of 2 discards the
+// transaction.
+func TestRESPTransactionCapFromConfig(t *testing.T) {
+	grpcAddr, respAddr := freeAddr(t), freeAddr(t)
+	path := writeFile(t, "limiterd.yaml", "resp_addr: "+respAddr+"\nresp: {max_queued_commands: 2}\n")
+	d := startRun(t, []string{"--config", path, "--grpc-addr", grpcAddr, "--http-addr", "off"}, nil)
+	rdb := redisClient(t, d, respAddr)
+	ctx := context.Background()
+	conn := rdb.Conn()
+	defer conn.Close()
+	var replies []string
+	for _, cmd := range [][]any{{"MULTI"}, {"RL.INCR", "a"}, {"RL.INCR", "b"}, {"RL.INCR", "c"}, {"EXEC"}} {
+		v, err := conn.Do(ctx, cmd...).Result()
+		if err != nil {
+			replies = append(replies, err.Error())
+		} else {
+			replies = append(replies, fmt.Sprint(v))
+		}
+	}
+	if !strings.Contains(replies[3], "more than 2 commands queued") || !strings.HasPrefix(replies[4], "EXECABORT") {
+		t.Errorf("replies %q: want the third command to discard the transaction and EXEC to abort", replies)
 	}
 }

@@ -15,6 +15,11 @@ type RESPConfig struct {
 	// IdleTimeout closes a connection idle that long (default 0:
 	// connections.idle_timeout).
 	IdleTimeout Duration `yaml:"idle_timeout"`
+	// MaxQueuedCommands and MaxQueuedBytes cap what one transaction
+	// (MULTI ... EXEC) queues: past either it is discarded (defaults
+	// 10000 commands, 1 MiB of arguments).
+	MaxQueuedCommands int `yaml:"max_queued_commands"`
+	MaxQueuedBytes    int `yaml:"max_queued_bytes"`
 }
 
 func (c RESPConfig) validate() error {
@@ -28,6 +33,12 @@ func (c RESPConfig) validate() error {
 	}
 	if c.IdleTimeout < 0 {
 		bad("idle_timeout", "must not be negative")
+	}
+	if c.MaxQueuedCommands < 0 {
+		bad("max_queued_commands", "must not be negative")
+	}
+	if c.MaxQueuedBytes < 0 {
+		bad("max_queued_bytes", "must not be negative")
 	}
 	return errors.Join(errs...)
 }

@@ -234,7 +234,7 @@ func (d *daemon) stopLoops() {
 }
 
 func newDaemon(ctx context.Context, cfg config.Config, log *slog.Logger, getenv func(string) string, load func() (config.Config, error)) (*daemon, error) {
-	n, err := node.New(nil, node.SystemClock{})
+	n, err := node.New(nil, newClock(getenv))
 	if err != nil {
 		return nil, err
 	}

@@ -56,6 +56,57 @@ func LimiterdBinary(tb testing.TB) string {
 	return build.path
 }
 
+var builds struct {
+	mu    sync.Mutex
+	paths map[string]string
+}
+
+// BuildLimiterdWith builds cmd/limiterd with extra go build flags (-tags
+// faultclock, -overlay FILE) once per set of flags and test process, and
+// returns its path.
+func BuildLimiterdWith(tb testing.TB, flags ...string) string {
+	tb.Helper()
+	key := strings.Join(flags, "\x00")
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if p, ok := builds.paths[key]; ok {
+		return p
+	}
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	dir, err := os.MkdirTemp("", "limiterd-bin-")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	path := filepath.Join(dir, "limiterd")
+	args := append(append([]string{"build", "-o", path}, flags...), "./cmd/limiterd")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	if builds.paths == nil {
+		builds.paths = map[string]string{}
+	}
+	builds.paths[key] = path
+	return path
+}
+
+// Options start a limiterd some other way than the plain build.
+type Options struct {
+	// Bin is the binary to run (BuildLimiterdWith); empty: LimiterdBinary.
+	Bin string
+	// Env is added to the process's environment.
+	Env []string
+}
+
+// StartLimiterdWith is StartLimiterd with options.
+func StartLimiterdWith(tb testing.TB, name, config string, o Options) *Limiterd {
+	tb.Helper()
+	return startOpts(tb, name, config, fmt.Sprintf("127.0.0.1:%d", FreePort(tb)), fmt.Sprintf("127.0.0.1:%d", FreePort(tb)), nil, o)
+}
+
 // Limiterd is one limiterd process on loopback ports.
 type Limiterd struct {
 	Name     string
@@ -77,6 +128,7 @@ type Limiterd struct {
 	// prefix runs the process under a command (prlimit ...), which
 	// execs it: the PID stays the process's.
 	prefix []string
+	env    []string
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -118,9 +170,18 @@ func StartLimiterdUnder(tb testing.TB, name, config string, prefix ...string) *L
 
 func start(tb testing.TB, name, config, grpcAddr, httpAddr string, client *tls.Config, prefix ...string) *Limiterd {
 	tb.Helper()
+	return startOpts(tb, name, config, grpcAddr, httpAddr, client, Options{}, prefix...)
+}
+
+func startOpts(tb testing.TB, name, config, grpcAddr, httpAddr string, client *tls.Config, o Options, prefix ...string) *Limiterd {
+	tb.Helper()
 	dir := tb.TempDir()
+	bin := o.Bin
+	if bin == "" {
+		bin = LimiterdBinary(tb)
+	}
 	l := &Limiterd{
-		Name: name, tb: tb, bin: LimiterdBinary(tb),
+		Name: name, tb: tb, bin: bin, env: o.Env,
 		GRPCAddr:  grpcAddr,
 		HTTPAddr:  httpAddr,
 		AdminAddr: fmt.Sprintf("127.0.0.1:%d", FreePort(tb)),
@@ -171,6 +232,9 @@ func (l *Limiterd) Start() {
 		"--admin-addr", l.AdminAddr, "--node-name", l.Name, "--log-level", "debug")
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(l.env) > 0 {
+		cmd.Env = append(os.Environ(), l.env...)
+	}
 	cmd.SysProcAttr = sysProcAttr(nil)
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // Proxy is a TCP proxy on a free loopback port in front of a server: the
@@ -31,6 +32,7 @@ type Proxy struct {
 	mu      sync.Mutex
 	open    chan struct{} // closed while the proxy is healed
 	refuse  bool          // Drop: close connections at once
+	delay   time.Duration // Slow: each chunk waits this long
 	conns   map[*proxyConn]struct{}
 	closed  bool
 	done    chan struct{}
@@ -115,6 +117,20 @@ func (p *Proxy) Drop() {
 	for _, c := range conns {
 		c.close()
 	}
+}
+
+// Slow holds every chunk of bytes d before passing it on (each way), as a
+// slow network or server would; 0 ends it.
+func (p *Proxy) Slow(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
+func (p *Proxy) slowness() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delay
 }
 
 // Heal ends a Cut or a Drop: held bytes and connections go through.
@@ -226,6 +242,9 @@ func (p *Proxy) copy(dst, src net.Conn) error {
 		if n > 0 {
 			if !p.wait() {
 				return errors.New("proxy closed")
+			}
+			if d := p.slowness(); d > 0 {
+				time.Sleep(d)
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return werr

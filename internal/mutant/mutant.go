@@ -73,30 +73,7 @@ func RunEnv(t *testing.T, env []string, mutants []Mutant) {
 }
 
 func check(t *testing.T, goCmd string, env []string, m Mutant) {
-	src, err := os.ReadFile(m.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(src), m.Old); n != 1 {
-		t.Fatalf("%s holds the text to change %d times, want once: bring the mutant up to date with the code:\n%s", m.File, n, m.Old)
-	}
-	abs, err := filepath.Abs(m.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	mutated := filepath.Join(dir, filepath.Base(m.File))
-	if err := os.WriteFile(mutated, []byte(strings.Replace(string(src), m.Old, m.New, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {abs: mutated}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlayFile := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	overlayFile := Overlay(t, m.File, m.Old, m.New)
 	args := []string{"test", "-vet=off", "-count=1", "-overlay=" + overlayFile, "-run=^" + m.Test + "$", "-timeout=" + timeout.String()}
 	if raceEnabled {
 		args = append(args, "-race")
@@ -115,4 +92,37 @@ func check(t *testing.T, goCmd string, env []string, m Mutant) {
 		return
 	}
 	t.Logf("%s caught it (%s)", m.Test, time.Since(start).Round(time.Millisecond))
+}
+
+// Overlay writes file with old replaced by new to a temporary directory
+// and returns an overlay file for go build -overlay that puts it in
+// file's place. old must occur exactly once in file: a mutant that no
+// longer matches the code fails, to be brought up to date with it.
+func Overlay(t testing.TB, file, old, new string) string {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), old); n != 1 {
+		t.Fatalf("%s holds the text to change %d times, want once: bring the mutant up to date with the code:\n%s", file, n, old)
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	mutated := filepath.Join(dir, filepath.Base(file))
+	if err := os.WriteFile(mutated, []byte(strings.Replace(string(src), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {abs: mutated}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlayFile := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return overlayFile
 }

@@ -1,0 +1,307 @@
+//go:build integration
+
+package campaign
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+)
+
+// The load's limits, which the model's bounds are stated in.
+const (
+	windowSize   = 2 * time.Second
+	windowLimit  = 20
+	tokenMax     = 10
+	tokenRefill  = 5
+	tokenEvery   = time.Second
+	leakySize    = 10
+	leakyEvery   = 2 * time.Second
+	fixedPeriod  = 2 * time.Second
+	fixedLimit   = 10
+	leaseLimit   = 2
+	leaseTTL     = time.Second
+	callDeadline = 2 * time.Second
+	// countKeyEvery: an Increment client moves to a new key this often, so
+	// that a key's hits stop and a push lost after them is never made up
+	// by a later one.
+	countKeyEvery = 500 * time.Millisecond
+)
+
+func model(st *store, start time.Time) Model {
+	return Model{
+		Nodes: 3, Start: start, SyncRate: syncRate, TickTimeout: tickTimeout, CallTimeout: callTimeout, Retry: retryPeriod,
+		Atomic: st.atomic, Namespaces: namespaces,
+		Window: windowSize, Limit: windowLimit,
+		TokenMax: tokenMax, TokenRefill: tokenRefill, TokenRefillTime: tokenEvery,
+		LeakySize: leakySize, LeakyInterval: leakyEvery,
+		FixedLimit: fixedLimit, FixedPeriod: fixedPeriod,
+		LeaseLimit: leaseLimit,
+	}
+}
+
+// outcome sorts a call's error: a status the service answers before it
+// counts anything changed nothing; a time-out or a broken connection may
+// have been applied.
+func outcome(err error) (Outcome, string) {
+	if err == nil {
+		return OK, ""
+	}
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound, codes.ResourceExhausted,
+		codes.PermissionDenied, codes.Unauthenticated:
+		return Failed, err.Error()
+	}
+	return Unknown, err.Error()
+}
+
+// load is the clients of one run.
+type load struct {
+	c      *cluster
+	h      *History
+	prefix string // keys of this run
+	at     time.Time
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	// countKeys are the Increment keys used, per namespace.
+	mu        sync.Mutex
+	countKeys map[string][]string
+}
+
+func (l *load) client(seed uint64, pace time.Duration, body func(rnd *rand.Rand, node int, client limiterv1.RateLimiterClient, ctx context.Context) Op) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		rnd := rand.New(rand.NewPCG(seed, 7))
+		next := rnd.IntN(len(l.c.nodes))
+		for {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			node := next
+			next = (next + 1) % len(l.c.nodes)
+			ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+			start := time.Now()
+			op := body(rnd, node, l.c.nodes[node].Client, ctx)
+			cancel()
+			if op.Kind != "" {
+				op.Node, op.Start, op.End = node, l.h.Since(start), l.h.Since(time.Now())
+				l.h.Add(op)
+			}
+			// Jittered pacing, so that clients do not march in step.
+			time.Sleep(pace/2 + time.Duration(rnd.Int64N(int64(pace))))
+		}
+	}()
+}
+
+func record(kind, ns, key string, err error) Op {
+	o, e := outcome(err)
+	return Op{Kind: kind, Namespace: ns, Key: key, Outcome: o, Err: e}
+}
+
+// startLoad starts every client; end stops them and waits.
+func startLoad(c *cluster, h *History, prefix string, seed uint64) *load {
+	l := &load{c: c, h: h, prefix: prefix, at: time.Now(), stop: make(chan struct{}), countKeys: map[string][]string{}}
+	id := seed * 1000
+	next := func() uint64 { id++; return id }
+	key := func(s string) string { return prefix + "-" + s }
+	// Sliding windows in the three modes: three clients each, about 60
+	// calls/s offered against 20 per 2 s.
+	for _, ns := range []string{"local", "periodic", "synchronous"} {
+		for range 3 {
+			l.client(next(), 50*time.Millisecond, func(_ *rand.Rand, _ int, cl limiterv1.RateLimiterClient, ctx context.Context) Op {
+				r, err := cl.Allow(ctx, &limiterv1.AllowRequest{Namespace: ns, Key: key("window"),
+					Limits: []*limiterv1.Limit{{WindowSize: durationpb.New(windowSize), Limit: windowLimit}}})
+				op := record(OpAllow, ns, key("window"), err)
+				op.Allowed = err == nil && r.GetAllowed()
+				return op
+			})
+		}
+	}
+	// Buckets, periodic and synchronous: two clients each.
+	buckets := []struct {
+		kind  string
+		limit *limiterv1.Limit
+	}{
+		{OpToken, &limiterv1.Limit{Kind: &limiterv1.Limit_Token{Token: &limiterv1.TokenBucket{
+			Max: tokenMax, RefillTime: durationpb.New(tokenEvery), RefillAmount: ptr(float64(tokenRefill))}}}},
+		{OpLeaky, &limiterv1.Limit{Kind: &limiterv1.Limit_Leaky{Leaky: &limiterv1.LeakyBucket{
+			Size: leakySize, Interval: durationpb.New(leakyEvery)}}}},
+		{OpFixed, &limiterv1.Limit{Kind: &limiterv1.Limit_Fixed{Fixed: &limiterv1.FixedBucket{
+			Period: durationpb.New(fixedPeriod), Limit: fixedLimit}}}},
+	}
+	for _, ns := range []string{"periodic", "synchronous"} {
+		for _, b := range buckets {
+			for range 2 {
+				l.client(next(), 100*time.Millisecond, func(_ *rand.Rand, _ int, cl limiterv1.RateLimiterClient, ctx context.Context) Op {
+					r, err := cl.Allow(ctx, &limiterv1.AllowRequest{Namespace: ns, Key: key(b.kind), Limits: []*limiterv1.Limit{b.limit}})
+					op := record(b.kind, ns, key(b.kind), err)
+					op.Allowed = err == nil && r.GetAllowed()
+					return op
+				})
+			}
+		}
+	}
+	// Increments whose hits are counted after the run, a new key every
+	// countKeyEvery.
+	for _, ns := range []string{"count-periodic", "count-synchronous"} {
+		for range 2 {
+			l.client(next(), 40*time.Millisecond, func(_ *rand.Rand, _ int, cl limiterv1.RateLimiterClient, ctx context.Context) Op {
+				k := key(fmt.Sprintf("count-%d", time.Since(l.at)/countKeyEvery))
+				l.noteCountKey(ns, k)
+				_, err := cl.Increment(ctx, &limiterv1.IncrementRequest{Namespace: ns, Key: k,
+					WindowSize: durationpb.New(time.Hour), At: timestamppb.New(l.at)})
+				return record(OpIncrement, ns, k, err)
+			})
+		}
+	}
+	// Leases, periodic and synchronous: four holders of a key spread
+	// over the nodes, and in the periodic namespace two holders of a key
+	// of node 0's alone, whose bound is exact.
+	for _, ns := range []string{"periodic", "synchronous"} {
+		for range 4 {
+			l.holder(next(), ns, key("lease"), -1)
+		}
+	}
+	for range 2 {
+		l.holder(next(), "periodic", key("lease-node-0"), 0)
+	}
+	return l
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (l *load) noteCountKey(ns, k string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	keys := l.countKeys[ns]
+	if len(keys) == 0 || keys[len(keys)-1] != k {
+		l.countKeys[ns] = append(keys, k)
+	}
+}
+
+// holder acquires a lease of key (at node only, when node ≥ 0), holds it
+// for up to 1.2 ttl (renewing it at times, letting it expire at others),
+// releases it if it still holds it, and starts over.
+func (l *load) holder(seed uint64, ns, key string, node int) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		rnd := rand.New(rand.NewPCG(seed, 11))
+		pick := func() int {
+			if node >= 0 {
+				return node
+			}
+			return rnd.IntN(len(l.c.nodes))
+		}
+		call := func(kind string, n int, f func(ctx context.Context, cl limiterv1.RateLimiterClient) (Op, error)) Op {
+			ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+			defer cancel()
+			start := time.Now()
+			op, err := f(ctx, l.c.nodes[n].Client)
+			o, e := outcome(err)
+			op.Kind, op.Namespace, op.Key, op.Node, op.Outcome, op.Err = kind, ns, key, n, o, e
+			op.Start, op.End = l.h.Since(start), l.h.Since(time.Now())
+			l.h.Add(op)
+			return op
+		}
+		for {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			acq := call(OpAcquire, pick(), func(ctx context.Context, cl limiterv1.RateLimiterClient) (Op, error) {
+				r, err := cl.Acquire(ctx, &limiterv1.AcquireRequest{Namespace: ns, Key: key, Limit: leaseLimit, Ttl: durationpb.New(leaseTTL)})
+				return Op{Allowed: err == nil && r.GetAcquired(), Lease: r.GetLease(), TTL: leaseTTL}, err
+			})
+			if !acq.Allowed {
+				time.Sleep(time.Duration(10+rnd.IntN(20)) * time.Millisecond)
+				continue
+			}
+			hold := time.Duration(rnd.Int64N(int64(leaseTTL) * 6 / 5))
+			held := time.Now()
+			if rnd.IntN(4) == 0 && hold > leaseTTL/2 {
+				time.Sleep(leaseTTL / 2)
+				call(OpRenew, pick(), func(ctx context.Context, cl limiterv1.RateLimiterClient) (Op, error) {
+					r, err := cl.Renew(ctx, &limiterv1.RenewRequest{Lease: acq.Lease, Ttl: durationpb.New(leaseTTL)})
+					return Op{Allowed: err == nil && r.GetRenewed(), Lease: acq.Lease, TTL: leaseTTL}, err
+				})
+			}
+			time.Sleep(time.Until(held.Add(hold)))
+			if hold < leaseTTL {
+				call(OpRelease, pick(), func(ctx context.Context, cl limiterv1.RateLimiterClient) (Op, error) {
+					r, err := cl.Release(ctx, &limiterv1.ReleaseRequest{Lease: acq.Lease})
+					return Op{Allowed: err == nil && r.GetReleased(), Lease: acq.Lease}, err
+				})
+			}
+		}
+	}()
+}
+
+// end stops the clients and waits for their last calls.
+func (l *load) end() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// finals reads every Increment key's count from the nodes once they
+// agree (every fault undone), waiting up to timeout in all. A key the
+// nodes still disagree on is reported, with the least count they give
+// (the hits every node sees).
+func (l *load) finals(timeout time.Duration) ([]Final, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	deadline := time.Now().Add(timeout)
+	var out []Final
+	var disagree []string
+	for ns, keys := range l.countKeys {
+		for _, k := range keys {
+			for {
+				var counts []float64
+				var errs []error
+				for _, n := range l.c.nodes {
+					ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+					r, err := n.Client.SlidingWindow(ctx, &limiterv1.SlidingWindowRequest{Namespace: ns, Key: k,
+						WindowSize: durationpb.New(time.Hour), At: timestamppb.New(l.at)})
+					cancel()
+					if err != nil {
+						errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+						continue
+					}
+					counts = append(counts, r.GetRates()[0].GetRate())
+				}
+				agree := len(errs) == 0
+				least := math.Inf(1)
+				for _, c := range counts {
+					agree = agree && c == counts[0]
+					least = min(least, c)
+				}
+				if agree || time.Now().After(deadline) {
+					if !agree {
+						disagree = append(disagree, fmt.Sprintf("%s %s: counts %v %v", ns, k, counts, errors.Join(errs...)))
+					}
+					if len(counts) > 0 {
+						out = append(out, Final{Namespace: ns, Key: k, Count: least})
+					}
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	return out, disagree
+}

@@ -153,6 +153,12 @@ func (k *leaseKey) purge(now int64) {
 	for s, o := range k.own {
 		if o.exp <= now {
 			delete(k.own, s)
+			if k.read {
+				// A syncing node's lease may have been renewed at another
+				// node, in the store: it stays counted, as the others'
+				// are, until the next sync reads the key's count.
+				k.others++
+			}
 		}
 	}
 	for id, until := range k.releases {

@@ -259,3 +259,34 @@ func TestLeasesCallerGivesUp(t *testing.T) {
 		t.Fatalf("store holds %d after the tick, want 0", got)
 	}
 }
+
+// TestLeasesPeriodicRenewedElsewhere: a lease renewed at another node than
+// the granting one stays held at the granting node past its first expiry:
+// the granting node keeps it counted until its next tick reads the
+// renewal from the store, then frees it at the renewed expiry. (It was
+// freed at its first expiry, and granted again while its holder held it.)
+func TestLeasesPeriodicRenewedElsewhere(t *testing.T) {
+	clock := fakeclock.New(start)
+	mem := memory.New()
+	a := newLeaseNode(t, "a", 1, "", mem, clock)
+	b := newLeaseNode(t, "b", 1, "", mem, clock)
+	g := a.acquire(t, "k", 1) // expires at start + 1 min
+	syncAll(t, []testNode{a, b})
+	clock.Add(50 * time.Second)
+	if ok, _, err := b.sy.RenewLease(context.Background(), clock.Now(), g.ID, time.Minute); !ok || err != nil {
+		t.Fatalf("renew at b: %v %v", ok, err)
+	}
+	clock.Add(11 * time.Second) // past the first expiry, before a's next tick
+	if got := a.acquire(t, "k", 1); got.OK {
+		t.Fatalf("a granted the key's only lease while its renewed holder holds it: %+v", got)
+	}
+	syncAll(t, []testNode{a})
+	if got := a.acquire(t, "k", 1); got.OK {
+		t.Fatalf("a granted it after its tick: %+v", got)
+	}
+	clock.Add(50 * time.Second) // past the renewed expiry
+	syncAll(t, []testNode{a})
+	if got := a.acquire(t, "k", 1); !got.OK {
+		t.Fatalf("a refused after the renewed expiry: %+v", got)
+	}
+}

@@ -86,6 +86,7 @@ func openCassandra(t *testing.T) *store {
 var namespaces = map[string]Mode{
 	"local": Local, "periodic": Periodic, "synchronous": Synchronous,
 	"count-periodic": Periodic, "count-synchronous": Synchronous,
+	"synchronous-alone": Synchronous,
 }
 
 func nodeConfig(st *store, addr string) string {
@@ -101,6 +102,7 @@ namespaces:
   - {name: synchronous, window_sizes: ["2s"], sync_rate: 0, store: main}
   - {name: count-periodic, window_sizes: ["1h"], sync_rate: %g, store: main}
   - {name: count-synchronous, window_sizes: ["1h"], sync_rate: 0, store: main}
+  - {name: synchronous-alone, window_sizes: ["2s"], sync_rate: 0, store: main, on_store_down: local}
 `, tickTimeout, callTimeout, retryPeriod, st.yaml(addr), syncRate.Seconds(), syncRate.Seconds())
 }
 

@@ -42,7 +42,7 @@ const (
 func model(st *store, start time.Time) Model {
 	return Model{
 		Nodes: 3, Start: start, SyncRate: syncRate, TickTimeout: tickTimeout, CallTimeout: callTimeout, Retry: retryPeriod,
-		Atomic: st.atomic, Namespaces: namespaces,
+		Atomic: st.atomic, Namespaces: namespaces, DecideAlone: map[string]bool{"synchronous-alone": true},
 		Window: windowSize, Limit: windowLimit,
 		TokenMax: tokenMax, TokenRefill: tokenRefill, TokenRefillTime: tokenEvery,
 		LeakySize: leakySize, LeakyInterval: leakyEvery,
@@ -168,10 +168,10 @@ func startLoad(c *cluster, h *History, prefix string, seed uint64) *load {
 			})
 		}
 	}
-	// Leases, periodic and synchronous: four holders of a key spread
-	// over the nodes, and in the periodic namespace two holders of a key
+	// Leases, periodic and synchronous (with on_store_down refuse and
+	// local): four holders of a key spread over the nodes, and in the periodic namespace two holders of a key
 	// of node 0's alone, whose bound is exact.
-	for _, ns := range []string{"periodic", "synchronous"} {
+	for _, ns := range []string{"periodic", "synchronous", "synchronous-alone"} {
 		for range 4 {
 			l.holder(next(), ns, key("lease"), -1)
 		}

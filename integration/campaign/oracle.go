@@ -35,6 +35,9 @@ type Model struct {
 	Atomic bool
 	// Namespaces by name.
 	Namespaces map[string]Mode
+	// DecideAlone names the synchronous namespaces whose leases are
+	// decided by the node while the store is down (on_store_down: local).
+	DecideAlone map[string]bool
 	// Window and Limit are the sliding-window Allow's.
 	Window time.Duration
 	Limit  float64
@@ -73,7 +76,15 @@ type Violation struct {
 }
 
 func (v Violation) String() string {
-	return fmt.Sprintf("%s, %s %s at %v: %s (%d calls)", v.Guarantee, v.Namespace, v.Key, v.At, v.What, len(v.Ops))
+	s := fmt.Sprintf("%s, %s %s at %v: %s", v.Guarantee, v.Namespace, v.Key, v.At, v.What)
+	for i, op := range v.Ops {
+		if i == 3 {
+			s += fmt.Sprintf("; %d more calls", len(v.Ops)-i)
+			break
+		}
+		s += fmt.Sprintf("; %s at node-%d [%v, %v] %s", op.Kind, op.Node, op.Start, op.End, op.Outcome)
+	}
+	return s
 }
 
 // Report is the oracle's judgement of one run.
@@ -451,6 +462,11 @@ func (j *judge) leases(ns, key string, mode Mode, ops []Op) {
 		}
 		j.rp.Windows++
 		bound := float64(j.m.LeaseLimit)
+		if mode == Synchronous && j.m.Atomic && j.m.DecideAlone[ns] && overlapsAny(j.impaired(-1), t-j.m.CallTimeout, t+1) {
+			// Each node decides from its own leases: the limit per
+			// incarnation.
+			bound = float64(j.m.LeaseLimit) * (n + float64(j.restarts(-1, t-j.m.tail(), t+1)))
+		}
 		if mode == Periodic || !j.m.Atomic {
 			d := j.m.D()
 			if mode == Synchronous {

@@ -11,8 +11,9 @@ func testModel(atomic bool) Model {
 	return Model{
 		Nodes: 3, Start: time.Unix(1_000_000, 0), SyncRate: 100 * time.Millisecond, TickTimeout: 500 * time.Millisecond,
 		CallTimeout: 300 * time.Millisecond, Retry: 200 * time.Millisecond, Atomic: atomic,
-		Namespaces: map[string]Mode{"l": Local, "p": Periodic, "s": Synchronous},
-		Window:     2 * time.Second, Limit: 20,
+		Namespaces:  map[string]Mode{"l": Local, "p": Periodic, "s": Synchronous, "a": Synchronous},
+		DecideAlone: map[string]bool{"a": true},
+		Window:      2 * time.Second, Limit: 20,
 		TokenMax: 10, TokenRefill: 5, TokenRefillTime: time.Second,
 		LeakySize: 10, LeakyInterval: 2 * time.Second, FixedLimit: 10, FixedPeriod: 2 * time.Second,
 		LeaseLimit: 2,
@@ -159,6 +160,18 @@ func TestOracleLeases(t *testing.T) {
 	}
 	if r := Judge(m, history(append(two, acq("c", 0, 990*time.Millisecond))), nil); len(r.Violations) != 1 {
 		t.Fatalf("c 10 ms before a's expiry: %s", guarantees(r))
+	}
+	// on_store_down: local, the store down: each node up to the limit.
+	down := Applied{Fault: Fault{Kind: StoreDown, Node: -1}, Began: 50 * time.Millisecond, Ended: 600 * time.Millisecond}
+	three := []Op{acq("a", 0, 0), acq("b", 1, 100*time.Millisecond), acq("c", 2, 500*time.Millisecond)}
+	if r := Judge(m, history(three, down), nil); len(r.Violations) != 1 {
+		t.Fatalf("on_store_down refuse, three at once while the store is down: %s", guarantees(r))
+	}
+	for i := range three {
+		three[i].Namespace = "a"
+	}
+	if r := Judge(m, history(three, down), nil); len(r.Violations) != 0 {
+		t.Fatalf("on_store_down local, three at once while the store is down: %s", guarantees(r))
 	}
 	// A renewal keeps a held.
 	renew := Op{Kind: OpRenew, Namespace: "s", Key: "k", Start: 500 * time.Millisecond, End: 501 * time.Millisecond, Outcome: OK, Allowed: true, Lease: "a", TTL: time.Second}

@@ -140,9 +140,10 @@ type bucketEntry struct {
 	// the same bucket (Reclaim, then a new call); own is this
 	// incarnation's consumption in that life, acked the part of it the
 	// store has confirmed, seq the store's write count of the state last
-	// taken from it, lastAt the time of the last consumption.
-	life, own, acked, seq, lastAt int64
-	synced                        bool // the store's state was read at least once
+	// taken from it (at seqAt, on the node's clock), lastAt the time of
+	// the last consumption.
+	life, own, acked, seq, seqAt, lastAt int64
+	synced                               bool // the store's state was read at least once
 }
 
 // dirty reports whether some of this incarnation's consumption has not

@@ -183,6 +183,9 @@ func (ns *Namespace) LockBuckets(t time.Time, req AllowRequest, c *AllowCheck) (
 	if err := ns.buckets.lockAll(l.hs, req.Key, l.t, true); err != nil {
 		return nil, err
 	}
+	for i := range l.hs {
+		ns.buckets.restartIfForgotten(&l.hs[i].id, l.hs[i].e, l.t)
+	}
 	return l, nil
 }
 
@@ -228,19 +231,21 @@ func (l *BucketsLock) Decide(v Verdict, dst []LimitStatus) Decision {
 // after the call, this incarnation's consumption it holds, and its write
 // count (see StoreBucket).
 func (l *BucketsLock) Stored(i int, after BucketState, applied, seq int64) {
-	l.hs[i].e.stored(&l.hs[i].id, after, applied, seq, l.t)
+	l.hs[i].e.stored(&l.hs[i].id, after, applied, seq, l.t, l.t)
 }
 
 // stored takes the store's state of the bucket (id, of this entry's life)
 // at write count seq, holding applied of this incarnation's consumption,
 // and applies on top this incarnation's consumption the store does not
-// hold yet. An answer older than one taken before is ignored. The caller
-// holds e.mu.
-func (e *bucketEntry) stored(id *bucketID, after BucketState, applied, seq, now int64) {
-	if seq < e.seq {
+// hold yet. An answer to a call sent (at sent) before the answer taken
+// last was taken, and of a lower write count, is older and ignored; a call
+// sent after it that finds a lower count found the row made anew (expired
+// while the store was away, say), and is taken. The caller holds e.mu.
+func (e *bucketEntry) stored(id *bucketID, after BucketState, applied, seq, sent, now int64) {
+	if seq < e.seq && sent <= e.seqAt {
 		return
 	}
-	e.seq, e.synced = seq, true
+	e.seq, e.seqAt, e.synced = seq, now, true
 	// The store may hold more than this node counted: a synchronous call
 	// that it applied after the node stopped waiting. It counts once.
 	e.own = max(e.own, applied)
@@ -248,6 +253,24 @@ func (e *bucketEntry) stored(id *bucketID, after BucketState, applied, seq, now 
 	spec := id.spec()
 	spec.Force(&after, now, e.own-applied)
 	e.val = after.val()
+}
+
+// restartIfForgotten starts a new life of e when the store may have let
+// its row expire, no answer having been taken for the row's hold time
+// (Hold; a row expires a pad later): the new life carries only the
+// consumption the store never confirmed, so that what the expired row
+// held is not applied again to a new one, and a new row's write count,
+// which starts over, is taken. Were the row still there, the new life
+// applies the same consumption to it: a life can start at any time. The
+// caller holds e.mu.
+func (b *Buckets) restartIfForgotten(id *bucketID, e *bucketEntry, now int64) {
+	spec := id.spec()
+	if !e.synced || now-e.seqAt < int64(spec.Hold()) {
+		return
+	}
+	e.life = b.newLife()
+	e.own -= e.acked
+	e.acked, e.seq, e.seqAt = 0, 0, now
 }
 
 // BucketSync is one bucket for a tick: what the store needs to apply this
@@ -262,13 +285,15 @@ type BucketSync struct {
 // CollectBuckets appends to dst the buckets a tick syncs at now: with
 // all, every bucket held (a periodic namespace reads them all); else only
 // those whose consumption has not all reached the store.
-func (ns *Namespace) CollectBuckets(all bool, dst []BucketSync) []BucketSync {
+func (ns *Namespace) CollectBuckets(now time.Time, all bool, dst []BucketSync) []BucketSync {
 	b := ns.buckets
+	tn := now.UnixNano()
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.RLock()
 		for id, e := range sh.m {
 			e.mu.Lock()
+			b.restartIfForgotten(&id, e, tn)
 			if all || e.dirty() {
 				dst = append(dst, BucketSync{
 					Spec: id.spec(),
@@ -282,10 +307,11 @@ func (ns *Namespace) CollectBuckets(all bool, dst []BucketSync) []BucketSync {
 	return dst
 }
 
-// StoreBucket takes the store's answer to a tick's sync of b at now: the
-// bucket's state, this incarnation's consumption it holds, and its write
-// count. It does nothing when the bucket is no longer held in b's life.
-func (ns *Namespace) StoreBucket(b *BucketSync, now time.Time, after BucketState, applied, seq int64) {
+// StoreBucket takes the store's answer, at now, to a tick's sync of b
+// sent at sent: the bucket's state, this incarnation's consumption it
+// holds, and its write count. It does nothing when the bucket is no
+// longer held in b's life.
+func (ns *Namespace) StoreBucket(b *BucketSync, sent, now time.Time, after BucketState, applied, seq int64) {
 	id := b.Spec.id()
 	e := ns.buckets.lookup(&id)
 	if e == nil {
@@ -296,7 +322,7 @@ func (ns *Namespace) StoreBucket(b *BucketSync, now time.Time, after BucketState
 	if e.gone || e.life != b.Life {
 		return
 	}
-	e.stored(&id, after, applied, seq, now.UnixNano())
+	e.stored(&id, after, applied, seq, sent.UnixNano(), now.UnixNano())
 }
 
 // BucketsSynced reports whether the store's state of every bucket of req

@@ -252,3 +252,41 @@ func TestApplyBucketsReplayAndLate(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketsRowMadeAnew: a bucket's row that expired while the store was
+// away starts its write count over; a node that read the old row many
+// times takes the new row's state all the same, and so sees the other
+// node's takes. (It ignored every answer of a lower count than the old
+// row's and decided alone until the new count passed it: 15 admitted of
+// a fixed bucket of 10.)
+func TestBucketsRowMadeAnew(t *testing.T) {
+	fixed10 := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: 2 * time.Second, Limit: 10}}
+	clock := fakeclock.New(start.Truncate(2 * time.Second))
+	mem := memory.New(memory.WithClock(clock.Now))
+	store := memory.NewFaulty(mem)
+	a := newNode(t, "a", 0.1, store, clock, clustersync.Config{})
+	b := newNode(t, "b", 0.1, store, clock, clustersync.Config{})
+	for range 15 { // the old row's write count grows, a period each
+		a.take(t, "k", fixed10)
+		b.take(t, "k", fixed10)
+		syncAll(t, []testNode{a, b})
+		clock.Add(2 * time.Second)
+	}
+	store.Fail(nil)
+	clock.Add(6 * time.Second) // the row expires meanwhile
+	store.Heal()
+	syncAll(t, []testNode{a, b}) // a new row
+	for range 5 {
+		if !a.take(t, "k", fixed10).Allowed {
+			t.Fatal("a refused one of its first 5 takes in a new period")
+		}
+	}
+	syncAll(t, []testNode{a, b})
+	admitted := 0
+	for b.take(t, "k", fixed10).Allowed {
+		admitted++
+	}
+	if admitted != 5 {
+		t.Errorf("b admitted %d after a's 5 of 10 and a tick of each, want 5", admitted)
+	}
+}

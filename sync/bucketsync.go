@@ -141,7 +141,7 @@ func (s *Syncer) syncBuckets(ctx context.Context, now time.Time, all bool) error
 	if !ok {
 		return nil
 	}
-	s.bsync = s.ns.CollectBuckets(all, s.bsync[:0])
+	s.bsync = s.ns.CollectBuckets(now, all, s.bsync[:0])
 	defer clear(s.bsync)
 	if len(s.bsync) == 0 {
 		return nil
@@ -186,7 +186,7 @@ func (s *Syncer) syncBuckets(ctx context.Context, now time.Time, all bool) error
 			}
 			at := s.ns.Now()
 			for i := range group {
-				s.ns.StoreBucket(&group[i], at, replies[i].After, replies[i].Applied, replies[i].Seq)
+				s.ns.StoreBucket(&group[i], now, at, replies[i].After, replies[i].Applied, replies[i].Seq)
 			}
 		})
 	}

@@ -57,8 +57,14 @@ func run(t *testing.T, st *store, bin string, s Schedule, dir string) result {
 	if err := h.Write(path, s); err != nil {
 		t.Error(err)
 	}
-	for _, n := range c.nodes {
+	for i, n := range c.nodes {
 		n.Stop()
+		if len(rp.Violations) > 0 {
+			// The nodes' logs beside the history, for the post-mortem.
+			if data, err := os.ReadFile(n.LogPath()); err == nil {
+				os.WriteFile(strings.TrimSuffix(path, ".jsonl")+fmt.Sprintf("-node-%d.log", i), data, 0o644)
+			}
+		}
 	}
 	return result{report: rp, history: h, path: path}
 }

@@ -110,11 +110,31 @@ type judge struct {
 	m  Model
 	h  *History
 	rp *Report
+	// stalls are the spans in which a node found the store too slow,
+	// though no fault was injected (a loaded host): a synchronous call
+	// that took call_timeout fell back to the node's own decision, and the
+	// node presumed the store down for call_timeout after it.
+	stalls []stall
+}
+
+type stall struct {
+	node int
+	span interval
+}
+
+// findStalls lists the synchronous calls that took call_timeout.
+func (j *judge) findStalls() {
+	for _, op := range j.h.Ops {
+		if j.m.Namespaces[op.Namespace] == Synchronous && op.Outcome == OK && op.End-op.Start >= j.m.CallTimeout-time.Millisecond {
+			j.stalls = append(j.stalls, stall{op.Node, interval{op.Start, op.End + j.m.CallTimeout}})
+		}
+	}
 }
 
 // Judge checks a run's history against every guarantee of the model.
 func Judge(m Model, h *History, finals []Final) Report {
 	j := &judge{m: m, h: h, rp: &Report{}}
+	j.findStalls()
 	type nk struct{ ns, key, kind string }
 	groups := map[nk][]Op{}
 	var order []nk
@@ -177,6 +197,11 @@ func (j *judge) impaired(node int) []interval {
 		}
 		out = append(out, interval{a.Began, a.Ended + j.m.tail()})
 	}
+	for _, st := range j.stalls {
+		if node < 0 || st.node == node {
+			out = append(out, interval{st.span.from, st.span.to + j.m.tail()})
+		}
+	}
 	return out
 }
 
@@ -190,6 +215,9 @@ func (j *judge) disturbed() []interval {
 			continue
 		}
 		out = append(out, interval{a.Began, a.Ended + j.m.tail()})
+	}
+	for _, st := range j.stalls {
+		out = append(out, interval{st.span.from, st.span.to + j.m.tail()})
 	}
 	return out
 }
@@ -509,8 +537,8 @@ func shortLease(s string) string {
 //   - no acknowledged hit lost, but for what a node stopped before
 //     pushing it: the count is at least the hits acknowledged less those a
 //     killed node (or one stopped while its store was out of reach)
-//     acknowledged since it last reached the store, taken as s + d before
-//     the kill, or before the span in which its store was out of reach.
+//     acknowledged from s + d before the kill (or before the span in
+//     which its store was out of reach) until it stopped.
 func (j *judge) counts(f Final, ops []Op) {
 	mode := j.m.Namespaces[f.Namespace]
 	if mode == Local || len(ops) == 0 {
@@ -546,8 +574,10 @@ func (j *judge) counts(f Final, ops []Op) {
 		if a.Fault.Kind == Term && !covered {
 			continue // a graceful stop pushes everything
 		}
+		// Up to the restart: a stopping node answers calls while it
+		// drains, and its final push fails while the store is away.
 		for _, op := range ops {
-			if op.Node == a.Fault.Node && op.Outcome == OK && op.End >= from && op.Start <= a.Began {
+			if op.Node == a.Fault.Node && op.Outcome == OK && op.End >= from && op.Start <= a.Ended {
 				loss++
 			}
 		}

@@ -64,6 +64,12 @@ func TestOracleSynchronousWindowExact(t *testing.T) {
 	if len(r.Violations) != 0 || r.Fallback != 1 || r.Faulted != 1 {
 		t.Fatalf("with the store down: violations %q, fallback %d, faulted %d; want none, 1, 1", guarantees(r), r.Fallback, r.Faulted)
 	}
+	// A call that took call_timeout: the node presumed the store down,
+	// though no fault was injected.
+	slow := append(append([]Op{}, ops...), Op{Kind: OpAllow, Namespace: "s", Key: "k", Node: 2, Start: 2600 * time.Millisecond, End: 2900 * time.Millisecond, Outcome: OK})
+	if r = Judge(m, history(slow), nil); len(r.Violations) != 0 || r.Fallback != 1 {
+		t.Fatalf("after a call of call_timeout: violations %q, fallback %d; want none, 1", guarantees(r), r.Fallback)
+	}
 	// 61 is beyond three nodes alone.
 	ops = append(admits(OpAllow, "s", 0, 61, 2*time.Second, time.Second), refusedAt(OpAllow, "s", 4500*time.Millisecond))
 	if r = Judge(m, history(ops, down), nil); len(r.Violations) != 1 {

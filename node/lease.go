@@ -436,10 +436,15 @@ func (l *Leases) Synced(now time.Time, s LeaseSync, stored []bool, keep, counted
 	}
 	mine := int64(0)
 	for i, serial := range s.Serials {
-		if stored[i] {
+		_, live := k.own[serial]
+		// Only a lease still the node's is in its own count: one that
+		// expired since the sync collected it is in the others' count
+		// (purge), and the store's count holds it if it was renewed
+		// elsewhere.
+		if stored[i] && live {
 			mine++
 		}
-		if _, live := k.own[serial]; live && (!stored[i] || !keep) {
+		if live && (!stored[i] || !keep) {
 			delete(k.own, serial)
 		}
 	}

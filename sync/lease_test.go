@@ -290,3 +290,57 @@ func TestLeasesPeriodicRenewedElsewhere(t *testing.T) {
 		t.Fatalf("a refused after the renewed expiry: %+v", got)
 	}
 }
+
+// meanwhile runs during a lease call, after the store answered it: what
+// a node does while its tick's answer is on the way back.
+type meanwhile struct {
+	*memory.Store
+	during func()
+}
+
+func (s *meanwhile) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
+	err := s.Store.Leases(ctx, now, ops, replies)
+	if f := s.during; f != nil && err == nil && ops[len(ops)-1].Kind == clustersync.LeaseCount {
+		s.during = nil
+		f()
+	}
+	return err
+}
+
+// TestLeasesExpiredDuringTick: a lease of the node that expires while its
+// tick's answer is on the way (renewed at another node in the store, so
+// still held) stays counted when the answer arrives: the answer's count of
+// the node's own leases holds only those still the node's. (The tick took
+// it from the others' count though the node no longer counted it as its
+// own, and the key's two places were granted again.)
+func TestLeasesExpiredDuringTick(t *testing.T) {
+	clock := fakeclock.New(start)
+	mem := memory.New(memory.WithClock(clock.Now))
+	st := &meanwhile{Store: mem}
+	a := newLeaseNode(t, "a", 1, "", st, clock)
+	b := newLeaseNode(t, "b", 1, "", mem, clock)
+	g, err := a.sy.AcquireLease(context.Background(), clock.Now(), "k", 2, time.Second)
+	if err != nil || !g.OK {
+		t.Fatalf("acquire: %+v %v", g, err)
+	}
+	syncAll(t, []testNode{a}) // the lease in the store
+	clock.Add(500 * time.Millisecond)
+	if ok, _, err := b.sy.RenewLease(context.Background(), clock.Now(), g.ID, time.Second); !ok || err != nil {
+		t.Fatalf("renew at b: %v %v", ok, err)
+	}
+	clock.Add(490 * time.Millisecond) // 10 ms before the first expiry
+	granted := 0
+	st.during = func() {
+		clock.Add(20 * time.Millisecond) // past it
+		if g, err := a.sy.AcquireLease(context.Background(), clock.Now(), "k", 2, time.Second); err == nil && g.OK {
+			granted++
+		}
+	}
+	syncAll(t, []testNode{a})
+	if g, err := a.sy.AcquireLease(context.Background(), clock.Now(), "k", 2, time.Second); err == nil && g.OK {
+		granted++
+	}
+	if granted != 1 {
+		t.Errorf("a granted %d leases of a limit of 2 while the lease renewed at b is held, want 1", granted)
+	}
+}

@@ -48,7 +48,7 @@ func run(t *testing.T, st *store, bin string, s Schedule, dir string) result {
 	time.Sleep(time.Until(start.Add(runDuration)))
 	l.end()
 	m := model(st, start)
-	finals, disagree := l.finals(m.tail() + 10*time.Second)
+	finals, disagree := l.finals(m.D(), m.tail()+15*time.Second)
 	rp := Judge(m, h, finals)
 	for _, d := range disagree {
 		rp.violate(Violation{Guarantee: "the nodes agree on every count once every fault is undone", What: d})

@@ -6,8 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -259,48 +259,83 @@ func (l *load) end() {
 }
 
 // finals reads every Increment key's count from the nodes once they
-// agree (every fault undone), waiting up to timeout in all. A key the
-// nodes still disagree on is reported, with the least count they give
-// (the hits every node sees).
-func (l *load) finals(timeout time.Duration) ([]Final, []string) {
+// agree, every fault undone, within timeout. A node's first read of a key
+// it does not hold answers from what it knows, nothing, until a fetch
+// brings the others' totals: so every key is read once on every node,
+// then read in rounds until the nodes agree on a count that held for
+// settle (a sync period's D). A key the nodes still disagree on is
+// reported, with the least count they give (the hits every node sees).
+func (l *load) finals(settle, timeout time.Duration) ([]Final, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	type key struct{ ns, k string }
+	var keys []key
+	for ns, ks := range l.countKeys {
+		for _, k := range ks {
+			keys = append(keys, key{ns, k})
+		}
+	}
+	read := func(k key) (counts []float64, errs []error) {
+		for _, n := range l.c.nodes {
+			ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+			r, err := n.Client.SlidingWindow(ctx, &limiterv1.SlidingWindowRequest{Namespace: k.ns, Key: k.k,
+				WindowSize: durationpb.New(time.Hour), At: timestamppb.New(l.at)})
+			cancel()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
+				continue
+			}
+			counts = append(counts, r.GetRates()[0].GetRate())
+		}
+		return counts, errs
+	}
 	deadline := time.Now().Add(timeout)
+	for _, k := range keys {
+		read(k)
+	}
+	time.Sleep(settle)
+	type seen struct {
+		count float64
+		since time.Time
+	}
+	agreed := map[key]seen{}
+	done := map[key]Final{}
+	last := map[key]string{}
+	for len(done) < len(keys) && time.Now().Before(deadline) {
+		for _, k := range keys {
+			if _, ok := done[k]; ok {
+				continue
+			}
+			counts, errs := read(k)
+			agree := len(errs) == 0 && len(counts) > 0
+			for _, c := range counts {
+				agree = agree && c == counts[0]
+			}
+			last[k] = fmt.Sprintf("counts %v %v", counts, errors.Join(errs...))
+			if !agree {
+				delete(agreed, k)
+				continue
+			}
+			a, ok := agreed[k]
+			switch {
+			case !ok || a.count != counts[0]:
+				agreed[k] = seen{counts[0], time.Now()}
+			case time.Since(a.since) >= settle:
+				done[k] = Final{Namespace: k.ns, Key: k.k, Count: counts[0]}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	var out []Final
 	var disagree []string
-	for ns, keys := range l.countKeys {
-		for _, k := range keys {
-			for {
-				var counts []float64
-				var errs []error
-				for _, n := range l.c.nodes {
-					ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
-					r, err := n.Client.SlidingWindow(ctx, &limiterv1.SlidingWindowRequest{Namespace: ns, Key: k,
-						WindowSize: durationpb.New(time.Hour), At: timestamppb.New(l.at)})
-					cancel()
-					if err != nil {
-						errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
-						continue
-					}
-					counts = append(counts, r.GetRates()[0].GetRate())
-				}
-				agree := len(errs) == 0
-				least := math.Inf(1)
-				for _, c := range counts {
-					agree = agree && c == counts[0]
-					least = min(least, c)
-				}
-				if agree || time.Now().After(deadline) {
-					if !agree {
-						disagree = append(disagree, fmt.Sprintf("%s %s: counts %v %v", ns, k, counts, errors.Join(errs...)))
-					}
-					if len(counts) > 0 {
-						out = append(out, Final{Namespace: ns, Key: k, Count: least})
-					}
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+	for _, k := range keys {
+		if f, ok := done[k]; ok {
+			out = append(out, f)
+			continue
+		}
+		disagree = append(disagree, fmt.Sprintf("%s %s: %s", k.ns, k.k, last[k]))
+		if counts, _ := read(k); len(counts) > 0 {
+			out = append(out, Final{Namespace: k.ns, Key: k.k, Count: slices.Min(counts)})
 		}
 	}
 	return out, disagree

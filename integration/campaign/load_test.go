@@ -269,30 +269,43 @@ func (l *load) finals(settle, timeout time.Duration) ([]Final, []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	type key struct{ ns, k string }
+	type reading struct {
+		counts []float64
+		errs   []error
+	}
 	var keys []key
 	for ns, ks := range l.countKeys {
 		for _, k := range ks {
 			keys = append(keys, key{ns, k})
 		}
 	}
-	read := func(k key) (counts []float64, errs []error) {
-		for _, n := range l.c.nodes {
-			ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
-			r, err := n.Client.SlidingWindow(ctx, &limiterv1.SlidingWindowRequest{Namespace: k.ns, Key: k.k,
-				WindowSize: durationpb.New(time.Hour), At: timestamppb.New(l.at)})
-			cancel()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", n.Name, err))
-				continue
-			}
-			counts = append(counts, r.GetRates()[0].GetRate())
+	// readAll reads keys on every node, 16 calls at once.
+	readAll := func(keys []key) []reading {
+		out := make([]reading, len(keys))
+		sem := make(chan struct{}, 16)
+		var wg sync.WaitGroup
+		for i, k := range keys {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				for _, n := range l.c.nodes {
+					ctx, cancel := context.WithTimeout(context.Background(), callDeadline)
+					r, err := n.Client.SlidingWindow(ctx, &limiterv1.SlidingWindowRequest{Namespace: k.ns, Key: k.k,
+						WindowSize: durationpb.New(time.Hour), At: timestamppb.New(l.at)})
+					cancel()
+					if err != nil {
+						out[i].errs = append(out[i].errs, fmt.Errorf("%s: %w", n.Name, err))
+						continue
+					}
+					out[i].counts = append(out[i].counts, r.GetRates()[0].GetRate())
+				}
+			})
 		}
-		return counts, errs
+		wg.Wait()
+		return out
 	}
 	deadline := time.Now().Add(timeout)
-	for _, k := range keys {
-		read(k)
-	}
+	readAll(keys)
 	time.Sleep(settle)
 	type seen struct {
 		count float64
@@ -300,29 +313,39 @@ func (l *load) finals(settle, timeout time.Duration) ([]Final, []string) {
 	}
 	agreed := map[key]seen{}
 	done := map[key]Final{}
-	last := map[key]string{}
-	for len(done) < len(keys) && time.Now().Before(deadline) {
+	last := map[key]reading{}
+	for {
+		var open []key
 		for _, k := range keys {
-			if _, ok := done[k]; ok {
-				continue
+			if _, ok := done[k]; !ok {
+				open = append(open, k)
 			}
-			counts, errs := read(k)
-			agree := len(errs) == 0 && len(counts) > 0
-			for _, c := range counts {
-				agree = agree && c == counts[0]
+		}
+		if len(open) == 0 {
+			break
+		}
+		late := time.Now().After(deadline)
+		for i, r := range readAll(open) {
+			k := open[i]
+			last[k] = r
+			agree := len(r.errs) == 0 && len(r.counts) > 0
+			for _, c := range r.counts {
+				agree = agree && c == r.counts[0]
 			}
-			last[k] = fmt.Sprintf("counts %v %v", counts, errors.Join(errs...))
 			if !agree {
 				delete(agreed, k)
 				continue
 			}
 			a, ok := agreed[k]
 			switch {
-			case !ok || a.count != counts[0]:
-				agreed[k] = seen{counts[0], time.Now()}
+			case !ok || a.count != r.counts[0]:
+				agreed[k] = seen{r.counts[0], time.Now()}
 			case time.Since(a.since) >= settle:
-				done[k] = Final{Namespace: k.ns, Key: k.k, Count: counts[0]}
+				done[k] = Final{Namespace: k.ns, Key: k.k, Count: r.counts[0]}
 			}
+		}
+		if late {
+			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -333,9 +356,10 @@ func (l *load) finals(settle, timeout time.Duration) ([]Final, []string) {
 			out = append(out, f)
 			continue
 		}
-		disagree = append(disagree, fmt.Sprintf("%s %s: %s", k.ns, k.k, last[k]))
-		if counts, _ := read(k); len(counts) > 0 {
-			out = append(out, Final{Namespace: k.ns, Key: k.k, Count: slices.Min(counts)})
+		r := last[k]
+		disagree = append(disagree, fmt.Sprintf("%s %s: counts %v %v", k.ns, k.k, r.counts, errors.Join(r.errs...)))
+		if len(r.counts) > 0 {
+			out = append(out, Final{Namespace: k.ns, Key: k.k, Count: slices.Min(r.counts)})
 		}
 	}
 	return out, disagree

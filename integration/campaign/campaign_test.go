@@ -47,7 +47,15 @@ func run(t *testing.T, st *store, bin string, s Schedule, dir string) result {
 	c.nemesis(s, h, start)
 	time.Sleep(time.Until(start.Add(runDuration)))
 	l.end()
+	for i := range c.nodes {
+		c.scrape(i, h)
+	}
 	m := model(st, start)
+	m.Tick = min(c.tick, tickTimeout)
+	if c.tick == 0 {
+		m.Tick = tickTimeout
+	}
+	h.Tick = m.Tick
 	finals, disagree := l.finals(m.D(), m.tail()+15*time.Second)
 	rp := Judge(m, h, finals)
 	for _, d := range disagree {
@@ -114,8 +122,8 @@ func TestCampaignSmoke(t *testing.T) {
 			t.Logf("schedule %s", sched)
 			res := run(t, st, bin, sched, historyDir(t))
 			checkApplied(t, sched, res.history)
-			t.Logf("judged %d calls, %d windows (%d near a fault, %d admissions beyond the limit there)",
-				res.report.Judged, res.report.Windows, res.report.Faulted, res.report.Fallback)
+			t.Logf("judged %d calls, %d windows (%d near a fault, %d admissions beyond the limit there); longest tick %v",
+				res.report.Judged, res.report.Windows, res.report.Faulted, res.report.Fallback, res.history.Tick)
 			for _, v := range res.report.Violations {
 				t.Errorf("seed %d: %s", sched.Seed, v)
 			}

@@ -3,6 +3,7 @@
 package campaign
 
 import (
+	"context"
 	"fmt"
 	"net/url"
 	"os"
@@ -116,8 +117,9 @@ type cluster struct {
 	clocks []string
 
 	mu     sync.Mutex
-	down   bool         // the store is out (Cassandra: every proxy drops)
-	cut    map[int]bool // a node cut from the store
+	tick   time.Duration // the longest sync tick seen
+	down   bool          // the store is out (Cassandra: every proxy drops)
+	cut    map[int]bool  // a node cut from the store
 	slowed map[int]time.Duration
 }
 
@@ -138,6 +140,12 @@ func startCluster(t *testing.T, st *store, bin string, n int) *cluster {
 	return c
 }
 
+func (c *cluster) noteTick(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tick = max(c.tick, d)
+}
+
 // link sets node i's proxy to what the faults in force ask.
 func (c *cluster) link(i int) {
 	p := c.links[i]
@@ -151,6 +159,23 @@ func (c *cluster) link(i int) {
 	default:
 		p.Heal()
 	}
+}
+
+// scrape reads node i's /metrics: its longest sync tick of the periodic
+// namespaces (noted) and each namespace's last successful sync.
+func (c *cluster) scrape(i int, h *History) map[string]time.Duration {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	text, err := c.nodes[i].Metrics(ctx)
+	if err != nil {
+		return nil
+	}
+	c.noteTick(longestTick(text, "periodic", "count-periodic"))
+	out := map[string]time.Duration{}
+	for ns, t := range lastSyncs(text) {
+		out[ns] = h.Since(t)
+	}
+	return out
 }
 
 // apply begins (on) or ends (!on) fault f.
@@ -216,11 +241,15 @@ func (c *cluster) nemesis(s Schedule, h *History, start time.Time) {
 		go func() {
 			defer wg.Done()
 			time.Sleep(time.Until(start.Add(f.At)))
+			var last map[string]time.Duration
+			if f.Kind == Kill || f.Kind == Term {
+				last = c.scrape(f.Node, h)
+			}
 			began := h.Since(time.Now())
 			c.apply(f, true)
 			time.Sleep(time.Until(start.Add(f.End())))
 			c.apply(f, false)
-			h.AddFault(Applied{Fault: f, Began: began, Ended: h.Since(time.Now())})
+			h.AddFault(Applied{Fault: f, Began: began, Ended: h.Since(time.Now()), LastSync: last})
 		}()
 	}
 	wg.Wait()

@@ -63,6 +63,9 @@ type Applied struct {
 	Fault Fault
 	Began time.Duration
 	Ended time.Duration
+	// LastSync is, for a node killed or stopped, each namespace's last
+	// fully successful sync before it, as the node reported it.
+	LastSync map[string]time.Duration `json:",omitempty"`
 }
 
 // History records every call of a run, and the faults as applied.
@@ -71,6 +74,8 @@ type History struct {
 	start  time.Time
 	Ops    []Op
 	Faults []Applied
+	// Tick is the longest sync tick the nodes measured.
+	Tick time.Duration
 }
 
 // NewHistory starts recording at start.
@@ -104,7 +109,7 @@ func (h *History) Write(path string, s Schedule) error {
 	}
 	w := bufio.NewWriter(f)
 	enc := json.NewEncoder(w)
-	enc.Encode(map[string]any{"schedule": s})
+	enc.Encode(map[string]any{"schedule": s, "longest_tick": h.Tick})
 	for _, a := range h.Faults {
 		enc.Encode(map[string]any{"fault": a})
 	}

@@ -30,6 +30,9 @@ type Model struct {
 	// tick's duration d; CallTimeout bounds a synchronous call; Retry is
 	// the background tick of a synchronous namespace.
 	SyncRate, TickTimeout, CallTimeout, Retry time.Duration
+	// Tick is the longest sync tick the nodes measured (their
+	// limiterd_sync_duration_seconds, to its bucket's bound); 0: unknown.
+	Tick time.Duration
 	// Atomic: the store decides Allow, buckets and leases atomically
 	// (Redis, PostgreSQL); false: Cassandra.
 	Atomic bool
@@ -55,8 +58,15 @@ type Model struct {
 }
 
 // D is the docs' delay after which the other nodes' counts reach a node:
-// 2·s + d, d at most the tick time-out.
-func (m Model) D() time.Duration { return 2*m.SyncRate + m.TickTimeout }
+// 2·max(s, d) + 2·d, d the longest tick (Tick, as the nodes measured it;
+// unknown: the tick time-out, which bounds it).
+func (m Model) D() time.Duration {
+	d := m.Tick
+	if d <= 0 || d > m.TickTimeout {
+		d = m.TickTimeout
+	}
+	return 2*max(m.SyncRate, d) + 2*d
+}
 
 // tail is how long a fault's effects outlast it: a store presumed down for
 // a call time-out after it is back, then two ticks to push and fetch; a
@@ -537,8 +547,9 @@ func shortLease(s string) string {
 //   - no acknowledged hit lost, but for what a node stopped before
 //     pushing it: the count is at least the hits acknowledged less those a
 //     killed node (or one stopped while its store was out of reach)
-//     acknowledged from s + d before the kill (or before the span in
-//     which its store was out of reach) until it stopped.
+//     acknowledged from its last successful sync (as it reported it
+//     just before; or s + d before the kill, or before the span in which
+//     its store was out of reach) until it stopped.
 func (j *judge) counts(f Final, ops []Op) {
 	mode := j.m.Namespaces[f.Namespace]
 	if mode == Local || len(ops) == 0 {
@@ -563,6 +574,11 @@ func (j *judge) counts(f Final, ops []Op) {
 			continue
 		}
 		from := a.Began - period - j.m.TickTimeout
+		if last, ok := a.LastSync[f.Namespace]; ok {
+			// The node's own word: its last successful sync, which
+			// began up to a tick before.
+			from = min(from, last-j.m.TickTimeout)
+		}
 		reach := j.impaired(a.Fault.Node)
 		covered := false
 		for _, s := range reach {
@@ -570,6 +586,9 @@ func (j *judge) counts(f Final, ops []Op) {
 				covered = true
 				from = min(from, s.from-period-j.m.TickTimeout)
 			}
+		}
+		if last, ok := a.LastSync[f.Namespace]; ok && a.Began-last > period+2*j.m.TickTimeout {
+			covered = true // its ticks were failing: its final push may fail too
 		}
 		if a.Fault.Kind == Term && !covered {
 			continue // a graceful stop pushes everything

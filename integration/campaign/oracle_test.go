@@ -10,7 +10,7 @@ import (
 func testModel(atomic bool) Model {
 	return Model{
 		Nodes: 3, Start: time.Unix(1_000_000, 0), SyncRate: 100 * time.Millisecond, TickTimeout: 500 * time.Millisecond,
-		CallTimeout: 300 * time.Millisecond, Retry: 200 * time.Millisecond, Atomic: atomic,
+		CallTimeout: 300 * time.Millisecond, Retry: 200 * time.Millisecond, Atomic: atomic, Tick: 100 * time.Millisecond,
 		Namespaces:  map[string]Mode{"l": Local, "p": Periodic, "s": Synchronous, "a": Synchronous},
 		DecideAlone: map[string]bool{"a": true},
 		Window:      2 * time.Second, Limit: 20,
@@ -123,7 +123,8 @@ func TestOracleLocalPerIncarnation(t *testing.T) {
 
 func TestOraclePeriodicBound(t *testing.T) {
 	m := testModel(true)
-	// 60 calls offered in the window (30/s): bound 20 + 30·2/3·0.7 = 34.
+	// 60 calls offered in the window (30/s): D = 2·0.1 + 2·0.1 = 0.4 s,
+	// bound 20 + 30·2/3·0.4 = 28.
 	mk := func(admitted int) []Op {
 		ops := admits(OpAllow, "p", 0, admitted, 2*time.Second, time.Second)
 		for i := range 60 - admitted {
@@ -131,17 +132,17 @@ func TestOraclePeriodicBound(t *testing.T) {
 		}
 		return append(ops, refusedAt(OpAllow, "p", 4500*time.Millisecond))
 	}
-	if r := Judge(m, history(mk(34)), nil); len(r.Violations) != 0 {
-		t.Fatalf("34 admitted: %s", guarantees(r))
+	if r := Judge(m, history(mk(28)), nil); len(r.Violations) != 0 {
+		t.Fatalf("28 admitted: %s", guarantees(r))
 	}
-	if r := Judge(m, history(mk(35)), nil); len(r.Violations) != 1 {
-		t.Fatalf("35 admitted, want a violation: %s", guarantees(r))
+	if r := Judge(m, history(mk(29)), nil); len(r.Violations) != 1 {
+		t.Fatalf("29 admitted, want a violation: %s", guarantees(r))
 	}
 	// A node cut from the store within D before the window: each node
 	// up to the limit alone.
 	cut := Applied{Fault: Fault{Kind: Cut, Node: 2}, Began: 1500 * time.Millisecond, Ended: 1600 * time.Millisecond}
-	if r := Judge(m, history(mk(35), cut), nil); len(r.Violations) != 0 {
-		t.Fatalf("35 admitted near a cut: %s", guarantees(r))
+	if r := Judge(m, history(mk(29), cut), nil); len(r.Violations) != 0 {
+		t.Fatalf("29 admitted near a cut: %s", guarantees(r))
 	}
 }
 
@@ -219,6 +220,13 @@ func TestOracleCounts(t *testing.T) {
 	}
 	if v := judge(7, kill); !strings.Contains(v, "lost") {
 		t.Errorf("three lost: %q", v)
+	}
+	// The node said its last successful sync was at 0.2 s: its ticks
+	// failed since, and its hits since 0.2 − d = −0.3 s may be lost.
+	stale := kill
+	stale.LastSync = map[string]time.Duration{"p": 200 * time.Millisecond}
+	if v := judge(6, stale); v != "" {
+		t.Errorf("four hits lost since the last successful sync: %s", v)
 	}
 	term := kill
 	term.Fault.Kind = Term

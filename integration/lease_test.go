@@ -217,6 +217,14 @@ namespaces:
     on_store_down: local
 `, store))
 	ctx := context.Background()
+	// A fresh store's first calls create its tables, which can take past
+	// call_timeout on a loaded host: wait until each node's store answers.
+	for _, n := range nodes {
+		waitUntil(t, "the store answers "+n.Name, 30*time.Second, func() bool {
+			_, err := acquire(ctx, n, "refuse", "warm-up", 10, time.Second)
+			return err == nil
+		})
+	}
 	var before []string
 	for range 4 {
 		resp, err := acquire(ctx, nodes[0], "refuse", "k", 10, time.Minute)

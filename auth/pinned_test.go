@@ -150,3 +150,30 @@ func TestOneKindOfIdentity(t *testing.T) {
 		}
 	}
 }
+
+// TestCredentialsCounts: Credentials counts the tokens, and the
+// identities of every kind (certificate pins, URI SANs and subject CNs)
+// together.
+func TestCredentialsCounts(t *testing.T) {
+	grant := func(id auth.Identity) auth.Identity {
+		id.Namespaces, id.Ops = []string{"api"}, auth.Read
+		return id
+	}
+	a, err := auth.New(auth.Config{
+		Tokens: []auth.Token{{Name: "t", Secret: strings.Repeat("s", auth.MinTokenLen), Namespaces: []string{"api"}, Ops: auth.Read}},
+		Identities: []auth.Identity{
+			grant(auth.Identity{Name: "pin", SHA256: strings.Repeat("ab", sha256.Size)}),
+			grant(auth.Identity{Name: "uri1", URISAN: "spiffe://example.org/a"}),
+			grant(auth.Identity{Name: "uri2", URISAN: "spiffe://example.org/b"}),
+			grant(auth.Identity{Name: "cn1", SubjectCN: "a"}),
+			grant(auth.Identity{Name: "cn2", SubjectCN: "b"}),
+			grant(auth.Identity{Name: "cn3", SubjectCN: "c"}),
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tokens, ids := a.Credentials(); tokens != 1 || ids != 6 {
+		t.Errorf("Credentials() = %d, %d; want 1 token, 6 identities", tokens, ids)
+	}
+}

@@ -77,6 +77,25 @@ func withToken(ctx context.Context, values ...string) context.Context {
 	return ctx
 }
 
+// TestPrincipalWithoutAuthorization: a call without "authorization"
+// metadata (none at all, or other keys only) has no principal without a
+// client certificate; it runs first, as a failure here would otherwise
+// surface as a hung call in the tests below.
+func TestPrincipalWithoutAuthorization(t *testing.T) {
+	a := newAuthorizer(t)
+	for name, ctx := range map[string]context.Context{
+		"no metadata":    bg,
+		"other metadata": metadata.NewIncomingContext(bg, metadata.Pairs("user-agent", "test")),
+	} {
+		if p := principal(ctx, a); p != nil {
+			t.Errorf("%s: principal %q, want none", name, p.Name())
+		}
+	}
+	if p := principal(metadata.NewIncomingContext(bg, metadata.Pairs("authorization", "Bearer "+testToken)), a); p == nil {
+		t.Error("the token's metadata: no principal")
+	}
+}
+
 // TestAuthClientCertificate: over mTLS, a verified certificate of a
 // configured identity is a principal; another certificate, or none, is
 // not; a bearer token works beside either.

@@ -1,0 +1,200 @@
+package resp
+
+import (
+	"bytes"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestHelloOptions: HELLO alone answers in the session's protocol; an
+// AUTH or SETNAME option without its values is a syntax error, not read
+// past the command's end; SETNAME's name follows CLIENT SETNAME's rule.
+func TestHelloOptions(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	sess := &session{id: 3}
+	if got := s.do(sess, "HELLO"); !strings.HasPrefix(got, "*14\r\n") || !strings.Contains(got, "$5\r\nproto\r\n:2\r\n") {
+		t.Errorf("HELLO = %q; want RESP2's flat array of 14, proto 2", got)
+	}
+	for _, c := range []struct{ line, want string }{
+		{"HELLO 3 AUTH default", "-ERR syntax error in HELLO option 'AUTH'\r\n"},
+		{"HELLO 3 SETNAME", "-ERR syntax error in HELLO option 'SETNAME'\r\n"},
+		{"HELLO 3 SETNAME bad\x7fname", "-" + errClientName + "\r\n"},
+	} {
+		if got := s.do(sess, c.line); got != c.want {
+			t.Errorf("%q = %q; want %q", c.line, got, c.want)
+		}
+	}
+	if sess.resp3 || sess.name != "" {
+		t.Errorf("after refused HELLOs: resp3 %v, name %q; want neither changed", sess.resp3, sess.name)
+	}
+}
+
+// TestClientNameRule: a client name is 1 to 256 bytes from '!' to '~'
+// (Redis's rule), both ends included.
+func TestClientNameRule(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	sess := &session{}
+	for name, ok := range map[string]bool{
+		"!~":                     true,
+		strings.Repeat("n", 256): true,
+		strings.Repeat("n", 257): false,
+		"a\x7f":                  false,
+		"a\x1f":                  false,
+	} {
+		want := "+OK\r\n"
+		if !ok {
+			want = "-" + errClientName + "\r\n"
+		}
+		if got := s.do(sess, "CLIENT SETNAME "+name); got != want {
+			t.Errorf("CLIENT SETNAME %q = %q; want %q", name, got, want)
+		}
+	}
+}
+
+// TestSubcommandArity: CLIENT INFO and COMMAND LIST take no argument;
+// with one they are refused as Redis refuses them.
+func TestSubcommandArity(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	sess := &session{id: 5, name: "app"}
+	if got := s.do(sess, "CLIENT INFO"); !strings.Contains(got, "id=5 name=app ") {
+		t.Errorf("CLIENT INFO = %q; want the session's id and name", got)
+	}
+	if got := s.do(sess, "COMMAND LIST"); !strings.HasPrefix(got, "*"+strconv.Itoa(len(s.cmds))+"\r\n") {
+		t.Errorf("COMMAND LIST = %q; want an array of the %d commands", got, len(s.cmds))
+	}
+	for _, line := range []string{"CLIENT INFO x", "COMMAND LIST x"} {
+		if got := s.do(sess, line); !strings.HasPrefix(got, "-ERR unknown subcommand") {
+			t.Errorf("%s = %q; want an unknown subcommand error", line, got)
+		}
+	}
+}
+
+// TestInfoCounts: INFO's total_commands_processed counts the commands of
+// the session not yet added to the metrics, a queued command once (when
+// EXEC runs it), and uptime_in_seconds is in seconds.
+func TestInfoCounts(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	sess := &session{}
+	field := func(info, name string) int64 {
+		t.Helper()
+		m := regexp.MustCompile(name + `:(-?\d+)\r\n`).FindStringSubmatch(info)
+		if m == nil {
+			t.Fatalf("INFO has no %s: %q", name, info)
+		}
+		v, _ := strconv.ParseInt(m[1], 10, 64)
+		return v
+	}
+	s.do(sess, "PING")
+	s.do(sess, "PING")
+	if got := field(s.do(sess, "INFO"), "total_commands_processed"); got != 2 {
+		t.Errorf("total_commands_processed after two PINGs = %d, want 2", got)
+	}
+	// INFO itself (1), MULTI (1), the PING it queues (1, when EXEC runs
+	// it), EXEC (1).
+	for _, line := range []string{"MULTI", "PING", "EXEC"} {
+		s.do(sess, line)
+	}
+	if got := field(s.do(sess, "INFO"), "total_commands_processed"); got != 6 {
+		t.Errorf("total_commands_processed after MULTI, PING, EXEC = %d, want 6", got)
+	}
+	// The server started within this test: well under an hour ago.
+	if got := field(s.do(sess, "INFO"), "uptime_in_seconds"); got < 0 || got >= 3600 {
+		t.Errorf("uptime_in_seconds = %d; want the seconds since the server started", got)
+	}
+}
+
+// TestClientErrorsNotLogged: an error that is the client's (a wrong
+// number of arguments, an unknown command) is answered and not logged.
+func TestClientErrorsNotLogged(t *testing.T) {
+	var buf bytes.Buffer
+	s, err := New(newService(t, newClock()), Config{}, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"ECHO", "RL.ALLOW k", "SELECT 1"} {
+		if got := s.do(&session{}, line); !strings.HasPrefix(got, "-") {
+			t.Errorf("%s = %q; want an error", line, got)
+		}
+	}
+	if buf.Len() != 0 {
+		t.Errorf("log %q; want nothing", buf.String())
+	}
+}
+
+// TestCommandInfoKeys: COMMAND INFO gives a limiter command that takes a
+// key its first key, last key and step (1, 1, 1), as clients that route by
+// key read them; one that takes a lease, or a connection command, has
+// none (0, 0, 0).
+func TestCommandInfoKeys(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	for name, want := range map[string]string{
+		"RL.ALLOW":   "+write\r\n+fast\r\n:1\r\n:1\r\n:1\r\n",
+		"RL.RATE":    "+readonly\r\n+fast\r\n:1\r\n:1\r\n:1\r\n",
+		"RL.RELEASE": "+write\r\n+fast\r\n:0\r\n:0\r\n:0\r\n",
+		"PING":       "+fast\r\n:0\r\n:0\r\n:0\r\n",
+	} {
+		if got := s.do(&session{}, "COMMAND INFO "+name); !strings.Contains(got, want) {
+			t.Errorf("COMMAND INFO %s = %q; want flags and keys %q", name, got, want)
+		}
+	}
+}
+
+// TestFrameGuardBounds: the guard admits a command of exactly the cap and
+// refuses one byte more; an array header is refused when its elements,
+// at 6 bytes each at least, could not fit in what is left of the cap,
+// and not before; a bulk header of exactly the cap is not refused by
+// its header (the command is, by its length); commands are counted.
+func TestFrameGuardBounds(t *testing.T) {
+	ping := "*1\r\n$4\r\nPING\r\n" // 14 bytes
+	for _, c := range []struct {
+		name string
+		max  int64
+		in   string
+		err  string // "" when all of in is admitted
+	}{
+		{"a command of the cap", 14, ping, ""},
+		{"an inline command of the cap", 6, "PING\r\n", ""},
+		{"an inline command past the cap", 5, "PING\r\n", "command longer than the limit of 5 bytes"},
+		{"a command one byte past the cap", 13, ping, "command longer than the limit of 13 bytes"},
+		// "*9\r" is 3 bytes: (60-3)/6 = 9 elements may follow.
+		{"an array that may fit", 60, "*9\r\n", ""},
+		{"an array that cannot fit", 60, "*10\r\n", "an array of 10 elements exceeds"},
+		{"a bulk string of the cap", 20, "*1\r\n$20\r\n" + strings.Repeat("x", 22), "command longer than the limit of 20 bytes"},
+		{"a bulk string past the cap", 20, "*1\r\n$21\r\n", "a bulk string of 21 bytes exceeds"},
+	} {
+		g := frameGuard{max: c.max}
+		n, err := g.scan([]byte(c.in))
+		switch {
+		case c.err == "" && (err != nil || n != len(c.in)):
+			t.Errorf("%s: scanned %d of %d bytes, %v; want all admitted", c.name, n, len(c.in), err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: %v; want an error with %q", c.name, err, c.err)
+		}
+	}
+	for name, in := range map[string]string{"inline": "PING\r\n\nPING\r\n", "array": ping + ping} {
+		g := frameGuard{max: 100}
+		if _, err := g.scan([]byte(in)); err != nil || g.done != 2 || g.mid() {
+			t.Errorf("two %s commands: %v, done %d, mid %v; want 2 done, none begun", name, err, g.done, g.mid())
+		}
+	}
+}
+
+// TestDurationArgumentBounds: a duration argument in milliseconds is read
+// up to the largest (and down to the least) that a time.Duration holds,
+// for the service to judge; one past is out of range.
+func TestDurationArgumentBounds(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	for _, c := range []struct{ line, want string }{
+		{"RL.ACQUIRE k 1 9223372036854", "-ERR ttl: must be positive and at most the namespace's max_lease_ttl 1h0m0s, got 2562047h47m16.854s\r\n"},
+		{"RL.ACQUIRE k 1 9223372036855", "-ERR ttl: value is not an integer or out of range\r\n"},
+		{"RL.ACQUIRE k 1 -9223372036854", "-ERR ttl: must be positive and at most the namespace's max_lease_ttl 1h0m0s, got -2562047h47m16.854s\r\n"},
+		{"RL.ACQUIRE k 1 -9223372036855", "-ERR ttl: value is not an integer or out of range\r\n"},
+	} {
+		if got := s.do(&session{}, c.line); got != c.want {
+			t.Errorf("%s = %q; want %q", c.line, got, c.want)
+		}
+	}
+}

@@ -755,7 +755,12 @@ type AllowRequest struct {
 	// kept); a request with both kinds must satisfy both. A request with an
 	// `at` outside its range is refused with INVALID_ARGUMENT naming `at` and
 	// counts nothing.
-	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	At *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	// The name of one of the namespace's policies (configured on the
+	// server): the call checks that policy's limits, and `limits` must be
+	// empty. A policy the namespace does not hold is INVALID_ARGUMENT
+	// naming `policy`. A policy in shadow mode makes the call a dry run.
+	Policy        string `protobuf:"bytes,7,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -830,6 +835,13 @@ func (x *AllowRequest) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *AllowRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
 }
 
 // LimitStatus is the state of one limit after an Allow decision. For a
@@ -952,7 +964,15 @@ type AllowResponse struct {
 	Never bool `protobuf:"varint,4,opt,name=never,proto3" json:"never,omitempty"`
 	// A human-readable explanation of why the request can never be admitted
 	// (which limit the cost exceeds). Set only when never is true.
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// True when the call was a dry run: its namespace or policy is in
+	// shadow mode. It was decided and counted exactly as it would have
+	// been, then admitted: allowed is true, would_allow is what the limits
+	// decided, and retry_after, never and reason describe the refusal it
+	// would have been.
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// What the limits decided: the same as allowed, except in a dry run.
+	WouldAllow    bool `protobuf:"varint,7,opt,name=would_allow,json=wouldAllow,proto3" json:"would_allow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1020,6 +1040,20 @@ func (x *AllowResponse) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *AllowResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *AllowResponse) GetWouldAllow() bool {
+	if x != nil {
+		return x.WouldAllow
+	}
+	return false
 }
 
 // IncrementBatchRequest holds several independent Increments.
@@ -2190,14 +2224,15 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"V\n" +
 	"\vFixedBucket\x121\n" +
 	"\x06period\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x01R\x05limit\"\xde\x01\n" +
+	"\x05limit\x18\x02 \x01(\x01R\x05limit\"\xf6\x01\n" +
 	"\fAllowRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x17\n" +
 	"\x04cost\x18\x03 \x01(\x01H\x00R\x04cost\x88\x01\x01\x12)\n" +
 	"\x06limits\x18\x04 \x03(\v2\x11.limiter.v1.LimitR\x06limits\x12%\n" +
 	"\x0ecount_rejected\x18\x05 \x01(\bR\rcountRejected\x12*\n" +
-	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02atB\a\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
+	"\x06policy\x18\a \x01(\tR\x06policyB\a\n" +
 	"\x05_cost\"\xe5\x01\n" +
 	"\vLimitStatus\x12:\n" +
 	"\vwindow_size\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
@@ -2207,14 +2242,17 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\tremaining\x18\x04 \x01(\x01R\tremaining\x12:\n" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12\x16\n" +
-	"\x06before\x18\x06 \x01(\x01R\x06before\"\xc4\x01\n" +
+	"\x06before\x18\x06 \x01(\x01R\x06before\"\xfe\x01\n" +
 	"\rAllowResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12/\n" +
 	"\x06limits\x18\x02 \x03(\v2\x17.limiter.v1.LimitStatusR\x06limits\x12:\n" +
 	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x14\n" +
 	"\x05never\x18\x04 \x01(\bR\x05never\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"K\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x1f\n" +
+	"\vwould_allow\x18\a \x01(\bR\n" +
+	"wouldAllow\"K\n" +
 	"\x15IncrementBatchRequest\x122\n" +
 	"\x05items\x18\x01 \x03(\v2\x1c.limiter.v1.IncrementRequestR\x05items\"O\n" +
 	"\x16IncrementBatchResponse\x125\n" +

@@ -190,6 +190,23 @@ func (c *Client) allowTimeout(req *limiterv1.AllowRequest) time.Duration {
 	return c.cfg.timeout + wait
 }
 
+// Reset forgets req.key's sliding-window counts in req.namespace, on the
+// node that takes it and, through its store, on every node of the
+// cluster by its next sync. It needs the admin grant when limiterd
+// authorizes calls. Taking it again is harmless, so it is retried on
+// UNAVAILABLE (WithRetries) within the one deadline.
+func (c *Client) Reset(ctx context.Context, req *limiterv1.ResetRequest) (*limiterv1.ResetResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
+	defer cancel()
+	resp, err := retried(ctx, c.cfg.retries, func(ctx context.Context) (*limiterv1.ResetResponse, error) {
+		return c.rpc.Reset(ctx, req)
+	})
+	if err != nil {
+		c.report("Reset", err)
+	}
+	return resp, err
+}
+
 // Increment counts req.value (default 1) on req.key. It is never retried.
 func (c *Client) Increment(ctx context.Context, req *limiterv1.IncrementRequest) (*limiterv1.IncrementResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)

@@ -276,7 +276,7 @@ func curl(t *testing.T, line string) string {
 
 // limitsTranscripts are the headings of docs/limits.md whose first block
 // TestLimitsTranscripts runs, in order, on one limiterd.
-var limitsTranscripts = []string{"## Policies", "## Dry runs (shadow mode)"}
+var limitsTranscripts = []string{"## Policies", "## Dry runs (shadow mode)", "## Resets"}
 
 // TestLimitsTranscripts runs the transcripts of docs/limits.md against
 // one limiterd started with the config the policies section shows (its
@@ -343,7 +343,7 @@ func TestLimitsTranscripts(t *testing.T) {
 		}
 		check()
 	}
-	if runs < 9 {
+	if runs < 12 {
 		t.Errorf("%d commands run; want the page's", runs)
 	}
 }

@@ -360,3 +360,12 @@ func (h *handler) AllowBatch(ctx context.Context, req *limiterv1.AllowBatchReque
 	}
 	return out, nil
 }
+
+func (h *handler) Reset(ctx context.Context, req *limiterv1.ResetRequest) (*limiterv1.ResetResponse, error) {
+	var buf [service.MaxWindowSizes]service.Rate
+	rs, err := h.svc.Reset(ctx, service.ResetRequest{Namespace: req.GetNamespace(), Key: req.GetKey()}, buf[:0])
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &limiterv1.ResetResponse{Rates: newRateSlabs(0, len(rs)).rates(rs)}, nil
+}

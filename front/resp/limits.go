@@ -359,6 +359,25 @@ func writeDecision(w *reply, d service.Decision) {
 	}
 }
 
+// RL.RESET key [NS namespace]
+func cmdReset(s *Server, x *call) {
+	req := service.ResetRequest{Key: string(x.args[1])}
+	err := options(x.args, 2, []string{"NS"}, nil, func(_ string, b []byte) error {
+		req.Namespace = string(b)
+		return nil
+	})
+	if err != nil {
+		fail(x.w, err, nil)
+		return
+	}
+	rs, err := s.svc.Reset(x.ctx, req, x.sess.scratch.rates[:0])
+	if err != nil {
+		writeErr(x.w, err, commonFields)
+		return
+	}
+	writeRates(x.w, rs)
+}
+
 // RL.POLICY key policy [COST n] [PENALTY] [AT ms] [NS namespace]
 func cmdPolicy(s *Server, x *call) {
 	req := service.AllowRequest{Key: string(x.args[1]), Policy: string(x.args[2])}

@@ -41,8 +41,9 @@ import (
 
 // ResetAt forgets key's sliding-window counts at t, on this node and in
 // the store (within TickTimeout). On a store error the node has
-// forgotten them and the store has not, or not wholly: the error wraps
-// ErrUnavailable, and taking the reset again completes it.
+// forgotten them, until its next fetch reads them back, and the store
+// has not, or not wholly: the error wraps ErrUnavailable, and taking
+// the reset again completes it.
 func (s *Syncer) ResetAt(ctx context.Context, t time.Time, key string) error {
 	// Under the tick's lock: a tick that read the store before the reset
 	// must not set the others it read after the node forgot them.

@@ -263,6 +263,13 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 // refused only by leaky buckets whose waits fit their WaitTimeout
 // (Decision.Wait), Allow waits on the namespace clock, holding no lock,
 // and decides once more; it returns ctx's error if ctx ends first.
+//
+// req.Policy names one of the namespace's policies instead of listing
+// limits: its limits are checked as if listed (ErrUnknownPolicy on
+// "policy" when the namespace holds none of that name). In shadow mode
+// (the namespace's or the policy's) the call is a dry run: decided and
+// counted as it would be, then admitted (Decision.DryRun, WouldAllow),
+// without waiting for a leaky bucket.
 func (s *Service) Allow(ctx context.Context, req AllowRequest, dst []LimitStatus) (Decision, error) {
 	return s.allow(ctx, req, nil, dst)
 }

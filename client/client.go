@@ -116,11 +116,19 @@ type Decision struct {
 	Never bool
 	// Reason explains Never.
 	Reason string
+	// DryRun is set when the call was a dry run (its namespace or policy
+	// is in shadow mode on the server): Allowed is true, and WouldAllow
+	// is what the limits decided.
+	DryRun bool
+	// WouldAllow is what the limits decided: Allowed, but in a dry run
+	// (and false when Err is set).
+	WouldAllow bool
 	// Err is why limiterd gave no answer, or nil.
 	Err error
 }
 
-// Allow asks limiterd whether req's cost is admitted. It never returns an
+// Allow asks limiterd whether req's cost is admitted, under req's limits
+// or under the server's policy req names. It never returns an
 // error: a failed call yields a Decision with Err set and Allowed per the
 // failure policy. Allow is never retried, as limiterd may have counted it.
 func (c *Client) Allow(ctx context.Context, req *limiterv1.AllowRequest) Decision {
@@ -146,7 +154,17 @@ func decision(resp *limiterv1.AllowResponse) Decision {
 		RetryAfter: resp.GetRetryAfter().AsDuration(),
 		Never:      resp.GetNever(),
 		Reason:     resp.GetReason(),
+		DryRun:     resp.GetDryRun(),
+		WouldAllow: resp.GetWouldAllow(),
 	}
+}
+
+// AllowPolicy asks limiterd whether cost (at least 0) more of key are
+// admitted under policy, one of namespace's policies held by the server
+// (an empty namespace is "default"). It is Allow with the request's
+// policy set instead of its limits.
+func (c *Client) AllowPolicy(ctx context.Context, namespace, policy, key string, cost float64) Decision {
+	return c.Allow(ctx, &limiterv1.AllowRequest{Namespace: namespace, Key: key, Policy: policy, Cost: &cost})
 }
 
 // failed is the failure policy's Decision after err.
@@ -170,6 +188,23 @@ func (c *Client) allowTimeout(req *limiterv1.AllowRequest) time.Duration {
 		wait = max(wait, l.GetLeaky().GetWaitTimeout().AsDuration())
 	}
 	return c.cfg.timeout + wait
+}
+
+// Reset forgets req.key's sliding-window counts in req.namespace, on the
+// node that takes it and, through its store, on every node of the
+// cluster by its next sync. It needs the admin grant when limiterd
+// authorizes calls. Taking it again is harmless, so it is retried on
+// UNAVAILABLE (WithRetries) within the one deadline.
+func (c *Client) Reset(ctx context.Context, req *limiterv1.ResetRequest) (*limiterv1.ResetResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.timeout)
+	defer cancel()
+	resp, err := retried(ctx, c.cfg.retries, func(ctx context.Context) (*limiterv1.ResetResponse, error) {
+		return c.rpc.Reset(ctx, req)
+	})
+	if err != nil {
+		c.report("Reset", err)
+	}
+	return resp, err
 }
 
 // Increment counts req.value (default 1) on req.key. It is never retried.

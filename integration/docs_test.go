@@ -31,6 +31,11 @@ import (
 //   - docs/api.md: TestAPIGRPCTranscript and TestAPIHTTPTranscript
 //   - docs/redis-protocol.md: TestRedisProtocolPage
 //
+// Two pages' transcripts run in cmd/limiterd's tests, against a limiterd
+// in process with its admin listener: docs/operations.md's
+// (TestOperationsAdminTranscript) and docs/limits.md's
+// (TestLimitsTranscripts).
+//
 // internal/docs checks that no other page has one.
 
 // docStep is one command of a transcript and the answer printed after it.

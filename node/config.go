@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -91,7 +92,28 @@ type Config struct {
 	// when empty) or decide it from this node's own leases
 	// (StoreDownLocal), pushed when the store is back.
 	OnStoreDown StoreDownPolicy
+	// Policies are the namespace's named limits, by name (1-64 of
+	// [A-Za-z0-9_.-]): an Allow may name one instead of listing its
+	// limits. Each is checked as an Allow's limits are.
+	Policies map[string]Policy
+	// Shadow makes every Allow of the namespace a dry run: decided and
+	// counted as it would be, then admitted (the service's concern; the
+	// engine decides as always).
+	Shadow bool
 }
+
+// Policy is a named set of limits held by a namespace, and whether the
+// Allow calls naming it are dry runs.
+type Policy struct {
+	// Limits are 1 to MaxLimits limits of any kind, as an Allow lists
+	// them.
+	Limits []Limit
+	// Shadow makes the calls naming the policy dry runs.
+	Shadow bool
+}
+
+// MaxPolicies is the most policies a namespace holds.
+const MaxPolicies = 1024
 
 // StoreDownPolicy is what an Acquire does when the store is down.
 type StoreDownPolicy string
@@ -216,6 +238,9 @@ func (c Config) Validate() error {
 	default:
 		return fieldErr("on_store_down", ErrInvalidConfig, "must be %q or %q, got %q", StoreDownRefuse, StoreDownLocal, c.OnStoreDown)
 	}
+	if err := c.validatePolicies(); err != nil {
+		return err
+	}
 	if e := c.Estimator; e != nil {
 		switch {
 		case e.Hashes < 1 || e.Hashes > MaxEstimatorHashes:
@@ -251,4 +276,60 @@ func FormatDuration(d time.Duration) string {
 		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
 	}
 	return d.String()
+}
+
+// validatePolicies checks each policy's name and its limits, as an
+// Allow's limits are checked in a namespace of c's window sizes, and
+// that the namespace's mode serves their kinds: no bucket in an
+// estimator namespace, and no windows with buckets in a synchronous one.
+// Errors name policies.<name>.limits[i]....
+func (c Config) validatePolicies() error {
+	if len(c.Policies) > MaxPolicies {
+		return fieldErr("policies", ErrInvalidConfig, "at most %d policies, got %d", MaxPolicies, len(c.Policies))
+	}
+	tmp := &Namespace{cfg: c}
+	for _, s := range c.WindowSizes {
+		tmp.sizes = append(tmp.sizes, int64(s))
+	}
+	slices.Sort(tmp.sizes)
+	var buf [MaxLimits]microLimit
+	for _, name := range slices.Sorted(maps.Keys(c.Policies)) {
+		p := c.Policies[name]
+		field := "policies." + name
+		if !namespaceName.MatchString(name) {
+			return fieldErr(field, ErrInvalidConfig, "policy name %q must be 1-64 characters of [A-Za-z0-9_.-]", name)
+		}
+		var lims []microLimit
+		if len(p.Limits) <= MaxLimits {
+			lims = buf[:len(p.Limits)]
+		}
+		_, kinds, err := tmp.checkAllowRest(&AllowRequest{Limits: p.Limits}, lims)
+		if err != nil {
+			fe := err.(*FieldError)
+			return fieldErr(field+"."+fe.Field, ErrInvalidConfig, "%s", fe.Reason)
+		}
+		if !kinds {
+			continue
+		}
+		windows := slices.ContainsFunc(p.Limits, func(l Limit) bool { return l.Kind == WindowLimit })
+		switch {
+		case c.Estimator != nil:
+			return fieldErr(field+".limits", ErrInvalidConfig, "an estimator namespace counts sliding windows only: no bucket limits")
+		case c.Mode() == Synchronous && windows:
+			return fieldErr(field+".limits", ErrInvalidConfig, "a synchronous namespace's store decides windows and buckets apart: a policy holds one or the other")
+		}
+	}
+	return nil
+}
+
+// clonePolicies returns a deep copy of ps (nil for none).
+func clonePolicies(ps map[string]Policy) map[string]Policy {
+	if len(ps) == 0 {
+		return nil
+	}
+	out := make(map[string]Policy, len(ps))
+	for k, p := range ps {
+		out[k] = Policy{Limits: slices.Clone(p.Limits), Shadow: p.Shadow}
+	}
+	return out
 }

@@ -111,6 +111,7 @@ protoc \
 	--plugin=protoc-gen-go="$gobin/protoc-gen-go" \
 	--plugin=protoc-gen-go-grpc="$gobin/protoc-gen-go-grpc" \
 	-I api/proto \
+	-I api/proto/third_party \
 	--go_out="$tmp/out" --go_opt=paths=source_relative \
 	--go-grpc_out="$tmp/out" --go-grpc_opt=paths=source_relative \
 	limiter/admin/v1/admin.proto

@@ -28,6 +28,13 @@ func engineStatuses(ss []LimitStatus) []node.LimitStatus {
 	return unsafe.Slice((*node.LimitStatus)(unsafe.Pointer(unsafe.SliceData(ss))), cap(ss))[:len(ss)]
 }
 
+// serviceDecision copies d's fields: the service's Decision has fields
+// of its own after the engine's (a dry run's).
 func serviceDecision(d node.Decision) Decision {
-	return *(*Decision)(unsafe.Pointer(&d))
+	return Decision{Allowed: d.Allowed, Limits: serviceStatuses(d.Limits), RetryAfter: d.RetryAfter,
+		Never: d.Never, Reason: d.Reason, Wait: d.Wait, WouldAllow: d.Allowed}
+}
+
+func serviceStatuses(ss []node.LimitStatus) []LimitStatus {
+	return unsafe.Slice((*LimitStatus)(unsafe.Pointer(unsafe.SliceData(ss))), cap(ss))[:len(ss)]
 }

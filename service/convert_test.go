@@ -18,7 +18,6 @@ func TestEngineLayouts(t *testing.T) {
 		{reflect.TypeFor[LeakyBucket](), reflect.TypeFor[node.LeakyBucket]()},
 		{reflect.TypeFor[FixedBucket](), reflect.TypeFor[node.FixedBucket]()},
 		{reflect.TypeFor[LimitStatus](), reflect.TypeFor[node.LimitStatus]()},
-		{reflect.TypeFor[Decision](), reflect.TypeFor[node.Decision]()},
 	} {
 		sameLayout(t, c.svc, c.eng)
 	}

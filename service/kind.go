@@ -48,6 +48,18 @@ func limitKinds(limits []Limit) kindSet {
 	return s
 }
 
+// engineKinds is limitKinds of the engine's limits (a policy's).
+func engineKinds(limits []node.Limit) kindSet {
+	var s kindSet
+	for i := range limits {
+		s |= only(Kind(limits[i].Kind))
+	}
+	if s == 0 {
+		s = only(SlidingWindow)
+	}
+	return s
+}
+
 // one returns the kind of a set of one kind, MixedKind for several.
 func (s kindSet) one() Kind {
 	for k := range numKinds {

@@ -76,6 +76,27 @@ func TestTestsCatchMutants(t *testing.T) {
 			Test: "TestAuthorizationBeforeNamespace",
 		},
 		{
+			Name: "a namespace's shadow mode ignored",
+			File: "service.go",
+			Old:  "shadow = shadow || r.ns.Shadow()",
+			New:  "shadow = shadow || false",
+			Test: "TestDryRun",
+		},
+		{
+			Name: "a dry run reported to the observer as a decision like any other",
+			File: "service.go",
+			Old:  "Cost: ar.Cost, DryRun: shadow})",
+			New:  "Cost: ar.Cost})",
+			Test: "TestDryRun",
+		},
+		{
+			Name: "a reset needs only the write grant",
+			File: "reset.go",
+			Old:  "auth.Admin, nil",
+			New:  "auth.Write, nil",
+			Test: "TestResetNeedsAdmin",
+		},
+		{
 			Name: "a call's time may be further ahead of the clock",
 			File: "kind.go",
 			Old:  "const MaxFuture = time.Second",

@@ -32,9 +32,13 @@ type Observed struct {
 	// Kind is the limits' kind, MixedKind when an Allow checks several;
 	// ConcurrencyKind for an Acquire.
 	Kind Kind
-	// Allowed is the answer (a lease granted, for an Acquire); Never says
-	// that waiting cannot help.
+	// Allowed is the limits' answer (a lease granted, for an Acquire);
+	// Never says that waiting cannot help. In a dry run (DryRun) it is
+	// what the limits decided, though the call was admitted.
 	Allowed, Never bool
+	// DryRun is set for an Allow decided in shadow mode: admitted
+	// whatever Allowed says.
+	DryRun bool
 	// Cost is what the call asked to take (1 for an Acquire).
 	Cost float64
 }

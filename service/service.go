@@ -263,6 +263,13 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 // refused only by leaky buckets whose waits fit their WaitTimeout
 // (Decision.Wait), Allow waits on the namespace clock, holding no lock,
 // and decides once more; it returns ctx's error if ctx ends first.
+//
+// req.Policy names one of the namespace's policies instead of listing
+// limits: its limits are checked as if listed (ErrUnknownPolicy on
+// "policy" when the namespace holds none of that name). In shadow mode
+// (the namespace's or the policy's) the call is a dry run: decided and
+// counted as it would be, then admitted (Decision.DryRun, WouldAllow),
+// without waiting for a leaky bucket.
 func (s *Service) Allow(ctx context.Context, req AllowRequest, dst []LimitStatus) (Decision, error) {
 	return s.allow(ctx, req, nil, dst)
 }
@@ -272,16 +279,35 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	// makes the key's windows or buckets (and, in a syncing namespace,
 	// its store rows), so a token granted only reading could fill the
 	// namespace up to its key cap and refuse every writer's new key.
-	ks := limitKinds(req.Limits)
-	r, t, err := s.target(ctx, auth.Write, last, ks, req.Namespace, req.At, req.Key, 0)
+	var (
+		ks     kindSet
+		limits []node.Limit
+		shadow bool
+		r      route
+		t      time.Time
+		err    error
+	)
+	if req.Policy == "" || len(req.Limits) > 0 {
+		limits = engineLimits(req.Limits)
+		ks = limitKinds(req.Limits)
+		r, t, err = s.target(ctx, auth.Write, last, ks, req.Namespace, req.At, req.Key, 0)
+	} else {
+		r, t, limits, shadow, err = s.policyTarget(ctx, last, req)
+		ks = engineKinds(limits)
+	}
 	if err != nil {
 		return Decision{Limits: dst}, err
 	}
 	defer r.exit()
+	shadow = shadow || r.ns.Shadow()
+	if req.Policy != "" && len(req.Limits) > 0 {
+		return Decision{Limits: dst}, &FieldError{Field: "policy", Err: ErrInvalidLimit,
+			Reason: fmt.Sprintf("give a policy or limits, not both (policy %q with %d limits)", req.Policy, len(req.Limits))}
+	}
 	// The cost and the limits: node's rules, checked here so that they
 	// come after the namespace, time and key in every mode; then whether
 	// the mode serves the limits' kinds.
-	ar := node.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: engineLimits(req.Limits), CountRejected: req.CountRejected}
+	ar := node.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: limits, CountRejected: req.CountRejected}
 	chk, err := r.ns.CheckAllow(ar)
 	if err != nil {
 		return Decision{Limits: dst}, err
@@ -302,7 +328,9 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 		}
 	}
 	d, err := decide(t, ar, engineStatuses(dst))
-	if err == nil && d.Wait > 0 {
+	// A dry run answers at once: it does not wait for a leaky bucket to
+	// drain, and reports the refusal it would have waited on.
+	if err == nil && d.Wait > 0 && !shadow {
 		if err := r.ns.Sleep(ctx, d.Wait); err != nil {
 			return Decision{Limits: dst}, err
 		}
@@ -314,7 +342,47 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 		d, err = decide(t, ar, engineStatuses(dst))
 	}
 	if err == nil && s.obs != nil && !req.Probe {
-		s.obs.Decided(Observed{Front: s.front, Namespace: r.ns.Name(), Kind: ks.one(), Allowed: d.Allowed, Never: d.Never, Cost: ar.Cost})
+		s.obs.Decided(Observed{Front: s.front, Namespace: r.ns.Name(), Kind: ks.one(), Allowed: d.Allowed, Never: d.Never, Cost: ar.Cost, DryRun: shadow})
 	}
-	return serviceDecision(d), err
+	sd := serviceDecision(d)
+	if shadow && err == nil {
+		sd.DryRun, sd.Allowed, sd.Wait = true, true, 0
+	}
+	return sd, err
+}
+
+// policyTarget is target for an Allow that names a policy: after the
+// caller's authorization and the namespace, the policy (an unknown one
+// is ErrUnknownPolicy on "policy"), then the time in the range of its
+// limits' kinds and the key. It returns the policy's limits and whether
+// it is in shadow mode.
+func (s *Service) policyTarget(ctx context.Context, last *route, req AllowRequest) (route, time.Time, []node.Limit, bool, error) {
+	if err := s.authorize(ctx, req.Namespace, auth.Write); err != nil {
+		return route{}, req.At, nil, false, err
+	}
+	r, err := s.resolve(req.Namespace, last)
+	if err != nil {
+		return r, req.At, nil, false, err
+	}
+	p, ok := r.ns.Policy(req.Policy)
+	if !ok {
+		r.exit()
+		return route{}, req.At, nil, false, &FieldError{Field: "policy", Err: ErrUnknownPolicy,
+			Reason: fmt.Sprintf("policy %q is not defined in namespace %q", req.Policy, r.ns.Name())}
+	}
+	t, err := s.checkAllowStart(r, engineKinds(p.Limits), req)
+	return r, t, p.Limits, p.Shadow, err
+}
+
+// checkAllowStart checks an Allow's time for the kinds ks and its key in
+// r's namespace, leaving r on success.
+func (s *Service) checkAllowStart(r route, ks kindSet, req AllowRequest) (time.Time, error) {
+	t, err := at(ks, r.ns, req.At)
+	if err == nil {
+		err = node.ValidateKey(req.Key)
+	}
+	if err != nil {
+		r.exit()
+	}
+	return t, err
 }

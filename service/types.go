@@ -1,6 +1,7 @@
 package service
 
 import (
+	"errors"
 	"time"
 
 	"github.com/limiterd/limiterd/auth"
@@ -99,6 +100,14 @@ type Decision struct {
 	// WaitTimeout, is the longest of those waits (Allow has waited it
 	// already when it answers).
 	Wait time.Duration
+	// DryRun is set when the call was a dry run (its namespace or policy
+	// is in shadow mode): it was decided and counted as it would have
+	// been, then admitted. Allowed is then true, WouldAllow is what the
+	// limits decided, and RetryAfter, Never and Reason describe the
+	// refusal it would have been.
+	DryRun bool
+	// WouldAllow is what the limits decided: Allowed, but in a dry run.
+	WouldAllow bool
 }
 
 // FieldError names the request field that was wrong and wraps one of the
@@ -119,6 +128,9 @@ var (
 	// (node.ErrEstimatorKind wraps it) or on a store that cannot hold
 	// buckets, or windows and buckets in one synchronous Allow.
 	ErrFailedPrecondition = node.ErrNotLocal
+	// ErrUnknownPolicy: an Allow names a policy its namespace does not
+	// hold (INVALID_ARGUMENT on "policy").
+	ErrUnknownPolicy = errors.New("service: unknown policy")
 	// ErrInvalidLease: a lease id limiterd did not make.
 	ErrInvalidLease = node.ErrInvalidLease
 	// ErrUnavailable: the store a synchronous call needs cannot be
@@ -176,6 +188,10 @@ type AllowRequest struct {
 	Key       string
 	// Cost is the hits to take; nil means 1; it must not be negative.
 	Cost *float64
+	// Policy names one of the namespace's policies, whose limits the call
+	// checks: then Limits must be empty. An unknown name is an
+	// ErrUnknownPolicy on "policy".
+	Policy string
 	// Limits are 1 to MaxLimits limits: sliding windows on distinct
 	// configured window sizes (a window limit with no (zero) window size
 	// is an error) and distinct buckets, all admitted or none. The cost is

@@ -11,6 +11,13 @@ import (
 func TestTestsCatchMutants(t *testing.T) {
 	mutant.Run(t, []mutant.Mutant{
 		{
+			Name: "a reset's rows cancel the others' sum but not the node's own totals",
+			File: "reset.go",
+			Old:  "if total := -others[i] - w.Own; total != 0 {",
+			New:  "if total := -others[i]; total != 0 {",
+			Test: "TestResetAt",
+		},
+		{
 			Name: "a failed change read drops its new keys",
 			File: "changetick.go",
 			Old: `		if !errors.Is(err, ErrChangesLost) {

@@ -50,6 +50,15 @@ func (p *prevReads) mark(key string, t time.Time) {
 	sh.mu.Unlock()
 }
 
+// forget drops what p knows of key, so that its next call reads its
+// previous windows again (after a reset).
+func (p *prevReads) forget(key string) {
+	sh := p.shard(key)
+	sh.mu.Lock()
+	delete(sh.m, key)
+	sh.mu.Unlock()
+}
+
 // fresh reports whether a call locked at t may leave key's previous
 // windows of every size in sizes unread: they were read since they closed
 // and, once grace has passed since the youngest of them closed, since

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -271,4 +272,114 @@ func curl(t *testing.T, line string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// limitsTranscripts are the headings of docs/limits.md whose first block
+// TestLimitsTranscripts runs, in order, on one limiterd.
+var limitsTranscripts = []string{"## Policies", "## Dry runs (shadow mode)", "## Resets"}
+
+// TestLimitsTranscripts runs the transcripts of docs/limits.md against
+// one limiterd started with the config the policies section shows (its
+// first ```yaml block), with the admin listener on. Answers are compared
+// as JSON, the durations that depend on when a call is made
+// (resetAfter, retryAfter) only for being there.
+func TestLimitsTranscripts(t *testing.T) {
+	page, err := os.ReadFile(filepath.Join("..", "..", "docs", "limits.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(page)
+	section := func(heading string) string {
+		at := strings.Index(text, "\n"+heading+"\n")
+		if at < 0 {
+			t.Fatalf("docs/limits.md: no heading %q; update this test", heading)
+		}
+		return text[at:]
+	}
+	_, cfgRest, ok := strings.Cut(section(limitsTranscripts[0]), "```yaml\n")
+	if !ok {
+		t.Fatal("docs/limits.md: no yaml block after the policies heading")
+	}
+	cfg, _, _ := strings.Cut(cfgRest, "```\n")
+	file := filepath.Join(t.TempDir(), "policies.yaml")
+	if err := os.WriteFile(file, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	grpcAddr, httpAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	d := startRun(t, []string{"--config", file, "--grpc-addr", grpcAddr, "--http-addr", httpAddr, "--admin-addr", adminAddr}, nil)
+	d.dial(t, grpcAddr)
+	hosts := strings.NewReplacer("127.0.0.1:6060", adminAddr, "127.0.0.1:7071", httpAddr)
+	// The rates shown are those of calls made within one minute: a
+	// minute that ends meanwhile weighs the earlier hits less.
+	if into := time.Since(time.Now().Truncate(time.Minute)); into > 55*time.Second {
+		time.Sleep(time.Minute - into + 100*time.Millisecond)
+	}
+	runs := 0
+	for _, heading := range limitsTranscripts {
+		_, rest, ok := strings.Cut(section(heading), "```console\n")
+		if !ok {
+			t.Fatalf("docs/limits.md: no console block after %q", heading)
+		}
+		body, _, _ := strings.Cut(rest, "```\n")
+		var cmd, want string
+		check := func() {
+			if cmd == "" {
+				return
+			}
+			runs++
+			got := curl(t, hosts.Replace(cmd))
+			var w, g any
+			if json.Unmarshal([]byte(want), &w) != nil || json.Unmarshal([]byte(got), &g) != nil || !reflect.DeepEqual(timeless(w, g), timeless(g, g)) {
+				t.Errorf("%s: $ %s\n%s\nwant (as on the page)\n%s", heading, cmd, got, want)
+			}
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
+			if c, ok := strings.CutPrefix(line, "$ "); ok {
+				check()
+				cmd, want = c, ""
+				continue
+			}
+			want += line + "\n"
+		}
+		check()
+	}
+	if runs < 12 {
+		t.Errorf("%d commands run; want the page's", runs)
+	}
+}
+
+// timeless returns v with the values of its resetAfter and retryAfter
+// fields replaced by "set" where they are durations and the same field
+// of like (a value of the same shape) is one too, so that answers
+// compare without the times that depend on when a call is made.
+func timeless(v, like any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		l, _ := like.(map[string]any)
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if k == "resetAfter" || k == "retryAfter" {
+				if _, err := time.ParseDuration(fmt.Sprint(e)); err == nil {
+					if _, err := time.ParseDuration(fmt.Sprint(l[k])); err == nil {
+						out[k] = "set"
+						continue
+					}
+				}
+			}
+			out[k] = timeless(e, l[k])
+		}
+		return out
+	case []any:
+		l, _ := like.([]any)
+		out := make([]any, len(x))
+		for i, e := range x {
+			var le any
+			if i < len(l) {
+				le = l[i]
+			}
+			out[i] = timeless(e, le)
+		}
+		return out
+	}
+	return v
 }

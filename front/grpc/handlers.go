@@ -139,7 +139,7 @@ func allowRequest(req *limiterv1.AllowRequest, sc *scratch) (service.AllowReques
 		limits = append(limits, lim)
 	}
 	return service.AllowRequest{Namespace: req.GetNamespace(), At: at, Key: req.GetKey(), Cost: req.Cost,
-		Limits: limits, CountRejected: req.GetCountRejected()}, nil
+		Limits: limits, CountRejected: req.GetCountRejected(), Policy: req.GetPolicy()}, nil
 }
 
 // Encoding. Responses are built from slabs (one allocation per message
@@ -212,6 +212,7 @@ func (b *allowSlabs) response(d service.Decision) *limiterv1.AllowResponse {
 	n := len(d.Limits)
 	resp := &take(&b.resps, 1)[0]
 	resp.Allowed, resp.Never, resp.Reason = d.Allowed, d.Never, d.Reason
+	resp.DryRun, resp.WouldAllow = d.DryRun, d.WouldAllow
 	resp.Limits = take(&b.ptrs, n)
 	statuses := take(&b.stats, n)
 	durs := take(&b.durs, 2*n+1)
@@ -226,7 +227,7 @@ func (b *allowSlabs) response(d service.Decision) *limiterv1.AllowResponse {
 		}
 		resp.Limits[i] = st
 	}
-	if !d.Allowed && !d.Never {
+	if !d.WouldAllow && !d.Never {
 		resp.RetryAfter = setDuration(&durs[2*n], d.RetryAfter)
 	}
 	return resp
@@ -358,4 +359,13 @@ func (h *handler) AllowBatch(ctx context.Context, req *limiterv1.AllowBatchReque
 		}
 	}
 	return out, nil
+}
+
+func (h *handler) Reset(ctx context.Context, req *limiterv1.ResetRequest) (*limiterv1.ResetResponse, error) {
+	var buf [service.MaxWindowSizes]service.Rate
+	rs, err := h.svc.Reset(ctx, service.ResetRequest{Namespace: req.GetNamespace(), Key: req.GetKey()}, buf[:0])
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &limiterv1.ResetResponse{Rates: newRateSlabs(0, len(rs)).rates(rs)}, nil
 }

@@ -9,7 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
@@ -18,10 +20,14 @@ import (
 	"github.com/limiterd/limiterd/service"
 )
 
-// newMetricsServer serves testNamespaces with UnaryMetrics over bufconn.
-func newMetricsServer(t *testing.T) (limiterv1.RateLimiterClient, *prometheus.Registry) {
+// newMetricsServer serves cfgs (none: testNamespaces) with UnaryMetrics
+// over bufconn.
+func newMetricsServer(t *testing.T, cfgs ...node.Config) (limiterv1.RateLimiterClient, *prometheus.Registry) {
 	t.Helper()
-	n, err := node.New(testNamespaces(), nil)
+	if len(cfgs) == 0 {
+		cfgs = testNamespaces()
+	}
+	n, err := node.New(cfgs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,6 +106,41 @@ func TestUnaryMetrics(t *testing.T) {
 	}
 	if got := metricstest.Sum(t, reg, "limiterd_request_duration_seconds", map[string]string{"method": "limiter.v1.RateLimiter/Allow"}); got != 3 {
 		t.Errorf("Allow's latency samples = %v, want 3", got)
+	}
+}
+
+// TestDryRunMetrics is the acceptance test of dry runs through the gRPC
+// API: a shadow policy of 2 per minute admits the third call, answering
+// dry_run and would_allow false, and the decision metrics count one
+// would-be refusal (decision dry_run_denied) beside two admitted calls.
+func TestDryRunMetrics(t *testing.T) {
+	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1,
+		Policies: map[string]node.Policy{"login": {Limits: []node.Limit{{Size: time.Minute, Limit: 2}}, Shadow: true}}}
+	c, reg := newMetricsServer(t, cfg)
+	for i := range 3 {
+		resp, err := c.Allow(t.Context(), &limiterv1.AllowRequest{Key: "k", Policy: "login"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i < 2; !resp.GetAllowed() || !resp.GetDryRun() || resp.GetWouldAllow() != want {
+			t.Errorf("call %d: %v; want allowed, a dry run, would_allow %v", i+1, resp, want)
+		}
+		if i == 2 && resp.GetRetryAfter() == nil {
+			t.Errorf("call 3: %v; want the retry_after the refusal would have had", resp)
+		}
+	}
+	for _, w := range []struct {
+		decision string
+		want     float64
+	}{{"allowed", 2}, {"dry_run_denied", 1}, {"denied", 0}} {
+		labels := map[string]string{"limiter_namespace": "default", "kind": "sliding_window", "decision": w.decision}
+		if got := metricstest.Sum(t, reg, "limiterd_decisions_total", labels); got != w.want {
+			t.Errorf("limiterd_decisions_total%v = %v, want %v", labels, got, w.want)
+		}
+	}
+	_, err := c.Allow(t.Context(), &limiterv1.AllowRequest{Key: "k", Policy: "signup"})
+	if st, _ := status.FromError(err); st.Code() != codes.InvalidArgument || st.Message() != `policy: policy "signup" is not defined in namespace "default"` {
+		t.Errorf("an unknown policy: %v, want INVALID_ARGUMENT naming it", err)
 	}
 }
 

@@ -105,7 +105,7 @@ func TestReplies(t *testing.T) {
 			"%6\r\n$7\r\nallowed\r\n#t\r\n$5\r\nnever\r\n#f\r\n$5\r\nlimit\r\n,1\r\n$9\r\nremaining\r\n,0\r\n$14\r\nretry_after_ms\r\n:0\r\n$14\r\nreset_after_ms\r\n:1000\r\n"},
 		{"SELECT 0", "+OK\r\n", "+OK\r\n"},
 		{"CLIENT GETNAME", "$-1\r\n", "_\r\n"},
-		{"COMMAND COUNT", ":27\r\n", ":27\r\n"},
+		{"COMMAND COUNT", ":29\r\n", ":29\r\n"},
 	}
 	// The same calls in each protocol, each on a new node.
 	for _, resp3 := range []bool{false, true} {
@@ -212,6 +212,70 @@ func TestKindErrors(t *testing.T) {
 		{"RL.RELEASE nosuch", "-ERR lease: "},
 		{"RL.RENEW nosuch 1000", "-ERR lease: "},
 		{"RL.INCR k NS nope", "-NOTFOUND NS: "},
+	} {
+		if got := s.do(sess, c.line); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s = %q; want it to begin %q", c.line, got, c.want)
+		}
+	}
+}
+
+// TestPolicyCommand: RL.POLICY decides by a namespace's policy as
+// RL.ALLOW does by the limits it lists; a policy in shadow mode answers
+// dry_run and would_allow; an unknown policy is an error naming it.
+func TestPolicyCommand(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	sess := &session{resp3: true}
+	allowed := "%6\r\n$7\r\nallowed\r\n#t\r\n"
+	for i, want := range []string{allowed, allowed, "%6\r\n$7\r\nallowed\r\n#f\r\n"} {
+		got := s.do(sess, "RL.POLICY k login NS api")
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("call %d: RL.POLICY k login = %q; want it to begin %q", i+1, got, want)
+		}
+		if lst := s.do(sess, "RL.ALLOW l 3600000 2 NS api"); lst != got {
+			t.Errorf("call %d: RL.POLICY answers %q, RL.ALLOW with its limits %q", i+1, got, lst)
+		}
+	}
+	if got := s.do(sess, "RL.POLICY k trial NS api"); !strings.HasPrefix(got, "%8\r\n$7\r\nallowed\r\n#t\r\n") || !strings.HasSuffix(got, "$7\r\ndry_run\r\n#t\r\n$11\r\nwould_allow\r\n#t\r\n") {
+		t.Errorf("first dry run = %q", got)
+	}
+	if got := s.do(sess, "RL.POLICY k trial NS api"); !strings.HasPrefix(got, "%8\r\n$7\r\nallowed\r\n#t\r\n") || !strings.HasSuffix(got, "$7\r\ndry_run\r\n#t\r\n$11\r\nwould_allow\r\n#f\r\n") {
+		t.Errorf("second dry run = %q: want admitted, would not allow", got)
+	}
+	for _, c := range []struct{ line, want string }{
+		{"RL.POLICY k signup NS api", "-ERR policy: policy \"signup\" is not defined in namespace \"api\"\r\n"},
+		{"RL.POLICY k login", "-ERR policy: policy \"login\" is not defined in namespace \"default\"\r\n"},
+		{"RL.POLICY k login NS api COST -1", "-ERR cost: "},
+		{"RL.POLICY k login NS api FOO", "-ERR syntax error: unknown option FOO\r\n"},
+		{"RL.POLICY k", "-ERR wrong number of arguments for 'rl.policy' command\r\n"},
+		{"RL.POLICY k login NS nope", "-NOTFOUND NS: "},
+	} {
+		if got := s.do(sess, c.line); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s = %q; want it to begin %q", c.line, got, c.want)
+		}
+	}
+}
+
+// TestResetCommand: RL.RESET forgets a key's counts and answers its
+// rates after, in every window size of its namespace.
+func TestResetCommand(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	sess := &session{resp3: true}
+	s.do(sess, "RL.INCR k BY 5 NS api")
+	s.do(sess, "RL.INCR j BY 2 NS api")
+	if got, want := s.do(sess, "RL.RESET k NS api"), "%3\r\n$5\r\n100ms\r\n,0\r\n$2\r\n1s\r\n,0\r\n$5\r\n3600s\r\n,0\r\n"; got != want {
+		t.Errorf("RL.RESET k = %q; want %q", got, want)
+	}
+	if got, want := s.do(sess, "RL.RATE k WINDOW 3600000 NS api"), "%1\r\n$5\r\n3600s\r\n,0\r\n"; got != want {
+		t.Errorf("RL.RATE k after the reset = %q; want %q", got, want)
+	}
+	if got, want := s.do(sess, "RL.RATE j WINDOW 3600000 NS api"), "%1\r\n$5\r\n3600s\r\n,2\r\n"; got != want {
+		t.Errorf("RL.RATE j after k's reset = %q; want %q", got, want)
+	}
+	for _, c := range []struct{ line, want string }{
+		{"RL.RESET", "-ERR wrong number of arguments for 'rl.reset' command\r\n"},
+		{"RL.RESET k NS", "-ERR syntax error: NS needs a value\r\n"},
+		{"RL.RESET k FOO 1", "-ERR syntax error: unknown option FOO\r\n"},
+		{"RL.RESET k NS nope", "-NOTFOUND NS: "},
 	} {
 		if got := s.do(sess, c.line); !strings.HasPrefix(got, c.want) {
 			t.Errorf("%s = %q; want it to begin %q", c.line, got, c.want)

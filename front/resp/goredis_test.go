@@ -368,7 +368,7 @@ func TestGoRedisConnection(t *testing.T) {
 		if got, err := rdb.Info(ctx).Result(); err != nil || !strings.Contains(got, "limiterd_version:") || !strings.Contains(got, "namespace_names:api,default") {
 			t.Errorf("RESP%d INFO: %q, %v", proto, got, err)
 		}
-		if got, err := rdb.Do(ctx, "COMMAND", "COUNT").Int64(); err != nil || got != 27 {
+		if got, err := rdb.Do(ctx, "COMMAND", "COUNT").Int64(); err != nil || got != 29 {
 			t.Errorf("RESP%d COMMAND COUNT: %d, %v", proto, got, err)
 		}
 		rdb.Close()

@@ -16,11 +16,16 @@ import (
 var minute = time.Unix(1_700_000_040, 0).UTC()
 
 // testNamespaces: "default" as limiterd runs without a config, and "api"
-// with sub-second windows.
+// with sub-second windows and two policies: login (2 per hour) and trial
+// (a fixed bucket of 1 per hour, in shadow mode).
 func testNamespaces() []node.Config {
 	return []node.Config{
 		node.DefaultConfig(),
-		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: -1},
+		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: -1,
+			Policies: map[string]node.Policy{
+				"login": {Limits: []node.Limit{{Size: time.Hour, Limit: 2}}},
+				"trial": {Limits: []node.Limit{{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 1}}}, Shadow: true},
+			}},
 	}
 }
 

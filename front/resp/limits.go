@@ -320,7 +320,9 @@ func cmdRate(s *Server, x *call) {
 // writeDecision writes an Allow's answer as a map: whether it was
 // allowed, whether waiting can never help, and the binding limit's state
 // (the one with the least remaining): its limit, what remains, and when
-// to retry and when it next resets, in milliseconds.
+// to retry and when it next resets, in milliseconds. A dry run's map has
+// two more entries: dry_run (true) and would_allow, what the limits
+// decided.
 func writeDecision(w *reply, d service.Decision) {
 	b := 0
 	for i, l := range d.Limits {
@@ -332,7 +334,11 @@ func writeDecision(w *reply, d service.Decision) {
 	if len(d.Limits) > 0 {
 		st = d.Limits[b]
 	}
-	w.mapHeader(6)
+	if d.DryRun {
+		w.mapHeader(8)
+	} else {
+		w.mapHeader(6)
+	}
 	w.bulk("allowed")
 	w.bool(d.Allowed)
 	w.bulk("never")
@@ -345,6 +351,46 @@ func writeDecision(w *reply, d service.Decision) {
 	w.int(ms(d.RetryAfter))
 	w.bulk("reset_after_ms")
 	w.int(ms(st.ResetAfter))
+	if d.DryRun {
+		w.bulk("dry_run")
+		w.bool(true)
+		w.bulk("would_allow")
+		w.bool(d.WouldAllow)
+	}
+}
+
+// RL.RESET key [NS namespace]
+func cmdReset(s *Server, x *call) {
+	req := service.ResetRequest{Key: string(x.args[1])}
+	err := options(x.args, 2, []string{"NS"}, nil, func(_ string, b []byte) error {
+		req.Namespace = string(b)
+		return nil
+	})
+	if err != nil {
+		fail(x.w, err, nil)
+		return
+	}
+	rs, err := s.svc.Reset(x.ctx, req, x.sess.scratch.rates[:0])
+	if err != nil {
+		writeErr(x.w, err, commonFields)
+		return
+	}
+	writeRates(x.w, rs)
+}
+
+// RL.POLICY key policy [COST n] [PENALTY] [AT ms] [NS namespace]
+func cmdPolicy(s *Server, x *call) {
+	req := service.AllowRequest{Key: string(x.args[1]), Policy: string(x.args[2])}
+	if err := allowOptions(x, 3, "COST", &req, nil); err != nil {
+		fail(x.w, err, nil)
+		return
+	}
+	d, err := s.svc.Allow(x.ctx, req, x.sess.scratch.status[:0])
+	if err != nil {
+		writeErr(x.w, err, commonFields)
+		return
+	}
+	writeDecision(x.w, d)
 }
 
 // allowOptions reads the options every Allow command shares into req

@@ -55,7 +55,7 @@ func TestRedisCLISmyte(t *testing.T) {
 	if got := cli(t, bin, addr, "--no-raw", "RL.REDUCE", "x", "abc", "60"); !strings.Contains(got, "(error) ERR max: value is not an integer or out of range") {
 		t.Errorf("redis-cli bad max = %q", got)
 	}
-	if got := cli(t, bin, addr, "--no-raw", "COMMAND", "COUNT"); !strings.Contains(got, "(integer) 27") {
+	if got := cli(t, bin, addr, "--no-raw", "COMMAND", "COUNT"); !strings.Contains(got, "(integer) 29") {
 		t.Errorf("redis-cli COMMAND COUNT = %q", got)
 	}
 	// Commands on stdin: redis-cli first reads COMMAND DOCS for its help

@@ -8,7 +8,9 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	adminv1 "github.com/limiterd/limiterd/api/proto/limiter/admin/v1"
+	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/node"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -31,6 +33,17 @@ func (r *rpc) ListNamespaces(context.Context, *adminv1.ListNamespacesRequest) (*
 		if c.Estimator != nil {
 			p.Estimator = &adminv1.Estimator{Hashes: int32(c.Estimator.Hashes), Slots: int32(c.Estimator.Slots)}
 		}
+		p.Shadow = c.Shadow
+		if len(c.Policies) > 0 {
+			p.Policies = make(map[string]*adminv1.Policy, len(c.Policies))
+			for name, pol := range c.Policies {
+				ap := &adminv1.Policy{Shadow: pol.Shadow}
+				for _, l := range pol.Limits {
+					ap.Limits = append(ap.Limits, apiLimit(l))
+				}
+				p.Policies[name] = ap
+			}
+		}
 		if sy := r.a.owner.Syncer(c.Name); sy != nil && !sy.Escalates() && c.SyncRate > 0 {
 			p.Escalate = "never"
 		}
@@ -52,7 +65,56 @@ func namespaceConfig(p *adminv1.Namespace) config.NamespaceConfig {
 	if e := p.GetEstimator(); e != nil {
 		nc.Estimator = &config.EstimatorConfig{Hashes: int(e.GetHashes()), Slots: int(e.GetSlots())}
 	}
+	nc.Shadow = p.GetShadow()
+	if len(p.GetPolicies()) > 0 {
+		nc.Policies = make(map[string]config.PolicyConfig, len(p.GetPolicies()))
+		for name, ap := range p.GetPolicies() {
+			pc := config.PolicyConfig{Shadow: ap.GetShadow()}
+			for _, l := range ap.GetLimits() {
+				pc.Limits = append(pc.Limits, limitConfig(l))
+			}
+			nc.Policies[name] = pc
+		}
+	}
 	return nc
+}
+
+// limitConfig is an API limit as a policy's config entry.
+func limitConfig(l *limiterv1.Limit) config.LimitConfig {
+	lc := config.LimitConfig{Limit: l.GetLimit()}
+	if l.WindowSize != nil {
+		lc.WindowSize = config.Duration(l.GetWindowSize().AsDuration())
+	}
+	switch k := l.GetKind().(type) {
+	case *limiterv1.Limit_Token:
+		lc.Token = &config.TokenBucketConfig{Max: k.Token.GetMax(), RefillTime: config.Duration(k.Token.GetRefillTime().AsDuration()),
+			RefillAmount: k.Token.GetRefillAmount(), Strict: k.Token.GetStrict()}
+	case *limiterv1.Limit_Leaky:
+		lc.Leaky = &config.LeakyBucketConfig{Size: k.Leaky.GetSize(), Interval: config.Duration(k.Leaky.GetInterval().AsDuration()),
+			WaitTimeout: config.Duration(k.Leaky.GetWaitTimeout().AsDuration())}
+	case *limiterv1.Limit_Fixed:
+		lc.Fixed = &config.FixedBucketConfig{Period: config.Duration(k.Fixed.GetPeriod().AsDuration()), Limit: k.Fixed.GetLimit()}
+	}
+	return lc
+}
+
+// apiLimit is a policy's limit as the API writes it.
+func apiLimit(l node.Limit) *limiterv1.Limit {
+	switch l.Kind {
+	case node.TokenLimit:
+		amount := l.Token.RefillAmount
+		return &limiterv1.Limit{Kind: &limiterv1.Limit_Token{Token: &limiterv1.TokenBucket{Max: l.Token.Max,
+			RefillTime: durationpb.New(l.Token.RefillTime), RefillAmount: &amount, Strict: l.Strict}}}
+	case node.LeakyLimit:
+		lb := &limiterv1.LeakyBucket{Size: l.Leaky.Size, Interval: durationpb.New(l.Leaky.Interval)}
+		if l.WaitTimeout > 0 {
+			lb.WaitTimeout = durationpb.New(l.WaitTimeout)
+		}
+		return &limiterv1.Limit{Kind: &limiterv1.Limit_Leaky{Leaky: lb}}
+	case node.FixedLimit:
+		return &limiterv1.Limit{Kind: &limiterv1.Limit_Fixed{Fixed: &limiterv1.FixedBucket{Period: durationpb.New(l.Fixed.Period), Limit: l.Fixed.Limit}}}
+	}
+	return &limiterv1.Limit{WindowSize: durationpb.New(l.Size), Limit: l.Limit}
 }
 
 func (r *rpc) PutNamespace(ctx context.Context, req *adminv1.PutNamespaceRequest) (*adminv1.ChangeResponse, error) {

@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,12 +87,17 @@ func (a *API) registerHTTP(mux *http.ServeMux) {
 		Store       string   `json:"store,omitempty"`
 		WindowSizes []string `json:"window_sizes"`
 		ActiveKeys  int64    `json:"active_keys"`
+		// Policies names the namespace's policies; Shadow is set when
+		// every Allow of it is a dry run.
+		Policies []string `json:"policies,omitempty"`
+		Shadow   bool     `json:"shadow,omitempty"`
 	}
 	mux.HandleFunc("GET /v1/namespaces", func(w http.ResponseWriter, _ *http.Request) {
 		out := []nsInfo{}
 		for _, ns := range a.node.Namespaces() {
 			c := ns.Config()
-			info := nsInfo{Name: c.Name, Mode: c.Mode().String(), SyncRate: c.SyncRate, Store: c.Store, ActiveKeys: ns.ActiveKeys()}
+			info := nsInfo{Name: c.Name, Mode: c.Mode().String(), SyncRate: c.SyncRate, Store: c.Store, ActiveKeys: ns.ActiveKeys(),
+				Policies: slices.Sorted(maps.Keys(c.Policies)), Shadow: c.Shadow}
 			for _, s := range c.WindowSizes {
 				info.WindowSizes = append(info.WindowSizes, node.FormatDuration(s))
 			}

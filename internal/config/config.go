@@ -131,6 +131,12 @@ type NamespaceConfig struct {
 	// (decided from this node's own leases, written to the store when it
 	// is back). Other modes ignore it.
 	OnStoreDown string `yaml:"on_store_down"`
+	// Policies are named sets of limits an Allow may name instead of
+	// listing its own (policy.go).
+	Policies map[string]PolicyConfig `yaml:"policies"`
+	// Shadow makes every Allow of the namespace a dry run: counted and
+	// answered as it would be, then admitted.
+	Shadow bool `yaml:"shadow"`
 }
 
 // EstimatorConfig sizes an estimator namespace's sketches.
@@ -646,6 +652,9 @@ func (c *Config) Validate() error {
 		if len(c.Namespaces) > 0 && !contains(escalateModes, c.Namespaces[i].Escalate) {
 			bad(field+".escalate", "must be \"auto\" or \"never\", got %q", c.Namespaces[i].Escalate)
 		}
+		if len(c.Namespaces) > 0 {
+			errs = append(errs, validatePolicies(field, c.Namespaces[i].Policies)...)
+		}
 		if err := nc.Validate(); err != nil {
 			var fe *node.FieldError
 			if errors.As(err, &fe) {
@@ -746,6 +755,7 @@ func (c *Config) NodeConfigs() []node.Config {
 		if n.Estimator != nil {
 			nc.Estimator = &node.EstimatorConfig{Hashes: n.Estimator.Hashes, Slots: n.Estimator.Slots}
 		}
+		nc.Policies, nc.Shadow = nodePolicies(n.Policies), n.Shadow
 		if n.SyncRate != nil {
 			nc.SyncRate = *n.SyncRate
 		}

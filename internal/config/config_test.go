@@ -75,6 +75,25 @@ func TestConfigFullExample(t *testing.T) {
 		}
 		return out
 	}
+	// limit is api's policy's i-th limit, its unset kinds zero.
+	limit := func(policy string, i int) LimitConfig {
+		var l LimitConfig
+		if ls := ns(1).Policies[policy].Limits; i < len(ls) {
+			l = ls[i]
+		}
+		if l.Token == nil {
+			l.Token = &TokenBucketConfig{}
+		}
+		if l.Leaky == nil {
+			l.Leaky = &LeakyBucketConfig{}
+		}
+		if l.Fixed == nil {
+			l.Fixed = &FixedBucketConfig{}
+		}
+		return l
+	}
+	login := func(i int) LimitConfig { return limit("login", i) }
+	export := func(i int) LimitConfig { return limit("export", i) }
 	rate := func(i int) any {
 		if r := ns(i).SyncRate; r != nil {
 			return *r
@@ -141,26 +160,39 @@ func TestConfigFullExample(t *testing.T) {
 			{sizes(2), []time.Duration{time.Minute}},
 			{sizes(3), []time.Duration{time.Second}},
 		},
-		"namespaces[].sync_rate":               {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}, {rate(3), -1.0}},
-		"namespaces[].store":                   {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}, {ns(3).Store, ""}},
-		"namespaces[].max_keys":                {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}, {ns(3).MaxKeys, 0}},
-		"namespaces[].max_bytes":               {{ns(0).MaxBytes, int64(16 << 20)}, {ns(1).MaxBytes, int64(0)}},
-		"namespaces[].on_full":                 {{ns(0).OnFull, "evict"}, {ns(1).OnFull, ""}, {ns(2).OnFull, ""}, {ns(3).OnFull, ""}},
-		"namespaces[].escalate":                {{ns(0).Escalate, ""}, {ns(1).Escalate, "never"}, {cfg.NamespaceSyncerConfig("api").NoEscalate, true}, {cfg.NamespaceSyncerConfig("billing").NoEscalate, false}},
-		"namespaces[].max_lease_ttl":           {{time.Duration(ns(0).MaxLeaseTTL), time.Duration(0)}, {time.Duration(ns(1).MaxLeaseTTL), 10 * time.Minute}, {time.Duration(ns(2).MaxLeaseTTL), 90 * time.Second}},
-		"namespaces[].on_store_down":           {{ns(0).OnStoreDown, ""}, {ns(1).OnStoreDown, ""}, {ns(2).OnStoreDown, "local"}},
-		"namespaces[].estimator.hashes":        {{ns(0).Estimator == nil, true}, {ns(3).Estimator, &EstimatorConfig{Hashes: 4, Slots: 65536}}},
-		"namespaces[].estimator.slots":         {{ns(1).Estimator == nil && ns(2).Estimator == nil, true}},
-		"envoy.config_dir":                     {{cfg.Envoy.ConfigDir, "/etc/limiterd/envoy"}},
-		"envoy.namespace":                      {{cfg.Envoy.Namespace, "api"}},
-		"envoy.poll_interval":                  {{cfg.Envoy.Poll(), 5 * time.Second}},
-		"envoy.stop_increment_when_over_limit": {{cfg.Envoy.StopIncrementWhenOverLimit, true}},
-		"envoy.response_headers.enabled":       {{cfg.Envoy.ResponseHeaders.Enabled, true}},
-		"envoy.response_headers.limit":         {{cfg.Envoy.ResponseHeaders.Limit, "RateLimit-Limit"}},
-		"envoy.response_headers.remaining":     {{cfg.Envoy.ResponseHeaders.Remaining, "RateLimit-Remaining"}},
-		"envoy.response_headers.reset":         {{cfg.Envoy.ResponseHeaders.Reset, "RateLimit-Reset"}},
-		"envoy.near_limit_ratio":               {{cfg.Envoy.NearLimitRatio, 0.9}},
-		"envoy.merge_domain_config":            {{cfg.Envoy.MergeDomainConfig, true}, {cfg.Envoy.FrontConfig().MergeDomainConfig, true}},
+		"namespaces[].sync_rate":                               {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}, {rate(3), -1.0}},
+		"namespaces[].store":                                   {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}, {ns(3).Store, ""}},
+		"namespaces[].max_keys":                                {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}, {ns(3).MaxKeys, 0}},
+		"namespaces[].max_bytes":                               {{ns(0).MaxBytes, int64(16 << 20)}, {ns(1).MaxBytes, int64(0)}},
+		"namespaces[].on_full":                                 {{ns(0).OnFull, "evict"}, {ns(1).OnFull, ""}, {ns(2).OnFull, ""}, {ns(3).OnFull, ""}},
+		"namespaces[].escalate":                                {{ns(0).Escalate, ""}, {ns(1).Escalate, "never"}, {cfg.NamespaceSyncerConfig("api").NoEscalate, true}, {cfg.NamespaceSyncerConfig("billing").NoEscalate, false}},
+		"namespaces[].max_lease_ttl":                           {{time.Duration(ns(0).MaxLeaseTTL), time.Duration(0)}, {time.Duration(ns(1).MaxLeaseTTL), 10 * time.Minute}, {time.Duration(ns(2).MaxLeaseTTL), 90 * time.Second}},
+		"namespaces[].on_store_down":                           {{ns(0).OnStoreDown, ""}, {ns(1).OnStoreDown, ""}, {ns(2).OnStoreDown, "local"}},
+		"namespaces[].estimator.hashes":                        {{ns(0).Estimator == nil, true}, {ns(3).Estimator, &EstimatorConfig{Hashes: 4, Slots: 65536}}},
+		"namespaces[].estimator.slots":                         {{ns(1).Estimator == nil && ns(2).Estimator == nil, true}},
+		"namespaces[].shadow":                                  {{ns(0).Shadow, false}, {ns(1).Shadow, true}},
+		"namespaces[].policies.*.shadow":                       {{len(ns(1).Policies), 2}, {ns(1).Policies["login"].Shadow, true}, {ns(1).Policies["export"].Shadow, false}, {ns(0).Policies == nil, true}},
+		"namespaces[].policies.*.limits[].window_size":         {{time.Duration(login(0).WindowSize), time.Second}},
+		"namespaces[].policies.*.limits[].limit":               {{login(0).Limit, 5.0}},
+		"namespaces[].policies.*.limits[].token.max":           {{login(1).Token.Max, 10.0}},
+		"namespaces[].policies.*.limits[].token.refill_time":   {{time.Duration(login(1).Token.RefillTime), time.Minute}},
+		"namespaces[].policies.*.limits[].token.refill_amount": {{login(1).Token.RefillAmount, 2.0}},
+		"namespaces[].policies.*.limits[].token.strict":        {{login(1).Token.Strict, true}},
+		"namespaces[].policies.*.limits[].leaky.size":          {{export(0).Leaky.Size, 3.0}},
+		"namespaces[].policies.*.limits[].leaky.interval":      {{time.Duration(export(0).Leaky.Interval), 30 * time.Second}},
+		"namespaces[].policies.*.limits[].leaky.wait_timeout":  {{time.Duration(export(0).Leaky.WaitTimeout), 5 * time.Second}},
+		"namespaces[].policies.*.limits[].fixed.period":        {{time.Duration(export(1).Fixed.Period), time.Hour}},
+		"namespaces[].policies.*.limits[].fixed.limit":         {{export(1).Fixed.Limit, 100.0}},
+		"envoy.config_dir":                                     {{cfg.Envoy.ConfigDir, "/etc/limiterd/envoy"}},
+		"envoy.namespace":                                      {{cfg.Envoy.Namespace, "api"}},
+		"envoy.poll_interval":                                  {{cfg.Envoy.Poll(), 5 * time.Second}},
+		"envoy.stop_increment_when_over_limit":                 {{cfg.Envoy.StopIncrementWhenOverLimit, true}},
+		"envoy.response_headers.enabled":                       {{cfg.Envoy.ResponseHeaders.Enabled, true}},
+		"envoy.response_headers.limit":                         {{cfg.Envoy.ResponseHeaders.Limit, "RateLimit-Limit"}},
+		"envoy.response_headers.remaining":                     {{cfg.Envoy.ResponseHeaders.Remaining, "RateLimit-Remaining"}},
+		"envoy.response_headers.reset":                         {{cfg.Envoy.ResponseHeaders.Reset, "RateLimit-Reset"}},
+		"envoy.near_limit_ratio":                               {{cfg.Envoy.NearLimitRatio, 0.9}},
+		"envoy.merge_domain_config":                            {{cfg.Envoy.MergeDomainConfig, true}, {cfg.Envoy.FrontConfig().MergeDomainConfig, true}},
 	}
 	maps.Copy(checks, authChecks(cfg))
 	for _, p := range configPaths {
@@ -184,7 +216,13 @@ func TestConfigFullExample(t *testing.T) {
 	ncs := cfg.NodeConfigs()
 	want := []node.Config{
 		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1, MaxKeys: 500, MaxBytes: 16 << 20, OnFull: node.OnFullEvict},
-		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: 0.1, Store: "main", MaxLeaseTTL: 10 * time.Minute},
+		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: 0.1, Store: "main", MaxLeaseTTL: 10 * time.Minute,
+			Shadow: true, Policies: map[string]node.Policy{
+				"login": {Shadow: true, Limits: []node.Limit{{Size: time.Second, Limit: 5},
+					{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 2}, Strict: true}}},
+				"export": {Limits: []node.Limit{{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 3, Interval: 30 * time.Second}, WaitTimeout: 5 * time.Second},
+					{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 100}}}},
+			}},
 		{Name: "billing", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "pg", MaxKeys: 2_000_000, MaxLeaseTTL: 90 * time.Second, OnStoreDown: node.StoreDownLocal},
 		{Name: "flows", WindowSizes: []time.Duration{time.Second}, SyncRate: -1, Estimator: &node.EstimatorConfig{Hashes: 4, Slots: 65536}},
 	}
@@ -231,8 +269,12 @@ var (
 	storeName = regexp.MustCompile(`^stores\.[^.]+`)
 )
 
+// policyName is a policy's name in a field's path.
+var policyName = regexp.MustCompile(`\.policies\.[^.\[]+`)
+
 func normalize(field string) string {
-	p := itemIndex.ReplaceAllString(field, "[]")
+	p := policyName.ReplaceAllString(field, ".policies.*")
+	p = itemIndex.ReplaceAllString(p, "[]")
 	p = strings.TrimSuffix(p, "[]")
 	return storeName.ReplaceAllString(p, "stores.*")
 }
@@ -359,6 +401,25 @@ func TestConfigValidation(t *testing.T) {
 		{"tls certificate without key", "tls: {cert_file: c}\n" + ns, "tls.key_file", []string{"required with cert_file"}},
 		{"tls mTLS without CA", "tls: {cert_file: c, key_file: k, client_auth: require}\n" + ns, "tls.client_ca_file", []string{"required with client_auth require"}},
 		{"tls client_auth", "tls: {cert_file: c, key_file: k, client_auth: maybe}\n" + ns, "tls.client_auth", []string{"none, request or require", `"maybe"`}},
+		{"policy window size not the namespace's", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {window_size: 2s, limit: 1}\n"), "namespaces[0].policies.login.limits[0].window_size", []string{"2s"}},
+		{"policy negative limit", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {window_size: 1s, limit: -1}\n"), "namespaces[0].policies.login.limits[0].limit", []string{"between 0 and"}},
+		{"policy token max zero", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {token: {max: 0, refill_time: 1s}}\n"), "namespaces[0].policies.login.limits[0].token.max", []string{"got 0"}},
+		{"policy token refill_time zero", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {token: {max: 1, refill_time: 0}}\n"), "namespaces[0].policies.login.limits[0].token.refill_time", nil},
+		{"policy token refill_amount negative", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {token: {max: 1, refill_time: 1s, refill_amount: -1}}\n"), "namespaces[0].policies.login.limits[0].token.refill_amount", nil},
+		{"policy token strict not a bool", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {token: {max: 1, refill_time: 1s, strict: maybe}}\n"), "namespaces[0].policies.login.limits[0].token.strict", []string{"cannot unmarshal"}},
+		{"policy leaky size zero", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {leaky: {size: 0, interval: 1s}}\n"), "namespaces[0].policies.login.limits[0].leaky.size", nil},
+		{"policy leaky interval negative", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {leaky: {size: 1, interval: -1s}}\n"), "namespaces[0].policies.login.limits[0].leaky.interval", nil},
+		{"policy leaky wait_timeout over a minute", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {leaky: {size: 1, interval: 1s, wait_timeout: 2m}}\n"), "namespaces[0].policies.login.limits[0].leaky.wait_timeout", nil},
+		{"policy fixed period zero", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {fixed: {period: 0, limit: 1}}\n"), "namespaces[0].policies.login.limits[0].fixed.period", nil},
+		{"policy fixed limit too large", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {fixed: {period: 1s, limit: 2e9}}\n"), "namespaces[0].policies.login.limits[0].fixed.limit", nil},
+		{"policy no limits", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          []\n"), "namespaces[0].policies.login.limits", []string{"at least one limit"}},
+		{"policy two kinds in a limit", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {token: {max: 1, refill_time: 1s}, fixed: {period: 1s, limit: 1}}\n"), "namespaces[0].policies.login.limits[0]", []string{"token and fixed"}},
+		{"policy unknown limit field", nsWith("    window_sizes: [1s, 60s]\n    sync_rate: -1\n    policies:\n      login:\n        limits:\n          - {window: 1s, limit: 1}\n"), "namespaces[0].policies.login.limits[0].window", []string{`unknown field "window"`}},
+		{"policy shadow not a bool", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    policies:\n      login:\n        limits: [{window_size: 1s, limit: 1}]\n        shadow: maybe\n"), "namespaces[0].policies.login.shadow", []string{"cannot unmarshal"}},
+		{"policy name", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    policies:\n      \"log in\":\n        limits: [{window_size: 1s, limit: 1}]\n"), "namespaces[0].policies.log in", []string{"1-64 characters"}},
+		{"policy bucket in an estimator", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    estimator: {hashes: 4, slots: 1024}\n    policies:\n      login:\n        limits: [{fixed: {period: 1s, limit: 1}}]\n"), "namespaces[0].policies.login.limits", []string{"estimator"}},
+		{"policy windows and buckets synchronous", nsWith("    window_sizes: [1s]\n    sync_rate: 0\n    store: s\n    policies:\n      login:\n        limits: [{window_size: 1s, limit: 1}, {fixed: {period: 1s, limit: 1}}]\n"), "namespaces[0].policies.login.limits", []string{"one or the other"}},
+		{"shadow not a bool", nsWith("    window_sizes: [1s]\n    sync_rate: -1\n    shadow: maybe\n"), "namespaces[0].shadow", []string{"cannot unmarshal"}},
 		{"tls min_version below 1.2", "tls: {cert_file: c, key_file: k, min_version: 1.1}\n" + ns, "tls.min_version", []string{`"1.2" or "1.3"`, `"1.1"`}},
 	}
 	cases = append(cases, authCases(ns)...)

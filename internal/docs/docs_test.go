@@ -217,11 +217,12 @@ func TestMarkdownLinks(t *testing.T) {
 // (integration/docs_test.go, cmd/limiterd/docs_test.go): "all" when the test runs every block
 // of the page in order, else the headings whose first block it runs.
 var consoleRunners = map[string][]string{
-	"README.md":               {"all"},                                  // TestReadmeQuickStart
-	"docs/getting-started.md": {"all"},                                  // TestGettingStarted
-	"docs/api.md":             {"## gRPC", "## HTTP/JSON"},              // TestAPIGRPCTranscript, TestAPIHTTPTranscript
-	"docs/redis-protocol.md":  {"all"},                                  // TestRedisProtocolPage
-	"docs/operations.md":      {"## Reload and namespaces at run time"}, // cmd/limiterd's TestOperationsAdminTranscript
+	"README.md":               {"all"},                                                   // TestReadmeQuickStart
+	"docs/getting-started.md": {"all"},                                                   // TestGettingStarted
+	"docs/api.md":             {"## gRPC", "## HTTP/JSON"},                               // TestAPIGRPCTranscript, TestAPIHTTPTranscript
+	"docs/redis-protocol.md":  {"all"},                                                   // TestRedisProtocolPage
+	"docs/operations.md":      {"## Reload and namespaces at run time"},                  // cmd/limiterd's TestOperationsAdminTranscript
+	"docs/limits.md":          {"## Policies", "## Dry runs (shadow mode)", "## Resets"}, // cmd/limiterd's TestLimitsTranscripts
 }
 
 // TestConsoleBlocksRun checks that ```console blocks, which promise a

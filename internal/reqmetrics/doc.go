@@ -1,6 +1,7 @@
 // Package reqmetrics holds the request metrics every front records: calls
 // and their latency by method and result code, and limit decisions
-// (allowed or denied) by namespace and limiter kind.
+// (allowed, denied, or dry_run_denied: a dry run its limits refused) by
+// namespace and limiter kind.
 //
 // Series stay bounded whatever callers send. A method gets its own series
 // only when it is one of Config.Methods (else "other"); a code must come

@@ -26,5 +26,5 @@ func Example() {
 
 	n, _ := testutil.GatherAndCount(reg, "limiterd_decisions_total")
 	fmt.Println("decision series:", n) // every kind and decision of "api" and "other"
-	// Output: decision series: 24
+	// Output: decision series: 36
 }

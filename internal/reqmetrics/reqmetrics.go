@@ -90,7 +90,7 @@ func New(reg prometheus.Registerer, cfg Config) *Metrics {
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "limiterd_request_duration_seconds", ConstLabels: front,
 			Help: "Time to serve a call, by front and method.", Buckets: buckets}, []string{"method"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "limiterd_decisions_total", ConstLabels: front,
-			Help: "Limit decisions, by front, namespace (other: not configured), limiter kind and decision (allowed or denied); each item of a batch counts."},
+			Help: "Limit decisions, by front, namespace (other: not configured), limiter kind and decision (allowed, denied, or dry_run_denied: a dry run the limits refused, admitted); each item of a batch counts."},
 			[]string{"limiter_namespace", "kind", "decision"}),
 		methods: make(map[string]*Method, len(cfg.Methods)),
 	}
@@ -163,25 +163,57 @@ func (md *Method) addCode(code string) prometheus.Counter {
 	return c
 }
 
+// The decision label's values, by their index in nsSeries.
+const (
+	denied = iota
+	allowed
+	dryRunDenied
+	numDecisions
+)
+
+var decisionLabels = [numDecisions]string{denied: "denied", allowed: "allowed", dryRunDenied: "dry_run_denied"}
+
 // nsSeries are one namespace label value's decision series.
-type nsSeries [numKinds][2]prometheus.Counter // [kind][denied, allowed]
+type nsSeries [numKinds][numDecisions]prometheus.Counter // [kind][decision]
 
 func (m *Metrics) newNS(label string) *nsSeries {
 	var s nsSeries
 	for k := range numKinds {
-		s[k][0] = m.decisions.WithLabelValues(label, kindLabels[k], "denied")
-		s[k][1] = m.decisions.WithLabelValues(label, kindLabels[k], "allowed")
+		for d := range numDecisions {
+			s[k][d] = m.decisions.WithLabelValues(label, kindLabels[k], decisionLabels[d])
+		}
 	}
 	return &s
 }
 
 // Decided records a decision the service reports: Metrics is the
-// service.Observer of its front.
-func (m *Metrics) Decided(o service.Observed) { m.Decision(o.Namespace, o.Kind, o.Allowed) }
+// service.Observer of its front. A dry run that the limits refused is
+// counted as dry_run_denied (it was admitted); one they admitted as
+// allowed.
+func (m *Metrics) Decided(o service.Observed) {
+	d := denied
+	switch {
+	case o.DryRun && !o.Allowed:
+		d = dryRunDenied
+	case o.Allowed:
+		d = allowed
+	}
+	m.series(o.Namespace).inc(o.Kind, d)
+}
 
 // Decision records one decision of kind k in the namespace name ("" is
 // DefaultNamespace).
-func (m *Metrics) Decision(name string, k service.Kind, allowed bool) {
+func (m *Metrics) Decision(name string, k service.Kind, ok bool) {
+	d := denied
+	if ok {
+		d = allowed
+	}
+	m.series(name).inc(k, d)
+}
+
+// series returns the decision series of the namespace name ("" is
+// DefaultNamespace).
+func (m *Metrics) series(name string) *nsSeries {
 	if name == "" {
 		name = DefaultNamespace
 	}
@@ -189,18 +221,14 @@ func (m *Metrics) Decision(name string, k service.Kind, allowed bool) {
 	if s == nil {
 		s = m.lookupNS(name)
 	}
-	s.inc(k, allowed)
+	return s
 }
 
-func (s *nsSeries) inc(k service.Kind, allowed bool) {
+func (s *nsSeries) inc(k service.Kind, d int) {
 	if int(k) >= numKinds {
 		k = service.MixedKind
 	}
-	i := 0
-	if allowed {
-		i = 1
-	}
-	s[k][i].Inc()
+	s[k][d].Inc()
 }
 
 // lookupNS returns the series of a name not yet cached: its own when it

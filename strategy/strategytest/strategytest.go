@@ -47,6 +47,7 @@ var subtests = []subtest{
 	{"concurrent pushes", testConcurrentPushes, nil},
 	{"cancelled context", testCancelledContext, nil},
 	{"closed", testClosed, nil},
+	{"reset", testReset, nil},
 	{"window", testWindow, is[clustersync.Windower]},
 	{"push fetch", testPushFetch, is[clustersync.PushFetcher]},
 	{"atomic allow", testAtomicAllow, is[clustersync.AtomicAllower]},

@@ -755,7 +755,12 @@ type AllowRequest struct {
 	// kept); a request with both kinds must satisfy both. A request with an
 	// `at` outside its range is refused with INVALID_ARGUMENT naming `at` and
 	// counts nothing.
-	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	At *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	// The name of one of the namespace's policies (configured on the
+	// server): the call checks that policy's limits, and `limits` must be
+	// empty. A policy the namespace does not hold is INVALID_ARGUMENT
+	// naming `policy`. A policy in shadow mode makes the call a dry run.
+	Policy        string `protobuf:"bytes,7,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -830,6 +835,13 @@ func (x *AllowRequest) GetAt() *timestamppb.Timestamp {
 		return x.At
 	}
 	return nil
+}
+
+func (x *AllowRequest) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
 }
 
 // LimitStatus is the state of one limit after an Allow decision. For a
@@ -952,7 +964,15 @@ type AllowResponse struct {
 	Never bool `protobuf:"varint,4,opt,name=never,proto3" json:"never,omitempty"`
 	// A human-readable explanation of why the request can never be admitted
 	// (which limit the cost exceeds). Set only when never is true.
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// True when the call was a dry run: its namespace or policy is in
+	// shadow mode. It was decided and counted exactly as it would have
+	// been, then admitted: allowed is true, would_allow is what the limits
+	// decided, and retry_after, never and reason describe the refusal it
+	// would have been.
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// What the limits decided: the same as allowed, except in a dry run.
+	WouldAllow    bool `protobuf:"varint,7,opt,name=would_allow,json=wouldAllow,proto3" json:"would_allow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1020,6 +1040,20 @@ func (x *AllowResponse) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *AllowResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *AllowResponse) GetWouldAllow() bool {
+	if x != nil {
+		return x.WouldAllow
+	}
+	return false
 }
 
 // IncrementBatchRequest holds several independent Increments.
@@ -2138,6 +2172,110 @@ func (x *RenewResult) GetError() *status.Status {
 	return nil
 }
 
+// ResetRequest forgets one key's counts.
+type ResetRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The namespace; empty means "default". An estimator namespace cannot
+	// forget one key: FAILED_PRECONDITION.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The key whose sliding-window counts to forget: non-empty UTF-8 of at
+	// most 1 KiB.
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetRequest) Reset() {
+	*x = ResetRequest{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetRequest) ProtoMessage() {}
+
+func (x *ResetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetRequest.ProtoReflect.Descriptor instead.
+func (*ResetRequest) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ResetRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ResetRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+// ResetResponse is the answer to a Reset.
+type ResetResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The key's sliding rates after the reset, one per window size of the
+	// namespace, ascending: 0 unless hits were counted meanwhile.
+	Rates         []*WindowRate `protobuf:"bytes,1,rep,name=rates,proto3" json:"rates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResetResponse) Reset() {
+	*x = ResetResponse{}
+	mi := &file_limiter_v1_limiter_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResetResponse) ProtoMessage() {}
+
+func (x *ResetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_v1_limiter_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResetResponse.ProtoReflect.Descriptor instead.
+func (*ResetResponse) Descriptor() ([]byte, []int) {
+	return file_limiter_v1_limiter_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ResetResponse) GetRates() []*WindowRate {
+	if x != nil {
+		return x.Rates
+	}
+	return nil
+}
+
 var File_limiter_v1_limiter_proto protoreflect.FileDescriptor
 
 const file_limiter_v1_limiter_proto_rawDesc = "" +
@@ -2190,14 +2328,15 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\fwait_timeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\vwaitTimeout\"V\n" +
 	"\vFixedBucket\x121\n" +
 	"\x06period\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x06period\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x01R\x05limit\"\xde\x01\n" +
+	"\x05limit\x18\x02 \x01(\x01R\x05limit\"\xf6\x01\n" +
 	"\fAllowRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x17\n" +
 	"\x04cost\x18\x03 \x01(\x01H\x00R\x04cost\x88\x01\x01\x12)\n" +
 	"\x06limits\x18\x04 \x03(\v2\x11.limiter.v1.LimitR\x06limits\x12%\n" +
 	"\x0ecount_rejected\x18\x05 \x01(\bR\rcountRejected\x12*\n" +
-	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02atB\a\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
+	"\x06policy\x18\a \x01(\tR\x06policyB\a\n" +
 	"\x05_cost\"\xe5\x01\n" +
 	"\vLimitStatus\x12:\n" +
 	"\vwindow_size\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
@@ -2207,14 +2346,17 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\tremaining\x18\x04 \x01(\x01R\tremaining\x12:\n" +
 	"\vreset_after\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"resetAfter\x12\x16\n" +
-	"\x06before\x18\x06 \x01(\x01R\x06before\"\xc4\x01\n" +
+	"\x06before\x18\x06 \x01(\x01R\x06before\"\xfe\x01\n" +
 	"\rAllowResponse\x12\x18\n" +
 	"\aallowed\x18\x01 \x01(\bR\aallowed\x12/\n" +
 	"\x06limits\x18\x02 \x03(\v2\x17.limiter.v1.LimitStatusR\x06limits\x12:\n" +
 	"\vretry_after\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"retryAfter\x12\x14\n" +
 	"\x05never\x18\x04 \x01(\bR\x05never\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"K\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x1f\n" +
+	"\vwould_allow\x18\a \x01(\bR\n" +
+	"wouldAllow\"K\n" +
 	"\x15IncrementBatchRequest\x122\n" +
 	"\x05items\x18\x01 \x03(\v2\x1c.limiter.v1.IncrementRequestR\x05items\"O\n" +
 	"\x16IncrementBatchResponse\x125\n" +
@@ -2274,7 +2416,12 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x17.limiter.v1.RenewResultR\aresults\"n\n" +
 	"\vRenewResult\x125\n" +
 	"\bresponse\x18\x01 \x01(\v2\x19.limiter.v1.RenewResponseR\bresponse\x12(\n" +
-	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error2\xca\x06\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error\">\n" +
+	"\fResetRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"=\n" +
+	"\rResetResponse\x12,\n" +
+	"\x05rates\x18\x01 \x03(\v2\x16.limiter.v1.WindowRateR\x05rates2\x88\a\n" +
 	"\vRateLimiter\x12H\n" +
 	"\tIncrement\x12\x1c.limiter.v1.IncrementRequest\x1a\x1d.limiter.v1.IncrementResponse\x12T\n" +
 	"\rSlidingWindow\x12 .limiter.v1.SlidingWindowRequest\x1a!.limiter.v1.SlidingWindowResponse\x12<\n" +
@@ -2288,7 +2435,8 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\fAcquireBatch\x12\x1f.limiter.v1.AcquireBatchRequest\x1a .limiter.v1.AcquireBatchResponse\x12Q\n" +
 	"\fReleaseBatch\x12\x1f.limiter.v1.ReleaseBatchRequest\x1a .limiter.v1.ReleaseBatchResponse\x12K\n" +
 	"\n" +
-	"RenewBatch\x12\x1d.limiter.v1.RenewBatchRequest\x1a\x1e.limiter.v1.RenewBatchResponseB=Z;github.com/limiterd/limiterd/api/proto/limiter/v1;limiterv1b\x06proto3"
+	"RenewBatch\x12\x1d.limiter.v1.RenewBatchRequest\x1a\x1e.limiter.v1.RenewBatchResponse\x12<\n" +
+	"\x05Reset\x12\x18.limiter.v1.ResetRequest\x1a\x19.limiter.v1.ResetResponseB=Z;github.com/limiterd/limiterd/api/proto/limiter/v1;limiterv1b\x06proto3"
 
 var (
 	file_limiter_v1_limiter_proto_rawDescOnce sync.Once
@@ -2302,7 +2450,7 @@ func file_limiter_v1_limiter_proto_rawDescGZIP() []byte {
 	return file_limiter_v1_limiter_proto_rawDescData
 }
 
-var file_limiter_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_limiter_v1_limiter_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_limiter_v1_limiter_proto_goTypes = []any{
 	(*WindowRate)(nil),             // 0: limiter.v1.WindowRate
 	(*IncrementRequest)(nil),       // 1: limiter.v1.IncrementRequest
@@ -2337,84 +2485,89 @@ var file_limiter_v1_limiter_proto_goTypes = []any{
 	(*RenewBatchRequest)(nil),      // 30: limiter.v1.RenewBatchRequest
 	(*RenewBatchResponse)(nil),     // 31: limiter.v1.RenewBatchResponse
 	(*RenewResult)(nil),            // 32: limiter.v1.RenewResult
-	(*durationpb.Duration)(nil),    // 33: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 34: google.protobuf.Timestamp
-	(*status.Status)(nil),          // 35: google.rpc.Status
+	(*ResetRequest)(nil),           // 33: limiter.v1.ResetRequest
+	(*ResetResponse)(nil),          // 34: limiter.v1.ResetResponse
+	(*durationpb.Duration)(nil),    // 35: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 36: google.protobuf.Timestamp
+	(*status.Status)(nil),          // 37: google.rpc.Status
 }
 var file_limiter_v1_limiter_proto_depIdxs = []int32{
-	33, // 0: limiter.v1.WindowRate.window_size:type_name -> google.protobuf.Duration
-	33, // 1: limiter.v1.IncrementRequest.window_size:type_name -> google.protobuf.Duration
-	34, // 2: limiter.v1.IncrementRequest.at:type_name -> google.protobuf.Timestamp
+	35, // 0: limiter.v1.WindowRate.window_size:type_name -> google.protobuf.Duration
+	35, // 1: limiter.v1.IncrementRequest.window_size:type_name -> google.protobuf.Duration
+	36, // 2: limiter.v1.IncrementRequest.at:type_name -> google.protobuf.Timestamp
 	0,  // 3: limiter.v1.IncrementResponse.rates:type_name -> limiter.v1.WindowRate
-	33, // 4: limiter.v1.SlidingWindowRequest.window_size:type_name -> google.protobuf.Duration
-	34, // 5: limiter.v1.SlidingWindowRequest.at:type_name -> google.protobuf.Timestamp
+	35, // 4: limiter.v1.SlidingWindowRequest.window_size:type_name -> google.protobuf.Duration
+	36, // 5: limiter.v1.SlidingWindowRequest.at:type_name -> google.protobuf.Timestamp
 	0,  // 6: limiter.v1.SlidingWindowResponse.rates:type_name -> limiter.v1.WindowRate
-	33, // 7: limiter.v1.Limit.window_size:type_name -> google.protobuf.Duration
+	35, // 7: limiter.v1.Limit.window_size:type_name -> google.protobuf.Duration
 	6,  // 8: limiter.v1.Limit.token:type_name -> limiter.v1.TokenBucket
 	7,  // 9: limiter.v1.Limit.leaky:type_name -> limiter.v1.LeakyBucket
 	8,  // 10: limiter.v1.Limit.fixed:type_name -> limiter.v1.FixedBucket
-	33, // 11: limiter.v1.TokenBucket.refill_time:type_name -> google.protobuf.Duration
-	33, // 12: limiter.v1.LeakyBucket.interval:type_name -> google.protobuf.Duration
-	33, // 13: limiter.v1.LeakyBucket.wait_timeout:type_name -> google.protobuf.Duration
-	33, // 14: limiter.v1.FixedBucket.period:type_name -> google.protobuf.Duration
+	35, // 11: limiter.v1.TokenBucket.refill_time:type_name -> google.protobuf.Duration
+	35, // 12: limiter.v1.LeakyBucket.interval:type_name -> google.protobuf.Duration
+	35, // 13: limiter.v1.LeakyBucket.wait_timeout:type_name -> google.protobuf.Duration
+	35, // 14: limiter.v1.FixedBucket.period:type_name -> google.protobuf.Duration
 	5,  // 15: limiter.v1.AllowRequest.limits:type_name -> limiter.v1.Limit
-	34, // 16: limiter.v1.AllowRequest.at:type_name -> google.protobuf.Timestamp
-	33, // 17: limiter.v1.LimitStatus.window_size:type_name -> google.protobuf.Duration
-	33, // 18: limiter.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
+	36, // 16: limiter.v1.AllowRequest.at:type_name -> google.protobuf.Timestamp
+	35, // 17: limiter.v1.LimitStatus.window_size:type_name -> google.protobuf.Duration
+	35, // 18: limiter.v1.LimitStatus.reset_after:type_name -> google.protobuf.Duration
 	10, // 19: limiter.v1.AllowResponse.limits:type_name -> limiter.v1.LimitStatus
-	33, // 20: limiter.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
+	35, // 20: limiter.v1.AllowResponse.retry_after:type_name -> google.protobuf.Duration
 	1,  // 21: limiter.v1.IncrementBatchRequest.items:type_name -> limiter.v1.IncrementRequest
 	14, // 22: limiter.v1.IncrementBatchResponse.results:type_name -> limiter.v1.IncrementResult
 	2,  // 23: limiter.v1.IncrementResult.response:type_name -> limiter.v1.IncrementResponse
-	35, // 24: limiter.v1.IncrementResult.error:type_name -> google.rpc.Status
+	37, // 24: limiter.v1.IncrementResult.error:type_name -> google.rpc.Status
 	9,  // 25: limiter.v1.AllowBatchRequest.items:type_name -> limiter.v1.AllowRequest
 	17, // 26: limiter.v1.AllowBatchResponse.results:type_name -> limiter.v1.AllowResult
 	11, // 27: limiter.v1.AllowResult.response:type_name -> limiter.v1.AllowResponse
-	35, // 28: limiter.v1.AllowResult.error:type_name -> google.rpc.Status
-	33, // 29: limiter.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
-	34, // 30: limiter.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
-	33, // 31: limiter.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
-	33, // 32: limiter.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
-	34, // 33: limiter.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
+	37, // 28: limiter.v1.AllowResult.error:type_name -> google.rpc.Status
+	35, // 29: limiter.v1.AcquireRequest.ttl:type_name -> google.protobuf.Duration
+	36, // 30: limiter.v1.AcquireResponse.expires_at:type_name -> google.protobuf.Timestamp
+	35, // 31: limiter.v1.AcquireResponse.retry_after:type_name -> google.protobuf.Duration
+	35, // 32: limiter.v1.RenewRequest.ttl:type_name -> google.protobuf.Duration
+	36, // 33: limiter.v1.RenewResponse.expires_at:type_name -> google.protobuf.Timestamp
 	18, // 34: limiter.v1.AcquireBatchRequest.items:type_name -> limiter.v1.AcquireRequest
 	26, // 35: limiter.v1.AcquireBatchResponse.results:type_name -> limiter.v1.AcquireResult
 	19, // 36: limiter.v1.AcquireResult.response:type_name -> limiter.v1.AcquireResponse
-	35, // 37: limiter.v1.AcquireResult.error:type_name -> google.rpc.Status
+	37, // 37: limiter.v1.AcquireResult.error:type_name -> google.rpc.Status
 	20, // 38: limiter.v1.ReleaseBatchRequest.items:type_name -> limiter.v1.ReleaseRequest
 	29, // 39: limiter.v1.ReleaseBatchResponse.results:type_name -> limiter.v1.ReleaseResult
 	21, // 40: limiter.v1.ReleaseResult.response:type_name -> limiter.v1.ReleaseResponse
-	35, // 41: limiter.v1.ReleaseResult.error:type_name -> google.rpc.Status
+	37, // 41: limiter.v1.ReleaseResult.error:type_name -> google.rpc.Status
 	22, // 42: limiter.v1.RenewBatchRequest.items:type_name -> limiter.v1.RenewRequest
 	32, // 43: limiter.v1.RenewBatchResponse.results:type_name -> limiter.v1.RenewResult
 	23, // 44: limiter.v1.RenewResult.response:type_name -> limiter.v1.RenewResponse
-	35, // 45: limiter.v1.RenewResult.error:type_name -> google.rpc.Status
-	1,  // 46: limiter.v1.RateLimiter.Increment:input_type -> limiter.v1.IncrementRequest
-	3,  // 47: limiter.v1.RateLimiter.SlidingWindow:input_type -> limiter.v1.SlidingWindowRequest
-	9,  // 48: limiter.v1.RateLimiter.Allow:input_type -> limiter.v1.AllowRequest
-	12, // 49: limiter.v1.RateLimiter.IncrementBatch:input_type -> limiter.v1.IncrementBatchRequest
-	15, // 50: limiter.v1.RateLimiter.AllowBatch:input_type -> limiter.v1.AllowBatchRequest
-	18, // 51: limiter.v1.RateLimiter.Acquire:input_type -> limiter.v1.AcquireRequest
-	20, // 52: limiter.v1.RateLimiter.Release:input_type -> limiter.v1.ReleaseRequest
-	22, // 53: limiter.v1.RateLimiter.Renew:input_type -> limiter.v1.RenewRequest
-	24, // 54: limiter.v1.RateLimiter.AcquireBatch:input_type -> limiter.v1.AcquireBatchRequest
-	27, // 55: limiter.v1.RateLimiter.ReleaseBatch:input_type -> limiter.v1.ReleaseBatchRequest
-	30, // 56: limiter.v1.RateLimiter.RenewBatch:input_type -> limiter.v1.RenewBatchRequest
-	2,  // 57: limiter.v1.RateLimiter.Increment:output_type -> limiter.v1.IncrementResponse
-	4,  // 58: limiter.v1.RateLimiter.SlidingWindow:output_type -> limiter.v1.SlidingWindowResponse
-	11, // 59: limiter.v1.RateLimiter.Allow:output_type -> limiter.v1.AllowResponse
-	13, // 60: limiter.v1.RateLimiter.IncrementBatch:output_type -> limiter.v1.IncrementBatchResponse
-	16, // 61: limiter.v1.RateLimiter.AllowBatch:output_type -> limiter.v1.AllowBatchResponse
-	19, // 62: limiter.v1.RateLimiter.Acquire:output_type -> limiter.v1.AcquireResponse
-	21, // 63: limiter.v1.RateLimiter.Release:output_type -> limiter.v1.ReleaseResponse
-	23, // 64: limiter.v1.RateLimiter.Renew:output_type -> limiter.v1.RenewResponse
-	25, // 65: limiter.v1.RateLimiter.AcquireBatch:output_type -> limiter.v1.AcquireBatchResponse
-	28, // 66: limiter.v1.RateLimiter.ReleaseBatch:output_type -> limiter.v1.ReleaseBatchResponse
-	31, // 67: limiter.v1.RateLimiter.RenewBatch:output_type -> limiter.v1.RenewBatchResponse
-	57, // [57:68] is the sub-list for method output_type
-	46, // [46:57] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	37, // 45: limiter.v1.RenewResult.error:type_name -> google.rpc.Status
+	0,  // 46: limiter.v1.ResetResponse.rates:type_name -> limiter.v1.WindowRate
+	1,  // 47: limiter.v1.RateLimiter.Increment:input_type -> limiter.v1.IncrementRequest
+	3,  // 48: limiter.v1.RateLimiter.SlidingWindow:input_type -> limiter.v1.SlidingWindowRequest
+	9,  // 49: limiter.v1.RateLimiter.Allow:input_type -> limiter.v1.AllowRequest
+	12, // 50: limiter.v1.RateLimiter.IncrementBatch:input_type -> limiter.v1.IncrementBatchRequest
+	15, // 51: limiter.v1.RateLimiter.AllowBatch:input_type -> limiter.v1.AllowBatchRequest
+	18, // 52: limiter.v1.RateLimiter.Acquire:input_type -> limiter.v1.AcquireRequest
+	20, // 53: limiter.v1.RateLimiter.Release:input_type -> limiter.v1.ReleaseRequest
+	22, // 54: limiter.v1.RateLimiter.Renew:input_type -> limiter.v1.RenewRequest
+	24, // 55: limiter.v1.RateLimiter.AcquireBatch:input_type -> limiter.v1.AcquireBatchRequest
+	27, // 56: limiter.v1.RateLimiter.ReleaseBatch:input_type -> limiter.v1.ReleaseBatchRequest
+	30, // 57: limiter.v1.RateLimiter.RenewBatch:input_type -> limiter.v1.RenewBatchRequest
+	33, // 58: limiter.v1.RateLimiter.Reset:input_type -> limiter.v1.ResetRequest
+	2,  // 59: limiter.v1.RateLimiter.Increment:output_type -> limiter.v1.IncrementResponse
+	4,  // 60: limiter.v1.RateLimiter.SlidingWindow:output_type -> limiter.v1.SlidingWindowResponse
+	11, // 61: limiter.v1.RateLimiter.Allow:output_type -> limiter.v1.AllowResponse
+	13, // 62: limiter.v1.RateLimiter.IncrementBatch:output_type -> limiter.v1.IncrementBatchResponse
+	16, // 63: limiter.v1.RateLimiter.AllowBatch:output_type -> limiter.v1.AllowBatchResponse
+	19, // 64: limiter.v1.RateLimiter.Acquire:output_type -> limiter.v1.AcquireResponse
+	21, // 65: limiter.v1.RateLimiter.Release:output_type -> limiter.v1.ReleaseResponse
+	23, // 66: limiter.v1.RateLimiter.Renew:output_type -> limiter.v1.RenewResponse
+	25, // 67: limiter.v1.RateLimiter.AcquireBatch:output_type -> limiter.v1.AcquireBatchResponse
+	28, // 68: limiter.v1.RateLimiter.ReleaseBatch:output_type -> limiter.v1.ReleaseBatchResponse
+	31, // 69: limiter.v1.RateLimiter.RenewBatch:output_type -> limiter.v1.RenewBatchResponse
+	34, // 70: limiter.v1.RateLimiter.Reset:output_type -> limiter.v1.ResetResponse
+	59, // [59:71] is the sub-list for method output_type
+	47, // [47:59] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_limiter_v1_limiter_proto_init() }
@@ -2437,7 +2590,7 @@ func file_limiter_v1_limiter_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limiter_v1_limiter_proto_rawDesc), len(file_limiter_v1_limiter_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -61,6 +61,7 @@ const (
 	RateLimiter_AcquireBatch_FullMethodName   = "/limiter.v1.RateLimiter/AcquireBatch"
 	RateLimiter_ReleaseBatch_FullMethodName   = "/limiter.v1.RateLimiter/ReleaseBatch"
 	RateLimiter_RenewBatch_FullMethodName     = "/limiter.v1.RateLimiter/RenewBatch"
+	RateLimiter_Reset_FullMethodName          = "/limiter.v1.RateLimiter/Reset"
 )
 
 // RateLimiterClient is the client API for RateLimiter service.
@@ -110,6 +111,12 @@ type RateLimiterClient interface {
 	ReleaseBatch(ctx context.Context, in *ReleaseBatchRequest, opts ...grpc.CallOption) (*ReleaseBatchResponse, error)
 	// RenewBatch runs several Renews in one call, as AcquireBatch.
 	RenewBatch(ctx context.Context, in *RenewBatchRequest, opts ...grpc.CallOption) (*RenewBatchResponse, error)
+	// Reset forgets one key's sliding-window counts in its namespace, in
+	// every window size: on the node that takes it at once and, in a
+	// periodic or synchronous namespace, in the store, so that every node
+	// of the cluster forgets them by its next sync. Taking it again is
+	// harmless. With authorization on it needs the admin grant.
+	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
 }
 
 type rateLimiterClient struct {
@@ -230,6 +237,16 @@ func (c *rateLimiterClient) RenewBatch(ctx context.Context, in *RenewBatchReques
 	return out, nil
 }
 
+func (c *rateLimiterClient) Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResetResponse)
+	err := c.cc.Invoke(ctx, RateLimiter_Reset_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RateLimiterServer is the server API for RateLimiter service.
 // All implementations must embed UnimplementedRateLimiterServer
 // for forward compatibility.
@@ -277,6 +294,12 @@ type RateLimiterServer interface {
 	ReleaseBatch(context.Context, *ReleaseBatchRequest) (*ReleaseBatchResponse, error)
 	// RenewBatch runs several Renews in one call, as AcquireBatch.
 	RenewBatch(context.Context, *RenewBatchRequest) (*RenewBatchResponse, error)
+	// Reset forgets one key's sliding-window counts in its namespace, in
+	// every window size: on the node that takes it at once and, in a
+	// periodic or synchronous namespace, in the store, so that every node
+	// of the cluster forgets them by its next sync. Taking it again is
+	// harmless. With authorization on it needs the admin grant.
+	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }
 
@@ -319,6 +342,9 @@ func (UnimplementedRateLimiterServer) ReleaseBatch(context.Context, *ReleaseBatc
 }
 func (UnimplementedRateLimiterServer) RenewBatch(context.Context, *RenewBatchRequest) (*RenewBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RenewBatch not implemented")
+}
+func (UnimplementedRateLimiterServer) Reset(context.Context, *ResetRequest) (*ResetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reset not implemented")
 }
 func (UnimplementedRateLimiterServer) mustEmbedUnimplementedRateLimiterServer() {}
 func (UnimplementedRateLimiterServer) testEmbeddedByValue()                     {}
@@ -539,6 +565,24 @@ func _RateLimiter_RenewBatch_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _RateLimiter_Reset_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RateLimiterServer).Reset(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: RateLimiter_Reset_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RateLimiterServer).Reset(ctx, req.(*ResetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // RateLimiter_ServiceDesc is the grpc.ServiceDesc for RateLimiter service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -589,6 +633,10 @@ var RateLimiter_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RenewBatch",
 			Handler:    _RateLimiter_RenewBatch_Handler,
+		},
+		{
+			MethodName: "Reset",
+			Handler:    _RateLimiter_Reset_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -18,6 +18,7 @@
 package adminv1
 
 import (
+	v1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -53,7 +54,13 @@ type Namespace struct {
 	// "refuse" (default) or "local".
 	OnStoreDown string `protobuf:"bytes,10,opt,name=on_store_down,json=onStoreDown,proto3" json:"on_store_down,omitempty"`
 	// Read only: the keys held in memory, in ListNamespaces.
-	ActiveKeys    int64 `protobuf:"varint,11,opt,name=active_keys,json=activeKeys,proto3" json:"active_keys,omitempty"`
+	ActiveKeys int64 `protobuf:"varint,11,opt,name=active_keys,json=activeKeys,proto3" json:"active_keys,omitempty"`
+	// The namespace's policies, by name: limits an Allow names instead of
+	// listing its own.
+	Policies map[string]*Policy `protobuf:"bytes,12,rep,name=policies,proto3" json:"policies,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Every Allow of the namespace is a dry run: counted and answered as it
+	// would be, then admitted.
+	Shadow        bool `protobuf:"varint,13,opt,name=shadow,proto3" json:"shadow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -165,6 +172,76 @@ func (x *Namespace) GetActiveKeys() int64 {
 	return 0
 }
 
+func (x *Namespace) GetPolicies() map[string]*Policy {
+	if x != nil {
+		return x.Policies
+	}
+	return nil
+}
+
+func (x *Namespace) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
+// Policy is a named set of limits, as the config file's
+// namespaces[].policies.<name>.
+type Policy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 16 limits, as an Allow lists them.
+	Limits []*v1.Limit `protobuf:"bytes,1,rep,name=limits,proto3" json:"limits,omitempty"`
+	// The calls naming the policy are dry runs.
+	Shadow        bool `protobuf:"varint,2,opt,name=shadow,proto3" json:"shadow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Policy) GetLimits() []*v1.Limit {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *Policy) GetShadow() bool {
+	if x != nil {
+		return x.Shadow
+	}
+	return false
+}
+
 // Estimator sizes an estimator namespace's count-min sketches.
 type Estimator struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -176,7 +253,7 @@ type Estimator struct {
 
 func (x *Estimator) Reset() {
 	*x = Estimator{}
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -188,7 +265,7 @@ func (x *Estimator) String() string {
 func (*Estimator) ProtoMessage() {}
 
 func (x *Estimator) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -201,7 +278,7 @@ func (x *Estimator) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Estimator.ProtoReflect.Descriptor instead.
 func (*Estimator) Descriptor() ([]byte, []int) {
-	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Estimator) GetHashes() int32 {
@@ -226,7 +303,7 @@ type ListNamespacesRequest struct {
 
 func (x *ListNamespacesRequest) Reset() {
 	*x = ListNamespacesRequest{}
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -238,7 +315,7 @@ func (x *ListNamespacesRequest) String() string {
 func (*ListNamespacesRequest) ProtoMessage() {}
 
 func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -251,7 +328,7 @@ func (x *ListNamespacesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesRequest.ProtoReflect.Descriptor instead.
 func (*ListNamespacesRequest) Descriptor() ([]byte, []int) {
-	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 type ListNamespacesResponse struct {
@@ -263,7 +340,7 @@ type ListNamespacesResponse struct {
 
 func (x *ListNamespacesResponse) Reset() {
 	*x = ListNamespacesResponse{}
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -275,7 +352,7 @@ func (x *ListNamespacesResponse) String() string {
 func (*ListNamespacesResponse) ProtoMessage() {}
 
 func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -288,7 +365,7 @@ func (x *ListNamespacesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNamespacesResponse.ProtoReflect.Descriptor instead.
 func (*ListNamespacesResponse) Descriptor() ([]byte, []int) {
-	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListNamespacesResponse) GetNamespaces() []*Namespace {
@@ -307,7 +384,7 @@ type PutNamespaceRequest struct {
 
 func (x *PutNamespaceRequest) Reset() {
 	*x = PutNamespaceRequest{}
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -319,7 +396,7 @@ func (x *PutNamespaceRequest) String() string {
 func (*PutNamespaceRequest) ProtoMessage() {}
 
 func (x *PutNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -332,7 +409,7 @@ func (x *PutNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*PutNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PutNamespaceRequest) GetNamespace() *Namespace {
@@ -351,7 +428,7 @@ type DeleteNamespaceRequest struct {
 
 func (x *DeleteNamespaceRequest) Reset() {
 	*x = DeleteNamespaceRequest{}
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -363,7 +440,7 @@ func (x *DeleteNamespaceRequest) String() string {
 func (*DeleteNamespaceRequest) ProtoMessage() {}
 
 func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -376,7 +453,7 @@ func (x *DeleteNamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteNamespaceRequest.ProtoReflect.Descriptor instead.
 func (*DeleteNamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteNamespaceRequest) GetName() string {
@@ -394,7 +471,7 @@ type ReloadRequest struct {
 
 func (x *ReloadRequest) Reset() {
 	*x = ReloadRequest{}
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -406,7 +483,7 @@ func (x *ReloadRequest) String() string {
 func (*ReloadRequest) ProtoMessage() {}
 
 func (x *ReloadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -419,7 +496,7 @@ func (x *ReloadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReloadRequest.ProtoReflect.Descriptor instead.
 func (*ReloadRequest) Descriptor() ([]byte, []int) {
-	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 // ChangeResponse says what a change did: the namespaces added, changed,
@@ -433,7 +510,7 @@ type ChangeResponse struct {
 
 func (x *ChangeResponse) Reset() {
 	*x = ChangeResponse{}
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -445,7 +522,7 @@ func (x *ChangeResponse) String() string {
 func (*ChangeResponse) ProtoMessage() {}
 
 func (x *ChangeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -458,7 +535,7 @@ func (x *ChangeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChangeResponse.ProtoReflect.Descriptor instead.
 func (*ChangeResponse) Descriptor() ([]byte, []int) {
-	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChangeResponse) GetSummary() string {
@@ -477,7 +554,7 @@ type NamespaceRequest struct {
 
 func (x *NamespaceRequest) Reset() {
 	*x = NamespaceRequest{}
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +566,7 @@ func (x *NamespaceRequest) String() string {
 func (*NamespaceRequest) ProtoMessage() {}
 
 func (x *NamespaceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +579,7 @@ func (x *NamespaceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NamespaceRequest.ProtoReflect.Descriptor instead.
 func (*NamespaceRequest) Descriptor() ([]byte, []int) {
-	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NamespaceRequest) GetName() string {
@@ -520,7 +597,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +609,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_limiter_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_limiter_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,14 +622,14 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_limiter_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 var File_limiter_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_limiter_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1climiter/admin/v1/admin.proto\x12\x10limiter.admin.v1\x1a\x1egoogle/protobuf/duration.proto\"\xb2\x03\n" +
+	"\x1climiter/admin/v1/admin.proto\x12\x10limiter.admin.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x18limiter/v1/limiter.proto\"\xe8\x04\n" +
 	"\tNamespace\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12<\n" +
 	"\fwindow_sizes\x18\x02 \x03(\v2\x19.google.protobuf.DurationR\vwindowSizes\x12 \n" +
@@ -566,9 +643,17 @@ const file_limiter_admin_v1_admin_proto_rawDesc = "" +
 	"\ron_store_down\x18\n" +
 	" \x01(\tR\vonStoreDown\x12\x1f\n" +
 	"\vactive_keys\x18\v \x01(\x03R\n" +
-	"activeKeysB\f\n" +
+	"activeKeys\x12E\n" +
+	"\bpolicies\x18\f \x03(\v2).limiter.admin.v1.Namespace.PoliciesEntryR\bpolicies\x12\x16\n" +
+	"\x06shadow\x18\r \x01(\bR\x06shadow\x1aU\n" +
+	"\rPoliciesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
+	"\x05value\x18\x02 \x01(\v2\x18.limiter.admin.v1.PolicyR\x05value:\x028\x01B\f\n" +
 	"\n" +
-	"_sync_rate\"9\n" +
+	"_sync_rate\"K\n" +
+	"\x06Policy\x12)\n" +
+	"\x06limits\x18\x01 \x03(\v2\x11.limiter.v1.LimitR\x06limits\x12\x16\n" +
+	"\x06shadow\x18\x02 \x01(\bR\x06shadow\"9\n" +
 	"\tEstimator\x12\x16\n" +
 	"\x06hashes\x18\x01 \x01(\x05R\x06hashes\x12\x14\n" +
 	"\x05slots\x18\x02 \x01(\x05R\x05slots\"\x17\n" +
@@ -607,43 +692,49 @@ func file_limiter_admin_v1_admin_proto_rawDescGZIP() []byte {
 	return file_limiter_admin_v1_admin_proto_rawDescData
 }
 
-var file_limiter_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_limiter_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_limiter_admin_v1_admin_proto_goTypes = []any{
 	(*Namespace)(nil),              // 0: limiter.admin.v1.Namespace
-	(*Estimator)(nil),              // 1: limiter.admin.v1.Estimator
-	(*ListNamespacesRequest)(nil),  // 2: limiter.admin.v1.ListNamespacesRequest
-	(*ListNamespacesResponse)(nil), // 3: limiter.admin.v1.ListNamespacesResponse
-	(*PutNamespaceRequest)(nil),    // 4: limiter.admin.v1.PutNamespaceRequest
-	(*DeleteNamespaceRequest)(nil), // 5: limiter.admin.v1.DeleteNamespaceRequest
-	(*ReloadRequest)(nil),          // 6: limiter.admin.v1.ReloadRequest
-	(*ChangeResponse)(nil),         // 7: limiter.admin.v1.ChangeResponse
-	(*NamespaceRequest)(nil),       // 8: limiter.admin.v1.NamespaceRequest
-	(*SyncResponse)(nil),           // 9: limiter.admin.v1.SyncResponse
-	(*durationpb.Duration)(nil),    // 10: google.protobuf.Duration
+	(*Policy)(nil),                 // 1: limiter.admin.v1.Policy
+	(*Estimator)(nil),              // 2: limiter.admin.v1.Estimator
+	(*ListNamespacesRequest)(nil),  // 3: limiter.admin.v1.ListNamespacesRequest
+	(*ListNamespacesResponse)(nil), // 4: limiter.admin.v1.ListNamespacesResponse
+	(*PutNamespaceRequest)(nil),    // 5: limiter.admin.v1.PutNamespaceRequest
+	(*DeleteNamespaceRequest)(nil), // 6: limiter.admin.v1.DeleteNamespaceRequest
+	(*ReloadRequest)(nil),          // 7: limiter.admin.v1.ReloadRequest
+	(*ChangeResponse)(nil),         // 8: limiter.admin.v1.ChangeResponse
+	(*NamespaceRequest)(nil),       // 9: limiter.admin.v1.NamespaceRequest
+	(*SyncResponse)(nil),           // 10: limiter.admin.v1.SyncResponse
+	nil,                            // 11: limiter.admin.v1.Namespace.PoliciesEntry
+	(*durationpb.Duration)(nil),    // 12: google.protobuf.Duration
+	(*v1.Limit)(nil),               // 13: limiter.v1.Limit
 }
 var file_limiter_admin_v1_admin_proto_depIdxs = []int32{
-	10, // 0: limiter.admin.v1.Namespace.window_sizes:type_name -> google.protobuf.Duration
-	1,  // 1: limiter.admin.v1.Namespace.estimator:type_name -> limiter.admin.v1.Estimator
-	10, // 2: limiter.admin.v1.Namespace.max_lease_ttl:type_name -> google.protobuf.Duration
-	0,  // 3: limiter.admin.v1.ListNamespacesResponse.namespaces:type_name -> limiter.admin.v1.Namespace
-	0,  // 4: limiter.admin.v1.PutNamespaceRequest.namespace:type_name -> limiter.admin.v1.Namespace
-	2,  // 5: limiter.admin.v1.Admin.ListNamespaces:input_type -> limiter.admin.v1.ListNamespacesRequest
-	4,  // 6: limiter.admin.v1.Admin.PutNamespace:input_type -> limiter.admin.v1.PutNamespaceRequest
-	5,  // 7: limiter.admin.v1.Admin.DeleteNamespace:input_type -> limiter.admin.v1.DeleteNamespaceRequest
-	6,  // 8: limiter.admin.v1.Admin.Reload:input_type -> limiter.admin.v1.ReloadRequest
-	8,  // 9: limiter.admin.v1.Admin.Sync:input_type -> limiter.admin.v1.NamespaceRequest
-	8,  // 10: limiter.admin.v1.Admin.Fetch:input_type -> limiter.admin.v1.NamespaceRequest
-	3,  // 11: limiter.admin.v1.Admin.ListNamespaces:output_type -> limiter.admin.v1.ListNamespacesResponse
-	7,  // 12: limiter.admin.v1.Admin.PutNamespace:output_type -> limiter.admin.v1.ChangeResponse
-	7,  // 13: limiter.admin.v1.Admin.DeleteNamespace:output_type -> limiter.admin.v1.ChangeResponse
-	7,  // 14: limiter.admin.v1.Admin.Reload:output_type -> limiter.admin.v1.ChangeResponse
-	9,  // 15: limiter.admin.v1.Admin.Sync:output_type -> limiter.admin.v1.SyncResponse
-	9,  // 16: limiter.admin.v1.Admin.Fetch:output_type -> limiter.admin.v1.SyncResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	12, // 0: limiter.admin.v1.Namespace.window_sizes:type_name -> google.protobuf.Duration
+	2,  // 1: limiter.admin.v1.Namespace.estimator:type_name -> limiter.admin.v1.Estimator
+	12, // 2: limiter.admin.v1.Namespace.max_lease_ttl:type_name -> google.protobuf.Duration
+	11, // 3: limiter.admin.v1.Namespace.policies:type_name -> limiter.admin.v1.Namespace.PoliciesEntry
+	13, // 4: limiter.admin.v1.Policy.limits:type_name -> limiter.v1.Limit
+	0,  // 5: limiter.admin.v1.ListNamespacesResponse.namespaces:type_name -> limiter.admin.v1.Namespace
+	0,  // 6: limiter.admin.v1.PutNamespaceRequest.namespace:type_name -> limiter.admin.v1.Namespace
+	1,  // 7: limiter.admin.v1.Namespace.PoliciesEntry.value:type_name -> limiter.admin.v1.Policy
+	3,  // 8: limiter.admin.v1.Admin.ListNamespaces:input_type -> limiter.admin.v1.ListNamespacesRequest
+	5,  // 9: limiter.admin.v1.Admin.PutNamespace:input_type -> limiter.admin.v1.PutNamespaceRequest
+	6,  // 10: limiter.admin.v1.Admin.DeleteNamespace:input_type -> limiter.admin.v1.DeleteNamespaceRequest
+	7,  // 11: limiter.admin.v1.Admin.Reload:input_type -> limiter.admin.v1.ReloadRequest
+	9,  // 12: limiter.admin.v1.Admin.Sync:input_type -> limiter.admin.v1.NamespaceRequest
+	9,  // 13: limiter.admin.v1.Admin.Fetch:input_type -> limiter.admin.v1.NamespaceRequest
+	4,  // 14: limiter.admin.v1.Admin.ListNamespaces:output_type -> limiter.admin.v1.ListNamespacesResponse
+	8,  // 15: limiter.admin.v1.Admin.PutNamespace:output_type -> limiter.admin.v1.ChangeResponse
+	8,  // 16: limiter.admin.v1.Admin.DeleteNamespace:output_type -> limiter.admin.v1.ChangeResponse
+	8,  // 17: limiter.admin.v1.Admin.Reload:output_type -> limiter.admin.v1.ChangeResponse
+	10, // 18: limiter.admin.v1.Admin.Sync:output_type -> limiter.admin.v1.SyncResponse
+	10, // 19: limiter.admin.v1.Admin.Fetch:output_type -> limiter.admin.v1.SyncResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_limiter_admin_v1_admin_proto_init() }
@@ -658,7 +749,7 @@ func file_limiter_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_limiter_admin_v1_admin_proto_rawDesc), len(file_limiter_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

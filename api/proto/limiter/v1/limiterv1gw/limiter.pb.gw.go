@@ -328,6 +328,33 @@ func local_request_RateLimiter_RenewBatch_0(ctx context.Context, marshaler runti
 	return msg, metadata, err
 }
 
+func request_RateLimiter_Reset_0(ctx context.Context, marshaler runtime.Marshaler, client extLimiterv1.RateLimiterClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq extLimiterv1.ResetRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.Reset(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_RateLimiter_Reset_0(ctx context.Context, marshaler runtime.Marshaler, server extLimiterv1.RateLimiterServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq extLimiterv1.ResetRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.Reset(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterRateLimiterHandlerServer registers the http handlers for service RateLimiter to "mux".
 // UnaryRPC     :call RateLimiterServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -553,6 +580,26 @@ func RegisterRateLimiterHandlerServer(ctx context.Context, mux *runtime.ServeMux
 			return
 		}
 		forward_RateLimiter_RenewBatch_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_RateLimiter_Reset_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/limiter.v1.RateLimiter/Reset", runtime.WithHTTPPathPattern("/limiter.v1.RateLimiter/Reset"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_RateLimiter_Reset_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RateLimiter_Reset_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
 
 	return nil
@@ -781,6 +828,23 @@ func RegisterRateLimiterHandlerClient(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_RateLimiter_RenewBatch_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_RateLimiter_Reset_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/limiter.v1.RateLimiter/Reset", runtime.WithHTTPPathPattern("/limiter.v1.RateLimiter/Reset"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_RateLimiter_Reset_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_RateLimiter_Reset_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
@@ -796,6 +860,7 @@ var (
 	pattern_RateLimiter_AcquireBatch_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"limiter.v1.RateLimiter", "AcquireBatch"}, ""))
 	pattern_RateLimiter_ReleaseBatch_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"limiter.v1.RateLimiter", "ReleaseBatch"}, ""))
 	pattern_RateLimiter_RenewBatch_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"limiter.v1.RateLimiter", "RenewBatch"}, ""))
+	pattern_RateLimiter_Reset_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"limiter.v1.RateLimiter", "Reset"}, ""))
 )
 
 var (
@@ -810,4 +875,5 @@ var (
 	forward_RateLimiter_AcquireBatch_0   = runtime.ForwardResponseMessage
 	forward_RateLimiter_ReleaseBatch_0   = runtime.ForwardResponseMessage
 	forward_RateLimiter_RenewBatch_0     = runtime.ForwardResponseMessage
+	forward_RateLimiter_Reset_0          = runtime.ForwardResponseMessage
 )

@@ -1,0 +1,166 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/integration/harness"
+)
+
+// Resets across a cluster of limiterd processes on each real store.
+
+// resetTokens are the tokens of the reset tests: app may count in every
+// namespace, ops may also reset.
+const (
+	resetAppToken = "reset-app-token-0123456789"
+	resetOpsToken = "reset-ops-token-0123456789"
+)
+
+// resetConfig is clusterConfig with an auth section of the two tokens,
+// their files written in dir.
+func resetConfig(t *testing.T, store string, syncRate float64) string {
+	dir := t.TempDir()
+	files := map[string]string{}
+	for name, tok := range map[string]string{"app": resetAppToken, "ops": resetOpsToken} {
+		files[name] = filepath.Join(dir, name+".token")
+		if err := os.WriteFile(files[name], []byte(tok+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return clusterConfig(store, syncRate) + fmt.Sprintf(`auth:
+  tokens:
+    - {name: app, token_file: %s, namespaces: ["*"], operations: [read, write]}
+    - {name: ops, token_file: %s, namespaces: ["*"], operations: [read, write, admin]}
+`, files["app"], files["ops"])
+}
+
+// checkResetCluster: a key at its limit on three nodes is admitted right
+// after a reset on the node that took it and, within one sync period and
+// a tick, on the other two; a caller without the admin grant is refused
+// and resets nothing; a reset taken again, at another node, forgets only
+// what was counted since the first, and each node then admits exactly
+// the limit again.
+func checkResetCluster(t *testing.T, store string, syncRate float64) {
+	nodes := harness.Cluster(t, 3, resetConfig(t, store, syncRate))
+	base, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	app := metadata.AppendToOutgoingContext(base, "authorization", "Bearer "+resetAppToken)
+	ops := metadata.AppendToOutgoingContext(base, "authorization", "Bearer "+resetOpsToken)
+	key := harness.UniqueName("reset")
+	const limit = 6
+	period := time.Duration(syncRate * float64(time.Second))
+	// What a node needs to see the others' writes: one tick of each
+	// (push, then fetch), each within tick_timeout (1 s).
+	settle := 2*period + 300*time.Millisecond
+	allow := func(i int) bool {
+		t.Helper()
+		resp, err := nodes[i].Client.Allow(app, &limiterv1.AllowRequest{Namespace: "api", Key: key,
+			Limits: []*limiterv1.Limit{{WindowSize: durationpb.New(time.Hour), Limit: limit}}})
+		if err != nil {
+			t.Fatalf("Allow at node %d: %v", i, err)
+		}
+		return resp.GetAllowed()
+	}
+	reset := func(ctx context.Context, i int) error {
+		t.Helper()
+		_, err := nodes[i].Client.Reset(ctx, &limiterv1.ResetRequest{Namespace: "api", Key: key})
+		return err
+	}
+	// fill admits the limit, round-robin, and checks that every node then
+	// refuses.
+	fill := func(when string) {
+		t.Helper()
+		for i := range limit {
+			if !allow(i % len(nodes)) {
+				t.Fatalf("%s: hit %d of %d at node %d refused", when, i+1, limit, i%len(nodes))
+			}
+		}
+		time.Sleep(settle)
+		for i := range nodes {
+			if allow(i) {
+				t.Fatalf("%s: node %d admits the key at its limit", when, i)
+			}
+		}
+	}
+	fill("before the reset")
+
+	if err := reset(app, 0); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Reset without the admin grant: %v, want PermissionDenied", err)
+	}
+	time.Sleep(settle)
+	if allow(1) {
+		t.Fatal("a refused reset reset the key")
+	}
+
+	if err := reset(ops, 0); err != nil {
+		t.Fatalf("Reset: %v", err)
+	}
+	done := time.Now()
+	if !allow(0) {
+		t.Fatal("the node that took the reset refuses the key right after it")
+	}
+	for _, i := range []int{1, 2} {
+		for !allow(i) {
+			if time.Since(done) > period+time.Second {
+				t.Fatalf("node %d still refuses the key %s after the reset (sync period %s, a tick within 1 s)", i, time.Since(done), period)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("node %d admits the key %s after the reset (sync period %s)", i, time.Since(done).Round(time.Millisecond), period)
+	}
+
+	// Again, at another node, twice over (a retry): the 3 hits since are
+	// forgotten, and the key takes its limit again, no more.
+	time.Sleep(settle)
+	for range 2 {
+		if err := reset(ops, 2); err != nil {
+			t.Fatalf("Reset again: %v", err)
+		}
+	}
+	time.Sleep(settle)
+	for i := range nodes {
+		resp, err := nodes[i].Client.SlidingWindow(app, &limiterv1.SlidingWindowRequest{Namespace: "api", Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := resp.GetRates()[0].GetRate(); r != 0 {
+			t.Errorf("node %d: rate %g after the key was reset again, want 0", i, r)
+		}
+	}
+	fill("after the second reset")
+}
+
+func TestRedisReset(t *testing.T) {
+	r := harness.SharedRedis(t)
+	for _, s := range []float64{0, 0.1} {
+		t.Run(fmt.Sprint("sync_rate=", s), func(t *testing.T) {
+			checkResetCluster(t, redisStore(r.Addr(), harness.UniqueName("reset")), s)
+		})
+	}
+}
+
+func TestPostgresReset(t *testing.T) {
+	pg := harness.SharedPostgres(t)
+	for _, s := range []float64{0, 0.1} {
+		t.Run(fmt.Sprint("sync_rate=", s), func(t *testing.T) {
+			checkResetCluster(t, postgresStore(pg.DSN()), s)
+		})
+	}
+}
+
+func TestCassandraReset(t *testing.T) {
+	c := harness.SharedCassandra(t)
+	checkResetCluster(t, cassandraStore(c, keyspace("reset")), 0.1)
+}

@@ -1,0 +1,248 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/auth"
+	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/service"
+	"github.com/limiterd/limiterd/strategy/memory"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// clusterNode is one node of an in-process cluster over one store.
+type clusterNode struct {
+	svc *service.Service
+	sy  *clustersync.Syncer
+}
+
+// newCluster starts n nodes serving "default" (windows of 1 s and 1 min)
+// in the mode of syncRate (not local only) over one in-memory store, on
+// one fake clock. Their syncers tick only when a test calls SyncOnce.
+func newCluster(tb testing.TB, n int, syncRate float64) ([]clusterNode, *fakeclock.Clock) {
+	tb.Helper()
+	clock := fakeclock.New(now)
+	store := memory.New(memory.WithClock(clock.Now))
+	var out []clusterNode
+	for i := range n {
+		cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: syncRate, Store: "mem"}
+		nd, err := node.New([]node.Config{cfg}, clock)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ns, err := nd.Namespace("")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation(fmt.Sprintf("n%d", i)),
+			clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		svc, err := service.New(nd, sy)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, clusterNode{svc: svc, sy: sy})
+	}
+	return out, clock
+}
+
+// tick runs one sync tick on every node.
+func tick(tb testing.TB, nodes []clusterNode) {
+	tb.Helper()
+	for _, n := range nodes {
+		if err := n.sy.SyncOnce(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// TestResetAcrossTheCluster is the in-process acceptance test of a
+// reset: a key at its limit on three nodes over one store is admitted at
+// once on the node that took the reset and, after one tick, on the
+// others; a reset taken again is harmless (hits counted since count, the
+// key is not reset twice over); the counts of other keys are untouched.
+func TestResetAcrossTheCluster(t *testing.T) {
+	ctx := context.Background()
+	limits := []service.Limit{lim(time.Minute, 6)}
+	for _, m := range modes {
+		if m.syncRate < 0 {
+			continue
+		}
+		t.Run(m.name, func(t *testing.T) {
+			nodes, clock := newCluster(t, 3, m.syncRate)
+			allow := func(i int, key string) bool {
+				t.Helper()
+				d, err := nodes[i].svc.Allow(ctx, service.AllowRequest{Key: key, Limits: limits}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.Allowed
+			}
+			// Two hits on each node, and the previous minute's too: the
+			// key is at its limit everywhere once the nodes synced.
+			for i := range nodes {
+				for range 2 {
+					if !allow(i, "k") || !allow(i, "other") {
+						t.Fatal("a hit under the limit is refused")
+					}
+				}
+			}
+			tick(t, nodes)
+			tick(t, nodes)
+			for i := range nodes {
+				if allow(i, "k") {
+					t.Fatalf("node %d admits a key at its limit", i)
+				}
+			}
+			rates, err := nodes[0].svc.Reset(ctx, service.ResetRequest{Key: "k"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rates {
+				if r.Rate != 0 {
+					t.Errorf("the rate of %s after the reset is %g, want 0", r.Size, r.Rate)
+				}
+			}
+			if !allow(0, "k") {
+				t.Fatal("the node that took the reset refuses the key right after it")
+			}
+			clock.Add(100 * time.Millisecond)
+			tick(t, nodes)
+			for i := range nodes {
+				if !allow(i, "k") {
+					t.Fatalf("node %d refuses the key one tick after the reset", i)
+				}
+			}
+			// 4 hits since the reset on a limit of 6: two more fit, a
+			// third does not, once the nodes synced.
+			tick(t, nodes)
+			tick(t, nodes)
+			if !allow(1, "k") || !allow(1, "k") {
+				t.Fatal("the key is refused under its limit after the reset")
+			}
+			if allow(1, "k") {
+				t.Error("the key is admitted past its limit after the reset: the reset forgot later hits")
+			}
+			// Taken again, it forgets the hits since: no more, no less.
+			if _, err := nodes[2].svc.Reset(ctx, service.ResetRequest{Key: "k"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := nodes[2].svc.Reset(ctx, service.ResetRequest{Key: "k"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			tick(t, nodes)
+			for i := range nodes {
+				got, err := nodes[i].svc.SlidingWindow(ctx, service.RateRequest{Key: "k", WindowSize: time.Minute}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got[0].Rate != 0 {
+					t.Errorf("node %d: rate %g after two resets, want 0", i, got[0].Rate)
+				}
+			}
+			if !allow(1, "k") {
+				t.Error("the key is refused after the second reset")
+			}
+			tick(t, nodes)
+			got, err := nodes[0].svc.SlidingWindow(ctx, service.RateRequest{Key: "k", WindowSize: time.Minute}, nil)
+			if err != nil || got[0].Rate != 1 {
+				t.Errorf("rate %v, %v after one hit since the resets; want 1", got, err)
+			}
+			// The other key kept its counts.
+			got, err = nodes[2].svc.SlidingWindow(ctx, service.RateRequest{Key: "other", WindowSize: time.Minute}, nil)
+			if err != nil || got[0].Rate != 6 {
+				t.Errorf("another key's rate %v, %v after the resets; want 6", got, err)
+			}
+		})
+	}
+}
+
+// TestResetLocal: in a local namespace a reset forgets the key's counts in
+// every window size, the previous windows' included, and nothing else;
+// an estimator namespace refuses it.
+func TestResetLocal(t *testing.T) {
+	ctx := context.Background()
+	s, ns := newService(t, -1)
+	for _, key := range []string{"k", "j"} {
+		if _, err := s.Increment(ctx, service.IncrementRequest{Key: key, Value: f64(5), At: now.Add(-40 * time.Second)}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Increment(ctx, service.IncrementRequest{Key: key, Value: f64(3)}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rates, err := s.Reset(ctx, service.ResetRequest{Key: "k"}, nil)
+	if err != nil || len(rates) != 2 || rates[0].Rate != 0 || rates[1].Rate != 0 {
+		t.Fatalf("Reset = %v, %v; want two rates of 0", rates, err)
+	}
+	if got, _ := ns.RateAt(now, "j", time.Minute, 0, nil); got[0].Rate != 5.5 {
+		t.Errorf("another key's rate %g after the reset, want 5.5 (3 + 5 × 30/60)", got[0].Rate)
+	}
+	if _, err := s.Increment(ctx, service.IncrementRequest{Key: "k"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := ns.RateAt(now, "k", 0, 0, nil); got[0].Rate != 1 || got[1].Rate != 1 {
+		t.Errorf("rates %v after one hit since the reset, want 1 and 1", got)
+	}
+	if _, err := s.Reset(ctx, service.ResetRequest{Key: ""}, nil); !errors.Is(err, service.ErrInvalidKey) {
+		t.Errorf("an empty key: %v, want ErrInvalidKey", err)
+	}
+	if _, err := s.Reset(ctx, service.ResetRequest{Namespace: "nope", Key: "k"}, nil); !errors.Is(err, service.ErrUnknownNamespace) {
+		t.Errorf("an unknown namespace: %v, want ErrUnknownNamespace", err)
+	}
+	est, err := node.New([]node.Config{{Name: "default", WindowSizes: []time.Duration{time.Second}, SyncRate: -1,
+		Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	es, err := service.New(est)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := es.Reset(ctx, service.ResetRequest{Key: "k"}, nil); !errors.Is(err, service.ErrFailedPrecondition) {
+		t.Errorf("a reset in an estimator namespace: %v, want ErrFailedPrecondition", err)
+	}
+}
+
+// TestResetNeedsAdmin: with authorization on, a reset without the admin
+// grant of its namespace is refused and forgets nothing.
+func TestResetNeedsAdmin(t *testing.T) {
+	ctx := context.Background()
+	base, ns := newService(t, -1)
+	s := base.WithAuthorizer(newAuthorizer(t))
+	if _, err := base.Increment(ctx, service.IncrementRequest{Key: "k"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	as := func(nsName string, ops auth.Op) context.Context {
+		return auth.WithPrincipal(ctx, auth.NewPrincipal("p", []string{nsName}, ops))
+	}
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want error
+	}{
+		{"anonymous", ctx, service.ErrUnauthenticated},
+		{"writer", as("default", auth.Read|auth.Write), service.ErrPermissionDenied},
+		{"admin elsewhere", as("other", auth.Admin), service.ErrPermissionDenied},
+	} {
+		if _, err := s.Reset(c.ctx, service.ResetRequest{Key: "k"}, nil); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+		if got, _ := ns.RateAt(now, "k", time.Minute, 0, nil); got[0].Rate != 1 {
+			t.Fatalf("%s: a refused reset changed the rate to %g", c.name, got[0].Rate)
+		}
+	}
+	if _, err := s.Reset(as("default", auth.Admin), service.ResetRequest{Key: "k"}, nil); err != nil {
+		t.Fatalf("admin: %v", err)
+	}
+	if got, _ := ns.RateAt(now, "k", time.Minute, 0, nil); got[0].Rate != 0 {
+		t.Errorf("rate %g after the admin's reset, want 0", got[0].Rate)
+	}
+}

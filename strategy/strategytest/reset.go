@@ -1,0 +1,135 @@
+package strategytest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+	clustersync "github.com/limiterd/limiterd/sync"
+)
+
+// testReset: a reset (clustersync.Syncer.ResetAt) needs nothing of a
+// store but its Push and Fetch, PushFetch, change reads and atomic
+// Allow summing every incarnation's rows, a reset's own included: taken
+// at one node, the key's counts read 0 in the store at once and on the
+// other node after its next tick, in the current and the previous
+// windows; hits counted since count; a reset taken again, or its rows
+// pushed again, is harmless; the other keys are untouched.
+func testReset(t *testing.T, e *env) {
+	now := time.Now()
+	type member struct {
+		ns  *node.Namespace
+		sy  *clustersync.Syncer
+		inc string
+	}
+	var nodes [2]member
+	for i := range nodes {
+		ns, err := node.NewNamespace(node.Config{Name: e.ns, WindowSizes: []time.Duration{time.Minute, time.Hour}, SyncRate: 60, Store: "s"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inc := e.inc(fmt.Sprintf("n%d", i))
+		sy, err := clustersync.NewSyncer(ns, e.s, inc, clustersync.NewVersions(time.Now), clustersync.Config{TickTimeout: callTimeout}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i] = member{ns, sy, inc}
+	}
+	const hit = 1_000_000
+	ticks := func() {
+		t.Helper()
+		for _, n := range nodes {
+			if err := n.sy.SyncOnce(ctx(t, callTimeout)); err != nil {
+				t.Fatalf("SyncOnce: %v", err)
+			}
+		}
+	}
+	count := func(i int, key string, v float64, at time.Time) {
+		t.Helper()
+		if _, err := nodes[i].ns.IncrementAt(at, key, 0, v, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// rate is node i's rate of key in the window of size at now.
+	rate := func(i int, key string, size time.Duration) float64 {
+		t.Helper()
+		rs, err := nodes[i].ns.RateAt(now, key, size, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs[0].Rate
+	}
+	wantRates := func(when, key string, want float64) {
+		t.Helper()
+		for i := range nodes {
+			for _, size := range []time.Duration{time.Minute, time.Hour} {
+				if got := rate(i, key, size); got != want {
+					t.Errorf("%s: node %d: rate of %q per %s = %g, want %g", when, i, key, size, got, want)
+				}
+			}
+		}
+	}
+	// Hits in this minute and in the last one, at both nodes.
+	before := now.Add(-time.Minute)
+	count(0, "k", 3, now)
+	count(0, "k", 2, before)
+	count(1, "k", 4, now)
+	count(1, "other", 5, now)
+	count(0, "other", 1, now)
+	ticks()
+	ticks()
+	if got := rate(1, "k", time.Minute); got < 7 {
+		t.Fatalf("rate of k per minute before the reset = %g, want at least 7", got)
+	}
+	if err := nodes[0].sy.ResetAt(ctx(t, callTimeout), now, "k"); err != nil {
+		t.Fatalf("ResetAt: %v", err)
+	}
+	for _, size := range []time.Duration{time.Minute, time.Hour} {
+		for _, start := range []int64{windowStart(now.UnixNano(), size), windowStart(now.UnixNano(), size) - int64(size)} {
+			e.wantWindow(t, clustersync.WindowKey{Namespace: e.ns, Size: size, Start: start, Key: "k"}, 0)
+		}
+	}
+	if got := rate(0, "k", time.Minute); got != 0 {
+		t.Errorf("the resetting node's rate right after the reset = %g, want 0", got)
+	}
+	ticks()
+	wantRates("one tick after the reset", "k", 0)
+	wantRates("one tick after the reset", "other", 6)
+
+	if aa, ok := e.s.(clustersync.AtomicAllower); ok {
+		// Node 1's own 4 hits of this minute stay in its row; the store
+		// decides with the reset's rows: 0 counted, so 1 hit of 1 fits.
+		at := now.UnixNano()
+		res, err := aa.Allow(ctx(t, callTimeout), clustersync.AllowRequest{Inc: nodes[1].inc, At: at, Cost: hit,
+			Limits: []clustersync.AllowLimit{e.allowLimit(clustersync.WindowKey{Namespace: e.ns, Key: "k"}, time.Minute, hit, 4*hit, 0, at, time.Now().UnixMicro())}})
+		if err != nil {
+			t.Fatalf("Allow: %v", err)
+		}
+		if !res.Allowed || res.Others[0][0] != -4*hit {
+			t.Errorf("Allow of 1 hit under 1 after the reset: allowed %v, others %v; want true, others −4 hits (the reset's cancelling node 1's own)", res.Allowed, res.Others[0])
+		}
+		count(1, "k", 1, now) // as the store counted it
+	} else {
+		count(1, "k", 1, now)
+	}
+	count(0, "k", 2, now)
+	ticks()
+	ticks()
+	wantRates("after 3 hits since the reset", "k", 3)
+
+	// Again, at the other node, twice: the hits since are forgotten,
+	// nothing more.
+	for range 2 {
+		if err := nodes[1].sy.ResetAt(ctx(t, callTimeout), now, "k"); err != nil {
+			t.Fatalf("ResetAt: %v", err)
+		}
+	}
+	ticks()
+	wantRates("after the second reset", "k", 0)
+	wantRates("after the second reset", "other", 6)
+	count(1, "k", 1, now)
+	ticks()
+	ticks()
+	wantRates("after 1 hit since the second reset", "k", 1)
+}

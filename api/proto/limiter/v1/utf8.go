@@ -21,8 +21,13 @@ func (x *SlidingWindowRequest) ValidUTF8() bool {
 	return utf8.ValidString(x.GetNamespace()) && utf8.ValidString(x.GetKey())
 }
 
-// ValidUTF8 reports whether the namespace and key are valid UTF-8.
+// ValidUTF8 reports whether the namespace, key and policy are valid UTF-8.
 func (x *AllowRequest) ValidUTF8() bool {
+	return utf8.ValidString(x.GetNamespace()) && utf8.ValidString(x.GetKey()) && utf8.ValidString(x.GetPolicy())
+}
+
+// ValidUTF8 reports whether the namespace and key are valid UTF-8.
+func (x *ResetRequest) ValidUTF8() bool {
 	return utf8.ValidString(x.GetNamespace()) && utf8.ValidString(x.GetKey())
 }
 

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/service"
 )
 
 // TestHelloOptions: HELLO alone answers in the session's protocol; an
@@ -164,6 +167,10 @@ func TestFrameGuardBounds(t *testing.T) {
 		{"an array that cannot fit", 60, "*10\r\n", "an array of 10 elements exceeds"},
 		{"a bulk string of the cap", 20, "*1\r\n$20\r\n" + strings.Repeat("x", 22), "command longer than the limit of 20 bytes"},
 		{"a bulk string past the cap", 20, "*1\r\n$21\r\n", "a bulk string of 21 bytes exceeds"},
+		{"an array without its count", 100, "*\r\n", "invalid multibulk length"},
+		{"a bulk string without its length", 100, "*1\r\n$\r\n", "invalid bulk length"},
+		{"a count of 18 digits", 100, "*100000000000000000\r\n", "an array of 100000000000000000 elements exceeds"},
+		{"a count of 19 digits", 100, "*1000000000000000000\r\n", "invalid multibulk length"},
 	} {
 		g := frameGuard{max: c.max}
 		n, err := g.scan([]byte(c.in))
@@ -184,7 +191,8 @@ func TestFrameGuardBounds(t *testing.T) {
 
 // TestDurationArgumentBounds: a duration argument in milliseconds is read
 // up to the largest (and down to the least) that a time.Duration holds,
-// for the service to judge; one past is out of range.
+// for the service to judge; one past is out of range. RL.ALLOW's window
+// sizes are read from 0.
 func TestDurationArgumentBounds(t *testing.T) {
 	s := newTestServer(t, newService(t, newClock()), Config{})
 	for _, c := range []struct{ line, want string }{
@@ -192,9 +200,85 @@ func TestDurationArgumentBounds(t *testing.T) {
 		{"RL.ACQUIRE k 1 9223372036855", "-ERR ttl: value is not an integer or out of range\r\n"},
 		{"RL.ACQUIRE k 1 -9223372036854", "-ERR ttl: must be positive and at most the namespace's max_lease_ttl 1h0m0s, got -2562047h47m16.854s\r\n"},
 		{"RL.ACQUIRE k 1 -9223372036855", "-ERR ttl: value is not an integer or out of range\r\n"},
+		{"RL.ALLOW k 9223372036854 10", "-ERR limits[0].window_size: namespace \"default\" has no window size 2562047h47m16.854s (configured: 1s, 1m0s)\r\n"},
+		{"RL.ALLOW k 9223372036855 10", "-ERR limits[0].window_size: value is not an integer or out of range\r\n"},
+		{"RL.ALLOW k 0 10", "-ERR limits[0].window_size: is required\r\n"},
+		{"RL.ALLOW k -1 10", "-ERR limits[0].window_size: value is not an integer or out of range\r\n"},
 	} {
 		if got := s.do(&session{}, c.line); got != c.want {
 			t.Errorf("%s = %q; want %q", c.line, got, c.want)
+		}
+	}
+}
+
+// TestTimeArgumentBounds: AT is read from 0 (the epoch, not "now") up to
+// the last Unix time a time.Time of nanoseconds holds, in milliseconds or
+// (RL.REDUCE) seconds, for the service to judge; a negative one, or one
+// past, is out of range.
+func TestTimeArgumentBounds(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	window := func(limit, got string) string {
+		return "-ERR at: must be within [now - " + limit + ", now + 1s] (now is 2023-11-14T22:14:00Z), got " + got + "\r\n"
+	}
+	const outOfRange = "-ERR at: value is not an integer or out of range\r\n"
+	for _, c := range []struct{ line, want string }{
+		{"RL.INCR k AT 0", window("1m0s", "1970-01-01T00:00:00.000000001Z")},
+		{"RL.INCR k AT -1", outOfRange},
+		{"RL.INCR k AT 9223372036854", window("1m0s", "2262-04-11T23:47:16.854Z")},
+		{"RL.INCR k AT 9223372036855", outOfRange},
+		{"RL.REDUCE k 10 10 AT 9223372036", window("8784h0m0s", "2262-04-11T23:47:16Z")},
+		{"RL.REDUCE k 10 10 AT 9223372037", outOfRange},
+	} {
+		if got := s.do(&session{}, c.line); got != c.want {
+			t.Errorf("%s = %q; want %q", c.line, got, c.want)
+		}
+	}
+}
+
+// TestReduceLeastArguments: RL.REDUCE with TAKE 0 answers the tokens and takes
+// none, as Smyte's; a negative TAKE is out of range; the least max,
+// refilltime and refill, 1, are accepted.
+func TestReduceLeastArguments(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	for _, c := range []struct{ line, want string }{
+		{"RL.REDUCE k 10 60 TAKE 0", ":10\r\n"},
+		{"RL.REDUCE k 10 60 TAKE 0", ":10\r\n"},
+		{"RL.REDUCE k 10 60 TAKE -1", "-ERR take: value is not an integer or out of range\r\n"},
+		{"RL.REDUCE k 10 60", ":10\r\n"},
+		{"RL.REDUCE k 10 60 TAKE 0", ":9\r\n"},
+		{"RL.REDUCE j 1 1 REFILL 1", ":1\r\n"},
+		{"RL.REDUCE j 1 0", "-ERR refilltime: value is not an integer or out of range\r\n"},
+	} {
+		if got := s.do(&session{}, c.line); got != c.want {
+			t.Errorf("%s = %q; want %q", c.line, got, c.want)
+		}
+	}
+}
+
+// TestDecisionWithoutLimits: a decision that carries no limit's status is
+// still answered, with the binding limit's fields at 0.
+func TestDecisionWithoutLimits(t *testing.T) {
+	var w reply
+	writeDecision(&w, service.Decision{Allowed: true})
+	want := "*12\r\n$7\r\nallowed\r\n:1\r\n$5\r\nnever\r\n:0\r\n$5\r\nlimit\r\n$1\r\n0\r\n$9\r\nremaining\r\n$1\r\n0\r\n" +
+		"$14\r\nretry_after_ms\r\n:0\r\n$14\r\nreset_after_ms\r\n:0\r\n"
+	if got := string(w.b); got != want {
+		t.Errorf("the decision = %q; want %q", got, want)
+	}
+}
+
+// TestWindowLabel: a window size is named in whole seconds when it is
+// one, else in whole milliseconds (1500ms, not Go's 1.5s), else in Go's
+// form.
+func TestWindowLabel(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		time.Minute:             "60s",
+		1500 * time.Millisecond: "1500ms",
+		100 * time.Millisecond:  "100ms",
+		1500 * time.Microsecond: "1.5ms",
+	} {
+		if got := windowLabel(d); got != want {
+			t.Errorf("windowLabel(%v) = %q, want %q", d, got, want)
 		}
 	}
 }

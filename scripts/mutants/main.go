@@ -12,7 +12,9 @@
 // It covers the packages gremlins mis-runs (front/http, front/envoy and
 // front/grpc, whose package is not named as their directory), the case
 // conditions of tagless switches that gremlins calls not covered and never
-// runs, and a run split in shards (-shard 2/3) or resumed from a line.
+// runs, and a run split in shards (-shard 2/3). A mutant that lived
+// through the whole suite lives through it with tests added since unless
+// they fail: -run with their names checks the survivors against them alone.
 package main
 
 import (
@@ -50,6 +52,7 @@ func main() {
 	pkg := flag.String("pkg", "", "the package's directory, from the module root (./sync)")
 	timeout := flag.Duration("timeout", 120*time.Second, "one mutant's build and test run")
 	shard := flag.String("shard", "1/1", "run only the i-th of every n mutants (i/n)")
+	only := flag.String("run", "", "run only the tests matching this (go test -run): to check survivors against tests added since")
 	flag.Parse()
 	var i, n int
 	if _, err := fmt.Sscanf(*shard, "%d/%d", &i, &n); err != nil || n < 1 || i < 1 || i > n {
@@ -84,7 +87,7 @@ func main() {
 		typ, file := m[1], m[2]
 		ln, _ := strconv.Atoi(m[3])
 		col, _ := strconv.Atoi(m[4])
-		status, detail := run(dir, *pkg, tmp, typ, file, ln, col, *timeout)
+		status, detail := run(dir, *pkg, tmp, typ, file, ln, col, *timeout, *only)
 		counts[status]++
 		fmt.Printf("%s %s %s:%d:%d %s\n", status, typ, file, ln, col, detail)
 	}
@@ -96,7 +99,7 @@ func main() {
 }
 
 // run builds and tests the package with one mutant.
-func run(dir, pkg, tmp, typ, file string, ln, col int, timeout time.Duration) (status, detail string) {
+func run(dir, pkg, tmp, typ, file string, ln, col int, timeout time.Duration, only string) (status, detail string) {
 	path := filepath.Join(dir, file)
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -118,8 +121,11 @@ func run(dir, pkg, tmp, typ, file string, ln, col int, timeout time.Duration) (s
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-failfast",
-		"-timeout="+timeout.String(), "-overlay="+ovPath, pkg)
+	args := []string{"test", "-count=1", "-failfast", "-timeout=" + timeout.String(), "-overlay=" + ovPath}
+	if only != "" {
+		args = append(args, "-run="+only)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Env = append(os.Environ(), "LIMITERD_MUTANT_CHILD=1")
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()

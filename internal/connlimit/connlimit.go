@@ -98,10 +98,12 @@ func (l *perAddress) Accept() (net.Conn, error) {
 		l.mu.Lock()
 		if l.held[host] >= l.max {
 			l.mu.Unlock()
-			c.Close()
+			// Counted before the close, so that a client that sees its
+			// connection closed finds the refusal counted.
 			if l.refused != nil {
 				l.refused()
 			}
+			c.Close()
 			continue
 		}
 		l.held[host]++

@@ -61,9 +61,9 @@ func checkResetCluster(t *testing.T, store string, syncRate float64) {
 	key := harness.UniqueName("reset")
 	const limit = 6
 	period := time.Duration(syncRate * float64(time.Second))
-	// What a node needs to see the others' writes: one tick of each
-	// (push, then fetch), each within tick_timeout (1 s).
-	settle := 2*period + 300*time.Millisecond
+	// What a node needs to see the others' writes: D = 2·max(s, d) + 2·d
+	// with d, a tick, within tick_timeout (1 s) (docs/reliability.md).
+	settle := 2*max(period, time.Second) + 2*time.Second
 	allow := func(i int) bool {
 		t.Helper()
 		resp, err := nodes[i].Client.Allow(app, &limiterv1.AllowRequest{Namespace: "api", Key: key,
@@ -78,6 +78,28 @@ func checkResetCluster(t *testing.T, store string, syncRate float64) {
 		_, err := nodes[i].Client.Reset(ctx, &limiterv1.ResetRequest{Namespace: "api", Key: key})
 		return err
 	}
+	rate := func(i int) float64 {
+		t.Helper()
+		resp, err := nodes[i].Client.SlidingWindow(app, &limiterv1.SlidingWindowRequest{Namespace: "api", Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetRates()[0].GetRate()
+	}
+	// settled waits, within settle, until every node reads a rate that
+	// ok accepts (reads count nothing, unlike Allow).
+	settled := func(when string, ok func(float64) bool) {
+		t.Helper()
+		start := time.Now()
+		for i := range nodes {
+			for r := rate(i); !ok(r); r = rate(i) {
+				if time.Since(start) > settle {
+					t.Fatalf("%s: node %d reads a rate of %g %s after, beyond D", when, i, r, time.Since(start).Round(time.Millisecond))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
 	// fill admits the limit, round-robin, and checks that every node then
 	// refuses.
 	fill := func(when string) {
@@ -87,7 +109,7 @@ func checkResetCluster(t *testing.T, store string, syncRate float64) {
 				t.Fatalf("%s: hit %d of %d at node %d refused", when, i+1, limit, i%len(nodes))
 			}
 		}
-		time.Sleep(settle)
+		settled(when, func(r float64) bool { return r >= limit })
 		for i := range nodes {
 			if allow(i) {
 				t.Fatalf("%s: node %d admits the key at its limit", when, i)
@@ -99,9 +121,12 @@ func checkResetCluster(t *testing.T, store string, syncRate float64) {
 	if err := reset(app, 0); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("Reset without the admin grant: %v, want PermissionDenied", err)
 	}
-	time.Sleep(settle)
-	if allow(1) {
+	if allow(0) {
 		t.Fatal("a refused reset reset the key")
+	}
+	time.Sleep(2*period + 300*time.Millisecond) // a tick of each node, on a calm host
+	if allow(1) {
+		t.Fatal("a refused reset reset the key at another node")
 	}
 
 	if err := reset(ops, 0); err != nil {
@@ -123,22 +148,13 @@ func checkResetCluster(t *testing.T, store string, syncRate float64) {
 
 	// Again, at another node, twice over (a retry): the 3 hits since are
 	// forgotten, and the key takes its limit again, no more.
-	time.Sleep(settle)
+	settled("after the first reset", func(r float64) bool { return r >= 3 })
 	for range 2 {
 		if err := reset(ops, 2); err != nil {
 			t.Fatalf("Reset again: %v", err)
 		}
 	}
-	time.Sleep(settle)
-	for i := range nodes {
-		resp, err := nodes[i].Client.SlidingWindow(app, &limiterv1.SlidingWindowRequest{Namespace: "api", Key: key})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := resp.GetRates()[0].GetRate(); r != 0 {
-			t.Errorf("node %d: rate %g after the key was reset again, want 0", i, r)
-		}
-	}
+	settled("after the key was reset again", func(r float64) bool { return r == 0 })
 	fill("after the second reset")
 }
 

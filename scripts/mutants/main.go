@@ -15,6 +15,12 @@
 // runs, and a run split in shards (-shard 2/3). A mutant that lived
 // through the whole suite lives through it with tests added since unless
 // they fail: -run with their names checks the survivors against them alone.
+//
+// -select runs, for each mutant, only the tests that ran its line: each
+// test is run alone once, first, with a coverage profile. A mutant on a
+// line that no test ran is NOT COVERED without a build; one on a line
+// outside every coverage block (the case conditions of tagless switches)
+// runs the whole suite.
 package main
 
 import (
@@ -53,6 +59,7 @@ func main() {
 	timeout := flag.Duration("timeout", 120*time.Second, "one mutant's build and test run")
 	shard := flag.String("shard", "1/1", "run only the i-th of every n mutants (i/n)")
 	only := flag.String("run", "", "run only the tests matching this (go test -run): to check survivors against tests added since")
+	sel := flag.Bool("select", false, "run only the tests that ran the mutant's line (from one coverage run per test)")
 	flag.Parse()
 	var i, n int
 	if _, err := fmt.Sscanf(*shard, "%d/%d", &i, &n); err != nil || n < 1 || i < 1 || i > n {
@@ -70,6 +77,15 @@ func main() {
 		fail(err)
 	}
 	defer os.RemoveAll(tmp)
+	var cov *coverage
+	if *sel {
+		if *only != "" {
+			fail(errors.New("-select and -run: choose one"))
+		}
+		if cov, err = measure(dir, *pkg, tmp, *timeout); err != nil {
+			fail(err)
+		}
+	}
 	counts := map[string]int{}
 	seen := map[string]bool{}
 	k := 0
@@ -87,15 +103,27 @@ func main() {
 		typ, file := m[1], m[2]
 		ln, _ := strconv.Atoi(m[3])
 		col, _ := strconv.Atoi(m[4])
-		status, detail := run(dir, *pkg, tmp, typ, file, ln, col, *timeout, *only)
+		run1 := *only
+		if cov != nil {
+			tests, inBlock := cov.tests(filepath.Join(dir, file), ln, col)
+			switch {
+			case inBlock && len(tests) == 0:
+				counts["NOT COVERED"]++
+				fmt.Printf("NOT COVERED %s %s:%d:%d\n", typ, file, ln, col)
+				continue
+			case inBlock:
+				run1 = "^(" + strings.Join(tests, "|") + ")$"
+			}
+		}
+		status, detail := run(dir, *pkg, tmp, typ, file, ln, col, *timeout, run1)
 		counts[status]++
 		fmt.Printf("%s %s %s:%d:%d %s\n", status, typ, file, ln, col, detail)
 	}
 	if err := in.Err(); err != nil {
 		fail(err)
 	}
-	fmt.Printf("killed %d, lived %d, timed out %d, not viable %d, skipped %d\n",
-		counts["KILLED"], counts["LIVED"], counts["TIMED OUT"], counts["NOT VIABLE"], counts["SKIPPED"])
+	fmt.Printf("killed %d, lived %d, not covered %d, timed out %d, not viable %d, skipped %d\n",
+		counts["KILLED"], counts["LIVED"], counts["NOT COVERED"], counts["TIMED OUT"], counts["NOT VIABLE"], counts["SKIPPED"])
 }
 
 // run builds and tests the package with one mutant.
@@ -121,7 +149,7 @@ func run(dir, pkg, tmp, typ, file string, ln, col int, timeout time.Duration, on
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	start := time.Now()
-	args := []string{"test", "-count=1", "-failfast", "-timeout=" + timeout.String(), "-overlay=" + ovPath}
+	args := []string{"test", "-vet=off", "-count=1", "-failfast", "-timeout=" + timeout.String(), "-overlay=" + ovPath}
 	if only != "" {
 		args = append(args, "-run="+only)
 	}

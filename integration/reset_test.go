@@ -181,7 +181,9 @@ func checkResetBucketsAndLeases(t *testing.T, store string, syncRate float64) {
 	ops := metadata.AppendToOutgoingContext(base, "authorization", "Bearer "+resetOpsToken)
 	key := harness.UniqueName("reset-bucket")
 	period := time.Duration(syncRate * float64(time.Second))
-	settle := 2*period + 300*time.Millisecond
+	// One tick of each node (push, then read), each within tick_timeout
+	// (1 s): a loaded test host's store calls may take most of it.
+	settle := 2*period + time.Second
 	const limit = 3
 	token := &limiterv1.Limit{Kind: &limiterv1.Limit_Token{Token: &limiterv1.TokenBucket{Max: limit, RefillTime: durationpb.New(time.Hour)}}}
 	allow := func(i int) bool {

@@ -190,9 +190,11 @@ func (c *Client) allowTimeout(req *limiterv1.AllowRequest) time.Duration {
 	return c.cfg.timeout + wait
 }
 
-// Reset forgets req.key's sliding-window counts in req.namespace, on the
-// node that takes it and, through its store, on every node of the
-// cluster by its next sync. It needs the admin grant when limiterd
+// Reset forgets req.key's counts in req.namespace, on the node that
+// takes it and, through its store, on every node of the cluster by its
+// next sync: its sliding-window counts, or, when req names them, only
+// the buckets of req.buckets (each starts again as a new bucket) and,
+// with req.leases, its leases (all freed). It needs the admin grant when limiterd
 // authorizes calls. Taking it again is harmless, so it is retried on
 // UNAVAILABLE (WithRetries) within the one deadline.
 func (c *Client) Reset(ctx context.Context, req *limiterv1.ResetRequest) (*limiterv1.ResetResponse, error) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/client"
@@ -21,6 +22,7 @@ import (
 type policyLimiter struct {
 	fakeLimiter
 	got    *limiterv1.AllowRequest
+	reset  *limiterv1.ResetRequest
 	resets int
 	calls  int
 }
@@ -32,6 +34,7 @@ func (p *policyLimiter) Allow(_ context.Context, req *limiterv1.AllowRequest) (*
 
 func (p *policyLimiter) Reset(_ context.Context, req *limiterv1.ResetRequest) (*limiterv1.ResetResponse, error) {
 	p.calls++
+	p.reset = req
 	if p.calls <= p.resets {
 		return nil, status.Error(codes.Unavailable, "try again")
 	}
@@ -86,5 +89,21 @@ func TestResetRetried(t *testing.T) {
 	p.calls, p.resets = 0, 5
 	if _, err := c.Reset(context.Background(), &limiterv1.ResetRequest{Key: "k"}); status.Code(err) != codes.Unavailable || p.calls != 3 {
 		t.Fatalf("Reset failing for good: %v after %d calls, want UNAVAILABLE after 3", err, p.calls)
+	}
+}
+
+// TestResetBucketsAndLeases: Reset sends the buckets and leases of its
+// request as given.
+func TestResetBucketsAndLeases(t *testing.T) {
+	p := &policyLimiter{}
+	c := serveServer(t, p)
+	token := &limiterv1.Limit{Kind: &limiterv1.Limit_Token{Token: &limiterv1.TokenBucket{Max: 3, RefillTime: durationpb.New(time.Minute)}}}
+	if _, err := c.Reset(context.Background(), &limiterv1.ResetRequest{Namespace: "api", Key: "k", Buckets: []*limiterv1.Limit{token}, Leases: true}); err != nil {
+		t.Fatal(err)
+	}
+	r := p.reset
+	if r.GetNamespace() != "api" || r.GetKey() != "k" || !r.GetLeases() || len(r.GetBuckets()) != 1 ||
+		r.GetBuckets()[0].GetToken().GetMax() != 3 || r.GetBuckets()[0].GetToken().GetRefillTime().AsDuration() != time.Minute {
+		t.Errorf("request sent: %v", r)
 	}
 }

@@ -180,3 +180,172 @@ func TestCassandraReset(t *testing.T) {
 	c := harness.SharedCassandra(t)
 	checkResetCluster(t, cassandraStore(c, keyspace("reset")), 0.1)
 }
+
+// checkResetBucketsAndLeases: a token bucket at its limit on three nodes
+// is admitted right after a reset of it on the node that took it and,
+// within one sync period and a tick, on the other two; a key at its
+// lease limit is freed by a reset of its leases and another node
+// acquires within a sync period and a tick, the freed leases staying
+// released; a caller without the admin grant is refused and resets
+// nothing; a reset taken again (a retry) is harmless: each limit then
+// holds again. Store calls may take 5 s (a loaded test host).
+func checkResetBucketsAndLeases(t *testing.T, store string, syncRate float64) {
+	nodes := harness.Cluster(t, 3, withCallTimeout(resetConfig(t, store, syncRate), "5s"))
+	base, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	app := metadata.AppendToOutgoingContext(base, "authorization", "Bearer "+resetAppToken)
+	ops := metadata.AppendToOutgoingContext(base, "authorization", "Bearer "+resetOpsToken)
+	key := harness.UniqueName("reset-bucket")
+	period := time.Duration(syncRate * float64(time.Second))
+	// One tick of each node (push, then read), each within tick_timeout
+	// (1 s): a loaded test host's store calls may take most of it.
+	settle := 2*period + time.Second
+	const limit = 3
+	token := &limiterv1.Limit{Kind: &limiterv1.Limit_Token{Token: &limiterv1.TokenBucket{Max: limit, RefillTime: durationpb.New(time.Hour)}}}
+	allow := func(i int) bool {
+		t.Helper()
+		resp, err := nodes[i].Client.Allow(app, &limiterv1.AllowRequest{Namespace: "api", Key: key, Limits: []*limiterv1.Limit{token}})
+		if err != nil {
+			t.Fatalf("Allow at node %d: %v", i, err)
+		}
+		return resp.GetAllowed()
+	}
+	reset := func(ctx context.Context, i int, req *limiterv1.ResetRequest) error {
+		t.Helper()
+		req.Namespace, req.Key = "api", key
+		_, err := nodes[i].Client.Reset(ctx, req)
+		return err
+	}
+	buckets := func() *limiterv1.ResetRequest { return &limiterv1.ResetRequest{Buckets: []*limiterv1.Limit{token}} }
+	// eventually polls f at node i until it holds, within a sync period
+	// and a tick of since.
+	eventually := func(what string, i int, since time.Time, f func(int) bool) {
+		t.Helper()
+		for !f(i) {
+			if time.Since(since) > period+time.Second {
+				t.Fatalf("node %d: %s still fails %s after the reset (sync period %s, a tick within 1 s)", i, what, time.Since(since), period)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("node %d: %s %s after the reset (sync period %s)", i, what, time.Since(since).Round(time.Millisecond), period)
+	}
+	fill := func(when string) {
+		t.Helper()
+		for i := range limit {
+			if !allow(i % len(nodes)) {
+				t.Fatalf("%s: take %d of %d at node %d refused", when, i+1, limit, i%len(nodes))
+			}
+		}
+		time.Sleep(settle)
+		for i := range nodes {
+			if allow(i) {
+				t.Fatalf("%s: node %d admits a take of a bucket at its limit", when, i)
+			}
+		}
+	}
+	fill("before the reset")
+	if err := reset(app, 0, buckets()); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Reset of a bucket without the admin grant: %v, want PermissionDenied", err)
+	}
+	time.Sleep(settle)
+	if allow(1) {
+		t.Fatal("a refused reset reset the bucket")
+	}
+	if err := reset(ops, 0, buckets()); err != nil {
+		t.Fatalf("Reset of a bucket: %v", err)
+	}
+	done := time.Now()
+	if !allow(0) {
+		t.Fatal("the node that took the reset refuses the bucket right after it")
+	}
+	for _, i := range []int{1, 2} {
+		eventually("a take of the bucket", i, done, allow)
+	}
+	time.Sleep(settle)
+	for i := range nodes {
+		if allow(i) {
+			t.Errorf("node %d admits a fourth take after the reset", i)
+		}
+	}
+	for range 2 {
+		if err := reset(ops, 2, buckets()); err != nil {
+			t.Fatalf("Reset of a bucket again: %v", err)
+		}
+	}
+	time.Sleep(settle)
+	fill("after the second reset")
+
+	// Leases: two of two held, at nodes 0 and 1.
+	acquire := func(i int) (string, bool) {
+		t.Helper()
+		resp, err := nodes[i].Client.Acquire(app, &limiterv1.AcquireRequest{Namespace: "api", Key: key, Limit: 2, Ttl: durationpb.New(time.Minute)})
+		if err != nil {
+			t.Fatalf("Acquire at node %d: %v", i, err)
+		}
+		return resp.GetLease(), resp.GetAcquired()
+	}
+	granted := func(i int) bool { _, ok := acquire(i); return ok }
+	fillLeases := func(when string) []string {
+		t.Helper()
+		var held []string
+		for _, i := range []int{0, 1} {
+			l, ok := acquire(i)
+			if !ok {
+				t.Fatalf("%s: a lease of 2 at node %d refused", when, i)
+			}
+			held = append(held, l)
+		}
+		time.Sleep(settle)
+		if granted(2) {
+			t.Fatalf("%s: node 2 grants a third lease of 2", when)
+		}
+		return held
+	}
+	held := fillLeases("before the reset")
+	if err := reset(app, 2, &limiterv1.ResetRequest{Leases: true}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("Reset of leases without the admin grant: %v, want PermissionDenied", err)
+	}
+	if err := reset(ops, 0, &limiterv1.ResetRequest{Leases: true}); err != nil {
+		t.Fatalf("Reset of leases: %v", err)
+	}
+	done = time.Now()
+	eventually("an Acquire", 2, done, granted)
+	// At node 2, which granted neither: the store answers (the node
+	// that granted one drops it at its next tick).
+	for _, l := range held {
+		resp, err := nodes[2].Client.Release(app, &limiterv1.ReleaseRequest{Lease: l})
+		if err != nil || resp.GetReleased() {
+			t.Errorf("Release of a lease the reset freed: %v, %v; want not released", resp, err)
+		}
+	}
+	for range 2 {
+		if err := reset(ops, 1, &limiterv1.ResetRequest{Leases: true}); err != nil {
+			t.Fatalf("Reset of leases again: %v", err)
+		}
+	}
+	time.Sleep(settle)
+	fillLeases("after the second reset")
+}
+
+func TestRedisResetBucketsAndLeases(t *testing.T) {
+	r := harness.SharedRedis(t)
+	for _, s := range []float64{0, 0.1} {
+		t.Run(fmt.Sprint("sync_rate=", s), func(t *testing.T) {
+			checkResetBucketsAndLeases(t, redisStore(r.Addr(), harness.UniqueName("reset")), s)
+		})
+	}
+}
+
+func TestPostgresResetBucketsAndLeases(t *testing.T) {
+	pg := harness.SharedPostgres(t)
+	for _, s := range []float64{0, 0.1} {
+		t.Run(fmt.Sprint("sync_rate=", s), func(t *testing.T) {
+			checkResetBucketsAndLeases(t, postgresStore(pg.DSN()), s)
+		})
+	}
+}
+
+func TestCassandraResetBucketsAndLeases(t *testing.T) {
+	c := harness.SharedCassandra(t)
+	checkResetBucketsAndLeases(t, cassandraStore(c, keyspace("resetb")), 0.1)
+}

@@ -11,6 +11,20 @@ import (
 func TestTestsCatchMutants(t *testing.T) {
 	mutant.Run(t, []mutant.Mutant{
 		{
+			Name: "a clear of leases keeps counting the others' leases",
+			File: "reset.go",
+			Old:  "k.others, k.nextOther = 0, 0",
+			New:  "k.nextOther = 0",
+			Test: "TestLeasesClear",
+		},
+		{
+			Name: "a local bucket reset leaves the bucket as it was",
+			File: "reset.go",
+			Old:  "hs[i].e.resetAt(&hs[i].id, tn)",
+			New:  "_ = tn",
+			Test: "TestResetBucketsAt",
+		},
+		{
 			Name: "a hit at a window's end counted in that window",
 			File: "allow.go",
 			Old:  "uint64(tn-p.start) < uint64(size)",

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"fmt"
+	"strings"
 	"time"
 )
 
@@ -91,4 +93,107 @@ func (ns *Namespace) SetResetOthers(key string, ws []ResetWindow) {
 			b.others.Store(-w.Own)
 		}
 	}
+}
+
+// A reset of buckets starts each bucket it names again as a new one at
+// the reset's time: a token bucket full, a leaky bucket empty, a fixed
+// bucket with nothing counted in its period. The node's own consumption
+// of the bucket (what a store holds of it) is left as it is: a store
+// replaces the shared state on its side (package sync, BucketCall.Reset).
+
+// CheckResetBuckets validates limits, the buckets a reset names: each a
+// token, leaky or fixed limit as an Allow takes it (its WaitTimeout and
+// Strict are ignored), at most MaxLimits, no bucket twice. Errors name
+// the field as buckets[i]...; a sliding-window limit is an
+// ErrInvalidLimit on buckets[i], and an estimator namespace, which holds
+// no buckets, refuses them (ErrEstimatorKind).
+func (ns *Namespace) CheckResetBuckets(limits []Limit) error {
+	if len(limits) > MaxLimits {
+		return fieldErr("buckets", ErrInvalidLimit, "at most %d buckets, got %d", MaxLimits, len(limits))
+	}
+	var buf [MaxLimits]Limit
+	ls := buf[:len(limits)]
+	for i := range limits {
+		if limits[i].Kind == WindowLimit {
+			return fieldErr(fmt.Sprintf("buckets[%d]", i), ErrInvalidLimit,
+				"is a sliding window: buckets names token, leaky or fixed buckets (a reset that names no bucket and no lease forgets the sliding windows)")
+		}
+		ls[i] = limits[i]
+		ls[i].WaitTimeout, ls[i].Strict = 0, false
+		if err := checkBucketLimit(ls, i); err != nil {
+			if fe, ok := err.(*FieldError); ok {
+				fe.Field = "buckets" + strings.TrimPrefix(fe.Field, "limits")
+				fe.Reason = strings.ReplaceAll(fe.Reason, "limits[", "buckets[")
+			}
+			return err
+		}
+	}
+	if ns.est != nil && len(limits) > 0 {
+		return fieldErr("buckets[0]."+limits[0].Kind.field(), ErrEstimatorKind,
+			"namespace %q is an estimator namespace, which holds no buckets", ns.cfg.Name)
+	}
+	return nil
+}
+
+// ResetBucketsAt starts key's buckets named by limits (checked by
+// CheckResetBuckets) again as new buckets at t, on this node only (a
+// local-only namespace's reset; a syncing one's goes through
+// BucketsLock.Reset). A bucket the node does not hold is left alone: it
+// is new when it is next used.
+func (ns *Namespace) ResetBucketsAt(t time.Time, key string, limits []Limit) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	var buf [MaxLimits]heldBucket
+	req := AllowRequest{Key: key, Limits: limits}
+	hs := appendHeld(buf[:0], &req)
+	tn := t.UnixNano()
+	if err := ns.buckets.lockAll(hs, key, tn, false); err != nil {
+		return err
+	}
+	defer unlockAll(hs)
+	for i := range hs {
+		if hs[i].e != nil {
+			hs[i].e.resetAt(&hs[i].id, tn)
+		}
+	}
+	return nil
+}
+
+// resetAt sets e to a new bucket's state at t. The caller holds e.mu.
+func (e *bucketEntry) resetAt(id *bucketID, t int64) {
+	spec := id.spec()
+	e.val = spec.Init(t).val()
+}
+
+// Reset starts every bucket of l again as a new bucket at l's time, on
+// this node; the caller then sends the store a reset call of them
+// (Bucket, Stored) so that the cluster's state starts again too.
+func (l *BucketsLock) Reset() {
+	for i := range l.hs {
+		l.hs[i].e.resetAt(&l.hs[i].id, l.t)
+	}
+}
+
+// Clear frees every lease of key this table granted, and counts none of
+// the others' leases of key until the next sync reads their count (a
+// reset of the key's leases). With record, each release is kept for the
+// next sync to send, as Release keeps it. It returns how many leases of
+// this table were live.
+func (l *Leases) Clear(now time.Time, key string, record bool) int {
+	sh, k, _ := l.lockKey(key, now.UnixNano(), false)
+	defer sh.mu.Unlock()
+	if k == nil {
+		return 0
+	}
+	n := len(k.own)
+	for serial, o := range k.own {
+		if record {
+			id := LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: serial, Secret: o.secret}
+			k.note(id.StoreID(), o.exp)
+		}
+		delete(k.own, serial)
+	}
+	k.others, k.nextOther = 0, 0
+	return n
 }

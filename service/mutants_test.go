@@ -11,6 +11,13 @@ import (
 func TestTestsCatchMutants(t *testing.T) {
 	mutant.Run(t, []mutant.Mutant{
 		{
+			Name: "a reset of leases alone resets the windows instead",
+			File: "reset.go",
+			Old:  "windows := len(req.Buckets) == 0 && !req.Leases",
+			New:  "windows := len(req.Buckets) == 0",
+			Test: "TestResetBucketsAndLeasesLocal",
+		},
+		{
 			Name: "a call's namespace resolved before it is authorized",
 			File: "service.go",
 			Old: `	if err := s.authorize(ctx, namespace, op); err != nil {

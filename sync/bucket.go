@@ -33,6 +33,18 @@ import (
 // Life, whose record starts at 0, so its new totals are never mistaken for
 // old ones; a call of an older Life changes nothing. Rows expire when a
 // bucket can no longer differ from a new one (BucketCall.ExpireAt).
+//
+// A reset (BucketCall.Reset, a Reset of the bucket) is a call like any
+// other that, after the catch-up of step 1, replaces the shared state by
+// a new bucket's at the call's time (node.BucketSpec.Init(at)) and bumps
+// Seq. The records stay as they are, so the totals they hold are never
+// applied again: what every incarnation consumed before the reset (the
+// caller's own included, caught up first) is forgotten, and what another
+// node consumed but had not sent yet arrives with its next call, on top
+// of the new state. A reset replayed with the same Version changes
+// nothing more; a reset sent again with a new Version resets again. A
+// node that missed it takes the new state with its next call's answer,
+// as it takes any state (BucketReply.After, a higher Seq).
 
 // BucketCall is one bucket of a BucketStore call.
 type BucketCall struct {
@@ -50,6 +62,10 @@ type BucketCall struct {
 	// ExpireAt is when the row may go: At + the bucket's Hold + 2 ×
 	// sync_rate. Stores keep the latest of the ones they are sent.
 	ExpireAt time.Time
+	// Reset makes the call, once caught up, replace the bucket's state by
+	// a new bucket's at the call's time (the package doc says how). A
+	// reset call takes nothing (take 0).
+	Reset bool
 }
 
 // BucketReply is the store's answer for one bucket of a call.
@@ -127,6 +143,9 @@ func ApplyBuckets(inc string, at, take int64, calls []BucketCall, rows []*Bucket
 			if c.Total > rec.Applied {
 				c.Bucket.Force(&r.State, max(c.LastAt, 0), c.Total-rec.Applied)
 				rec.Applied = c.Total
+			}
+			if c.Reset {
+				r.State = c.Bucket.Init(at)
 			}
 			rec.Version = c.Version
 			r.Incs[inc] = rec

@@ -70,7 +70,7 @@ func (s *Syncer) allowBuckets(ctx context.Context, t time.Time, req node.AllowRe
 		s.fallback(errPresumedDown)
 		return l.Decide(node.NoVerdict, dst), nil
 	}
-	allowed, replies, err := s.callLocked(ctx, bs, l, t, c.Cost)
+	allowed, replies, err := s.callLocked(ctx, bs, l, t, c.Cost, false)
 	if err != nil {
 		// The store may have applied the take; if so, the next call of
 		// this node holds it (BucketReply.Applied) and counts it once.
@@ -95,7 +95,7 @@ func (s *Syncer) readBuckets(ctx context.Context, bs BucketStore, t time.Time, r
 		return err
 	}
 	defer l.Unlock()
-	_, replies, err := s.callLocked(ctx, bs, l, t, 0)
+	_, replies, err := s.callLocked(ctx, bs, l, t, 0, false)
 	if err != nil {
 		return nil
 	}
@@ -105,15 +105,17 @@ func (s *Syncer) readBuckets(ctx context.Context, bs BucketStore, t time.Time, r
 	return nil
 }
 
-// callLocked sends the store one call of l's buckets at t taking take,
-// within CallTimeout, and records its outcome (a failure is logged and
-// presumes the store down).
-func (s *Syncer) callLocked(ctx context.Context, bs BucketStore, l *node.BucketsLock, t time.Time, take int64) (bool, []BucketReply, error) {
+// callLocked sends the store one call of l's buckets at t taking take
+// (with reset, a reset of them: BucketCall.Reset), within CallTimeout,
+// and records its outcome (a failure is logged and presumes the store
+// down).
+func (s *Syncer) callLocked(ctx context.Context, bs BucketStore, l *node.BucketsLock, t time.Time, take int64, reset bool) (bool, []BucketReply, error) {
 	version := s.versions.Next()
 	calls := make([]BucketCall, l.Len())
 	for i := range calls {
 		spec, life, own, lastAt := l.Bucket(i)
 		calls[i] = s.bucketCall(spec, life, own, lastAt, version, t)
+		calls[i].Reset = reset
 	}
 	replies := make([]BucketReply, len(calls))
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)

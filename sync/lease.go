@@ -25,12 +25,18 @@ import (
 //     release until the later of Expiry and the lease's own expiry, so a
 //     Put or Acquire that arrives late cannot bring it back.
 //   - LeaseRenew sets a live id's expiry (OK: it was live).
+//   - LeaseClear (a Reset of the key's leases) releases every live id of
+//     the key as LeaseRelease does, each remembered until the later of
+//     Expiry and its own expiry (OK: some id was live). A periodic node
+//     that granted one of them learns it from its next Put (OK = false),
+//     as of any release; a lease a node granted but had not Put yet is
+//     not in the store, and survives.
 //   - LeaseCount only reads.
 //
 // Every operation is idempotent: sent twice, it leaves the set as sent
 // once, so a call that failed can always be retried. Ops whose Expiry is
 // at or before now change nothing and answer OK = false (LeaseRelease
-// excepted: it still removes the id).
+// and LeaseClear excepted: they still remove the ids).
 //
 // A store keeps a key's sets at least until its latest expiry, and may
 // drop them after it.
@@ -45,6 +51,7 @@ const (
 	LeaseRelease
 	LeaseRenew
 	LeaseCount
+	LeaseClear
 )
 
 func (k LeaseOpKind) String() string {
@@ -59,6 +66,8 @@ func (k LeaseOpKind) String() string {
 		return "renew"
 	case LeaseCount:
 		return "count"
+	case LeaseClear:
+		return "clear"
 	}
 	return "unknown"
 }
@@ -68,12 +77,12 @@ type LeaseOp struct {
 	Kind           LeaseOpKind
 	Namespace, Key string
 	// ID is the lease's id as the store keeps it (node.LeaseID.StoreID);
-	// empty for LeaseCount.
+	// empty for LeaseCount and LeaseClear.
 	ID string
 	// Limit is the most live leases LeaseAcquire grants up to.
 	Limit int64
 	// Expiry is the lease's expiry (Acquire, Put, Renew) or until when a
-	// release is remembered (Release), Unix ns.
+	// release is remembered at least (Release, Clear), Unix ns.
 	Expiry int64
 }
 
@@ -165,6 +174,14 @@ func ApplyLease(s *LeaseSet, now int64, op LeaseOp) LeaseReply {
 		}
 	case LeaseCount:
 		ok = true
+	case LeaseClear:
+		for id, t := range s.Live {
+			ok = true
+			delete(s.Live, id)
+			if until := max(op.Expiry, t, s.Released[id]); until > now {
+				s.Released[id] = until
+			}
+		}
 	}
 	r := LeaseReply{OK: ok, Held: int64(len(s.Live))}
 	if r.Held > 0 {

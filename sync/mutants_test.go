@@ -11,6 +11,27 @@ import (
 func TestTestsCatchMutants(t *testing.T) {
 	mutant.Run(t, []mutant.Mutant{
 		{
+			Name: "a bucket reset is not sent to the store as one",
+			File: "bucketsync.go",
+			Old:  "calls[i].Reset = reset",
+			New:  "calls[i].Reset = false",
+			Test: "TestResetBucketsAt",
+		},
+		{
+			Name: "a store's bucket reset keeps the caught-up state",
+			File: "bucket.go",
+			Old:  "r.State = c.Bucket.Init(at)",
+			New:  "_ = c.Bucket.Init(at)",
+			Test: "TestResetBucketsAt",
+		},
+		{
+			Name: "a lease clear frees nothing in the store",
+			File: "lease.go",
+			Old:  "delete(s.Live, id)\n\t\t\tif until := max(op.Expiry, t, s.Released[id]); until > now {",
+			New:  "if until := max(op.Expiry, t, s.Released[id]); until > now {",
+			Test: "TestClearLeasesAt",
+		},
+		{
 			Name: "a reset's rows cancel the others' sum but not the node's own totals",
 			File: "reset.go",
 			Old:  "if total := -others[i] - w.Own; total != 0 {",

@@ -81,3 +81,67 @@ func (s *Syncer) ResetAt(ctx context.Context, t time.Time, key string) error {
 	s.ns.SetResetOthers(key, ws)
 	return nil
 }
+
+// ResetBucketsAt starts key's buckets named by limits (checked by
+// node.CheckResetBuckets) again as new buckets at t: on this node at once
+// and, with one store call of them all (BucketCall.Reset, within
+// CallTimeout), in the store, whose new state every node takes with its
+// next sync of the bucket. What another node consumed but had not sent
+// when the store took the reset arrives later, on top of the new state.
+// On a store error the node has reset the buckets, until its next sync
+// takes the store's state back, and the store may not have: the error
+// wraps ErrUnavailable, and taking the reset again completes it.
+func (s *Syncer) ResetBucketsAt(ctx context.Context, t time.Time, key string, limits []node.Limit) error {
+	bs, ok := s.store.(BucketStore)
+	if !ok {
+		return &node.FieldError{Field: "buckets", Err: node.ErrNotLocal,
+			Reason: fmt.Sprintf("the store of namespace %q cannot hold buckets", s.name)}
+	}
+	if len(limits) == 0 {
+		return nil
+	}
+	// Under the tick's lock, as ResetAt: a tick's answer read before the
+	// reset is not taken after it.
+	s.tickMu.Lock()
+	defer s.tickMu.Unlock()
+	req := node.AllowRequest{Key: key, Limits: limits}
+	l, err := s.ns.LockBuckets(t, req, &node.AllowCheck{Buckets: len(limits)})
+	if err != nil {
+		return err
+	}
+	defer l.Unlock()
+	l.Reset()
+	_, replies, err := s.callLocked(ctx, bs, l, t, 0, true)
+	if err != nil {
+		return fmt.Errorf("sync: reset of buckets in namespace %q: %w", s.name, errors.Join(ErrUnavailable, err))
+	}
+	for i := range replies {
+		l.Stored(i, replies[i].After, replies[i].Applied, replies[i].Seq)
+	}
+	return nil
+}
+
+// ClearLeasesAt frees every lease of key at now: this node's at once
+// (their releases kept for the tick, as any release), and every lease
+// the store holds with one LeaseClear (within CallTimeout). A periodic
+// node that granted one of them learns it at its next tick (its Put
+// answers OK = false) and drops it; a lease a node granted but had not
+// written to the store yet survives. It returns how many leases were
+// live in the store or on this node (at least one: ok). On a store error
+// the node has freed its own and the store may not have freed the
+// others': the error wraps ErrUnavailable, and taking the reset again
+// completes it.
+func (s *Syncer) ClearLeasesAt(ctx context.Context, now time.Time, key string) (ok bool, err error) {
+	ls, err := s.leaseStore()
+	if err != nil {
+		return false, err
+	}
+	s.tickMu.Lock()
+	defer s.tickMu.Unlock()
+	mine := s.ns.Leases().Clear(now, key, true)
+	r, err := s.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseClear, Namespace: s.name, Key: key, Expiry: s.releaseUntil(now)})
+	if err != nil {
+		return mine > 0, err
+	}
+	return mine > 0 || r[0].OK, nil
+}

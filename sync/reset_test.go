@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -60,5 +61,126 @@ func TestResetAt(t *testing.T) {
 	}
 	if got := c.minuteRate(t, "k"); got != 0 {
 		t.Errorf("rate after a reset the store failed = %g, want 0 on the node", got)
+	}
+}
+
+// TestResetBucketsAt: a bucket reset at one node makes the bucket new
+// there at once and, after one tick, at the other node, which had taken
+// its share; what the other node took but had not sent when the store
+// took the reset counts on top of the new bucket; a store that fails it
+// leaves the node reset and says ErrUnavailable.
+func TestResetBucketsAt(t *testing.T) {
+	clock := fakeclock.New(start)
+	store := memory.New(memory.WithClock(clock.Now))
+	a := newNode(t, "a", 0.1, store, clock, clustersync.Config{})
+	b := newNode(t, "b", 0.1, store, clock, clustersync.Config{})
+	nodes := []testNode{a, b}
+	token := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 4, RefillTime: time.Hour}}
+	take := func(n testNode) node.Decision {
+		t.Helper()
+		d, err := n.sy.AllowAt(context.Background(), clock.Now(), node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// left is what a read (a take of 0) says is left at node n.
+	left := func(n testNode) float64 {
+		t.Helper()
+		d, err := n.sy.AllowAt(context.Background(), clock.Now(), node.AllowRequest{Key: "k", Cost: 0, Limits: []node.Limit{token}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Limits[0].Remaining
+	}
+	take(a)
+	take(a)
+	take(b)
+	syncAll(t, nodes)
+	syncAll(t, nodes)
+	if got := left(a); got != 1 {
+		t.Fatalf("tokens left before the reset = %g, want 1", got)
+	}
+	take(b) // not sent yet
+	if err := a.sy.ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); err != nil {
+		t.Fatal(err)
+	}
+	if got := left(a); got != 4 {
+		t.Errorf("the resetting node's tokens = %g, want 4", got)
+	}
+	syncAll(t, nodes)
+	if got := left(b); got != 3 {
+		t.Errorf("the other node's tokens one tick after the reset = %g, want 3 (its take not sent before it counts)", got)
+	}
+	syncAll(t, nodes)
+	if got := left(a); got != 3 {
+		t.Errorf("the resetting node's tokens once the other's take reached it = %g, want 3", got)
+	}
+
+	faulty := memory.NewFaulty(memory.New(memory.WithClock(clock.Now)))
+	c := newNode(t, "c", 0.1, faulty, clock, clustersync.Config{TickTimeout: time.Second, CallTimeout: time.Second})
+	take(c)
+	faulty.Fail(errors.New("down"))
+	if err := c.sy.ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); !errors.Is(err, clustersync.ErrUnavailable) {
+		t.Errorf("a reset through a failing store: %v, want ErrUnavailable", err)
+	}
+	if got := left(c); got != 4 {
+		t.Errorf("tokens after a reset the store failed = %g, want 4 on the node", got)
+	}
+}
+
+// TestClearLeasesAt: a reset of a key's leases at one node frees its
+// own at once and every lease the store holds; the node that granted one
+// drops it at its next tick and acquires under the limit again; a store
+// that fails it says ErrUnavailable, the node's own leases freed.
+func TestClearLeasesAt(t *testing.T) {
+	clock := fakeclock.New(start)
+	store := memory.New(memory.WithClock(clock.Now))
+	a := newNode(t, "a", 0.1, store, clock, clustersync.Config{})
+	b := newNode(t, "b", 0.1, store, clock, clustersync.Config{})
+	nodes := []testNode{a, b}
+	acquire := func(n testNode) bool {
+		t.Helper()
+		g, err := n.sy.AcquireLease(context.Background(), clock.Now(), "job", 2, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g.OK
+	}
+	if !acquire(a) || !acquire(b) {
+		t.Fatal("a lease under the limit is refused")
+	}
+	syncAll(t, nodes)
+	syncAll(t, nodes)
+	if acquire(a) {
+		t.Fatal("a third lease of 2 is granted")
+	}
+	if ok, err := b.sy.ClearLeasesAt(context.Background(), clock.Now(), "job"); err != nil || !ok {
+		t.Fatalf("ClearLeasesAt = %v, %v; want true, nil", ok, err)
+	}
+	if !acquire(b) {
+		t.Error("the resetting node refuses a lease right after the reset")
+	}
+	syncAll(t, nodes)
+	if !acquire(a) {
+		t.Error("the other node refuses a lease one tick after the reset")
+	}
+	syncAll(t, nodes)
+	syncAll(t, nodes)
+	if acquire(a) || acquire(b) {
+		t.Error("a third lease of 2 is granted after the reset")
+	}
+
+	faulty := memory.NewFaulty(memory.New(memory.WithClock(clock.Now)))
+	c := newNode(t, "c", 0.1, faulty, clock, clustersync.Config{TickTimeout: time.Second, CallTimeout: time.Second})
+	if !acquire(c) {
+		t.Fatal("a lease is refused")
+	}
+	faulty.Fail(errors.New("down"))
+	if _, err := c.sy.ClearLeasesAt(context.Background(), clock.Now(), "job"); !errors.Is(err, clustersync.ErrUnavailable) {
+		t.Errorf("a reset of leases through a failing store: %v, want ErrUnavailable", err)
+	}
+	if !acquire(c) || !acquire(c) {
+		t.Error("the node's own leases are not freed by a reset the store failed")
 	}
 }

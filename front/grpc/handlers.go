@@ -3,6 +3,7 @@ package grpcfront
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -363,7 +364,21 @@ func (h *handler) AllowBatch(ctx context.Context, req *limiterv1.AllowBatchReque
 
 func (h *handler) Reset(ctx context.Context, req *limiterv1.ResetRequest) (*limiterv1.ResetResponse, error) {
 	var buf [service.MaxWindowSizes]service.Rate
-	rs, err := h.svc.Reset(ctx, service.ResetRequest{Namespace: req.GetNamespace(), Key: req.GetKey()}, buf[:0])
+	sreq := service.ResetRequest{Namespace: req.GetNamespace(), Key: req.GetKey(), Leases: req.GetLeases()}
+	if bs := req.GetBuckets(); len(bs) > 0 {
+		sreq.Buckets = make([]service.Limit, len(bs))
+		for i, l := range bs {
+			lim, err := toLimit(i, l)
+			if err != nil {
+				if fe, ok := err.(*service.FieldError); ok {
+					fe.Field = "buckets" + strings.TrimPrefix(fe.Field, "limits")
+				}
+				return nil, toStatus(err)
+			}
+			sreq.Buckets[i] = lim
+		}
+	}
+	rs, err := h.svc.Reset(ctx, sreq, buf[:0])
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -118,6 +118,16 @@ func TestAnswers(t *testing.T) {
 	if code, out = call(t, srv, "Allow", allow); code != 200 || out["allowed"] != false || out["retryAfter"] == nil {
 		t.Errorf("Allow over the limit: %d %v, want 200 with allowed false and retryAfter", code, out)
 	}
+	// A reset of a bucket (JSON names as the API's) answers no rates, and
+	// the bucket admits again.
+	fixed := `{"key": "dave", "limits": [{"fixed": {"limit": 1, "period": "3600s"}}]}`
+	call(t, srv, "Allow", fixed)
+	if code, out = call(t, srv, "Reset", `{"key": "dave", "buckets": [{"fixed": {"limit": 1, "period": "3600s"}}], "leases": true}`); code != 200 || len(func() []any { rs, _ := out["rates"].([]any); return rs }()) != 0 || out["rates"] == nil {
+		t.Errorf("Reset of a bucket and leases: %d %v, want 200 with no rates", code, out)
+	}
+	if code, out = call(t, srv, "Allow", fixed); code != 200 || out["allowed"] != true {
+		t.Errorf("Allow after the reset: %d %v, want 200 allowed", code, out)
+	}
 }
 
 func TestErrors(t *testing.T) {
@@ -133,6 +143,8 @@ func TestErrors(t *testing.T) {
 		{"Increment", `{"key": "k", "window_size": "soon"}`, 400, "window_size"},
 		{"Allow", `{"key": "k", "limits": [{"window_size": "1s", "limit": 1}, {"windowSize": "x"}]}`, 400, "limits[1].window_size"},
 		{"IncrementBatch", `{"items": [{"key": "k"}, {"key": "k", "at": "yesterday"}]}`, 400, "items[1].at"},
+		{"Reset", `{"key": "k", "buckets": [{"windowSize": "1s", "limit": 1}]}`, 400, "buckets[0]"},
+		{"Reset", `{"key": "k", "buckets": [{"fixed": {"limit": 1, "period": "0s"}}]}`, 400, "buckets[0].fixed.period"},
 		{"Increment", `{"key": `, 400, ""},
 		{"Increment", ``, 400, ""},
 		{"Increment", `{"namespace": "nope", "key": "k"}`, 404, ""},

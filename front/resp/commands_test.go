@@ -283,6 +283,59 @@ func TestResetCommand(t *testing.T) {
 	}
 }
 
+// TestResetBucketsAndLeasesCommand: RL.RESET with TOKEN, LEAKY or FIXED
+// makes those buckets new (each as RL.PREDUCE, RL.LEAKY and RL.FIXED name
+// it, in milliseconds), with LEASES frees the key's leases, and answers
+// OK; the key's windows are left alone; bad arguments name the bucket.
+func TestResetBucketsAndLeasesCommand(t *testing.T) {
+	s := newTestServer(t, newService(t, newClock()), Config{})
+	sess := &session{resp3: true}
+	refused := "%6\r\n$7\r\nallowed\r\n#f\r\n"
+	admitted := "%6\r\n$7\r\nallowed\r\n#t\r\n"
+	s.do(sess, "RL.INCR k BY 5 NS api")
+	for _, c := range []struct{ take, reset string }{
+		{"RL.PREDUCE k 2 60000 REFILL 1 NS api", "TOKEN 2 60000 REFILL 1"},
+		{"RL.LEAKY k 2 60000 NS api", "LEAKY 2 60000"},
+		{"RL.FIXED k 2 60000 NS api", "FIXED 2 60000"},
+	} {
+		s.do(sess, c.take)
+		s.do(sess, c.take)
+		if got := s.do(sess, c.take); !strings.HasPrefix(got, refused) && got != ":0\r\n" {
+			t.Fatalf("%s past the limit = %q; want refused", c.take, got)
+		}
+		if got := s.do(sess, "RL.RESET k NS api "+c.reset); got != "+OK\r\n" {
+			t.Errorf("RL.RESET k %s = %q; want OK", c.reset, got)
+		}
+		if got := s.do(sess, c.take); !strings.HasPrefix(got, admitted) && got != ":2\r\n" {
+			t.Errorf("%s after the reset = %q; want admitted", c.take, got)
+		}
+	}
+	if got, want := s.do(sess, "RL.RATE k WINDOW 3600000 NS api"), "%1\r\n$5\r\n3600s\r\n,5\r\n"; got != want {
+		t.Errorf("RL.RATE k after the bucket resets = %q; want %q", got, want)
+	}
+	s.do(sess, "RL.ACQUIRE job 1 60000")
+	if got := s.do(sess, "RL.RESET job leases fixed 1 1000 token 1 1000"); got != "+OK\r\n" {
+		t.Errorf("RL.RESET job LEASES = %q; want OK", got)
+	}
+	if got := s.do(sess, "RL.ACQUIRE job 1 60000"); !strings.Contains(got, "$8\r\nacquired\r\n#t\r\n") {
+		t.Errorf("RL.ACQUIRE after the reset of leases = %q; want acquired", got)
+	}
+	for _, c := range []struct{ line, want string }{
+		{"RL.RESET k TOKEN 2", "-ERR syntax error: TOKEN needs two values\r\n"},
+		{"RL.RESET k TOKEN 2 1000 REFILL", "-ERR syntax error: REFILL needs a value\r\n"},
+		{"RL.RESET k LEASES LEASES", "-ERR syntax error: LEASES given twice\r\n"},
+		{"RL.RESET k NS api NS api", "-ERR syntax error: NS given twice\r\n"},
+		{"RL.RESET k LEAKY x 1000", "-ERR buckets[0].leaky.size: "},
+		{"RL.RESET k FIXED 1 1000 FIXED 1 x", "-ERR buckets[1].fixed.period: "},
+		{"RL.RESET k TOKEN 1 0", "-ERR buckets[0].token.refill_time: "},
+		{"RL.RESET k FIXED 1 1000 FIXED 1 1000", "-ERR buckets[1].fixed: "},
+	} {
+		if got := s.do(sess, c.line); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s = %q; want it to begin %q", c.line, got, c.want)
+		}
+	}
+}
+
 // TestLeases: acquire, renew, release through the commands.
 func TestLeases(t *testing.T) {
 	s := newTestServer(t, newService(t, newClock()), Config{})

@@ -1,8 +1,10 @@
 package resp
 
 import (
+	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/limiterd/limiterd/service"
@@ -359,13 +361,14 @@ func writeDecision(w *reply, d service.Decision) {
 	}
 }
 
-// RL.RESET key [NS namespace]
+// RL.RESET key [NS namespace] [LEASES] [TOKEN max refill [REFILL amount]]
+// [LEAKY size interval] [FIXED limit period] ...: without LEASES and
+// buckets, forgets the key's sliding-window counts (answers its rates
+// after the reset); else frees its leases and starts each bucket named
+// again as new (answers OK). Durations are milliseconds; a bucket
+// keyword may repeat, up to the limits of an Allow.
 func cmdReset(s *Server, x *call) {
-	req := service.ResetRequest{Key: string(x.args[1])}
-	err := options(x.args, 2, []string{"NS"}, nil, func(_ string, b []byte) error {
-		req.Namespace = string(b)
-		return nil
-	})
+	req, err := resetRequest(x.args, x.sess.scratch.limits[:0])
 	if err != nil {
 		fail(x.w, err, nil)
 		return
@@ -375,7 +378,83 @@ func cmdReset(s *Server, x *call) {
 		writeErr(x.w, err, commonFields)
 		return
 	}
+	if len(req.Buckets) > 0 || req.Leases {
+		x.w.simple("OK")
+		return
+	}
 	writeRates(x.w, rs)
+}
+
+// resetRequest reads RL.RESET's arguments a, its buckets into limits.
+func resetRequest(a [][]byte, limits []service.Limit) (service.ResetRequest, error) {
+	req := service.ResetRequest{Key: string(a[1])}
+	var ns bool
+	for i := 2; i < len(a); {
+		switch {
+		case eqFold(a[i], "NS"):
+			if ns {
+				return req, syntaxErrorf("NS given twice")
+			}
+			if i+1 >= len(a) {
+				return req, syntaxErrorf("NS needs a value")
+			}
+			ns, req.Namespace = true, string(a[i+1])
+			i += 2
+		case eqFold(a[i], "LEASES"):
+			if req.Leases {
+				return req, syntaxErrorf("LEASES given twice")
+			}
+			req.Leases = true
+			i++
+		case eqFold(a[i], "TOKEN"), eqFold(a[i], "LEAKY"), eqFold(a[i], "FIXED"):
+			kw := strings.ToUpper(string(a[i]))
+			if i+2 >= len(a) {
+				return req, syntaxErrorf("%s needs two values", kw)
+			}
+			f := func(name string) string {
+				return fmt.Sprintf("buckets[%d].%s.%s", len(limits), strings.ToLower(kw), name)
+			}
+			var lim service.Limit
+			var v float64
+			var d time.Duration
+			var err error
+			switch kw {
+			case "TOKEN":
+				if v, err = floatArg(f("max"), a[i+1]); err == nil {
+					d, err = durationArg(f("refill_time"), a[i+2], time.Millisecond)
+				}
+				lim = service.Limit{Kind: service.TokenKind, Token: service.TokenBucket{Max: v, RefillTime: d}}
+			case "LEAKY":
+				if v, err = floatArg(f("size"), a[i+1]); err == nil {
+					d, err = durationArg(f("interval"), a[i+2], time.Millisecond)
+				}
+				lim = service.Limit{Kind: service.LeakyKind, Leaky: service.LeakyBucket{Size: v, Interval: d}}
+			default:
+				if v, err = floatArg(f("limit"), a[i+1]); err == nil {
+					d, err = durationArg(f("period"), a[i+2], time.Millisecond)
+				}
+				lim = service.Limit{Kind: service.FixedKind, Fixed: service.FixedBucket{Limit: v, Period: d}}
+			}
+			if err != nil {
+				return req, err
+			}
+			i += 3
+			if kw == "TOKEN" && i < len(a) && eqFold(a[i], "REFILL") {
+				if i+1 >= len(a) {
+					return req, syntaxErrorf("REFILL needs a value")
+				}
+				if lim.Token.RefillAmount, err = floatArg(f("refill_amount"), a[i+1]); err != nil {
+					return req, err
+				}
+				i += 2
+			}
+			limits = append(limits, lim)
+		default:
+			return req, syntaxErrorf("unknown option %s", clip(a[i]))
+		}
+	}
+	req.Buckets = limits
+	return req, nil
 }
 
 // RL.POLICY key policy [COST n] [PENALTY] [AT ms] [NS namespace]

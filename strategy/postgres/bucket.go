@@ -42,6 +42,8 @@ func (s *Store) Buckets(ctx context.Context, inc string, at, take int64, calls [
 		life, total, lastAt = make([]int64, n), make([]int64, n), make([]int64, n)
 		version             = make([]int64, n)
 		expire              = make([]pgtype.Timestamptz, n)
+		reset               = make([]bool, n)
+		resetL, resetM      = make([]int64, n), make([]int64, n)
 		seen                = make(map[string]bool, n)
 	)
 	for i := range calls {
@@ -55,12 +57,16 @@ func (s *Store) Buckets(ctx context.Context, inc string, at, take int64, calls [
 		a[i], b[i], c[i], strict[i] = cl.Bucket.A, cl.Bucket.B, cl.Bucket.C, cl.Bucket.Strict
 		life[i], total[i], lastAt[i], version[i] = cl.Life, cl.Total, cl.LastAt, cl.Version
 		expire[i] = expireAt(cl.ExpireAt)
+		if cl.Reset {
+			st := cl.Bucket.Init(at)
+			reset[i], resetL[i], resetM[i] = true, st.Level, st.Mark
+		}
 	}
 	if err := s.ensureSchema(ctx); err != nil {
 		return false, s.fail(op, err)
 	}
 	allowed, err := s.buckets(ctx, inc, calls[0].Namespace, at, take,
-		[]any{keys, kinds, a, b, c, strict, life, total, lastAt, version, expire}, replies)
+		[]any{keys, kinds, a, b, c, strict, life, total, lastAt, version, expire, reset, resetL, resetM}, replies)
 	if err != nil {
 		return false, s.fail(op, err)
 	}

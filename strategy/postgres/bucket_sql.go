@@ -9,14 +9,14 @@ import (
 
 // The bucket objects are named after the windows table T: T_bkt (one row
 // per bucket), T_bkt_inc (one row per bucket and incarnation), the index
-// T_bkt_exp and the function T_bkt_v1. The suffixes are short so that
+// T_bkt_exp and the function T_bkt_v2. The suffixes are short so that
 // every name fits PostgreSQL's 63 bytes for any valid Table.
 //
 // The function's name carries its version: a change to its arguments or
 // behaviour is a new function (T_bkt_v2) created beside the old one, so
 // nodes of the previous release keep calling theirs during a rolling
-// upgrade.
-const bucketFuncVersion = "v1"
+// upgrade. v2 added the resets (p_reset).
+const bucketFuncVersion = "v2"
 
 // bucketNames are the quoted, schema-qualified names of the bucket
 // objects, and the function's signature for to_regprocedure.
@@ -33,7 +33,7 @@ func (c Config) bucketNames() bucketNames {
 		inc:       q("_bkt_inc"),
 		indexName: pgx.Identifier{c.Table + "_bkt_exp"}.Sanitize(),
 		fn:        fn,
-		fnSig:     fn + "(text,text,int8,int8,bytea[],int4[],int8[],int8[],int8[],bool[],int8[],int8[],int8[],int8[],timestamptz[])",
+		fnSig:     fn + "(text,text,int8,int8,bytea[],int4[],int8[],int8[],int8[],bool[],int8[],int8[],int8[],int8[],timestamptz[],bool[],int8[],int8[])",
 	}
 }
 
@@ -134,14 +134,17 @@ const advanceSQL = `
 //     made while holding locks;
 //  2. read each bucket's state and this incarnation's record; an expired
 //     row is a new bucket (its stale records are deleted);
-//  3. catch up, decide the take with node.TakeBuckets's all-or-none rule,
-//     and write back the rows that changed.
+//  3. catch up (and, for a reset, take a new bucket's state at the
+//     call's time, computed by the caller), decide the take with
+//     node.TakeBuckets's all-or-none rule, and write back the rows that
+//     changed.
 //
 // %[1]s function, %[2]s bucket table, %[3]s record table, %[4]s advance.
 const bucketFuncSQL = `CREATE OR REPLACE FUNCTION %[1]s(
 	p_inc text, p_ns text, p_at int8, p_take int8,
 	p_key bytea[], p_kind int4[], p_a int8[], p_b int8[], p_c int8[], p_strict bool[],
-	p_life int8[], p_total int8[], p_last_at int8[], p_version int8[], p_expire timestamptz[])
+	p_life int8[], p_total int8[], p_last_at int8[], p_version int8[], p_expire timestamptz[],
+	p_reset bool[], p_reset_level int8[], p_reset_mark int8[])
 RETURNS TABLE (o_allowed bool, o_ord int4, o_before_level int8, o_before_mark int8,
 	o_after_level int8, o_after_mark int8, o_applied int8, o_seq int8)
 LANGUAGE plpgsql VOLATILE AS $fn$
@@ -226,6 +229,10 @@ BEGIN
 				END IF;
 				lv[i] := l; mk[i] := m;
 				ra[i] := p_total[i];
+			END IF;
+			IF p_reset[i] THEN
+				-- A reset: a new bucket's state at the call's time.
+				lv[i] := p_reset_level[i]; mk[i] := p_reset_mark[i];
 			END IF;
 			rv[i] := p_version[i];
 			chg[i] := true; wrec[i] := true;

@@ -36,19 +36,19 @@
 // version, deleted with its bucket (ON DELETE CASCADE). A bucket row past
 // expire_at counts as absent (a new bucket; its stale incarnation rows are
 // deleted) and is purged like the windows. Buckets is one call of the
-// PL/pgSQL function T_bkt_v1, in one transaction: it locks the buckets'
+// PL/pgSQL function T_bkt_v2, in one transaction: it locks the buckets'
 // rows in key order (inserting those missing), applies the catch-up and
 // the take with node's integer arithmetic, all buckets or none, and
 // writes back what changed; the row locks serialise calls on a bucket
 // across nodes. The function's version is in its name, so a later
-// release adds T_bkt_v2 beside it.
+// release adds T_bkt_v3 beside it.
 //
 // Concurrency leases live in two more tables: T_lease holds one row per
 // live lease (namespace, key as bytea, lease id as bytea) with its expiry,
 // T_lease_rel one per remembered release with the time it is remembered
 // until, both int8 Unix nanoseconds on the callers' clocks; a row at or
 // before a call's now counts as absent. Leases is one call of the
-// PL/pgSQL function T_lease_v1 per statement, in one transaction: it
+// PL/pgSQL function T_lease_v2 per statement, in one transaction: it
 // takes a transaction-scoped advisory lock per distinct key of the call
 // (a hash of the lease table, namespace and key), in ascending order so
 // calls sharing keys queue instead of deadlocking, then applies the ops

@@ -9,7 +9,8 @@ import (
 
 // TestFuzzCatchesMutants: the smoke of the fuzz targets can fail on the
 // store's own arithmetic. internal/mutant builds the package with each
-// change; the child runs the target on its seeds and testdata, as CI does.
+// change; the child runs the target on its seeds and testdata, as CI does
+// (the resets' mutants: their conformance subtest, which sends them).
 func TestFuzzCatchesMutants(t *testing.T) {
 	env := []string{harness.EnvPostgres + "=" + harness.SharedPostgres(t).DSN()}
 	mutant.RunEnv(t, env, []mutant.Mutant{{
@@ -28,5 +29,21 @@ func TestFuzzCatchesMutants(t *testing.T) {
 		New:    "+ $4::int8::float8 < o.lim::float8",
 		Test:   "FuzzAllow",
 		Caught: "last ops",
+	}, {
+		// A reset call leaves the bucket as the catch-up left it.
+		Name:   "bucket_sql.go reset: never",
+		File:   "bucket_sql.go",
+		Old:    "IF p_reset[i] THEN",
+		New:    "IF p_reset[i] AND false THEN",
+		Test:   "TestConformance/bucket_reset",
+		Caught: "want a new bucket's level",
+	}, {
+		// A clear releases none of the key's leases.
+		Name:   "lease_sql.go clear: no lease",
+		File:   "lease_sql.go",
+		Old:    "ELSIF p_kind[i] = 6 THEN",
+		New:    "ELSIF p_kind[i] = 7 THEN",
+		Test:   "TestConformance/lease_clear",
+		Caught: "a clear of 3 live leases",
 	}})
 }

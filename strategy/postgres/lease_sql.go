@@ -8,15 +8,15 @@ import (
 )
 
 // The lease objects are named after the windows table T: T_lease (live
-// leases), T_lease_rel (remembered releases) and the function T_lease_v1.
+// leases), T_lease_rel (remembered releases) and the function T_lease_v2.
 // Every suffix is at most as long as "_expire_at", so the names fit
 // PostgreSQL's 63 bytes for any valid Table.
 //
 // As with the buckets, the function's version is in its name: a change
 // to its arguments or behaviour is a new function (T_lease_v2) created
 // beside the old one, so nodes of the previous release keep calling
-// theirs during a rolling upgrade.
-const leaseFuncVersion = "v1"
+// theirs during a rolling upgrade. v2 added the clear (kind 6).
+const leaseFuncVersion = "v2"
 
 // leaseNames are the quoted, schema-qualified names of the lease objects,
 // the function's signature for to_regprocedure, and lockNS, the identity
@@ -97,7 +97,8 @@ CREATE TABLE IF NOT EXISTS %[2]s (
 // other's call would have dropped: the cautious side.
 //
 // %[1]s function, %[2]s live table, %[3]s release table. Kinds are
-// clustersync.LeaseOpKind: 1 acquire, 2 put, 3 release, 4 renew, 5 count.
+// clustersync.LeaseOpKind: 1 acquire, 2 put, 3 release, 4 renew, 5 count,
+// 6 clear.
 const leaseFuncSQL = `CREATE OR REPLACE FUNCTION %[1]s(
 	p_now int8, p_kind int4[], p_ns text[], p_key bytea[], p_id bytea[],
 	p_limit int8[], p_exp int8[], p_lock int8[])
@@ -106,7 +107,7 @@ LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
 	i int4; lk int8;
 	v_ns text; v_key bytea; v_id bytea; v_exp int8;
-	v_live int8; v_rel int8; v_ok bool; v_moved bool;
+	v_live int8; v_rel int8; v_ok bool; v_moved bool; r record;
 	-- The key of the previous op, its live count and earliest expiry.
 	c_ns text; c_key bytea; c_held int8; c_next int8;
 BEGIN
@@ -170,6 +171,15 @@ BEGIN
 			END IF;
 		ELSIF p_kind[i] = 5 THEN -- count
 			v_ok := true;
+		ELSIF p_kind[i] = 6 THEN -- clear: every live lease released as a release
+			FOR r IN DELETE FROM %[2]s AS x WHERE x.namespace = v_ns AND x.lkey = v_key AND x.expiry > p_now
+				RETURNING x.id, x.expiry
+			LOOP
+				v_ok := true;
+				INSERT INTO %[3]s AS x (namespace, lkey, id, until) VALUES (v_ns, v_key, r.id, greatest(v_exp, r.expiry))
+				ON CONFLICT (namespace, lkey, id) DO UPDATE SET until = greatest(x.until, excluded.until);
+			END LOOP;
+			c_held := 0; c_next := NULL;
 		END IF;
 
 		IF v_moved THEN

@@ -437,7 +437,7 @@ func testLeaseSchemaRecreated(t *testing.T, d pgdb) {
 	}
 	c := connect(t, d.dsn)
 	id := func(suffix string) string { return pgx.Identifier{cfg.Schema, cfg.Table + suffix}.Sanitize() }
-	if _, err := c.Exec(ctxT(t), "DROP TABLE "+id("_lease")+", "+id("_lease_rel")+"; DROP FUNCTION "+id("_lease_v1")); err != nil {
+	if _, err := c.Exec(ctxT(t), "DROP TABLE "+id("_lease")+", "+id("_lease_rel")+"; DROP FUNCTION "+id("_lease_v2")); err != nil {
 		t.Fatal(err)
 	}
 	var last error
@@ -450,7 +450,7 @@ func testLeaseSchemaRecreated(t *testing.T, d pgdb) {
 		t.Fatalf("Leases after the lease objects were dropped still fail: %v", last)
 	}
 	// A new store on the same table (as after an upgrade) finds them.
-	if _, err := c.Exec(ctxT(t), "DROP FUNCTION "+id("_lease_v1")); err != nil {
+	if _, err := c.Exec(ctxT(t), "DROP FUNCTION "+id("_lease_v2")); err != nil {
 		t.Fatal(err)
 	}
 	s2 := openStore(t, cfg)

@@ -95,7 +95,7 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 		allow: fmt.Sprintf(allowSQL, table, sat("o.oc"), sat("o.op")),
 		purge: fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM %[1]s WHERE expire_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED))`, table),
-		buckets: fmt.Sprintf(`SELECT * FROM %s($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`, bn.fn),
+		buckets: fmt.Sprintf(`SELECT * FROM %s($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`, bn.fn),
 		// A bucket's incarnation rows go with it (ON DELETE CASCADE).
 		purgeBuckets: fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM %[1]s WHERE expire_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED))`, bn.table),

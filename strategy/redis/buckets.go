@@ -100,8 +100,8 @@ func bucketsKey(prefix, ns string, b *node.BucketSpec) string {
 
 // encodeBuckets encodes the buckets script's call for calls, checked by
 // checkBucketCalls, under key prefix and row prefix rp. What Lua cannot
-// compute cheaply and exactly comes ready: a new row's state
-// (BucketSpec.Init), and a fixed bucket's period starts, a floored
+// compute cheaply and exactly comes ready: a new row's state and a
+// reset's (BucketSpec.Init), and a fixed bucket's period starts, a floored
 // division of a signed instant.
 func encodeBuckets(prefix, rp string, at, take int64, calls []clustersync.BucketCall) scriptCall {
 	n := len(calls)
@@ -151,6 +151,14 @@ func encodeBuckets(prefix, rp string, at, take int64, calls []clustersync.Bucket
 		a.int(bucketsCallTotal.at(i), c.Total)
 		a.int(bucketsCallVersion.at(i), c.Version)
 		a.int(bucketsCallExpire.at(i), unixMilliCeil(c.ExpireAt))
+		a.args[bucketsCallReset.at(i)] = "0"
+		var reset node.BucketState
+		if c.Reset {
+			a.args[bucketsCallReset.at(i)] = "1"
+			reset = b.Init(at)
+		}
+		a.int(bucketsCallResetLevel.at(i), reset.Level)
+		a.int(bucketsCallResetMark.at(i), reset.Mark)
 	}
 	return scriptCall{keys: keys, args: a.args}
 }

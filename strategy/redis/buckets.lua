@@ -252,6 +252,10 @@ for i = 1, #KEYS do
       if b.kind == 't' then b.v = minus(b.v, d) else b.v = plus(b.v, d) end
       b.applied = total
     end
+    if ARGV[a + BUCKETS_CALL_RESET] == '1' then
+      -- A reset: a new bucket's state at the call's time.
+      b.v, b.m = arg(BUCKETS_CALL_RESET_LEVEL), arg(BUCKETS_CALL_RESET_MARK)
+    end
     b.version = version
     b.record, b.changed = true, true
   end

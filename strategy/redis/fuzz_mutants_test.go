@@ -9,7 +9,8 @@ import (
 
 // TestFuzzCatchesMutants: the smoke of the fuzz targets can fail on the
 // store's own arithmetic. internal/mutant builds the package with each
-// change; the child runs the target on its seeds and testdata, as CI does.
+// change; the child runs the target on its seeds and testdata, as CI does
+// (the resets' mutants: their conformance subtest, which sends them).
 func TestFuzzCatchesMutants(t *testing.T) {
 	env := []string{harness.EnvRedis + "=" + redisAddr(t)}
 	mutant.RunEnv(t, env, []mutant.Mutant{{
@@ -36,5 +37,21 @@ func TestFuzzCatchesMutants(t *testing.T) {
 		New:    "held <= tonumber(ARGV[a + LEASES_OP_LIMIT])",
 		Test:   "FuzzLeases",
 		Caught: "last ops",
+	}, {
+		// A reset call leaves the bucket as the catch-up left it.
+		Name:   "buckets.lua reset: never",
+		File:   "buckets.lua",
+		Old:    "if ARGV[a + BUCKETS_CALL_RESET] == '1' then",
+		New:    "if ARGV[a + BUCKETS_CALL_RESET] == '2' then",
+		Test:   "TestConformance/bucket_reset",
+		Caught: "want a new bucket's level",
+	}, {
+		// A clear releases none of the key's leases.
+		Name:   "leases.lua clear: no lease",
+		File:   "leases.lua",
+		Old:    "local ms = call('ZRANGE', S, '[l', '(m', 'BYLEX')",
+		New:    "local ms = {}",
+		Test:   "TestConformance/lease_clear",
+		Caught: "a clear of 3 live leases",
 	}})
 }

@@ -169,6 +169,9 @@ const (
 	bucketsCallTotal                         // the caller's total in that life
 	bucketsCallVersion                       // the call's version
 	bucketsCallExpire                        // the row's expiry, Unix ms (0 for none)
+	bucketsCallReset                         // '1' for a reset (BucketCall.Reset), else '0'
+	bucketsCallResetLevel                    // a reset's new state: BucketSpec.Init(at)'s level
+	bucketsCallResetMark                     // and mark
 	bucketsCallWidth
 )
 
@@ -221,7 +224,7 @@ const (
 type leasesOp int
 
 const (
-	leasesOpKind     leasesOp = iota // 'a' acquire, 'p' put, 'r' release, 'n' renew, 'c' count
+	leasesOpKind     leasesOp = iota // 'a' acquire, 'p' put, 'r' release, 'n' renew, 'c' count, 'x' clear
 	leasesOpLease                    // the lease's id
 	leasesOpLimit                    // the limit of an acquire, decimal
 	leasesOpExpiry                   // the expiry (until, for a release), as a leaseTime

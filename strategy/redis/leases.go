@@ -90,6 +90,8 @@ func leaseKind(k clustersync.LeaseOpKind) any {
 		return "n"
 	case clustersync.LeaseCount:
 		return "c"
+	case clustersync.LeaseClear:
+		return "x"
 	}
 	return nil
 }

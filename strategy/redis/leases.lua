@@ -59,6 +59,29 @@ local function set(k, id, old, t)
   end
 end
 
+-- release releases id (live: its expiry, released: its release's
+-- until, each false when none) as of until t, and reports whether it
+-- was live and whether t was stored. The release is remembered until the
+-- latest of t, the lease's expiry and an earlier release's, written
+-- before the live lease is removed.
+local function release(id, t, live, released)
+  local ok, wrote = false, false
+  local u = t
+  if live and later(live, u) then u = live end
+  if released and later(released, u) then u = released end
+  if u ~= released and later(u, now) then
+    set('r', id, released, u)
+    wrote = u == t
+  end
+  if live then
+    call('ZREM', S, 'l' .. live .. id)
+    call('HDEL', I, 'l' .. id)
+    held, ok = held - 1, true
+    if live == first then first = nil end
+  end
+  return ok, wrote
+end
+
 local out = {}
 for i = 1, (#ARGV - LEASES_HEAD_WIDTH) / LEASES_OP_WIDTH do
   local a = LEASES_HEAD_WIDTH + (i - 1) * LEASES_OP_WIDTH
@@ -80,20 +103,14 @@ for i = 1, (#ARGV - LEASES_HEAD_WIDTH) / LEASES_OP_WIDTH do
         end
       end
     elseif kind == 'r' then
-      -- Remembered until the latest of t, the lease's expiry and an
-      -- earlier release's; written before the live lease is removed.
-      local u = t
-      if live and later(live, u) then u = live end
-      if released and later(released, u) then u = released end
-      if u ~= released and later(u, now) then
-        set('r', id, released, u)
-        wrote = u == t
-      end
-      if live then
-        call('ZREM', S, 'l' .. live .. id)
-        call('HDEL', I, 'l' .. id)
-        held, ok = held - 1, true
-        if live == first then first = nil end
+      ok, wrote = release(id, t, live, released)
+    elseif kind == 'x' then
+      -- Clear: every live id released as 'r' releases one.
+      local ms = call('ZRANGE', S, '[l', '(m', 'BYLEX')
+      for x = 1, #ms do
+        local lid = sub(ms[x], 18)
+        local _, w = release(lid, t, sub(ms[x], 2, 17), call('HGET', I, 'r' .. lid))
+        ok, wrote = true, wrote or w
       end
     elseif kind == 'n' then
       if valid and live then

@@ -252,6 +252,14 @@ func (x *bucketFuzz) take() {
 		bc.calls = append(bc.calls, clustersync.BucketCall{Namespace: x.ns, Bucket: b, Life: c.life[key],
 			Total: c.total[key], LastAt: c.last[key], Version: x.version(), ExpireAt: x.expire})
 	}
+	// A sync (take 0) from the last slot first is a reset of its
+	// buckets: inputs of before the resets keep their meaning but for
+	// those.
+	if take == 0 && first == bucketSlots-1 {
+		for i := range bc.calls {
+			bc.calls[i].Reset = true
+		}
+	}
 	c.calls[0], c.calls[1] = bc, c.calls[0]
 	x.send(c, bc)
 }
@@ -304,7 +312,11 @@ func showCalls(base int64, calls []clustersync.BucketCall) string {
 		if last != 0 {
 			last -= base
 		}
-		s += fmt.Sprintf("[%q strict %v life %d total %d lastAt %d v%d]", c.Bucket.StoreKey(), c.Bucket.Strict, c.Life, c.Total, last, c.Version)
+		s += fmt.Sprintf("[%q strict %v life %d total %d lastAt %d v%d", c.Bucket.StoreKey(), c.Bucket.Strict, c.Life, c.Total, last, c.Version)
+		if c.Reset {
+			s += " reset"
+		}
+		s += "]"
 	}
 	return s
 }

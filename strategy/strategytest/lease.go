@@ -92,8 +92,11 @@ func showOp(op clustersync.LeaseOp, now int64) string {
 		key = key[:40] + "…"
 	}
 	s := fmt.Sprintf("%s ns=%q key=%q (%d bytes)", op.Kind, op.Namespace, key, len(op.Key))
-	if op.Kind == clustersync.LeaseCount {
+	switch op.Kind {
+	case clustersync.LeaseCount:
 		return s
+	case clustersync.LeaseClear:
+		return s + fmt.Sprintf(" expiry=now%+.3fs", float64(op.Expiry-now)/float64(sec))
 	}
 	s += fmt.Sprintf(" id=%q", op.ID)
 	if op.Kind == clustersync.LeaseAcquire {

@@ -133,3 +133,97 @@ func testReset(t *testing.T, e *env) {
 	ticks()
 	wantRates("after 1 hit since the second reset", "k", 1)
 }
+
+// testBucketReset: a reset call (BucketCall.Reset) catches the caller up
+// and then makes the bucket a new one at the call's time, of every kind,
+// also a bucket the store does not hold; the records stay, so an
+// incarnation's old totals are not applied again and what another
+// incarnation had not sent arrives on top of the new state; a reset
+// replayed with its Version changes nothing more. Every answer is the
+// reference's.
+func testBucketReset(t *testing.T, e *env) {
+	ms := int64(time.Millisecond)
+	for _, b := range []node.BucketSpec{
+		tokenSpec(e.ns+"reset", 3*hit, time.Hour, 3*hit),
+		{Kind: node.LeakyLimit, A: 3 * hit, B: int64(time.Hour), C: int64(time.Hour) / 3, Key: e.ns + "reset"},
+		{Kind: node.FixedLimit, A: int64(time.Hour), B: 3 * hit, Key: e.ns + "reset"},
+	} {
+		t.Run(b.Kind.String(), func(t *testing.T) {
+			ref := &bucketRef{rows: map[string]*clustersync.BucketRow{}}
+			a, c := e.caller("a"), e.caller("c")
+			full := func(after clustersync.BucketReply) bool {
+				if b.Kind == node.TokenLimit {
+					return after.After.Level == 3*hit
+				}
+				return after.After.Level == 0
+			}
+			at := e.minute + 7*ms
+			for range 3 {
+				e.buckets(t, ref, a, at, hit, e.bcall(a, b, at))
+			}
+			if ok, _ := e.buckets(t, ref, a, at, hit, e.bcall(a, b, at)); ok {
+				t.Fatalf("a fourth take of 3: admitted")
+			}
+			at += 5 * ms
+			reset := e.bcall(a, b, at)
+			reset.Reset = true
+			_, r := e.buckets(t, ref, a, at, 0, reset)
+			if !full(r[0]) || r[0].Applied != 3*hit {
+				t.Errorf("the reset: after %+v, applied %d; want a new bucket's level, applied %d", r[0].After, r[0].Applied, 3*hit)
+			}
+			if ok, _ := e.buckets(t, ref, a, at, hit, e.bcall(a, b, at)); !ok {
+				t.Errorf("a take right after the reset: refused")
+			}
+			// The reset again, same Version: nothing more.
+			_, r2 := e.buckets(t, ref, a, at, 0, reset)
+			if full(r2[0]) {
+				t.Errorf("the reset replayed: the bucket is new again, want the take since kept")
+			}
+			// c's unsent take arrives: it counts on top of the new state.
+			c.total[b.StoreKey()] = hit
+			e.buckets(t, ref, c, at, 0, e.bcall(c, b, at))
+			// A reset sent anew (a new Version) resets again.
+			again := e.bcall(a, b, at)
+			again.Reset = true
+			if _, r := e.buckets(t, ref, a, at, 0, again); !full(r[0]) {
+				t.Errorf("a second reset: after %+v, want a new bucket's level", r[0].After)
+			}
+			// A bucket the store does not hold: made and new.
+			other := b
+			other.Key += "-new"
+			fresh := e.bcall(c, other, at)
+			fresh.Reset = true
+			e.buckets(t, ref, c, at, 0, fresh)
+		})
+	}
+}
+
+// testLeaseClear: a LeaseClear releases every live lease of its key, and
+// no other key's: each release is remembered until the later of the
+// op's Expiry and the lease's own expiry, so a late Put or Acquire of it
+// is refused; a clear again, or of a key with none, changes nothing.
+// Every reply is the reference's.
+func testLeaseClear(t *testing.T, e *env) {
+	ref := leaseRef{}
+	now := leaseStart()
+	k, other := e.lkey("clear"), e.lkey("clear-other")
+	clear := func(until int64) clustersync.LeaseOp {
+		return clustersync.LeaseOp{Kind: clustersync.LeaseClear, Namespace: k.ns, Key: k.key, Expiry: until}
+	}
+	e.leases(t, ref, now, k.acquire("a", 3, now+10*sec), k.acquire("b", 3, now+2*sec), k.put("c", now+sec),
+		other.acquire("a", 3, now+10*sec))
+	if r := e.leases(t, ref, now, clear(now+5*sec), k.count()); !r[0].OK || r[0].Held != 0 || r[1].Held != 0 {
+		t.Errorf("a clear of 3 live leases: %+v, then %+v; want OK, none held", r[0], r[1])
+	}
+	if r := e.leases(t, ref, now, other.count()); r[0].Held != 1 {
+		t.Errorf("the other key after the clear: %d held, want 1", r[0].Held)
+	}
+	// A late put or acquire of a cleared lease is refused, also past the
+	// clear's Expiry while the lease's own expiry is ahead.
+	e.leases(t, ref, now+sec/2, k.put("b", now+3*sec), k.acquire("c", 3, now+3*sec), k.acquire("d", 3, now+3*sec))
+	e.leases(t, ref, now+6*sec, k.put("a", now+20*sec))
+	// Again, and again on a key with none: OK as the reference says.
+	e.leases(t, ref, now+6*sec, clear(now+7*sec), clear(now+7*sec), k.count())
+	e.leases(t, ref, now+6*sec, clustersync.LeaseOp{Kind: clustersync.LeaseClear, Namespace: e.ns, Key: "clear-none", Expiry: now + 7*sec})
+	e.leases(t, ref, now+11*sec, k.acquire("a", 3, now+20*sec), k.count())
+}

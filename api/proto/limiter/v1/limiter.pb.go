@@ -2172,15 +2172,25 @@ func (x *RenewResult) GetError() *status.Status {
 	return nil
 }
 
-// ResetRequest forgets one key's counts.
+// ResetRequest forgets one key's counts. With neither buckets nor
+// leases, it forgets the key's sliding-window counts; with either, only
+// what they name.
 type ResetRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The namespace; empty means "default". An estimator namespace cannot
 	// forget one key: FAILED_PRECONDITION.
 	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// The key whose sliding-window counts to forget: non-empty UTF-8 of at
-	// most 1 KiB.
-	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The key whose counts to forget: non-empty UTF-8 of at most 1 KiB.
+	Key string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// The buckets of the key to reset, each a token, leaky or fixed Limit
+	// as in Allow (its wait_timeout and strict are ignored): each starts
+	// again as a new bucket (a token bucket full, a leaky one empty, a
+	// fixed one with nothing counted in its period). A sliding-window
+	// Limit here is INVALID_ARGUMENT. At most 8, no bucket twice.
+	Buckets []*Limit `protobuf:"bytes,3,rep,name=buckets,proto3" json:"buckets,omitempty"`
+	// Free every concurrency lease of the key: every node's Acquire may
+	// grant the key's limit again.
+	Leases        bool `protobuf:"varint,4,opt,name=leases,proto3" json:"leases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2229,11 +2239,26 @@ func (x *ResetRequest) GetKey() string {
 	return ""
 }
 
+func (x *ResetRequest) GetBuckets() []*Limit {
+	if x != nil {
+		return x.Buckets
+	}
+	return nil
+}
+
+func (x *ResetRequest) GetLeases() bool {
+	if x != nil {
+		return x.Leases
+	}
+	return false
+}
+
 // ResetResponse is the answer to a Reset.
 type ResetResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The key's sliding rates after the reset, one per window size of the
-	// namespace, ascending: 0 unless hits were counted meanwhile.
+	// The key's sliding rates after a reset of its sliding windows, one per
+	// window size of the namespace, ascending: 0 unless hits were counted
+	// meanwhile. Empty when the reset named buckets or leases.
 	Rates         []*WindowRate `protobuf:"bytes,1,rep,name=rates,proto3" json:"rates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2416,10 +2441,12 @@ const file_limiter_v1_limiter_proto_rawDesc = "" +
 	"\aresults\x18\x01 \x03(\v2\x17.limiter.v1.RenewResultR\aresults\"n\n" +
 	"\vRenewResult\x125\n" +
 	"\bresponse\x18\x01 \x01(\v2\x19.limiter.v1.RenewResponseR\bresponse\x12(\n" +
-	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error\">\n" +
+	"\x05error\x18\x02 \x01(\v2\x12.google.rpc.StatusR\x05error\"\x83\x01\n" +
 	"\fResetRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
-	"\x03key\x18\x02 \x01(\tR\x03key\"=\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12+\n" +
+	"\abuckets\x18\x03 \x03(\v2\x11.limiter.v1.LimitR\abuckets\x12\x16\n" +
+	"\x06leases\x18\x04 \x01(\bR\x06leases\"=\n" +
 	"\rResetResponse\x12,\n" +
 	"\x05rates\x18\x01 \x03(\v2\x16.limiter.v1.WindowRateR\x05rates2\x88\a\n" +
 	"\vRateLimiter\x12H\n" +
@@ -2538,36 +2565,37 @@ var file_limiter_v1_limiter_proto_depIdxs = []int32{
 	32, // 43: limiter.v1.RenewBatchResponse.results:type_name -> limiter.v1.RenewResult
 	23, // 44: limiter.v1.RenewResult.response:type_name -> limiter.v1.RenewResponse
 	37, // 45: limiter.v1.RenewResult.error:type_name -> google.rpc.Status
-	0,  // 46: limiter.v1.ResetResponse.rates:type_name -> limiter.v1.WindowRate
-	1,  // 47: limiter.v1.RateLimiter.Increment:input_type -> limiter.v1.IncrementRequest
-	3,  // 48: limiter.v1.RateLimiter.SlidingWindow:input_type -> limiter.v1.SlidingWindowRequest
-	9,  // 49: limiter.v1.RateLimiter.Allow:input_type -> limiter.v1.AllowRequest
-	12, // 50: limiter.v1.RateLimiter.IncrementBatch:input_type -> limiter.v1.IncrementBatchRequest
-	15, // 51: limiter.v1.RateLimiter.AllowBatch:input_type -> limiter.v1.AllowBatchRequest
-	18, // 52: limiter.v1.RateLimiter.Acquire:input_type -> limiter.v1.AcquireRequest
-	20, // 53: limiter.v1.RateLimiter.Release:input_type -> limiter.v1.ReleaseRequest
-	22, // 54: limiter.v1.RateLimiter.Renew:input_type -> limiter.v1.RenewRequest
-	24, // 55: limiter.v1.RateLimiter.AcquireBatch:input_type -> limiter.v1.AcquireBatchRequest
-	27, // 56: limiter.v1.RateLimiter.ReleaseBatch:input_type -> limiter.v1.ReleaseBatchRequest
-	30, // 57: limiter.v1.RateLimiter.RenewBatch:input_type -> limiter.v1.RenewBatchRequest
-	33, // 58: limiter.v1.RateLimiter.Reset:input_type -> limiter.v1.ResetRequest
-	2,  // 59: limiter.v1.RateLimiter.Increment:output_type -> limiter.v1.IncrementResponse
-	4,  // 60: limiter.v1.RateLimiter.SlidingWindow:output_type -> limiter.v1.SlidingWindowResponse
-	11, // 61: limiter.v1.RateLimiter.Allow:output_type -> limiter.v1.AllowResponse
-	13, // 62: limiter.v1.RateLimiter.IncrementBatch:output_type -> limiter.v1.IncrementBatchResponse
-	16, // 63: limiter.v1.RateLimiter.AllowBatch:output_type -> limiter.v1.AllowBatchResponse
-	19, // 64: limiter.v1.RateLimiter.Acquire:output_type -> limiter.v1.AcquireResponse
-	21, // 65: limiter.v1.RateLimiter.Release:output_type -> limiter.v1.ReleaseResponse
-	23, // 66: limiter.v1.RateLimiter.Renew:output_type -> limiter.v1.RenewResponse
-	25, // 67: limiter.v1.RateLimiter.AcquireBatch:output_type -> limiter.v1.AcquireBatchResponse
-	28, // 68: limiter.v1.RateLimiter.ReleaseBatch:output_type -> limiter.v1.ReleaseBatchResponse
-	31, // 69: limiter.v1.RateLimiter.RenewBatch:output_type -> limiter.v1.RenewBatchResponse
-	34, // 70: limiter.v1.RateLimiter.Reset:output_type -> limiter.v1.ResetResponse
-	59, // [59:71] is the sub-list for method output_type
-	47, // [47:59] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	5,  // 46: limiter.v1.ResetRequest.buckets:type_name -> limiter.v1.Limit
+	0,  // 47: limiter.v1.ResetResponse.rates:type_name -> limiter.v1.WindowRate
+	1,  // 48: limiter.v1.RateLimiter.Increment:input_type -> limiter.v1.IncrementRequest
+	3,  // 49: limiter.v1.RateLimiter.SlidingWindow:input_type -> limiter.v1.SlidingWindowRequest
+	9,  // 50: limiter.v1.RateLimiter.Allow:input_type -> limiter.v1.AllowRequest
+	12, // 51: limiter.v1.RateLimiter.IncrementBatch:input_type -> limiter.v1.IncrementBatchRequest
+	15, // 52: limiter.v1.RateLimiter.AllowBatch:input_type -> limiter.v1.AllowBatchRequest
+	18, // 53: limiter.v1.RateLimiter.Acquire:input_type -> limiter.v1.AcquireRequest
+	20, // 54: limiter.v1.RateLimiter.Release:input_type -> limiter.v1.ReleaseRequest
+	22, // 55: limiter.v1.RateLimiter.Renew:input_type -> limiter.v1.RenewRequest
+	24, // 56: limiter.v1.RateLimiter.AcquireBatch:input_type -> limiter.v1.AcquireBatchRequest
+	27, // 57: limiter.v1.RateLimiter.ReleaseBatch:input_type -> limiter.v1.ReleaseBatchRequest
+	30, // 58: limiter.v1.RateLimiter.RenewBatch:input_type -> limiter.v1.RenewBatchRequest
+	33, // 59: limiter.v1.RateLimiter.Reset:input_type -> limiter.v1.ResetRequest
+	2,  // 60: limiter.v1.RateLimiter.Increment:output_type -> limiter.v1.IncrementResponse
+	4,  // 61: limiter.v1.RateLimiter.SlidingWindow:output_type -> limiter.v1.SlidingWindowResponse
+	11, // 62: limiter.v1.RateLimiter.Allow:output_type -> limiter.v1.AllowResponse
+	13, // 63: limiter.v1.RateLimiter.IncrementBatch:output_type -> limiter.v1.IncrementBatchResponse
+	16, // 64: limiter.v1.RateLimiter.AllowBatch:output_type -> limiter.v1.AllowBatchResponse
+	19, // 65: limiter.v1.RateLimiter.Acquire:output_type -> limiter.v1.AcquireResponse
+	21, // 66: limiter.v1.RateLimiter.Release:output_type -> limiter.v1.ReleaseResponse
+	23, // 67: limiter.v1.RateLimiter.Renew:output_type -> limiter.v1.RenewResponse
+	25, // 68: limiter.v1.RateLimiter.AcquireBatch:output_type -> limiter.v1.AcquireBatchResponse
+	28, // 69: limiter.v1.RateLimiter.ReleaseBatch:output_type -> limiter.v1.ReleaseBatchResponse
+	31, // 70: limiter.v1.RateLimiter.RenewBatch:output_type -> limiter.v1.RenewBatchResponse
+	34, // 71: limiter.v1.RateLimiter.Reset:output_type -> limiter.v1.ResetResponse
+	60, // [60:72] is the sub-list for method output_type
+	48, // [48:60] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_limiter_v1_limiter_proto_init() }

@@ -111,11 +111,13 @@ type RateLimiterClient interface {
 	ReleaseBatch(ctx context.Context, in *ReleaseBatchRequest, opts ...grpc.CallOption) (*ReleaseBatchResponse, error)
 	// RenewBatch runs several Renews in one call, as AcquireBatch.
 	RenewBatch(ctx context.Context, in *RenewBatchRequest, opts ...grpc.CallOption) (*RenewBatchResponse, error)
-	// Reset forgets one key's sliding-window counts in its namespace, in
-	// every window size: on the node that takes it at once and, in a
-	// periodic or synchronous namespace, in the store, so that every node
-	// of the cluster forgets them by its next sync. Taking it again is
-	// harmless. With authorization on it needs the admin grant.
+	// Reset forgets one key's counts in its namespace: its sliding-window
+	// counts in every window size, or the buckets it names (each starts
+	// again as a new bucket), or its concurrency leases (all freed). It
+	// acts on the node that takes it at once and, in a periodic or
+	// synchronous namespace, in the store, so that every node of the
+	// cluster forgets them by its next sync. Taking it again is harmless.
+	// With authorization on it needs the admin grant.
 	Reset(ctx context.Context, in *ResetRequest, opts ...grpc.CallOption) (*ResetResponse, error)
 }
 
@@ -294,11 +296,13 @@ type RateLimiterServer interface {
 	ReleaseBatch(context.Context, *ReleaseBatchRequest) (*ReleaseBatchResponse, error)
 	// RenewBatch runs several Renews in one call, as AcquireBatch.
 	RenewBatch(context.Context, *RenewBatchRequest) (*RenewBatchResponse, error)
-	// Reset forgets one key's sliding-window counts in its namespace, in
-	// every window size: on the node that takes it at once and, in a
-	// periodic or synchronous namespace, in the store, so that every node
-	// of the cluster forgets them by its next sync. Taking it again is
-	// harmless. With authorization on it needs the admin grant.
+	// Reset forgets one key's counts in its namespace: its sliding-window
+	// counts in every window size, or the buckets it names (each starts
+	// again as a new bucket), or its concurrency leases (all freed). It
+	// acts on the node that takes it at once and, in a periodic or
+	// synchronous namespace, in the store, so that every node of the
+	// cluster forgets them by its next sync. Taking it again is harmless.
+	// With authorization on it needs the admin grant.
 	Reset(context.Context, *ResetRequest) (*ResetResponse, error)
 	mustEmbedUnimplementedRateLimiterServer()
 }

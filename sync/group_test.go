@@ -243,6 +243,35 @@ func TestGroupSharesStoreCall(t *testing.T) {
 	wantStored(t, f.Inner(), "k", clock.Now(), 5)
 }
 
+// TestGroupAtMostMaxGroup: one store call decides at most MaxGroup of the
+// calls that queued; the rest go in the next.
+func TestGroupAtMostMaxGroup(t *testing.T) {
+	clock := fakeclock.New(start)
+	f := memory.NewFaulty(memory.New())
+	n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Minute})
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 1e6}}}
+	f.Hang()
+	var wg gosync.WaitGroup
+	allow := func() {
+		if _, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
+			t.Error(err)
+		}
+	}
+	wg.Go(allow)
+	waitUntil(t, "the first call is in the store", func() bool { return f.Waiting() == 1 })
+	queued := clustersync.MaxGroup + 1
+	for range queued {
+		wg.Go(allow)
+	}
+	waitUntil(t, "the calls queue", func() bool { return n.sy.Queued("k") == queued })
+	f.Heal()
+	wg.Wait()
+	if got := f.Calls().Allow; got != 3 {
+		t.Errorf("%d store calls for 1 + %d Allows, want 3 (one, then %d, then 1)", got, queued, clustersync.MaxGroup)
+	}
+	wantStored(t, f.Inner(), "k", clock.Now(), float64(1+queued))
+}
+
 // TestGroupCancelled: a call whose context ends while it queues returns
 // the context's error and counts nothing; a call whose context ends while
 // its store call is in flight keeps the store's verdict, counted once.

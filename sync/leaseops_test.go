@@ -1,6 +1,10 @@
 package sync_test
 
 import (
+	"context"
+	"fmt"
+	"time"
+
 	"testing"
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
@@ -58,5 +62,41 @@ func TestLeasesPeriodicNewKeyReadsTheCount(t *testing.T) {
 	syncAll(t, []testNode{a})
 	if g := b.acquire(t, "k", 3); g.OK || g.Held != 3 {
 		t.Errorf("b's first acquire of a key a holds at its limit: %+v, want refused at 3", g)
+	}
+}
+
+// TestLeasesRenewAndReleaseWhereGranted: the node that granted a lease
+// renews and releases it, in a periodic namespace in the node (the tick
+// tells the store), in a synchronous one in the store at once.
+func TestLeasesRenewAndReleaseWhereGranted(t *testing.T) {
+	for _, syncRate := range []float64{1, 0} {
+		t.Run(fmt.Sprint("sync_rate=", syncRate), func(t *testing.T) {
+			clock := fakeclock.New(start)
+			mem := memory.New()
+			a := newLeaseNode(t, "a", syncRate, "", mem, clock)
+			g := a.acquire(t, "k", 1)
+			if !g.OK {
+				t.Fatalf("acquire: %+v", g)
+			}
+			syncAll(t, []testNode{a})
+			clock.Add(30 * time.Second)
+			ok, exp, err := a.sy.RenewLease(context.Background(), clock.Now(), g.ID, time.Minute)
+			if err != nil || !ok || exp != clock.Now().Add(time.Minute).UnixNano() {
+				t.Fatalf("renew at the granting node: %v, %d, %v; want ok to a minute from now", ok, exp, err)
+			}
+			syncAll(t, []testNode{a})
+			clock.Add(45 * time.Second) // past the first expiry, before the renewed one
+			if got := storeHeld(t, mem, clock, "k"); got != 1 {
+				t.Fatalf("store holds %d after the renewal, want 1", got)
+			}
+			ok, pending := a.release(t, g.ID)
+			if !ok || pending {
+				t.Fatalf("release at the granting node: ok %v, pending %v; want ok, not pending", ok, pending)
+			}
+			syncAll(t, []testNode{a})
+			if got := storeHeld(t, mem, clock, "k"); got != 0 {
+				t.Errorf("store holds %d after the release, want 0", got)
+			}
+		})
 	}
 }

@@ -148,3 +148,38 @@ func TestLearnRestartsWhenFull(t *testing.T) {
 		t.Errorf("%d escalations after a's table filled with learned keys, want 1", got)
 	}
 }
+
+// TestLearnFromTheFirstWholeWindow: a change of a window that began
+// exactly a skew after the change reads did is learned: a holds the key,
+// never counted there, with b's hits.
+func TestLearnFromTheFirstWholeWindow(t *testing.T) {
+	s := start.Truncate(time.Second)
+	clock := fakeclock.New(s.Add(900 * time.Millisecond)) // + 1.1 s skew: s + 2 s
+	a, b, _ := periodicPair(t, memory.New(), clock, clustersync.Config{})
+	syncOnce(t, a) // the reads begin at s + 0.9 s
+	clock.Set(s.Add(2 * time.Second))
+	incrementAt(t, b, "x", 3) // in the second from s + 2 s
+	syncOnce(t, b)
+	held := a.ns.ActiveKeys()
+	syncOnce(t, a)
+	if got := a.ns.ActiveKeys(); got != held+1 {
+		t.Errorf("a holds %d keys after reading b's change, want %d: the window from s + 2 s learned", got, held+1)
+	}
+}
+
+// TestLearnNewKeyNotFetched: once a node knows every window size, a key
+// new to it is not fetched: the change reads tell all its windows' writes.
+func TestLearnNewKeyNotFetched(t *testing.T) {
+	clock := fakeclock.New(start.Add(500 * time.Millisecond))
+	cs := &countingStore{Store: memory.New()}
+	a, _, _ := periodicPair(t, cs, clock, clustersync.Config{})
+	syncOnce(t, a)
+	clock.Add(3 * time.Minute)
+	syncOnce(t, a)
+	before := cs.fetched.Load()
+	incrementAt(t, a, "new", 1)
+	syncOnce(t, a)
+	if got := cs.fetched.Load() - before; got != 0 {
+		t.Errorf("%d windows fetched for a key new to a node that knows every size, want 0", got)
+	}
+}

@@ -3,11 +3,13 @@ package sync_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"testing"
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -98,5 +100,43 @@ func TestLeasesRenewAndReleaseWhereGranted(t *testing.T) {
 				t.Errorf("store holds %d after the release, want 0", got)
 			}
 		})
+	}
+}
+
+// leaseBatches records the ops of every Leases call.
+type leaseBatches struct {
+	*memory.Store
+	ops []int
+}
+
+func (l *leaseBatches) Leases(ctx context.Context, now int64, ops []clustersync.LeaseOp, replies []clustersync.LeaseReply) error {
+	l.ops = append(l.ops, len(ops))
+	return l.Store.Leases(ctx, now, ops, replies)
+}
+
+// TestLeasesTickInBatches: a tick sends its lease ops in calls of
+// BatchSize ops or a little more (a key's ops are not split): with a
+// batch of 4 and each of 6 keys writing a lease and reading its count,
+// three calls of 4.
+func TestLeasesTickInBatches(t *testing.T) {
+	clock := fakeclock.New(start)
+	rec := &leaseBatches{Store: memory.New()}
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second}, SyncRate: 1, Store: "main"}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sy, err := clustersync.NewSyncer(ns, rec, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now),
+		clustersync.Config{NoJitter: true, BatchSize: 4}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := testNode{ns: ns, sy: sy}
+	for i := range 6 {
+		a.acquire(t, fmt.Sprint("k", i), 1)
+	}
+	rec.ops = nil // the first acquires' count reads
+	syncAll(t, []testNode{a})
+	if !slices.Equal(rec.ops, []int{4, 4, 4}) {
+		t.Errorf("a tick's lease calls of %v ops, want [4 4 4]", rec.ops)
 	}
 }

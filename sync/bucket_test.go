@@ -290,3 +290,159 @@ func TestBucketsRowMadeAnew(t *testing.T) {
 		t.Errorf("b admitted %d after a's 5 of 10 and a tick of each, want 5", admitted)
 	}
 }
+
+// TestApplyBucketsStoresWhatTheTakeLeft: ApplyBuckets on one row of a
+// token bucket of 5 refilled whole every hour, step by step, with the
+// state each call leaves and the one its take was decided from. A refused
+// take empties the bucket (Smyte's rule) and the row keeps it, though
+// the take consumed nothing; a call with nothing to catch up on decides
+// from the row's state as stored; a catch-up applies the consumption at
+// its LastAt, refills included.
+func TestApplyBucketsStoresWhatTheTakeLeft(t *testing.T) {
+	const hit = node.Micro
+	h := time.Hour.Nanoseconds()
+	at := start.Truncate(time.Hour).UnixNano()
+	spec := node.BucketSpec{Kind: node.TokenLimit, A: 5 * hit, B: h, C: 5 * hit, Key: "t"}
+	exp := start.Add(3 * time.Hour)
+	rows := []*clustersync.BucketRow{nil}
+	steps := []struct {
+		name                     string
+		at, version, total, take int64
+		lastAt                   int64
+		allowed                  bool
+		before, after            int64 // levels
+		applied                  int64
+	}{
+		{"a take of 3", at, 1, 0, 3 * hit, 0, true, 5 * hit, 2 * hit, 3 * hit},
+		// 2 tokens left: a take of 3 is refused and empties the bucket,
+		// which counts as the 2 it took.
+		{"a refused take of 3", at + 1, 2, 3 * hit, 3 * hit, at, false, 2 * hit, 0, 5 * hit},
+		{"a take of 1 after the refusal", at + 2, 3, 5 * hit, hit, at + 1, false, 0, 0, 5 * hit},
+		// Nothing to catch up on (Total = Applied): the take is decided
+		// from the stored state, refilled at the call's time only.
+		{"a take of 1 an hour later", at + h + 2, 4, 5 * hit, hit, at + h, true, 0, 4 * hit, 6 * hit},
+		// 2 taken meanwhile by this incarnation alone: caught up at its
+		// LastAt, then the take.
+		{"a catch-up of 2 and a take of 1", at + h + 3, 5, 8 * hit, hit, at + h + 1, true, 2 * hit, hit, 9 * hit},
+		// A call that only syncs, a refill later, takes nothing and
+		// leaves the refilled state.
+		{"a sync an hour later", at + 2*h + 3, 6, 9 * hit, 0, at + h + 3, true, hit, 5 * hit, 9 * hit},
+	}
+	for _, s := range steps {
+		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: s.total, LastAt: s.lastAt, Version: s.version, ExpireAt: exp}}
+		replies := make([]clustersync.BucketReply, 1)
+		changed := make([]bool, 1)
+		allowed := clustersync.ApplyBuckets("inc", s.at, s.take, calls, rows, replies, changed)
+		r := replies[0]
+		if allowed != s.allowed || r.Before.Level != s.before || r.After.Level != s.after || r.Applied != s.applied || rows[0].State != r.After {
+			t.Errorf("%s: allowed %v, level %d before and %d after (row %d), applied %d; want %v, %d, %d, %d",
+				s.name, allowed, r.Before.Level, r.After.Level, rows[0].State.Level, r.Applied, s.allowed, s.before, s.after, s.applied)
+		}
+	}
+}
+
+// bucketRecorder keeps every Buckets call a store is sent.
+type bucketRecorder struct {
+	*memory.Store
+	mu    gosync.Mutex
+	calls [][]clustersync.BucketCall
+}
+
+func (r *bucketRecorder) Buckets(ctx context.Context, inc string, at, take int64, calls []clustersync.BucketCall, replies []clustersync.BucketReply) (bool, error) {
+	r.mu.Lock()
+	r.calls = append(r.calls, append([]clustersync.BucketCall(nil), calls...))
+	r.mu.Unlock()
+	return r.Store.Buckets(ctx, inc, at, take, calls, replies)
+}
+
+// TestBucketsTickOneCallPerKey: a tick syncs a key's buckets in one store
+// call, one call per key (the store applies one key's buckets
+// atomically), and each row is kept for the bucket's hold time and two
+// sync periods past the tick.
+func TestBucketsTickOneCallPerKey(t *testing.T) {
+	fixed10 := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 10}}
+	clock := fakeclock.New(start)
+	rec := &bucketRecorder{Store: memory.New()}
+	n := newNode(t, "a", 0.1, rec, clock, clustersync.Config{})
+	n.take(t, "a", tokens100, fixed10)
+	n.take(t, "b", leaky10)
+	n.take(t, "c", fixed10, leaky10)
+	rec.calls = nil // the first calls' reads
+	syncAll(t, []testNode{n})
+	keys := map[string]int{}
+	for _, call := range rec.calls {
+		for _, c := range call {
+			if c.Bucket.Key != call[0].Bucket.Key {
+				t.Errorf("one store call holds buckets of keys %q and %q", call[0].Bucket.Key, c.Bucket.Key)
+			}
+			spec := c.Bucket
+			if want := clock.Now().Add(spec.Hold() + 200*time.Millisecond); !c.ExpireAt.Equal(want) {
+				t.Errorf("key %q: row kept until %s, want the tick's time + hold %s + 2 × 100ms", c.Bucket.Key, c.ExpireAt.Sub(start), spec.Hold())
+			}
+		}
+		keys[call[0].Bucket.Key] += len(call)
+	}
+	if len(rec.calls) != 3 || keys["a"] != 2 || keys["b"] != 1 || keys["c"] != 2 {
+		t.Errorf("a tick sent %d store calls, buckets per key %v; want 3 calls: a 2, b 1, c 2", len(rec.calls), keys)
+	}
+}
+
+// TestBucketsFallbackCounted: a synchronous bucket call answered from the
+// store counts no fallback; one the store failed, and those made while it
+// is presumed down, count one each.
+func TestBucketsFallbackCounted(t *testing.T) {
+	clock := fakeclock.New(start)
+	faulty := memory.NewFaulty(memory.New())
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "main"}, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := new(fallbackCount)
+	cfg := clustersync.Config{CallTimeout: time.Second, TickTimeout: time.Second, NoJitter: true}
+	sy, err := clustersync.NewSyncer(ns, faulty, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now), cfg, nil, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := testNode{ns: ns, sy: sy}
+	for i := range 3 {
+		if !n.take(t, "k", tokens100).Allowed {
+			t.Fatalf("take %d of a bucket of 100 refused", i+1)
+		}
+	}
+	if got := m.n.Load(); got != 0 {
+		t.Errorf("%d fallbacks counted for 3 calls the store answered, want 0", got)
+	}
+	faulty.Fail(nil)
+	for range 3 {
+		n.take(t, "k", tokens100)
+	}
+	if got := m.n.Load(); got != 3 {
+		t.Errorf("%d fallbacks counted for a failed call and 2 while the store is presumed down, want 3", got)
+	}
+}
+
+// TestBucketsPeriodicFirstCallsReturn: in a periodic namespace the first
+// call on a bucket reads its row from the store, then decides locally;
+// it and the next return (the read leaves the bucket unlocked).
+func TestBucketsPeriodicFirstCallsReturn(t *testing.T) {
+	clock := fakeclock.New(start)
+	n := newNode(t, "a", 0.1, memory.New(), clock, clustersync.Config{})
+	done := make(chan int)
+	go func() {
+		admitted := 0
+		for range 2 {
+			if n.take(t, "k", tokens100).Allowed {
+				admitted++
+			}
+		}
+		done <- admitted
+	}()
+	select {
+	case got := <-done:
+		if got != 2 {
+			t.Errorf("%d of the first 2 takes of a bucket of 100 admitted", got)
+		}
+	case <-time.After(time.Minute): // a bound on a deadlock, not a timing
+		t.Fatal("the first calls on a periodic namespace's bucket did not return in a minute: a lock left held")
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -301,4 +302,51 @@ func TestChangesFailedPageKeepsProgress(t *testing.T) {
 			t.Errorf("k%d: rate = %v, want 3", i, got)
 		}
 	}
+}
+
+// fetchedCount counts the rows a Syncer reports fetched.
+type fetchedCount struct {
+	clustersync.NopMetrics
+	rows atomic.Int64
+}
+
+func (f *fetchedCount) Fetched(_ string, rows int) { f.rows.Add(int64(rows)) }
+
+// TestChangesAheadFetchedOnce: a change read ahead of the reader's clock
+// is held for a later tick, and counted as fetched once, when it was
+// read, not again when the tick that can apply it applies it.
+func TestChangesAheadFetchedOnce(t *testing.T) {
+	changeStores(t, func(t *testing.T, cs *countingStore, store clustersync.Store) {
+		next := start.Truncate(time.Minute).Add(time.Minute)
+		bClock := fakeclock.New(next.Add(-300 * time.Millisecond))
+		aClock := fakeclock.New(next.Add(200 * time.Millisecond))
+		cfg := clustersync.Config{NoEscalate: true}
+		a := newNode(t, "a", 0.1, store, aClock, cfg)
+		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: 0.1, Store: "main"}, bClock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := new(fetchedCount)
+		cfg.NoJitter = true
+		sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation("b"), clustersync.NewVersions(bClock.Now), cfg, nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := testNode{ns: ns, sy: sy}
+		b.increment(t, "k", 1)
+		syncAll(t, []testNode{b, a})
+		a.increment(t, "k", 7) // in the minute b has not reached
+		syncAll(t, []testNode{a})
+		before := m.rows.Load()
+		syncAll(t, []testNode{b}) // b reads a's change early and holds it
+		if got := m.rows.Load() - before; got != 2 {
+			t.Errorf("the tick that read a's change ahead counted %d rows fetched, want 2 (a second's and a minute's)", got)
+		}
+		bClock.Add(400 * time.Millisecond)
+		before = m.rows.Load()
+		syncAll(t, []testNode{b}) // applies it, reading nothing new
+		if got := m.rows.Load() - before; got != 0 {
+			t.Errorf("the tick that applied the held change counted %d rows fetched, want 0", got)
+		}
+	})
 }

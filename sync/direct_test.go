@@ -174,3 +174,22 @@ func BenchmarkSynchronousCall(b *testing.B) {
 		})
 	}
 }
+
+// TestSynchronousCallReadsTheOthers: a synchronous call brings back what
+// the other nodes' calls stored, in its one PushFetch or in the Fetch
+// after its Push: the rate it answers counts them, with no tick.
+func TestSynchronousCallReadsTheOthers(t *testing.T) {
+	for _, st := range allowStores()[1:] {
+		t.Run(st.name, func(t *testing.T) {
+			clock := fakeclock.New(start)
+			store := st.store(memory.New())
+			a := newNode(t, "a", 0, store, clock, clustersync.Config{})
+			b := newNode(t, "b", 0, store, clock, clustersync.Config{})
+			a.increment(t, "k", 3)
+			rs := b.increment(t, "k", 1)
+			if got := rs[len(rs)-1].Rate; got != 4 {
+				t.Errorf("b's minute rate after a's 3 and its 1 = %v, want 4", got)
+			}
+		})
+	}
+}

@@ -3,6 +3,9 @@ package sync_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	gosync "sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -282,5 +285,66 @@ func TestEscalateNewKeysAfterStart(t *testing.T) {
 				t.Errorf("allowed %v, want %v", d.Allowed, want)
 			}
 		})
+	}
+}
+
+// gatedFetches is the memory store whose Fetch, once armed, waits for the
+// gate to open, and which records the keys of every Fetch.
+type gatedFetches struct {
+	*memory.Store
+	armed   atomic.Bool
+	waiting atomic.Int64
+	gate    chan struct{}
+	mu      gosync.Mutex
+	batches []int // distinct keys per Fetch
+}
+
+func (g *gatedFetches) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
+	if g.armed.Load() {
+		g.waiting.Add(1)
+		<-g.gate
+		distinct := map[string]bool{}
+		for _, k := range keys {
+			distinct[k.Key] = true
+		}
+		g.mu.Lock()
+		g.batches = append(g.batches, len(distinct))
+		g.mu.Unlock()
+	}
+	return g.Store.Fetch(ctx, inc, keys, others)
+}
+
+// TestNewKeysFetchedInBatches: the keys new to a running node that queue
+// while a background fetch is in flight are read by the next fetches, at
+// most FreshBatch keys each.
+func TestNewKeysFetchedInBatches(t *testing.T) {
+	clock := fakeclock.New(start.Add(500 * time.Millisecond))
+	g := &gatedFetches{Store: memory.New(), gate: make(chan struct{})}
+	a := newNode(t, "a", 3600, g, clock, clustersync.Config{TickTimeout: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.sy.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for last, _ := a.sy.Status(); last.IsZero(); last, _ = a.sy.Status() {
+		time.Sleep(time.Millisecond) // the first tick, at once
+	}
+	g.armed.Store(true)
+	a.increment(t, "first", 1)
+	waitUntil(t, "the first new key's fetch is in flight", func() bool { return g.waiting.Load() == 1 })
+	queued := 2*clustersync.FreshBatch + 1
+	for i := range queued {
+		a.increment(t, fmt.Sprint("new", i), 1)
+	}
+	close(g.gate)
+	want := []int{1, clustersync.FreshBatch, clustersync.FreshBatch, 1}
+	waitUntil(t, "the new keys are fetched", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.batches) >= len(want)
+	})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !slices.Equal(g.batches, want) {
+		t.Errorf("fetches of %v keys, want %v", g.batches, want)
 	}
 }

@@ -11,3 +11,9 @@ func (s *Syncer) Queued(key string) int {
 	}
 	return 0
 }
+
+// MaxGroup is the most calls one store call decides.
+const MaxGroup = maxGroup
+
+// FreshBatch is the most new keys one background fetch reads.
+const FreshBatch = freshBatch

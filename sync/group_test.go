@@ -243,6 +243,86 @@ func TestGroupSharesStoreCall(t *testing.T) {
 	wantStored(t, f.Inner(), "k", clock.Now(), 5)
 }
 
+// TestGroupAtMostMaxGroup: one store call decides at most MaxGroup of the
+// calls that queued; the rest go in the next.
+func TestGroupAtMostMaxGroup(t *testing.T) {
+	clock := fakeclock.New(start)
+	f := memory.NewFaulty(memory.New())
+	n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Minute})
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 1e6}}}
+	f.Hang()
+	var wg gosync.WaitGroup
+	allow := func() {
+		if _, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
+			t.Error(err)
+		}
+	}
+	wg.Go(allow)
+	waitUntil(t, "the first call is in the store", func() bool { return f.Waiting() == 1 })
+	queued := clustersync.MaxGroup + 1
+	for range queued {
+		wg.Go(allow)
+	}
+	waitUntil(t, "the calls queue", func() bool { return n.sy.Queued("k") == queued })
+	f.Heal()
+	wg.Wait()
+	if got := f.Calls().Allow; got != 3 {
+		t.Errorf("%d store calls for 1 + %d Allows, want 3 (one, then %d, then 1)", got, queued, clustersync.MaxGroup)
+	}
+	wantStored(t, f.Inner(), "k", clock.Now(), float64(1+queued))
+}
+
+// TestGroupBeyondExactSumsOneAtATime: a group whose largest own total
+// and costs sum to 2^53 micro-hits or more, past float64's exact
+// integers, which a store may sum in, goes to the store one call at a
+// time; one just below goes as one group. A total of releases counts by
+// its size.
+func TestGroupBeyondExactSumsOneAtATime(t *testing.T) {
+	const exact = int64(1) << 53
+	for _, tc := range []struct {
+		name  string
+		sign  float64 // of the increments before
+		below int64   // how far own + costs is below 2^53
+		calls int64   // store calls for the 2 queued
+	}{
+		{"at 2^53", 1, 0, 2},
+		{"below", 1, 2, 1},
+		{"released, at 2^53", -1, 0, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fakeclock.New(start)
+			f := memory.NewFaulty(memory.New())
+			n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Minute})
+			for range 9 {
+				n.increment(t, "k", tc.sign*1e9)
+			}
+			// own: ±9e15 micro-hits, and the first Allow's 1 hit.
+			own := int64(tc.sign*9e15) + node.Micro
+			own = max(own, -own)
+			cost := float64((exact-own-tc.below)/2) / node.Micro
+			f.Hang()
+			var wg gosync.WaitGroup
+			allow := func(cost float64) {
+				req := node.AllowRequest{Key: "k", Cost: cost, Limits: []node.Limit{{Size: time.Minute, Limit: 1e9}}, CountRejected: true}
+				if _, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
+					t.Error(err)
+				}
+			}
+			before := f.Calls().Allow
+			wg.Go(func() { allow(1) })
+			waitUntil(t, "the first call is in the store", func() bool { return f.Waiting() == 1 })
+			wg.Go(func() { allow(cost) })
+			wg.Go(func() { allow(cost) })
+			waitUntil(t, "2 calls queue", func() bool { return n.sy.Queued("k") == 2 })
+			f.Heal()
+			wg.Wait()
+			if got := f.Calls().Allow - before - 1; got != tc.calls {
+				t.Errorf("%d store calls for the 2 queued Allows of cost %v, want %d", got, cost, tc.calls)
+			}
+		})
+	}
+}
+
 // TestGroupCancelled: a call whose context ends while it queues returns
 // the context's error and counts nothing; a call whose context ends while
 // its store call is in flight keeps the store's verdict, counted once.

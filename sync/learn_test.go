@@ -2,6 +2,7 @@ package sync_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,4 +87,99 @@ func TestLearnKeysFromChanges(t *testing.T) {
 	syncOnce(t, a)
 	allowOne(t, a, "after-loss", 100)
 	escalations(t, 4)
+}
+
+// TestLearnKnownFromTheFirstWholeWindow: a's knowledge of a size begins
+// with the first previous window that began a skew (a sync period and a
+// second) or more after its change reads did: at exactly that, a key new
+// to a is decided in the node.
+func TestLearnKnownFromTheFirstWholeWindow(t *testing.T) {
+	s := start.Truncate(time.Second)
+	clock := fakeclock.New(s.Add(900 * time.Millisecond)) // + 1.1 s skew: a whole second
+	a, _, esc := periodicPair(t, memory.New(), clock, clustersync.Config{})
+	syncOnce(t, a) // the reads begin at s + 0.9 s
+	clock.Set(s.Add(3*time.Second - time.Nanosecond))
+	syncOnce(t, a)
+	allowOne(t, a, "before", 100) // the previous second began at s + 1 s
+	if got := esc.n.Load(); got != 1 {
+		t.Fatalf("%d escalations for a new key before the first whole second known, want 1", got)
+	}
+	clock.Set(s.Add(3 * time.Second))
+	syncOnce(t, a)
+	allowOne(t, a, "at", 100) // the previous second began at s + 2 s = s + 0.9 s + 1.1 s
+	if got := esc.n.Load(); got != 1 {
+		t.Errorf("%d escalations, want still 1: the second from s + 2 s is known", got)
+	}
+}
+
+// TestLearnRestartsWhenFull: a node that can hold no more learned keys
+// starts its knowledge over, so that a key new to it goes to the store
+// again, as before its change reads had run for a window.
+func TestLearnRestartsWhenFull(t *testing.T) {
+	clock := fakeclock.New(start.Add(500 * time.Millisecond))
+	mem := memory.New()
+	esc := new(escalations)
+	mk := func(name string, m clustersync.Metrics) testNode {
+		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: 0.1, Store: "main", MaxKeys: 8}, clock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sy, err := clustersync.NewSyncer(ns, mem, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now), clustersync.Config{NoJitter: true}, nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return testNode{ns: ns, sy: sy}
+	}
+	a, b := mk("a", esc), mk("b", nil)
+	syncOnce(t, a)
+	clock.Add(3 * time.Minute)
+	syncOnce(t, a)
+	allowOne(t, a, "known", 100)
+	if got := esc.n.Load(); got != 0 {
+		t.Fatalf("%d escalations once the reads ran for minutes, want 0", got)
+	}
+	for i := range 8 { // more than the three quarters of 8 a may learn
+		incrementAt(t, b, fmt.Sprint("b", i), 1)
+	}
+	syncOnce(t, b)
+	syncOnce(t, a)
+	allowOne(t, a, "after", 100)
+	if got := esc.n.Load(); got != 1 {
+		t.Errorf("%d escalations after a's table filled with learned keys, want 1", got)
+	}
+}
+
+// TestLearnFromTheFirstWholeWindow: a change of a window that began
+// exactly a skew after the change reads did is learned: a holds the key,
+// never counted there, with b's hits.
+func TestLearnFromTheFirstWholeWindow(t *testing.T) {
+	s := start.Truncate(time.Second)
+	clock := fakeclock.New(s.Add(900 * time.Millisecond)) // + 1.1 s skew: s + 2 s
+	a, b, _ := periodicPair(t, memory.New(), clock, clustersync.Config{})
+	syncOnce(t, a) // the reads begin at s + 0.9 s
+	clock.Set(s.Add(2 * time.Second))
+	incrementAt(t, b, "x", 3) // in the second from s + 2 s
+	syncOnce(t, b)
+	held := a.ns.ActiveKeys()
+	syncOnce(t, a)
+	if got := a.ns.ActiveKeys(); got != held+1 {
+		t.Errorf("a holds %d keys after reading b's change, want %d: the window from s + 2 s learned", got, held+1)
+	}
+}
+
+// TestLearnNewKeyNotFetched: once a node knows every window size, a key
+// new to it is not fetched: the change reads tell all its windows' writes.
+func TestLearnNewKeyNotFetched(t *testing.T) {
+	clock := fakeclock.New(start.Add(500 * time.Millisecond))
+	cs := &countingStore{Store: memory.New()}
+	a, _, _ := periodicPair(t, cs, clock, clustersync.Config{})
+	syncOnce(t, a)
+	clock.Add(3 * time.Minute)
+	syncOnce(t, a)
+	before := cs.fetched.Load()
+	incrementAt(t, a, "new", 1)
+	syncOnce(t, a)
+	if got := cs.fetched.Load() - before; got != 0 {
+		t.Errorf("%d windows fetched for a key new to a node that knows every size, want 0", got)
+	}
 }

@@ -54,4 +54,7 @@ func TestPrevReads(t *testing.T) {
 	if n := len(p.shard("k").m); n != 0 {
 		t.Errorf("%d records left after their windows ended, want 0", n)
 	}
+	// A read at the first instant of the next window is not this one's.
+	p.mark("k", at(time.Minute+time.Second))
+	check(time.Minute+900*time.Millisecond, false)
 }

@@ -657,3 +657,57 @@ func TestSynchronousCallReadsClosedWindowsOnce(t *testing.T) {
 	n.increment(t, "k", 1)
 	want("in the next 1 s window", 2)
 }
+
+// TestSynchronousOneProbeAtATime: when the store has been presumed down
+// for CallTimeout, one call probes it; the calls made while that probe
+// waits answer from local counts, without a store call of their own.
+func TestSynchronousOneProbeAtATime(t *testing.T) {
+	clock := fakeclock.New(start)
+	faulty := memory.NewFaulty(memory.New())
+	const callTimeout = 50 * time.Millisecond
+	n := newNode(t, "a", 0, faulty, clock, clustersync.Config{CallTimeout: callTimeout, TickTimeout: time.Second})
+	faulty.Fail(nil)
+	n.increment(t, "k", 1) // fails: presumed down for callTimeout
+	faulty.Hang()
+	clock.Add(callTimeout)
+	probed := make(chan struct{})
+	go func() {
+		defer close(probed)
+		if _, err := n.sy.IncrementAt(context.Background(), clock.Now(), "k", 0, 1, nil); err != nil {
+			t.Error(err)
+		}
+	}()
+	for faulty.Waiting() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := range 20 { // other keys: a key's calls queue behind its own
+		n.increment(t, fmt.Sprint("other", i), 1)
+	}
+	if got := faulty.Calls().PushFetch; got != 2 {
+		t.Errorf("%d store calls, want 2: the failed one and one probe, the 20 calls made while it waits answered locally", got)
+	}
+	<-probed
+}
+
+// TestSynchronousFailedCallThatLandedIsRepaired: a synchronous call
+// reported failed may still have reached the store. The next call whose
+// total returns to the last acknowledged one (a release after a hit)
+// sends it again as new, with no tick between, or the store keeps the
+// failed call's total.
+func TestSynchronousFailedCallThatLandedIsRepaired(t *testing.T) {
+	clock := fakeclock.New(start)
+	store := &lostReplyStore{Store: memory.New()}
+	const callTimeout = 20 * time.Millisecond
+	n := newNode(t, "a", 0, store, clock, clustersync.Config{CallTimeout: callTimeout})
+	n.increment(t, "k", 1)
+	store.armed = true
+	n.increment(t, "k", 1) // lands, reported failed
+	store.armed = false
+	clock.Add(callTimeout) // past the back-off
+	n.increment(t, "k", -1)
+	ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
+	got, err := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
+	if err != nil || got != 1*node.Micro {
+		t.Fatalf("store = %v hits (%v), want 1", node.FromMicro(got), err)
+	}
+}

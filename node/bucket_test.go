@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	gosync "sync"
 	"testing"
 	"time"
@@ -527,6 +528,24 @@ func TestBucketAllocs(t *testing.T) {
 	} {
 		if n := testing.AllocsPerRun(100, c.f); n != 0 {
 			t.Errorf("%s: %v allocations per call, want 0", c.name, n)
+		}
+	}
+}
+
+// TestLeakyWaitTimeoutBounds: a leaky limit's wait_timeout may be 0 to
+// MaxWaitTimeout, both ends included; beyond, the error names the field.
+func TestLeakyWaitTimeoutBounds(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second), nil)
+	for _, tc := range []struct {
+		wait time.Duration
+		ok   bool
+	}{
+		{0, true}, {node.MaxWaitTimeout, true}, {node.MaxWaitTimeout + time.Nanosecond, false}, {-time.Nanosecond, false},
+	} {
+		l := node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 2, Interval: time.Second}, WaitTimeout: tc.wait}
+		_, err := ns.CheckAllow(node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{l}})
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "limits[0].leaky.wait_timeout") {
+			t.Errorf("wait_timeout %v: %v, want ok %v (an error naming limits[0].leaky.wait_timeout)", tc.wait, err, tc.ok)
 		}
 	}
 }

@@ -21,6 +21,10 @@
 // line that no test ran is NOT COVERED without a build; one on a line
 // outside every coverage block (the case conditions of tagless switches)
 // runs the whole suite.
+//
+// A run that times out (a test hangs on the mutant, perhaps before one
+// that would fail on it) is tried again one test at a time, each under
+// 5 s: the first test that fails by itself kills the mutant.
 package main
 
 import (
@@ -162,6 +166,11 @@ func run(dir, pkg, tmp, typ, file string, ln, col int, timeout time.Duration, on
 	case err == nil:
 		return "LIVED", took
 	case ctx.Err() != nil || bytes.Contains(out, []byte("panic: test timed out")):
+		// A test that hangs on the mutant may come before one that fails
+		// on it: run them one at a time, each under a short timeout.
+		if name := failsAlone(dir, pkg, ovPath, tmp, only, timeout); name != "" {
+			return "KILLED", took + " " + name + " (alone, the suite hangs)"
+		}
 		return "TIMED OUT", took
 	case bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")):
 		return "NOT VIABLE", took
@@ -170,6 +179,44 @@ func run(dir, pkg, tmp, typ, file string, ln, col int, timeout time.Duration, on
 		return "KILLED", took + " " + string(m[1])
 	}
 	return "KILLED", took + " " + firstLine(out)
+}
+
+// failsAlone builds the package's tests with the overlay and runs each
+// test matching only (every test: "") alone under a short timeout; it
+// returns the first that fails by itself rather than by the timeout.
+func failsAlone(dir, pkg, ovPath, tmp, only string, timeout time.Duration) string {
+	bin := filepath.Join(tmp, "alone.test")
+	if err := exec.Command("go", "test", "-vet=off", "-c", "-o", bin, "-overlay="+ovPath, pkg).Run(); err != nil {
+		return ""
+	}
+	list, err := exec.Command(bin, "-test.list=.*").Output()
+	if err != nil {
+		return ""
+	}
+	var re *regexp.Regexp
+	if only != "" {
+		re = regexp.MustCompile(only)
+	}
+	// The tests of these packages pass alone in well under a second.
+	const each = 5 * time.Second
+	deadline := time.Now().Add(10 * time.Minute)
+	for _, name := range strings.Fields(string(list)) {
+		if re != nil && !re.MatchString(name) || time.Now().After(deadline) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), each+5*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "-test.run=^"+name+"$", "-test.count=1", "-test.timeout="+each.String())
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "LIMITERD_MUTANT_CHILD=1")
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		expired := ctx.Err() != nil
+		cancel()
+		if err != nil && !expired && !bytes.Contains(out, []byte("panic: test timed out")) {
+			return name
+		}
+	}
+	return ""
 }
 
 // mutate swaps the operator at line ln, column col (both from 1, in bytes)

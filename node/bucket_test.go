@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	gosync "sync"
@@ -547,5 +548,39 @@ func TestLeakyWaitTimeoutBounds(t *testing.T) {
 		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "limits[0].leaky.wait_timeout") {
 			t.Errorf("wait_timeout %v: %v, want ok %v (an error naming limits[0].leaky.wait_timeout)", tc.wait, err, tc.ok)
 		}
+	}
+}
+
+// TestBucketsMaxBytesExact: buckets whose costs add up to max_bytes
+// exactly are all held; one more is refused, and a refusal gives back
+// what it would have cost, so the budget is as before it.
+func TestBucketsMaxBytesExact(t *testing.T) {
+	cost := node.BucketCost(len("k0"))
+	b := node.NewBuckets(node.BucketsConfig{Name: "api", MaxBytes: 3 * cost}, newFakeClock(epoch))
+	p := node.FixedBucket{Period: time.Minute, Limit: 10}
+	for i := range 3 {
+		if _, err := b.TakeFixedAt(epoch, fmt.Sprint("k", i), p, 1); err != nil {
+			t.Fatalf("bucket %d of 3 that fill max_bytes exactly: %v", i+1, err)
+		}
+	}
+	for range 2 {
+		if _, err := b.TakeFixedAt(epoch, "k3", p, 1); !errors.Is(err, node.ErrKeyLimit) {
+			t.Fatalf("a fourth bucket: %v, want ErrKeyLimit", err)
+		}
+	}
+	if got, n := b.Bytes(), b.Len(); got != 3*cost || n != 3 {
+		t.Errorf("%d bytes and %d buckets held after two refusals, want %d and 3", got, n, 3*cost)
+	}
+}
+
+// TestBucketDurationBounds: a bucket's durations may be up to
+// MaxBucketDuration, that included.
+func TestBucketDurationBounds(t *testing.T) {
+	b := node.NewBuckets(node.BucketsConfig{Name: "api"}, newFakeClock(epoch))
+	if _, err := b.TakeFixedAt(epoch, "k", node.FixedBucket{Period: node.MaxBucketDuration, Limit: 1}, 1); err != nil {
+		t.Errorf("a period of MaxBucketDuration: %v", err)
+	}
+	if _, err := b.TakeFixedAt(epoch, "k", node.FixedBucket{Period: node.MaxBucketDuration + 1, Limit: 1}, 1); !errors.Is(err, node.ErrInvalidLimit) {
+		t.Errorf("a period past MaxBucketDuration: %v, want ErrInvalidLimit", err)
 	}
 }

@@ -584,3 +584,37 @@ func TestBucketDurationBounds(t *testing.T) {
 		t.Errorf("a period past MaxBucketDuration: %v, want ErrInvalidLimit", err)
 	}
 }
+
+// TestBucketOnlyAllowHoldsNoWindowKey: an Allow of bucket limits only
+// holds its buckets, no sliding-window key.
+func TestBucketOnlyAllowHoldsNoWindowKey(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second), nil)
+	l := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 10}}
+	if d := allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{l}}); !d.Allowed {
+		t.Fatalf("Allow = %+v", d)
+	}
+	if n := ns.ActiveKeys(); n != 0 {
+		t.Errorf("%d sliding-window keys held after an Allow of a bucket only, want 0", n)
+	}
+}
+
+// TestBucketAllowRecordsOwnConsumption: a cost-0 Allow of a bucket the
+// node does not hold creates none; an Allow that takes from a synced
+// namespace's bucket leaves that consumption, and its time, for the
+// tick; a refused one adds none.
+func TestBucketAllowRecordsOwnConsumption(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
+	l := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 2}}
+	allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 0, Limits: []node.Limit{l}})
+	if n := ns.ActiveBuckets(); n != 0 {
+		t.Fatalf("%d buckets held after a cost-0 Allow, want 0", n)
+	}
+	at := epoch.Add(time.Second)
+	for range 3 { // 2 admitted, 1 refused
+		allow(t, ns, at, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{l}})
+	}
+	bs := ns.CollectBuckets(at, true, nil)
+	if len(bs) != 1 || bs[0].Own != 2*node.Micro || bs[0].LastAt != at.UnixNano() {
+		t.Errorf("buckets to sync: %+v, want one with 2 hits of its own, the last at %d", bs, at.UnixNano())
+	}
+}

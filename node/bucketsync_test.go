@@ -48,3 +48,49 @@ func TestBucketDebt(t *testing.T) {
 		})
 	}
 }
+
+// TestBucketSpecForStores: what a store keys and keeps a bucket by. The
+// store key names kind, parameters and key; Validate accepts only the
+// specs limitd builds (a leaky bucket's drip follows from its size and
+// interval); Hold is twice the time from empty to idle.
+func TestBucketSpecForStores(t *testing.T) {
+	for _, tc := range []struct {
+		limit node.Limit
+		key   string
+		hold  time.Duration
+	}{
+		// 4 tokens, 1 each 2 s: empty to full in 4 refills.
+		{node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 4, RefillTime: 2 * time.Second, RefillAmount: 1}}, "t/4000000/2000000000/1000000/k", 16 * time.Second},
+		// 2 drops drained each 2 s: a drop a second; full to empty in 2 s + a drip.
+		{node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 2, Interval: 2 * time.Second}}, "l/2000000/2000000000/1000000000/k", 6 * time.Second},
+		{node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: 10 * time.Second, Limit: 3}}, "f/10000000000/3000000/0/k", 20 * time.Second},
+	} {
+		ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
+		req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tc.limit}}
+		c, err := ns.CheckAllow(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ns.LockBuckets(epoch, req, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec, _, _, _ := l.Bucket(0)
+		l.Unlock()
+		if got := spec.StoreKey(); got != tc.key {
+			t.Errorf("%s: store key %q, want %q", tc.limit.Kind, got, tc.key)
+		}
+		if got := spec.Hold(); got != tc.hold {
+			t.Errorf("%s: hold %v, want %v", tc.limit.Kind, got, tc.hold)
+		}
+		if err := spec.Validate(); err != nil {
+			t.Errorf("%s: %v", tc.limit.Kind, err)
+		}
+		spec.C++
+		if tc.limit.Kind != node.TokenLimit && tc.limit.Kind != node.FixedLimit {
+			if err := spec.Validate(); err == nil {
+				t.Errorf("%s with another drip: valid", tc.limit.Kind)
+			}
+		}
+	}
+}

@@ -94,3 +94,59 @@ func TestBucketSpecForStores(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketsLockAndStore: the calls a syncer makes of a synced
+// namespace's buckets. A locked Allow counts its take when the store
+// admitted it, or, without a verdict, when the node admits it; not when
+// the store refused it. A store's answer of another life of the bucket
+// is ignored; one of its life is taken, with the node's consumption the
+// store does not hold yet applied on top.
+func TestBucketsLockAndStore(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
+	fixed := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 10}}
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{fixed}}
+	own := func() int64 {
+		t.Helper()
+		bs := ns.CollectBuckets(epoch, true, nil)
+		if len(bs) != 1 {
+			t.Fatalf("%d buckets to sync, want 1", len(bs))
+		}
+		return bs[0].Own / node.Micro
+	}
+	for _, step := range []struct {
+		v    node.Verdict
+		want int64
+	}{{node.VerdictOf(false), 0}, {node.VerdictOf(true), 1}, {node.NoVerdict, 2}} {
+		c, err := ns.CheckAllow(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := ns.LockBuckets(epoch, req, &c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Decide(step.v, nil)
+		l.Unlock()
+		if got := own(); got != step.want {
+			t.Fatalf("after a take decided with verdict %v: %d counted, want %d", step.v, got, step.want)
+		}
+	}
+	allow(t, ns, epoch, req) // 3 counted here
+	bs := ns.CollectBuckets(epoch, true, nil)
+	// The store holds 1 of the 3, and 4 of other nodes.
+	after := bs[0].Spec.Init(epoch.UnixNano())
+	bs[0].Spec.Force(&after, epoch.UnixNano(), 5*node.Micro)
+	other := bs[0]
+	other.Life++
+	full := after
+	full.Level = 10 * node.Micro
+	ns.StoreBucket(&other, epoch, epoch, full, node.Micro, 1)
+	ns.StoreBucket(&bs[0], epoch, epoch, after, node.Micro, 1)
+	// 5 stored + 2 not yet: 3 more fit, then none.
+	if !allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 3, Limits: []node.Limit{fixed}}).Allowed {
+		t.Error("a take of 3 after the store's 5 and the node's 2 unsent: refused")
+	}
+	if allow(t, ns, epoch, req).Allowed {
+		t.Error("a take of 1 from the full bucket: admitted")
+	}
+}

@@ -618,3 +618,15 @@ func TestBucketAllowRecordsOwnConsumption(t *testing.T) {
 		t.Errorf("buckets to sync: %+v, want one with 2 hits of its own, the last at %d", bs, at.UnixNano())
 	}
 }
+
+// TestBucketAmountBounds: a bucket's capacity may be as small as one
+// micro-hit (0.000001), not less.
+func TestBucketAmountBounds(t *testing.T) {
+	b := node.NewBuckets(node.BucketsConfig{Name: "api"}, newFakeClock(epoch))
+	if _, err := b.TakeFixedAt(epoch, "k", node.FixedBucket{Period: time.Minute, Limit: 0.000001}, 0); err != nil {
+		t.Errorf("a limit of 0.000001: %v", err)
+	}
+	if _, err := b.TakeFixedAt(epoch, "k", node.FixedBucket{Period: time.Minute, Limit: 0.0000004}, 0); !errors.Is(err, node.ErrInvalidLimit) {
+		t.Errorf("a limit of 0.0000004: %v, want ErrInvalidLimit", err)
+	}
+}

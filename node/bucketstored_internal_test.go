@@ -20,6 +20,10 @@ func TestBucketStoredOrder(t *testing.T) {
 	if e.seq != 30 || e.val.v != 3*Micro {
 		t.Fatalf("a late answer taken: seq %d, count %d", e.seq, e.val.v/Micro)
 	}
+	e.stored(&id, state(1), 0, 29, at, at+1) // sent as the last was taken: late too
+	if e.seq != 30 || e.val.v != 3*Micro {
+		t.Fatalf("an answer sent at the instant the last was taken, taken: seq %d, count %d", e.seq, e.val.v/Micro)
+	}
 	e.stored(&id, state(2), 0, 2, at+1, at+2) // sent after: a new row
 	if e.seq != 2 || e.val.v != 2*Micro {
 		t.Fatalf("a new row's answer ignored: seq %d, count %d", e.seq, e.val.v/Micro)

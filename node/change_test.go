@@ -122,9 +122,11 @@ func TestCopyWindowsCarriesTheCountsOfKeptSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, _ := n.Namespace("ns")
-	// One hit in the previous minute, two in the current one.
+	// One hit in the previous minute, two in the current one; p has a
+	// hit in the previous minute only.
 	clock.Set(epoch.Add(-30 * time.Second))
 	mustIncrement(t, old, "k", 0, 1)
+	mustIncrement(t, old, "p", 0, 1)
 	clock.Set(epoch.Add(10 * time.Second))
 	mustIncrement(t, old, "k", 0, 2)
 	for _, w := range old.CollectInterest(clock.Now(), nil) {
@@ -132,6 +134,11 @@ func TestCopyWindowsCarriesTheCountsOfKeptSizes(t *testing.T) {
 			old.SetOthers(w, 5*node.Micro)
 		}
 	}
+
+	// q: a hit in the previous minute only, and no others read since.
+	clock.Set(epoch.Add(-30 * time.Second))
+	mustIncrement(t, old, "q", 0, 1)
+	clock.Set(epoch.Add(10 * time.Second))
 
 	c, err := n.Prepare([]node.Config{named("ns", 0.1, time.Minute, time.Hour)})
 	if err != nil {
@@ -156,6 +163,14 @@ func TestCopyWindowsCarriesTheCountsOfKeptSizes(t *testing.T) {
 	if len(rates) != 2 || !near(rates[0].Rate, wantMinute) || rates[1].Rate != 4 {
 		t.Errorf("rates = %v, want minute %.3f, hour 4", rates, wantMinute)
 	}
+	// p: own 1 and others 5 in the previous minute, others 5 in the
+	// current one.
+	if rates, err := r.New.RateAt(clock.Now(), "p", 0, 0, nil); err != nil || !near(rates[0].Rate, 5+6*50.0/60) {
+		t.Errorf("p's rates = %v (%v), want minute %.3f: a key whose last window is the previous one is carried", rates, err, 5+6*50.0/60)
+	}
+	if rates, err := r.New.RateAt(clock.Now(), "q", 0, 0, nil); err != nil || !near(rates[0].Rate, 50.0/60) {
+		t.Errorf("q's rates = %v (%v), want minute %.3f: a key whose last window is the previous one is carried", rates, err, 50.0/60)
+	}
 	var dirty []string
 	for _, p := range r.New.CollectDirty(clock.Now(), nil) {
 		dirty = append(dirty, p.Size.String()+"@"+time.Unix(0, p.Start).Sub(epoch).String())
@@ -163,8 +178,8 @@ func TestCopyWindowsCarriesTheCountsOfKeptSizes(t *testing.T) {
 			t.Errorf("current minute's own total %d, want 6 hits", p.Total)
 		}
 	}
-	if len(dirty) != 3 {
-		t.Errorf("dirty windows %v, want the two minutes copied and the hour counted", dirty)
+	if len(dirty) != 5 {
+		t.Errorf("dirty windows %v, want k's two minutes and p's and q's previous one copied, and the hour counted", dirty)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -386,5 +387,27 @@ func TestEstimatorFutureCall(t *testing.T) {
 	clock.Advance(200 * time.Millisecond)
 	if got := rateOf(t, ns, clock.Now(), "victim", time.Second); !near(got, 7*0.9) {
 		t.Errorf("victim's rate in the next window = %v, want %v", got, 7*0.9)
+	}
+}
+
+// TestEstimatorConfigBounds: an estimator's hashes and slots may be
+// anywhere in their ranges, both ends included; outside, the error names
+// the field.
+func TestEstimatorConfigBounds(t *testing.T) {
+	for _, tc := range []struct {
+		hashes, slots int
+		field         string // "": valid
+	}{
+		{1, node.MinEstimatorSlots, ""},
+		{node.MaxEstimatorHashes, node.MinEstimatorSlots, ""},
+		{0, node.MinEstimatorSlots, "estimator.hashes"},
+		{node.MaxEstimatorHashes + 1, node.MinEstimatorSlots, "estimator.hashes"},
+		{1, node.MinEstimatorSlots - 1, "estimator.slots"},
+		{1, node.MaxEstimatorSlots + 1, "estimator.slots"},
+	} {
+		err := estimatorConfig(tc.hashes, tc.slots, time.Second).Validate()
+		if tc.field == "" && err != nil || tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field)) {
+			t.Errorf("hashes %d, slots %d: %v, want %q", tc.hashes, tc.slots, err, tc.field)
+		}
 	}
 }

@@ -403,6 +403,7 @@ func TestEstimatorConfigBounds(t *testing.T) {
 		{0, node.MinEstimatorSlots, "estimator.hashes"},
 		{node.MaxEstimatorHashes + 1, node.MinEstimatorSlots, "estimator.hashes"},
 		{1, node.MinEstimatorSlots - 1, "estimator.slots"},
+		{1, node.MaxEstimatorSlots, ""},
 		{1, node.MaxEstimatorSlots + 1, "estimator.slots"},
 	} {
 		err := estimatorConfig(tc.hashes, tc.slots, time.Second).Validate()

@@ -275,3 +275,19 @@ func TestNamespaceLeaseConfig(t *testing.T) {
 		t.Fatalf("defaults: %s %q", got.MaxLeaseTTL, got.OnStoreDown)
 	}
 }
+
+// TestMaxLeaseTTLBounds: max_lease_ttl may be 0 (the default) to
+// MaxLeaseTTLCap, both included; outside, the error names the field.
+func TestMaxLeaseTTLBounds(t *testing.T) {
+	for _, tc := range []struct {
+		ttl time.Duration
+		ok  bool
+	}{{0, true}, {node.MaxLeaseTTLCap, true}, {node.MaxLeaseTTLCap + 1, false}, {-1, false}} {
+		c := localConfig(time.Second)
+		c.MaxLeaseTTL = tc.ttl
+		err := c.Validate()
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "max_lease_ttl") {
+			t.Errorf("max_lease_ttl %v: %v, want ok %v", tc.ttl, err, tc.ok)
+		}
+	}
+}

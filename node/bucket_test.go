@@ -630,3 +630,30 @@ func TestBucketAmountBounds(t *testing.T) {
 		t.Errorf("a limit of 0.0000004: %v, want ErrInvalidLimit", err)
 	}
 }
+
+// TestBucketAllowsReturn: Allows that create and lock several buckets of
+// a key return (a bound on a hang, not a timing).
+func TestBucketAllowsReturn(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second), nil)
+	limits := []node.Limit{
+		{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 5, Interval: time.Second}},
+		{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 5, RefillTime: time.Second}},
+	}
+	done := make(chan bool, 1)
+	go func() {
+		admitted := true
+		for range 2 {
+			d, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: limits}, nil)
+			admitted = admitted && err == nil && d.Allowed
+		}
+		done <- admitted
+	}()
+	select {
+	case ok := <-done:
+		if !ok {
+			t.Error("2 takes of 1 from buckets of 5: not both admitted")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("2 Allows of two new buckets did not return in 10 s")
+	}
+}

@@ -1,0 +1,117 @@
+package node_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// TestFormatDuration: whole seconds as seconds, shorter whole
+// milliseconds as milliseconds, anything else in Go's syntax.
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0:                        "0s",
+		time.Minute:              "60s",
+		-time.Second:             "-1s",
+		250 * time.Millisecond:   "250ms",
+		999 * time.Millisecond:   "999ms",
+		-250 * time.Millisecond:  "-250ms",
+		1500 * time.Millisecond:  "1.5s",
+		-1500 * time.Millisecond: "-1.5s",
+		1001 * time.Millisecond:  "1.001s",
+		time.Microsecond:         "1µs",
+	} {
+		if got := node.FormatDuration(d); got != want {
+			t.Errorf("FormatDuration(%d) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// TestValidatePolicies: a namespace's policies are checked as an Allow's
+// limits are, in its window sizes and mode, each error naming its policy.
+func TestValidatePolicies(t *testing.T) {
+	win := node.Limit{Size: time.Second, Limit: 5}
+	fixed := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 5}}
+	many := map[string]node.Policy{}
+	for i := range node.MaxPolicies {
+		many[fmt.Sprint("p", i)] = node.Policy{Limits: []node.Limit{win}}
+	}
+	tooMany := map[string]node.Policy{"extra": {Limits: []node.Limit{win}}}
+	for k, v := range many {
+		tooMany[k] = v
+	}
+	sync := func(c node.Config) node.Config { c.SyncRate, c.Store = 0, "main"; return c }
+	est := func(c node.Config) node.Config {
+		c.Estimator = &node.EstimatorConfig{Hashes: 2, Slots: 1024}
+		return c
+	}
+	limits := func(n int) []node.Limit {
+		ls := make([]node.Limit, n)
+		for i := range ls {
+			ls[i] = node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Duration(i+1) * time.Second, Limit: 5}}
+		}
+		return ls
+	}
+	for _, tc := range []struct {
+		name     string
+		mode     func(node.Config) node.Config
+		policies map[string]node.Policy
+		field    string // "": valid
+	}{
+		{"as many as allowed", nil, many, ""},
+		{"one too many", nil, tooMany, "policies"},
+		{"windows and buckets", nil, map[string]node.Policy{"login": {Limits: []node.Limit{win, fixed}}}, ""},
+		{"a bad name", nil, map[string]node.Policy{"a b": {Limits: []node.Limit{win}}}, "policies.a b"},
+		{"an unknown size", nil, map[string]node.Policy{"login": {Limits: []node.Limit{{Size: time.Hour, Limit: 5}}}}, "policies.login.limits[0].window_size"},
+		{"as many limits as allowed", nil, map[string]node.Policy{"login": {Limits: limits(node.MaxLimits)}}, ""},
+		{"one limit too many", nil, map[string]node.Policy{"login": {Limits: limits(node.MaxLimits + 1)}}, "policies.login.limits"},
+		{"a bucket in an estimator namespace", est, map[string]node.Policy{"login": {Limits: []node.Limit{fixed}}}, "policies.login.limits"},
+		{"windows in an estimator namespace", est, map[string]node.Policy{"login": {Limits: []node.Limit{win}}}, ""},
+		{"both kinds, synchronous", sync, map[string]node.Policy{"login": {Limits: []node.Limit{win, fixed}}}, "policies.login.limits"},
+		{"buckets alone, synchronous", sync, map[string]node.Policy{"login": {Limits: []node.Limit{fixed}}}, ""},
+	} {
+		c := localConfig(time.Second)
+		if tc.mode != nil {
+			c = tc.mode(c)
+		}
+		c.Policies = tc.policies
+		err := c.Validate()
+		if tc.field == "" && err != nil || tc.field != "" && (err == nil || !strings.Contains(err.Error(), tc.field)) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.field)
+		}
+	}
+}
+
+// TestWindowSizeBounds: window sizes from MinWindowSize to MaxWindowSize,
+// both included.
+func TestWindowSizeBounds(t *testing.T) {
+	for _, tc := range []struct {
+		size time.Duration
+		ok   bool
+	}{
+		{node.MinWindowSize, true}, {node.MaxWindowSize, true},
+		{node.MinWindowSize - time.Millisecond, false}, {node.MaxWindowSize + time.Millisecond, false},
+	} {
+		if err := node.ValidateWindowSize(tc.size); (err == nil) != tc.ok {
+			t.Errorf("window size %v: %v, want ok %v", tc.size, err, tc.ok)
+		}
+	}
+}
+
+// TestNamespaceKeepsItsPolicies: a namespace holds a copy of its
+// config's policies: they are there, and a change to the config's map
+// afterwards does not reach it.
+func TestNamespaceKeepsItsPolicies(t *testing.T) {
+	c := localConfig(time.Second)
+	c.Policies = map[string]node.Policy{"login": {Limits: []node.Limit{{Size: time.Second, Limit: 5}}}}
+	ns := newNS(t, c, nil)
+	c.Policies["login"].Limits[0].Limit = 9
+	delete(c.Policies, "login")
+	p, ok := ns.Config().Policies["login"]
+	if !ok || len(p.Limits) != 1 || p.Limits[0].Limit != 5 {
+		t.Errorf("the namespace's policy login: %+v (%v), want its limit of 5 as configured", p, ok)
+	}
+}

@@ -115,3 +115,23 @@ func TestNamespaceKeepsItsPolicies(t *testing.T) {
 		t.Errorf("the namespace's policy login: %+v (%v), want its limit of 5 as configured", p, ok)
 	}
 }
+
+// TestLongKeysDifferingInTheMiddle: keys that share their first and
+// last 8 bytes and differ between are counted apart, however the table
+// probes them.
+func TestLongKeysDifferingInTheMiddle(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second), newFakeClock(epoch))
+	const n = 2000
+	key := func(i int) string { return fmt.Sprintf("aaaaaaaa%08daaaaaaaa", i) }
+	for i := range n {
+		mustIncrement(t, ns, key(i), 0, 1)
+	}
+	if got := ns.ActiveKeys(); got != n {
+		t.Errorf("%d keys held, want %d", got, n)
+	}
+	for i := range n {
+		if r := rateOf(t, ns, epoch, key(i), time.Second); r != 1 {
+			t.Fatalf("key %q: rate %v, want 1", key(i), r)
+		}
+	}
+}

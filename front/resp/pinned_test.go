@@ -204,6 +204,7 @@ func TestDurationArgumentBounds(t *testing.T) {
 		{"RL.ALLOW k 9223372036855 10", "-ERR limits[0].window_size: value is not an integer or out of range\r\n"},
 		{"RL.ALLOW k 0 10", "-ERR limits[0].window_size: is required\r\n"},
 		{"RL.ALLOW k -1 10", "-ERR limits[0].window_size: value is not an integer or out of range\r\n"},
+		{"RL.ALLOW k" + strings.Repeat(" 1000 10", service.MaxLimits+2), "-ERR limits: at most " + strconv.Itoa(service.MaxLimits) + " window limit pairs\r\n"},
 	} {
 		if got := s.do(&session{}, c.line); got != c.want {
 			t.Errorf("%s = %q; want %q", c.line, got, c.want)

@@ -135,3 +135,32 @@ func TestLongKeysDifferingInTheMiddle(t *testing.T) {
 		}
 	}
 }
+
+// TestManyKeysInserted: inserting thousands of keys returns (a 10 s
+// bound on a hang: a table that filled up would probe for ever), and
+// every key is held.
+func TestManyKeysInserted(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second), newFakeClock(epoch))
+	const n = 3000
+	done := make(chan error, 1)
+	go func() {
+		for i := range n {
+			if _, err := ns.Increment(fmt.Sprint("key-", i), 0, 1, nil); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("inserting %d keys did not return in 10 s", n)
+	}
+	if got := ns.ActiveKeys(); got != n {
+		t.Errorf("%d keys held, want %d", got, n)
+	}
+}

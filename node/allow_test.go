@@ -499,3 +499,13 @@ func checkRetryAfter(t *testing.T, where string, ns *node.Namespace, ref *refMod
 		}
 	}
 }
+
+// TestNeverNamesTheFirstLimit: a cost above several limits is refused
+// for ever naming the first of them in the request.
+func TestNeverNamesTheFirstLimit(t *testing.T) {
+	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
+	d := allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 10, Limits: []node.Limit{{Size: time.Second, Limit: 3}, {Size: time.Minute, Limit: 5}}})
+	if !d.Never || !strings.Contains(d.Reason, "limit 3 per 1s") {
+		t.Errorf("Allow = %+v, want never, naming the limit of 3 per 1s", d)
+	}
+}

@@ -150,3 +150,35 @@ func TestBucketsLockAndStore(t *testing.T) {
 		t.Error("a take of 1 from the full bucket: admitted")
 	}
 }
+
+// TestBucketsSynced: a bucket counts as synced once a store's answer was
+// taken for it, not when it is not held, nor when only locked.
+func TestBucketsSynced(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 10}}}}
+	if ns.BucketsSynced(&req) {
+		t.Fatal("a bucket not held: synced")
+	}
+	c, err := ns.CheckAllow(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ns.LockBuckets(epoch, req, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _, _ := l.Bucket(0)
+	l.Unlock()
+	if ns.BucketsSynced(&req) {
+		t.Fatal("a bucket held, never answered for: synced")
+	}
+	l, err = ns.LockBuckets(epoch, req, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Stored(0, spec.Init(epoch.UnixNano()), 0, 1)
+	l.Unlock()
+	if !ns.BucketsSynced(&req) {
+		t.Error("a bucket the store answered for: not synced")
+	}
+}

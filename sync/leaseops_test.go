@@ -40,6 +40,8 @@ func TestApplyLeaseAtItsTimes(t *testing.T) {
 		{"a put of b at 30", 30, clustersync.LeaseOp{Kind: clustersync.LeasePut, ID: "b", Expiry: 50}, true, 1, 50},
 		{"a release of c to its now", 40, clustersync.LeaseOp{Kind: clustersync.LeaseRelease, ID: "c", Expiry: 40}, false, 1, 50},
 		{"a put of c from a clock behind", 35, clustersync.LeaseOp{Kind: clustersync.LeasePut, ID: "c", Expiry: 60}, true, 2, 50},
+		{"a clear", 41, clustersync.LeaseOp{Kind: clustersync.LeaseClear}, true, 0, 0},
+		{"a put of b after the clear", 42, clustersync.LeaseOp{Kind: clustersync.LeasePut, ID: "b", Expiry: 70}, false, 0, 0},
 	}
 	for _, st := range steps {
 		st.op.Namespace, st.op.Key = "api", "k"

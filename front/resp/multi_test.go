@@ -88,8 +88,10 @@ func TestTransactionCaps(t *testing.T) {
 		want string
 	}{
 		{Config{MaxQueuedCommands: 3}, "-ERR transaction discarded: more than 3 commands queued; send EXEC sooner\r\n"},
-		// RL.REDUCE k 5 60: 4 arguments of 16 bytes, 8 more each: 48.
 		{Config{MaxQueuedBytes: 150}, "-ERR transaction discarded: its queued commands exceed 150 bytes; send EXEC sooner\r\n"},
+		// RL.REDUCE k 5 60 is 13 bytes and 4 arguments of 8 more: 45;
+		// three fill 135 bytes exactly and are held, the fourth is past.
+		{Config{MaxQueuedBytes: 135}, "-ERR transaction discarded: its queued commands exceed 135 bytes; send EXEC sooner\r\n"},
 	} {
 		s := newTestServer(t, newService(t, newClock()), c.cfg)
 		sess := &session{}

@@ -57,4 +57,17 @@ func TestPrevReads(t *testing.T) {
 	// A read at the first instant of the next window is not this one's.
 	p.mark("k", at(time.Minute+time.Second))
 	check(time.Minute+900*time.Millisecond, false)
+
+	// Mid-minute, a read before the current second serves no call (every
+	// size must have been read); one at its first instant does.
+	p = newPrevReads()
+	p.mark("old", at(30*time.Second))
+	p.mark("new", at(31*time.Second))
+	p.prune(at(31*time.Second+500*time.Millisecond), sizes)
+	if _, old := p.shard("old").m["old"]; old {
+		t.Error("a read before the current second kept")
+	}
+	if _, kept := p.shard("new").m["new"]; !kept {
+		t.Error("a read at the current second's first instant dropped")
+	}
 }

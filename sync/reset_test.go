@@ -3,6 +3,7 @@ package sync_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +183,40 @@ func TestClearLeasesAt(t *testing.T) {
 	}
 	if !acquire(c) || !acquire(c) {
 		t.Error("the node's own leases are not freed by a reset the store failed")
+	}
+}
+
+// resetRows records the rows pushed by reset writers.
+type resetRows struct {
+	*memory.Store
+	rows []clustersync.Row
+}
+
+func (r *resetRows) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
+	if strings.Contains(inc, "/reset") {
+		r.rows = append(r.rows, rows...)
+	}
+	return r.Store.Push(ctx, inc, rows)
+}
+
+// TestResetRowsKeptAsWindows: a reset's rows are kept as long as the
+// windows they cancel: two window sizes and two sync periods past the
+// window's start.
+func TestResetRowsKeptAsWindows(t *testing.T) {
+	clock := fakeclock.New(start)
+	rec := &resetRows{Store: memory.New()}
+	a := newNode(t, "a", 0.1, rec, clock, clustersync.Config{})
+	a.increment(t, "k", 3)
+	syncAll(t, []testNode{a})
+	if err := a.sy.ResetAt(context.Background(), clock.Now(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.rows) == 0 {
+		t.Fatal("the reset pushed no rows")
+	}
+	for _, r := range rec.rows {
+		if want := time.Unix(0, r.Start).Add(2*r.Size + 200*time.Millisecond); !r.ExpireAt.Equal(want) {
+			t.Errorf("reset row of the %v window from %v kept until %v, want %v", r.Size, time.Unix(0, r.Start), r.ExpireAt, want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package resp
 import (
 	"bytes"
 	"log/slog"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -281,5 +282,34 @@ func TestWindowLabel(t *testing.T) {
 		if got := windowLabel(d); got != want {
 			t.Errorf("windowLabel(%v) = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestConfigDefaults: a zero field takes its default, a set one stays.
+func TestConfigDefaults(t *testing.T) {
+	if got, want := (Config{}).withDefaults(), DefaultConfig(); got.MaxCommandSize != want.MaxCommandSize ||
+		got.MaxClients != want.MaxClients || got.MaxPendingReplies != want.MaxPendingReplies ||
+		got.WriteTimeout != want.WriteTimeout || got.CommandTimeout != want.CommandTimeout ||
+		got.MaxQueuedCommands != want.MaxQueuedCommands || got.MaxQueuedBytes != want.MaxQueuedBytes || got.Version != "0.0.0" {
+		t.Errorf("zero config with defaults = %+v, want %+v and version 0.0.0", got, want)
+	}
+	set := Config{MaxCommandSize: 1, MaxClients: 2, MaxPendingReplies: 3, WriteTimeout: 4, CommandTimeout: 5,
+		MaxQueuedCommands: 6, MaxQueuedBytes: 7, Version: "1.2.3"}
+	if got := set.withDefaults(); got.MaxCommandSize != 1 || got.MaxClients != 2 || got.MaxPendingReplies != 3 ||
+		got.WriteTimeout != 4 || got.CommandTimeout != 5 || got.MaxQueuedCommands != 6 || got.MaxQueuedBytes != 7 || got.Version != "1.2.3" {
+		t.Errorf("set config with defaults = %+v, want it unchanged", got)
+	}
+}
+
+// TestAppendFloatInfinities: the infinities and NaN print as Redis
+// prints them.
+func TestAppendFloatInfinities(t *testing.T) {
+	for v, want := range map[float64]string{math.Inf(1): "inf", math.Inf(-1): "-inf", 1.5: "1.5"} {
+		if got := string(appendFloat(nil, v)); got != want {
+			t.Errorf("appendFloat(%v) = %q, want %q", v, got, want)
+		}
+	}
+	if got := string(appendFloat(nil, math.NaN())); got != "nan" {
+		t.Errorf("appendFloat(NaN) = %q, want nan", got)
 	}
 }

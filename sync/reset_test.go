@@ -220,3 +220,37 @@ func TestResetRowsKeptAsWindows(t *testing.T) {
 		}
 	}
 }
+
+// TestClearLeasesAtReportsWhetherAnyWasFreed: a reset of a key's leases
+// reports ok when it freed one, here or in the store, and not when the
+// key had none.
+func TestClearLeasesAtReportsWhetherAnyWasFreed(t *testing.T) {
+	clock := fakeclock.New(start)
+	mem := memory.New()
+	a := newLeaseNode(t, "a", 1, "", mem, clock)
+	b := newLeaseNode(t, "b", 1, "", mem, clock)
+	if ok, err := a.sy.ClearLeasesAt(context.Background(), clock.Now(), "none"); err != nil || ok {
+		t.Errorf("a reset of a key without leases: ok %v, %v; want not ok", ok, err)
+	}
+	a.acquire(t, "mine", 2)
+	if ok, err := a.sy.ClearLeasesAt(context.Background(), clock.Now(), "mine"); err != nil || !ok {
+		t.Errorf("a reset of a key with a lease of this node's: ok %v, %v; want ok", ok, err)
+	}
+	b.acquire(t, "theirs", 2)
+	syncAll(t, []testNode{b})
+	if ok, err := a.sy.ClearLeasesAt(context.Background(), clock.Now(), "theirs"); err != nil || !ok {
+		t.Errorf("a reset of a key with another node's lease in the store: ok %v, %v; want ok", ok, err)
+	}
+
+	// A store that fails: ok says what the node freed of its own.
+	faulty := memory.NewFaulty(memory.New())
+	c := newLeaseNode(t, "c", 1, "", faulty, clock)
+	c.acquire(t, "mine", 2)
+	faulty.Fail(nil)
+	if ok, err := c.sy.ClearLeasesAt(context.Background(), clock.Now(), "mine"); !errors.Is(err, clustersync.ErrUnavailable) || !ok {
+		t.Errorf("a reset through a failing store of a key with a lease of this node's: ok %v, %v; want ok and ErrUnavailable", ok, err)
+	}
+	if ok, err := c.sy.ClearLeasesAt(context.Background(), clock.Now(), "none"); !errors.Is(err, clustersync.ErrUnavailable) || ok {
+		t.Errorf("a reset through a failing store of a key without leases: ok %v, %v; want not ok and ErrUnavailable", ok, err)
+	}
+}

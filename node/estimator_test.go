@@ -412,3 +412,38 @@ func TestEstimatorConfigBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestIsEstimator: only a namespace with an estimator section counts in
+// sketches.
+func TestIsEstimator(t *testing.T) {
+	if !newNS(t, estimatorConfig(2, 1024, time.Second), nil).IsEstimator() || newNS(t, localConfig(time.Second), nil).IsEstimator() {
+		t.Error("IsEstimator: want true for the estimator namespace only")
+	}
+}
+
+// TestEstimatorReadReturns: a read of a sketch's rate returns (a 10 s
+// bound on a reader that would retry for ever).
+func TestEstimatorReadReturns(t *testing.T) {
+	ns := newNS(t, estimatorConfig(2, 1024, time.Second), newFakeClock(epoch))
+	done := make(chan float64, 1)
+	go func() {
+		if _, err := ns.Increment("k", 0, 2, nil); err != nil {
+			done <- -1
+			return
+		}
+		rs, err := ns.RateAt(epoch, "k", 0, 0, nil)
+		if err != nil {
+			done <- -1
+			return
+		}
+		done <- rs[0].Rate
+	}()
+	select {
+	case r := <-done:
+		if r < 2 {
+			t.Errorf("rate after 2 hits: %v, want at least 2", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an estimator's read did not return in 10 s")
+	}
+}

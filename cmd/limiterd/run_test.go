@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
+	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/internal/config"
 )
 
@@ -49,15 +51,13 @@ func (l *lockedBuffer) String() string {
 }
 
 // freeAddr returns a loopback address nothing listens on (as of now).
+// freeAddr returns a loopback address free a moment ago, below the
+// kernel's ephemeral range: a port from bind(:0) is one that any client
+// connection of a parallel test package may take before the daemon
+// listens on it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(harness.FreePort(t)))
 }
 
 // holdAddr listens on a loopback port until the test ends: a daemon that

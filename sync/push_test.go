@@ -22,6 +22,7 @@ type callStore struct {
 	mem      *memory.Store
 	pushes   [][]clustersync.Row
 	fetched  []clustersync.WindowKey
+	fetches  []int // each Fetch's number of keys
 	failPush int
 }
 
@@ -42,6 +43,7 @@ func (c *callStore) Push(ctx context.Context, inc string, rows []clustersync.Row
 
 func (c *callStore) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
 	c.fetched = append(c.fetched, keys...)
+	c.fetches = append(c.fetches, len(keys))
 	return c.mem.Fetch(ctx, inc, keys, others)
 }
 
@@ -160,5 +162,55 @@ func TestPushFetchReadsBackWhatItPushed(t *testing.T) {
 	}
 	if got := a.minuteRate(t, "k"); got != 3 {
 		t.Errorf("a's minute rate %v, want 3 (b's 2 read back with the push)", got)
+	}
+}
+
+// TestFetchBatches: a tick reads the others' totals of its interest
+// windows in batches of BatchSize.
+func TestFetchBatches(t *testing.T) {
+	cs := &callStore{mem: memory.New()}
+	clock := fakeclock.New(start)
+	a := newNode(t, "a", 0.1, cs, clock, clustersync.Config{BatchSize: 5})
+	for i := range 5 {
+		a.increment(t, fmt.Sprintf("k%d", i), 1)
+	}
+	syncAll(t, []testNode{a})
+	cs.fetches = nil
+	syncAll(t, []testNode{a})
+	// 5 keys × 2 sizes × the current and the previous window.
+	if got := cs.fetches; !slices.Equal(got, []int{5, 5, 5, 5}) {
+		t.Errorf("20 interest windows fetched in batches of %v, want [5 5 5 5]", got)
+	}
+}
+
+// TestStatusReportsTheLastSuccess: Status gives when the last tick that
+// succeeded ended and the last tick's error; a failed tick leaves the
+// last success as it was.
+func TestStatusReportsTheLastSuccess(t *testing.T) {
+	clock := fakeclock.New(start)
+	faulty := memory.NewFaulty(memory.New())
+	a := newNode(t, "a", 0.1, faulty, clock, clustersync.Config{})
+	if last, err := a.sy.Status(); !last.IsZero() || err != nil {
+		t.Errorf("before any tick: %v, %v; want the zero time and no error", last, err)
+	}
+	a.increment(t, "k", 1)
+	before := time.Now()
+	syncAll(t, []testNode{a})
+	last, err := a.sy.Status()
+	if last.Before(before) || err != nil {
+		t.Fatalf("after a tick that succeeded: %v, %v; want a time after %v and no error", last, err, before)
+	}
+	faulty.Fail(nil)
+	a.increment(t, "k", 1)
+	if err := a.sy.SyncOnce(context.Background()); err == nil {
+		t.Fatal("a tick through a failing store succeeded")
+	}
+	if got, err := a.sy.Status(); !got.Equal(last) || err == nil {
+		t.Errorf("after a failed tick: %v, %v; want %v and the tick's error", got, err, last)
+	}
+	faulty.Heal()
+	syncAll(t, []testNode{a})
+	if got, err := a.sy.Status(); got.Before(last) || err != nil {
+		t.Errorf("after the store healed: %v, %v; want a time from %v on and no error", got, err, last)
 	}
 }

@@ -102,7 +102,10 @@ type Buckets struct {
 	bytes   atomic.Int64 // their BucketCost, under cfg.MaxBytes
 	refused atomic.Int64 // new buckets refused at the cap
 	lives   atomic.Int64 // the last life given to a new bucket
-	shards  [bucketShards]bucketShard
+	// unsynced: no store receives the table's consumption (a local
+	// namespace's), so Reclaim does not keep a bucket back for it.
+	unsynced atomic.Bool
+	shards   [bucketShards]bucketShard
 }
 
 // bucketKind tells the kinds apart in a bucket's identity.
@@ -301,7 +304,7 @@ func (b *Buckets) Reclaim(now time.Time) int {
 			}
 			// A bucket whose consumption has not reached the store stays
 			// until it has.
-			if !e.dirty() && bucketIdle(id, e.val, tn) {
+			if (!e.dirty() || b.unsynced.Load()) && bucketIdle(id, e.val, tn) {
 				e.gone = true
 				delete(sh.m, id)
 				removed++

@@ -133,6 +133,10 @@ func (n *Node) Commit(c *Change) error {
 	if !n.tab.CompareAndSwap(c.from, c.to) {
 		return ErrConcurrentChange
 	}
+	// A namespace keeps its buckets through a change of mode.
+	for _, ns := range c.to.byName {
+		ns.buckets.unsynced.Store(ns.cfg.Mode() == LocalOnly)
+	}
 	return nil
 }
 

@@ -92,6 +92,7 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 		ns.est = newEstimator(e, ns.sizes, clock)
 	}
 	ns.buckets = NewBuckets(BucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes}, clock)
+	ns.buckets.unsynced.Store(cfg.Mode() == LocalOnly)
 	ns.leases = NewLeases(cfg.Name, cfg.MaxKeys)
 	if ns.cfg.MaxLeaseTTL == 0 {
 		ns.cfg.MaxLeaseTTL = DefaultMaxLeaseTTL

@@ -19,7 +19,7 @@ func TestEvictNeverUnpushedPreviousWindow(t *testing.T) {
 	clock := fakeclock.New(epoch.Add(time.Second / 2))
 	ns := newNS(t, cfg, clock)
 	incr(t, ns, clock.Now(), "unpushed", 0, 1) // window [epoch, epoch+1s)
-	clock.Set(epoch.Add(3 * time.Second / 2))   // its window is now the previous one
+	clock.Set(epoch.Add(3 * time.Second / 2))  // its window is now the previous one
 	_, err := ns.IncrementAt(clock.Now(), "new", 0, 1, nil)
 	wantFieldError(t, err, "key", node.ErrKeyLimit)
 	checkKeys(t, ns, 1, 0, 1)

@@ -32,18 +32,22 @@ func TestLeasesKeyLimitOnStoreCalls(t *testing.T) {
 // rawLeaseID encodes a version-2 lease id whose namespace length prefix
 // is nsLen, followed by body (namespace and key bytes).
 func rawLeaseID(nsLen uint64, body string) string {
+	return rawLeaseIDTail(append(binary.AppendUvarint(nil, nsLen), body...))
+}
+
+// rawLeaseIDTail encodes a version-2 lease id head followed by tail.
+func rawLeaseIDTail(tail []byte) string {
 	b := []byte{2}
 	b = binary.BigEndian.AppendUint64(b, 1)
 	b = binary.BigEndian.AppendUint64(b, 2)
 	b = binary.BigEndian.AppendUint64(b, 3)
-	b = binary.AppendUvarint(b, nsLen)
-	b = append(b, body...)
+	b = append(b, tail...)
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 // TestLeaseIDRefusalReasons: the reason of a refused id names what is
-// wrong with it: a namespace length beyond the id's end is "truncated",
-// while a namespace that takes every remaining byte (no key) is a
+// wrong with it: a namespace length beyond the id's end, or one whose
+// varint does not end, is "truncated", while a namespace that takes every remaining byte (no key) is a
 // malformed key, not a truncated id.
 func TestLeaseIDRefusalReasons(t *testing.T) {
 	for _, tc := range []struct {
@@ -51,6 +55,7 @@ func TestLeaseIDRefusalReasons(t *testing.T) {
 	}{
 		{"namespace past the end", rawLeaseID(3, "ns"), "truncated"},
 		{"no key", rawLeaseID(2, "ns"), "malformed namespace or key"},
+		{"unfinished length", rawLeaseIDTail([]byte{0x80}), "truncated"}, // a varint's continuation byte, then nothing
 	} {
 		_, err := node.ParseLeaseID(tc.s)
 		var fe *node.FieldError
@@ -231,5 +236,31 @@ func TestLeasesReleaseElsewhere(t *testing.T) {
 	}
 	if g, _ := l.Acquire(t0, "z", 1, time.Minute); g.OK || g.Held != 1 {
 		t.Errorf("second Acquire of z at limit 1: %+v, want refused with 1 held", g)
+	}
+}
+
+// TestLeaseIDLongNamespaceRoundTrip: an id of a namespace of the longest
+// name (64 characters) and a one-byte key encodes and parses back.
+func TestLeaseIDLongNamespaceRoundTrip(t *testing.T) {
+	ns := strings.Repeat("n", 64)
+	id := node.NewLeases(ns, 0).NewID("k")
+	got, err := node.ParseLeaseID(id.String())
+	if err != nil || got != id {
+		t.Fatalf("round trip of %+v: %+v, %v", id, got, err)
+	}
+}
+
+// TestMaxLeaseTTLAWeek: a namespace's max_lease_ttl may be as long as a
+// week, and no longer.
+func TestMaxLeaseTTLAWeek(t *testing.T) {
+	week := 7 * 24 * time.Hour
+	c := localConfig(time.Second)
+	c.MaxLeaseTTL = week
+	if err := c.Validate(); err != nil {
+		t.Errorf("max_lease_ttl of a week: %v", err)
+	}
+	c.MaxLeaseTTL = week + time.Nanosecond
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "max_lease_ttl") {
+		t.Errorf("max_lease_ttl of a week and 1ns: %v, want refused", err)
 	}
 }

@@ -128,3 +128,13 @@ func TestCheckResetBucketsAtMaxLimits(t *testing.T) {
 	}
 	wantFieldError(t, ns.CheckResetBuckets(ls), "buckets", node.ErrInvalidLimit)
 }
+
+// TestCheckResetBucketsNoneInEstimator: a reset that names no bucket is
+// valid in an estimator namespace too (only naming one is refused).
+func TestCheckResetBucketsNoneInEstimator(t *testing.T) {
+	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, SyncRate: -1,
+		Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
+	if err := est.CheckResetBuckets(nil); err != nil {
+		t.Errorf("CheckResetBuckets(nil) in an estimator namespace: %v, want nil", err)
+	}
+}

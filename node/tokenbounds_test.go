@@ -1,0 +1,57 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// TestStrictTokenReadKeepsTheRefillClock: a read (a take of 0) of an
+// empty token bucket with strict set takes nothing, so it does not
+// restart the refill clock: the next refill is still one refill time
+// after the take that emptied it.
+func TestStrictTokenReadKeepsTheRefillClock(t *testing.T) {
+	b := newNS(t, localConfig(time.Second), nil).Buckets()
+	p := node.TokenBucket{Max: 1, RefillTime: 10 * time.Second}
+	if st, err := b.TakeTokenAt(epoch, "k", p, 1, true); err != nil || !st.Allowed {
+		t.Fatalf("first take = %+v, %v; want admitted", st, err)
+	}
+	st, err := b.TakeTokenAt(epoch.Add(3*time.Second), "k", p, 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ResetAfter != 7*time.Second || st.Remaining != 0 {
+		t.Errorf("strict read 3 s after emptying: ResetAfter %v, remaining %v; want 7s, 0", st.ResetAfter, st.Remaining)
+	}
+	if st, _ := b.TakeTokenAt(epoch.Add(10*time.Second), "k", p, 1, false); !st.Allowed {
+		t.Errorf("take at the refill after a strict read: refused %+v", st)
+	}
+}
+
+// TestTokenRetryAfterPaysTheDebt: a token bucket in debt (other nodes'
+// takes forced past its tokens) refuses with a retry-after long enough
+// for the refills to pay the debt and the take: 3 tokens, 1 per second,
+// 5 taken elsewhere leave -2, so a take of 1 waits 3 refills.
+func TestTokenRetryAfterPaysTheDebt(t *testing.T) {
+	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
+	token := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 3, RefillTime: time.Second, RefillAmount: 1}}
+	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}
+	c, err := ns.CheckAllow(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ns.LockBuckets(epoch, req, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _, _, _ := l.Bucket(0)
+	s := spec.Init(epoch.UnixNano())
+	spec.Force(&s, epoch.UnixNano(), 5*node.Micro)
+	l.SetState(0, s)
+	d := l.Decide(node.NoVerdict, nil)
+	l.Unlock()
+	if d.Allowed || d.RetryAfter != 3*time.Second {
+		t.Errorf("take of 1 from a bucket at -2: allowed %v, RetryAfter %v; want refused, 3s", d.Allowed, d.RetryAfter)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/api/proto/limiter/v1/limiterv1gw"
 	"github.com/limiterd/limiterd/auth"
 	grpcfront "github.com/limiterd/limiterd/front/grpc"
@@ -37,6 +38,7 @@ const (
 type Handler struct {
 	gw       *runtime.ServeMux
 	marshal  *jsonMarshaler
+	rls      limiterv1.RateLimiterServer // the fast path's
 	inflight atomic.Int64
 	closing  atomic.Bool
 	authz    *auth.Authorizer
@@ -86,7 +88,8 @@ func New(svc *service.Service, opts ...Option) (*Handler, error) {
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
 		runtime.WithOutgoingHeaderMatcher(func(string) (string, bool) { return "", false }),
 	)
-	if err := limiterv1gw.RegisterRateLimiterHandlerServer(context.Background(), h.gw, grpcfront.NewRateLimiterServer(svc)); err != nil {
+	h.rls = grpcfront.NewRateLimiterServer(svc)
+	if err := limiterv1gw.RegisterRateLimiterHandlerServer(context.Background(), h.gw, h.rls); err != nil {
 		return nil, fmt.Errorf("httpfront: %w", err)
 	}
 	return h, nil
@@ -149,6 +152,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			defer hr.release()
 			rc = hr
 		}
+	}
+	if r.URL.Path == APIPrefix+"Allow" && r.ContentLength > 0 && r.ContentLength <= fastAllowMax {
+		h.serveAllowFast(w, r, rc)
+		return
 	}
 	r.Body = &body{ReadCloser: rc}
 	h.gw.ServeHTTP(w, r)

@@ -67,14 +67,7 @@ func TestBucketSpecForStores(t *testing.T) {
 	} {
 		ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
 		req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tc.limit}}
-		c, err := ns.CheckAllow(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := ns.LockBuckets(epoch, req, &c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := lockBuckets(t, ns, epoch, req)
 		spec, _, _, _ := l.Bucket(0)
 		l.Unlock()
 		if got := spec.StoreKey(); got != tc.key {
@@ -117,14 +110,7 @@ func TestBucketsLockAndStore(t *testing.T) {
 		v    node.Verdict
 		want int64
 	}{{node.VerdictOf(false), 0}, {node.VerdictOf(true), 1}, {node.NoVerdict, 2}} {
-		c, err := ns.CheckAllow(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := ns.LockBuckets(epoch, req, &c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := lockBuckets(t, ns, epoch, req)
 		l.Decide(step.v, nil)
 		l.Unlock()
 		if got := own(); got != step.want {
@@ -159,23 +145,13 @@ func TestBucketsSynced(t *testing.T) {
 	if ns.BucketsSynced(&req) {
 		t.Fatal("a bucket not held: synced")
 	}
-	c, err := ns.CheckAllow(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ns.LockBuckets(epoch, req, &c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lockBuckets(t, ns, epoch, req)
 	spec, _, _, _ := l.Bucket(0)
 	l.Unlock()
 	if ns.BucketsSynced(&req) {
 		t.Fatal("a bucket held, never answered for: synced")
 	}
-	l, err = ns.LockBuckets(epoch, req, &c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l = lockBuckets(t, ns, epoch, req)
 	l.Stored(0, spec.Init(epoch.UnixNano()), 0, 1)
 	l.Unlock()
 	if !ns.BucketsSynced(&req) {

@@ -37,14 +37,7 @@ func TestTokenRetryAfterPaysTheDebt(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
 	token := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 3, RefillTime: time.Second, RefillAmount: 1}}
 	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}
-	c, err := ns.CheckAllow(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ns.LockBuckets(epoch, req, &c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := lockBuckets(t, ns, epoch, req)
 	spec, _, _, _ := l.Bucket(0)
 	s := spec.Init(epoch.UnixNano())
 	spec.Force(&s, epoch.UnixNano(), 5*node.Micro)

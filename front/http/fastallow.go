@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -23,7 +22,7 @@ const maxFastLimits = 8
 
 type fastBuf struct{ b []byte }
 
-var fastBufs = sync.Pool{New: func() any { return &fastBuf{b: make([]byte, fastAllowMax)} }}
+func newFastBuf() any { return &fastBuf{b: make([]byte, fastAllowMax)} }
 
 var jsonContentType = []string{"application/json"}
 
@@ -34,8 +33,8 @@ var jsonContentType = []string{"application/json"}
 // body that is not such an object) goes to the gateway with the same
 // bytes, which answers it, and every error, as before.
 func (h *Handler) serveAllowFast(w http.ResponseWriter, r *http.Request, rc io.ReadCloser) {
-	in := fastBufs.Get().(*fastBuf)
-	defer fastBufs.Put(in)
+	in := h.bufs.Get().(*fastBuf)
+	defer h.bufs.Put(in)
 	data := in.b[:r.ContentLength]
 	n, err := io.ReadFull(rc, data)
 	if err != nil || !decodeAndServe(h, w, r, data) {
@@ -58,11 +57,11 @@ func decodeAndServe(h *Handler, w http.ResponseWriter, r *http.Request, data []b
 		h.errorHandler(r.Context(), h.gw, h.marshal, w, r, err)
 		return true
 	}
-	out := fastBufs.Get().(*fastBuf)
+	out := h.bufs.Get().(*fastBuf)
 	out.b = appendAllowResponse(out.b[:0], resp)
 	w.Header()["Content-Type"] = jsonContentType
 	w.Write(out.b)
-	fastBufs.Put(out)
+	h.bufs.Put(out)
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,7 @@ type Handler struct {
 	gw       *runtime.ServeMux
 	marshal  *jsonMarshaler
 	rls      limiterv1.RateLimiterServer // the fast path's
+	bufs     sync.Pool                   // its request and reply buffers
 	inflight atomic.Int64
 	closing  atomic.Bool
 	authz    *auth.Authorizer
@@ -77,7 +79,7 @@ func WithLogger(l *slog.Logger) Option { return func(h *Handler) { h.log = l } }
 
 // New returns the JSON API over svc.
 func New(svc *service.Service, opts ...Option) (*Handler, error) {
-	h := &Handler{marshal: newJSONMarshaler()}
+	h := &Handler{marshal: newJSONMarshaler(), bufs: sync.Pool{New: newFastBuf}}
 	for _, o := range opts {
 		o(h)
 	}

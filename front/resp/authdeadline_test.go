@@ -58,6 +58,19 @@ func TestAuthDeadline(t *testing.T) {
 	if line, err := ar.ReadString('\n'); !strings.HasPrefix(line, "*") {
 		t.Errorf("the authenticated connection after the deadline: %q, %v", line, err)
 	}
+	// The deadline has certainly passed by now (the others' came later
+	// and are over), whenever the server's timer fired: a further command
+	// is answered too.
+	io.WriteString(authed, "PING\r\n")
+	for {
+		line, err := ar.ReadString('\n')
+		if err != nil || strings.HasPrefix(line, "-") {
+			t.Fatalf("the authenticated connection after the deadline, PING: %q, %v", line, err)
+		}
+		if line == "+PONG\r\n" {
+			break
+		}
+	}
 }
 
 // readAll reads r to its close.

@@ -83,7 +83,6 @@ func benchConfig() node.Config {
 	return node.Config{
 		Name:        "bench",
 		WindowSizes: []time.Duration{time.Second, time.Minute},
-		SyncRate:    -1,
 		MaxKeys:     2 * largeKeys,
 	}
 }
@@ -280,7 +279,7 @@ func BenchmarkMemory(b *testing.B) {
 				keyBytes += len(k)
 			}
 			before := heapAlloc()
-			ns, err := node.NewNamespace(node.Config{Name: "mem", WindowSizes: sizes, SyncRate: -1, MaxKeys: largeKeys}, nil)
+			ns, err := node.NewNamespace(node.Config{Name: "mem", WindowSizes: sizes, MaxKeys: largeKeys}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -334,7 +333,7 @@ func BenchmarkAllowMarginAtPeriodic(b *testing.B) {
 	limits := []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
 	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2, Unfetched: true}
 	cfg := benchConfig()
-	cfg.SyncRate, cfg.Store = 0.1, "main"
+	cfg.Shared = true
 	ns, err := node.NewNamespace(cfg, nil)
 	if err != nil {
 		b.Fatal(err)

@@ -36,7 +36,7 @@ func TestBucketStoredOrder(t *testing.T) {
 func TestBucketRestartIfForgotten(t *testing.T) {
 	spec := BucketSpec{Kind: FixedLimit, A: int64(time.Minute), B: 10 * Micro}
 	id := spec.id()
-	ns, err := NewNamespace(Config{Name: "t", WindowSizes: []time.Duration{time.Second}, SyncRate: 1, Store: "s"}, nil)
+	ns, err := NewNamespace(Config{Name: "t", WindowSizes: []time.Duration{time.Second}, Shared: true}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,9 +133,9 @@ func (n *Node) Commit(c *Change) error {
 	if !n.tab.CompareAndSwap(c.from, c.to) {
 		return ErrConcurrentChange
 	}
-	// A namespace keeps its buckets through a change of mode.
+	// A namespace keeps its buckets when it starts or stops being shared.
 	for _, ns := range c.to.byName {
-		ns.buckets.unsynced.Store(ns.cfg.Mode() == LocalOnly)
+		ns.buckets.unsynced.Store(!ns.cfg.Shared)
 	}
 	return nil
 }

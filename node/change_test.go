@@ -10,11 +10,7 @@ import (
 )
 
 func named(name string, rate float64, sizes ...time.Duration) node.Config {
-	c := node.Config{Name: name, WindowSizes: sizes, SyncRate: rate}
-	if rate >= 0 {
-		c.Store = "main"
-	}
-	return c
+	return node.Config{Name: name, WindowSizes: sizes, Shared: rate >= 0}
 }
 
 func TestPrepareSortsNamespacesIntoKeptAddedReplacedRemoved(t *testing.T) {
@@ -195,8 +191,8 @@ func TestCopyWindowsWithoutOthersKeepsOnlyOwnCounts(t *testing.T) {
 		old.SetOthers(w, 7*node.Micro)
 	}
 	cfg := named("ns", 0.1, time.Second)
-	cfg.Store = "other"
-	c, err := n.Prepare([]node.Config{cfg})
+	// Another store: renewed by its owner.
+	c, err := n.Prepare([]node.Config{cfg}, "ns")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,42 +3,17 @@ package node
 import (
 	"fmt"
 	"maps"
-	"math"
 	"regexp"
 	"slices"
 	"strconv"
 	"time"
 )
 
-// Mode is how a namespace syncs, chosen by the sign of its SyncRate.
-type Mode int
-
-const (
-	// LocalOnly (sync_rate < 0): nothing leaves the node.
-	LocalOnly Mode = iota
-	// Periodic (sync_rate > 0): a ticker pushes and fetches.
-	Periodic
-	// Synchronous (sync_rate = 0): every call writes through to the store.
-	Synchronous
-)
-
-func (m Mode) String() string {
-	switch m {
-	case Periodic:
-		return "periodic"
-	case Synchronous:
-		return "synchronous"
-	default:
-		return "local"
-	}
-}
-
 // Limits on a namespace's configuration.
 const (
 	MinWindowSize  = time.Millisecond
 	MaxWindowSize  = 366 * 24 * time.Hour
 	MaxWindowSizes = 16
-	MinSyncRate    = 0.001 // seconds
 	// DefaultMaxKeys is the default cap on active keys per namespace: about
 	// 250 MB of counters with two window sizes and short keys.
 	DefaultMaxKeys = 1_000_000
@@ -60,11 +35,16 @@ type Config struct {
 	// WindowSizes are the window sizes counted, each a whole number of
 	// milliseconds between 1 ms and 366 days, without duplicates.
 	WindowSizes []time.Duration
-	// SyncRate in seconds: > 0 periodic (at least 0.001), 0 synchronous,
-	// < 0 local only.
-	SyncRate float64
-	// Store names the store a syncing namespace uses; empty when local only.
-	Store string
+	// Shared is set when other nodes count the namespace's keys too: the
+	// namespace then keeps what changed since a sync last took it (see
+	// CollectDirty), and its buckets while their consumption is not
+	// stored. An estimator namespace cannot be shared.
+	Shared bool
+	// LeaseIdle is how long a key of the lease table is kept without a
+	// lease of this node, so that a key in use keeps the other nodes'
+	// count from one sync to the next; at least (and by default) a
+	// minute.
+	LeaseIdle time.Duration
 	// MaxKeys caps the active keys; 0 means DefaultMaxKeys. The same cap
 	// applies, counted separately, to the namespace's buckets (one per
 	// kind, key and parameters).
@@ -87,11 +67,6 @@ type Config struct {
 	// MaxLeaseTTL is the longest TTL a concurrency lease may ask;
 	// 0 means DefaultMaxLeaseTTL, at most MaxLeaseTTLCap.
 	MaxLeaseTTL time.Duration
-	// OnStoreDown is what a synchronous namespace's Acquire does when its
-	// store cannot be reached: refuse it (StoreDownRefuse, the default
-	// when empty) or decide it from this node's own leases
-	// (StoreDownLocal), pushed when the store is back.
-	OnStoreDown StoreDownPolicy
 	// Policies are the namespace's named limits, by name (1-64 of
 	// [A-Za-z0-9_.-]): an Allow may name one instead of listing its
 	// limits. Each is checked as an Allow's limits are.
@@ -114,15 +89,6 @@ type Policy struct {
 
 // MaxPolicies is the most policies a namespace holds.
 const MaxPolicies = 1024
-
-// StoreDownPolicy is what an Acquire does when the store is down.
-type StoreDownPolicy string
-
-// The store-down policies.
-const (
-	StoreDownRefuse StoreDownPolicy = "refuse"
-	StoreDownLocal  StoreDownPolicy = "local"
-)
 
 // KeyCapPolicy is what a namespace does with a new key at its key cap.
 type KeyCapPolicy string
@@ -161,29 +127,8 @@ func DefaultConfig() Config {
 	return Config{
 		Name:        DefaultNamespace,
 		WindowSizes: []time.Duration{time.Second, time.Minute},
-		SyncRate:    -1,
 		MaxKeys:     DefaultMaxKeys,
 	}
-}
-
-// Mode returns the sync mode selected by SyncRate.
-func (c Config) Mode() Mode {
-	switch {
-	case c.SyncRate > 0:
-		return Periodic
-	case c.SyncRate == 0:
-		return Synchronous
-	default:
-		return LocalOnly
-	}
-}
-
-// SyncPeriod returns SyncRate as a duration (0 unless periodic).
-func (c Config) SyncPeriod() time.Duration {
-	if c.SyncRate <= 0 {
-		return 0
-	}
-	return time.Duration(c.SyncRate * float64(time.Second))
 }
 
 // Validate reports the first problem with c as a *FieldError.
@@ -205,19 +150,11 @@ func (c Config) Validate() error {
 			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "duplicate window size %s", FormatDuration(s))
 		}
 	}
-	switch {
-	case math.IsNaN(c.SyncRate) || math.IsInf(c.SyncRate, 0):
-		return fieldErr("sync_rate", ErrInvalidConfig, "must be a finite number of seconds")
-	case c.SyncRate > 0 && c.SyncRate < MinSyncRate:
-		return fieldErr("sync_rate", ErrInvalidConfig, "must be at least %g s when positive, got %g", MinSyncRate, c.SyncRate)
-	case c.SyncRate > 86400:
-		return fieldErr("sync_rate", ErrInvalidConfig, "must be at most 86400 s, got %g", c.SyncRate)
+	if c.Estimator != nil && c.Shared {
+		return fieldErr("estimator", ErrInvalidConfig, "an estimator namespace is counted on its node only: it cannot be shared")
 	}
-	if c.Estimator != nil && c.Mode() != LocalOnly {
-		return fieldErr("sync_rate", ErrInvalidConfig, "an estimator namespace is local only: sync_rate must be negative, got %g", c.SyncRate)
-	}
-	if c.Mode() != LocalOnly && c.Store == "" {
-		return fieldErr("store", ErrInvalidConfig, "a namespace with sync_rate >= 0 needs a store")
+	if c.LeaseIdle < 0 {
+		return fieldErr("lease_idle", ErrInvalidConfig, "must not be negative, got %s", FormatDuration(c.LeaseIdle))
 	}
 	if c.MaxKeys < 0 {
 		return fieldErr("max_keys", ErrInvalidConfig, "must not be negative, got %d", c.MaxKeys)
@@ -232,11 +169,6 @@ func (c Config) Validate() error {
 	}
 	if c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > MaxLeaseTTLCap {
 		return fieldErr("max_lease_ttl", ErrInvalidConfig, "must be between 0 (default %s) and %s, got %s", FormatDuration(DefaultMaxLeaseTTL), FormatDuration(MaxLeaseTTLCap), FormatDuration(c.MaxLeaseTTL))
-	}
-	switch c.OnStoreDown {
-	case "", StoreDownRefuse, StoreDownLocal:
-	default:
-		return fieldErr("on_store_down", ErrInvalidConfig, "must be %q or %q, got %q", StoreDownRefuse, StoreDownLocal, c.OnStoreDown)
 	}
 	if err := c.validatePolicies(); err != nil {
 		return err
@@ -280,8 +212,7 @@ func FormatDuration(d time.Duration) string {
 
 // validatePolicies checks each policy's name and its limits, as an
 // Allow's limits are checked in a namespace of c's window sizes, and
-// that the namespace's mode serves their kinds: no bucket in an
-// estimator namespace, and no windows with buckets in a synchronous one.
+// that no bucket is in an estimator namespace.
 // Errors name policies.<name>.limits[i]....
 func (c Config) validatePolicies() error {
 	if len(c.Policies) > MaxPolicies {
@@ -311,12 +242,8 @@ func (c Config) validatePolicies() error {
 		if !kinds {
 			continue
 		}
-		windows := slices.ContainsFunc(p.Limits, func(l Limit) bool { return l.Kind == WindowLimit })
-		switch {
-		case c.Estimator != nil:
+		if c.Estimator != nil {
 			return fieldErr(field+".limits", ErrInvalidConfig, "an estimator namespace counts sliding windows only: no bucket limits")
-		case c.Mode() == Synchronous && windows:
-			return fieldErr(field+".limits", ErrInvalidConfig, "a synchronous namespace's store decides windows and buckets apart: a policy holds one or the other")
 		}
 	}
 	return nil

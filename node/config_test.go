@@ -43,7 +43,7 @@ func TestValidatePolicies(t *testing.T) {
 	for k, v := range many {
 		tooMany[k] = v
 	}
-	sync := func(c node.Config) node.Config { c.SyncRate, c.Store = 0, "main"; return c }
+	shared := func(c node.Config) node.Config { c.Shared = true; return c }
 	est := func(c node.Config) node.Config {
 		c.Estimator = &node.EstimatorConfig{Hashes: 2, Slots: 1024}
 		return c
@@ -70,8 +70,8 @@ func TestValidatePolicies(t *testing.T) {
 		{"one limit too many", nil, map[string]node.Policy{"login": {Limits: limits(node.MaxLimits + 1)}}, "policies.login.limits"},
 		{"a bucket in an estimator namespace", est, map[string]node.Policy{"login": {Limits: []node.Limit{fixed}}}, "policies.login.limits"},
 		{"windows in an estimator namespace", est, map[string]node.Policy{"login": {Limits: []node.Limit{win}}}, ""},
-		{"both kinds, synchronous", sync, map[string]node.Policy{"login": {Limits: []node.Limit{win, fixed}}}, "policies.login.limits"},
-		{"buckets alone, synchronous", sync, map[string]node.Policy{"login": {Limits: []node.Limit{fixed}}}, ""},
+		{"both kinds, shared", shared, map[string]node.Policy{"login": {Limits: []node.Limit{win, fixed}}}, ""},
+		{"buckets alone, shared", shared, map[string]node.Policy{"login": {Limits: []node.Limit{fixed}}}, ""},
 	} {
 		c := localConfig(time.Second)
 		if tc.mode != nil {

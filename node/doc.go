@@ -4,7 +4,7 @@
 // A Namespace holds the counters of one configured namespace:
 //
 //	ns, err := node.NewNamespace(node.Config{Name: "api",
-//		WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1}, nil)
+//		WindowSizes: []time.Duration{time.Second, time.Minute}}, nil)
 //	rates, err := ns.IncrementAt(t, "10.0.0.1", 0, 1, nil) // size 0: every size
 //	rates, err = ns.RateAt(t, "10.0.0.1", time.Minute, 0, rates[:0])
 //	d, err := ns.AllowAt(t, node.AllowRequest{Key: "10.0.0.1", Cost: 1,

@@ -181,8 +181,7 @@ func TestEstimatorConfig(t *testing.T) {
 		{"17 hashes", estimatorConfig(17, 1024, time.Second), "estimator.hashes"},
 		{"too few slots", estimatorConfig(4, 15, time.Second), "estimator.slots"},
 		{"too many slots", estimatorConfig(4, 1<<24+1, time.Second), "estimator.slots"},
-		{"periodic", func() node.Config { c := estimatorConfig(4, 1024, time.Second); c.SyncRate, c.Store = 1, "s"; return c }(), "sync_rate"},
-		{"synchronous", func() node.Config { c := estimatorConfig(4, 1024, time.Second); c.SyncRate, c.Store = 0, "s"; return c }(), "sync_rate"},
+		{"shared", func() node.Config { c := estimatorConfig(4, 1024, time.Second); c.Shared = true; return c }(), "estimator"},
 		{"evict", func() node.Config { c := estimatorConfig(4, 1024, time.Second); c.OnFull = node.OnFullEvict; return c }(), "on_full"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantFieldError(t, tc.cfg.Validate(), tc.field, node.ErrInvalidConfig) })

@@ -16,8 +16,7 @@ import (
 // shard. The eviction's cost stays bounded rather than scanning the table.
 func TestEvictSampleBounded(t *testing.T) {
 	at := time.Unix(1_700_000_000-1_700_000_000%3600, 0).Add(time.Second / 2)
-	ns, err := NewNamespace(Config{Name: "t", WindowSizes: []time.Duration{time.Second}, SyncRate: -1,
-		MaxKeys: evictSample + 1, OnFull: OnFullEvict}, fakeclock.New(at))
+	ns, err := NewNamespace(Config{Name: "t", WindowSizes: []time.Duration{time.Second}, MaxKeys: evictSample + 1, OnFull: OnFullEvict}, fakeclock.New(at))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ func ExampleNamespace_IncrementAt() {
 	ns, err := node.NewNamespace(node.Config{
 		Name:        "default",
 		WindowSizes: []time.Duration{time.Second, time.Minute},
-		SyncRate:    -1, // local only
+		// local only
 	}, nil)
 	if err != nil {
 		panic(err)

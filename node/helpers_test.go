@@ -57,11 +57,11 @@ func (c *fakeClock) Set(t time.Time) {
 var epoch = time.Unix(1_700_000_000-1_700_000_000%3600, 0)
 
 func localConfig(sizes ...time.Duration) node.Config {
-	return node.Config{Name: "test", WindowSizes: sizes, SyncRate: -1}
+	return node.Config{Name: "test", WindowSizes: sizes}
 }
 
 func syncedConfig(sizes ...time.Duration) node.Config {
-	return node.Config{Name: "synced", WindowSizes: sizes, SyncRate: 1, Store: "mem"}
+	return node.Config{Name: "synced", WindowSizes: sizes, Shared: true}
 }
 
 func newNS(t testing.TB, cfg node.Config, clock node.Clock) *node.Namespace {

@@ -17,8 +17,7 @@ import (
 func heapPerKey(t *testing.T, keyLen int, sizes []time.Duration, n int) float64 {
 	t.Helper()
 	clock := fakeclock.New(time.Unix(1_700_000_000, 0))
-	ns, err := node.NewNamespace(node.Config{Name: "m", WindowSizes: sizes, SyncRate: -1,
-		MaxKeys: 10 * n, MaxBytes: 1 << 40}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "m", WindowSizes: sizes, MaxKeys: 10 * n, MaxBytes: 1 << 40}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +61,7 @@ func TestMaxBytes(t *testing.T) {
 	const budget = 32 << 20
 	clock := fakeclock.New(time.Unix(1_700_000_000, 0))
 	sizes := []time.Duration{time.Second, time.Minute}
-	ns, err := node.NewNamespace(node.Config{Name: "big", WindowSizes: sizes, SyncRate: -1, MaxBytes: budget}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "big", WindowSizes: sizes, MaxBytes: budget}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +123,7 @@ func TestMaxBytesEvict(t *testing.T) {
 	const budget = node.MinMaxBytes
 	clock := fakeclock.New(time.Unix(1_700_000_000, 0))
 	sizes := []time.Duration{time.Second, time.Minute}
-	ns, err := node.NewNamespace(node.Config{Name: "evict", WindowSizes: sizes, SyncRate: -1, MaxBytes: budget, OnFull: node.OnFullEvict}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "evict", WindowSizes: sizes, MaxBytes: budget, OnFull: node.OnFullEvict}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}

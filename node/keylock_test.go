@@ -13,7 +13,7 @@ import (
 func TestKeyLockBasics(t *testing.T) {
 	const size = time.Second
 	cfg := syncedConfig(size, time.Minute)
-	cfg.SyncRate = 0
+	cfg.Shared = true
 	ns := newNS(t, cfg, nil)
 	at := epoch.Add(size + size/2)
 	incr(t, ns, epoch, "k", size, 4) // previous 1s window
@@ -53,7 +53,7 @@ func TestKeyLockLateTime(t *testing.T) {
 	for _, late := range []time.Duration{time.Millisecond, size + time.Millisecond, 5 * size} {
 		t.Run(late.String(), func(t *testing.T) {
 			cfg := syncedConfig(size, time.Second)
-			cfg.SyncRate = 0
+			cfg.Shared = true
 			ns := newNS(t, cfg, nil)
 			newer := epoch.Add(10 * size)
 			incr(t, ns, newer, "k", 0, 1) // rolls the key to newer's windows
@@ -105,7 +105,7 @@ func TestKeyLockDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := syncedConfig(size)
-			cfg.SyncRate = 0
+			cfg.Shared = true
 			ns := newNS(t, cfg, nil)
 			at := epoch.Add(size / 2)
 			incr(t, ns, at, "k", size, 1)

@@ -15,7 +15,7 @@ import (
 func TestKeyLockMarkPushedStaleVersion(t *testing.T) {
 	const size = time.Second
 	cfg := syncedConfig(size)
-	cfg.SyncRate = 0
+	cfg.Shared = true
 	ns := newNS(t, cfg, nil)
 	at := epoch.Add(size / 2)
 	k, err := ns.LockKey(at, "k")

@@ -262,17 +262,12 @@ func TestNamespaceLeaseConfig(t *testing.T) {
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "max_lease_ttl") {
 		t.Fatalf("negative max_lease_ttl: %v", err)
 	}
-	c = node.DefaultConfig()
-	c.OnStoreDown = "later"
-	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "on_store_down") {
-		t.Fatalf("bad on_store_down: %v", err)
-	}
 	ns, err := node.NewNamespace(node.DefaultConfig(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ns.Config(); got.MaxLeaseTTL != node.DefaultMaxLeaseTTL || got.OnStoreDown != node.StoreDownRefuse {
-		t.Fatalf("defaults: %s %q", got.MaxLeaseTTL, got.OnStoreDown)
+	if got := ns.Config(); got.MaxLeaseTTL != node.DefaultMaxLeaseTTL {
+		t.Fatalf("defaults: %s", got.MaxLeaseTTL)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 func TestLocalBucketsReclaimedAfterAllow(t *testing.T) {
 	at := time.Unix(1_800_000_000, 0)
 	for _, rate := range []float64{-1, 0.1} {
-		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: rate, Store: "main"}, nil)
+		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, Shared: rate >= 0}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -37,7 +37,7 @@ func TestLocalBucketsReclaimedAfterAllow(t *testing.T) {
 func TestBucketsReclaimFollowsTheMode(t *testing.T) {
 	at := time.Unix(1_800_000_000, 0)
 	cfg := func(rate float64) []node.Config {
-		return []node.Config{{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: rate, Store: "main"}}
+		return []node.Config{{Name: "api", WindowSizes: []time.Duration{time.Minute}, Shared: rate >= 0}}
 	}
 	n, err := node.New(cfg(-1), nil)
 	if err != nil {

@@ -81,7 +81,7 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 	cfg.WindowSizes = slices.Clone(cfg.WindowSizes)
 	slices.Sort(cfg.WindowSizes)
 	cfg.Policies = clonePolicies(cfg.Policies)
-	ns := &Namespace{cfg: cfg, clock: clock, track: cfg.Mode() != LocalOnly}
+	ns := &Namespace{cfg: cfg, clock: clock, track: cfg.Shared}
 	for _, s := range cfg.WindowSizes {
 		ns.sizes = append(ns.sizes, int64(s))
 	}
@@ -92,13 +92,10 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 		ns.est = newEstimator(e, ns.sizes, clock)
 	}
 	ns.buckets = NewBuckets(BucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes}, clock)
-	ns.buckets.unsynced.Store(cfg.Mode() == LocalOnly)
+	ns.buckets.unsynced.Store(!cfg.Shared)
 	ns.leases = NewLeases(cfg.Name, cfg.MaxKeys)
 	if ns.cfg.MaxLeaseTTL == 0 {
 		ns.cfg.MaxLeaseTTL = DefaultMaxLeaseTTL
-	}
-	if ns.cfg.OnStoreDown == "" {
-		ns.cfg.OnStoreDown = StoreDownRefuse
 	}
 	return ns, nil
 }
@@ -528,5 +525,5 @@ func (ns *Namespace) touch(e *entry, s *slot, ws, size int64) bool {
 
 // String describes the namespace for logs.
 func (ns *Namespace) String() string {
-	return fmt.Sprintf("namespace %q (%s, windows %v)", ns.cfg.Name, ns.cfg.Mode(), ns.cfg.WindowSizes)
+	return fmt.Sprintf("namespace %q (windows %v)", ns.cfg.Name, ns.cfg.WindowSizes)
 }

@@ -443,9 +443,8 @@ func TestConfigValidate(t *testing.T) {
 		{"sub-second sizes", valid(func(c *node.Config) { c.WindowSizes = []time.Duration{time.Millisecond, 100 * time.Millisecond} }), ""},
 		{"366 days", valid(func(c *node.Config) { c.WindowSizes = []time.Duration{366 * 24 * time.Hour} }), ""},
 		{"16 sizes", valid(func(c *node.Config) { c.WindowSizes = nSizes(16) }), ""},
-		{"periodic with store", valid(func(c *node.Config) { c.SyncRate, c.Store = 0.001, "main" }), ""},
-		{"synchronous with store", valid(func(c *node.Config) { c.SyncRate, c.Store = 0, "main" }), ""},
-		{"sync_rate 86400", valid(func(c *node.Config) { c.SyncRate, c.Store = 86400, "main" }), ""},
+		{"shared", valid(func(c *node.Config) { c.Shared = true }), ""},
+		{"lease_idle", valid(func(c *node.Config) { c.Shared, c.LeaseIdle = true, time.Hour }), ""},
 		{"max_keys 0 means default", valid(func(c *node.Config) { c.MaxKeys = 0 }), ""},
 		{"64-char name", valid(func(c *node.Config) { c.Name = strings.Repeat("a", 64) }), ""},
 		{"name with . _ -", valid(func(c *node.Config) { c.Name = "a.b_c-D9" }), ""},
@@ -462,13 +461,7 @@ func TestConfigValidate(t *testing.T) {
 		{"not whole ms", valid(func(c *node.Config) { c.WindowSizes = []time.Duration{1500 * time.Microsecond} }), "window_sizes[0]"},
 		{"above 366 days", valid(func(c *node.Config) { c.WindowSizes = []time.Duration{366*24*time.Hour + time.Millisecond} }), "window_sizes[0]"},
 		{"duplicate", valid(func(c *node.Config) { c.WindowSizes = []time.Duration{time.Second, time.Minute, time.Second} }), "window_sizes[2]"},
-		{"sync_rate NaN", valid(func(c *node.Config) { c.SyncRate = math.NaN() }), "sync_rate"},
-		{"sync_rate +Inf", valid(func(c *node.Config) { c.SyncRate, c.Store = math.Inf(1), "main" }), "sync_rate"},
-		{"sync_rate -Inf", valid(func(c *node.Config) { c.SyncRate = math.Inf(-1) }), "sync_rate"},
-		{"sync_rate below 1ms", valid(func(c *node.Config) { c.SyncRate, c.Store = 0.0005, "main" }), "sync_rate"},
-		{"sync_rate above a day", valid(func(c *node.Config) { c.SyncRate, c.Store = 86401, "main" }), "sync_rate"},
-		{"periodic without store", valid(func(c *node.Config) { c.SyncRate = 1 }), "store"},
-		{"synchronous without store", valid(func(c *node.Config) { c.SyncRate = 0 }), "store"},
+		{"negative lease_idle", valid(func(c *node.Config) { c.LeaseIdle = -time.Second }), "lease_idle"},
 		{"negative max_keys", valid(func(c *node.Config) { c.MaxKeys = -1 }), "max_keys"},
 	}
 	for _, tt := range tests {
@@ -499,30 +492,11 @@ func nSizes(n int) []time.Duration {
 	return s
 }
 
-func TestConfigModeAndDefaults(t *testing.T) {
-	tests := []struct {
-		rate   float64
-		mode   node.Mode
-		period time.Duration
-	}{
-		{-1, node.LocalOnly, 0},
-		{0, node.Synchronous, 0},
-		{0.1, node.Periodic, 100 * time.Millisecond},
-		{2, node.Periodic, 2 * time.Second},
-	}
-	for _, tt := range tests {
-		c := node.Config{SyncRate: tt.rate}
-		if got := c.Mode(); got != tt.mode {
-			t.Errorf("Config{SyncRate: %v}.Mode() = %v, want %v", tt.rate, got, tt.mode)
-		}
-		if got := c.SyncPeriod(); got != tt.period {
-			t.Errorf("Config{SyncRate: %v}.SyncPeriod() = %v, want %v", tt.rate, got, tt.period)
-		}
-	}
+func TestConfigDefaults(t *testing.T) {
 	// NewNamespace sorts the sizes and fills MaxKeys, without touching the
 	// caller's slice.
 	sizes := []time.Duration{time.Minute, time.Second}
-	ns := newNS(t, node.Config{Name: "n", WindowSizes: sizes, SyncRate: -1}, nil)
+	ns := newNS(t, node.Config{Name: "n", WindowSizes: sizes}, nil)
 	if got := ns.Config().WindowSizes; !slices.Equal(got, []time.Duration{time.Second, time.Minute}) {
 		t.Errorf("Config().WindowSizes = %v, want [1s 1m0s]", got)
 	}
@@ -707,7 +681,7 @@ func heapInUse() int64 {
 
 func TestKeyCap(t *testing.T) {
 	for _, cfg := range []node.Config{localConfig(time.Second), syncedConfig(time.Second)} {
-		t.Run(cfg.Mode().String(), func(t *testing.T) {
+		t.Run(map[bool]string{false: "local", true: "shared"}[cfg.Shared], func(t *testing.T) {
 			cfg.MaxKeys = 10
 			ns := newNS(t, cfg, nil)
 			for i := range 10 {

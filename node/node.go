@@ -94,7 +94,7 @@ func ReclaimInterval(c Config) time.Duration {
 // a lease of this node: long enough that a key in use keeps its others'
 // count from one sync to the next.
 func leaseIdle(c Config) time.Duration {
-	return max(time.Minute, 4*c.SyncPeriod())
+	return max(time.Minute, c.LeaseIdle)
 }
 
 // Run reclaims dead windows, buckets back at their idle state and idle

@@ -5,20 +5,20 @@ import (
 	"time"
 )
 
-// TestLeaseIdleIsFourSyncPeriodsAtLeastAMinute: Run drops a key of the
-// lease table after four sync periods without a lease, and never sooner
-// than a minute, so a key in use keeps its others' count between syncs.
-func TestLeaseIdleIsFourSyncPeriodsAtLeastAMinute(t *testing.T) {
+// TestLeaseIdleAtLeastAMinute: Run drops a key of the lease table after
+// the config's LeaseIdle without a lease (four sync periods, as the
+// config loader sets it), and never sooner than a minute.
+func TestLeaseIdleAtLeastAMinute(t *testing.T) {
 	for _, tc := range []struct {
-		rate float64
+		idle time.Duration
 		want time.Duration
 	}{
-		{30, 2 * time.Minute},
-		{1, time.Minute},
-		{-1, time.Minute}, // local: no sync
+		{2 * time.Minute, 2 * time.Minute},
+		{4 * time.Second, time.Minute},
+		{0, time.Minute}, // local: no sync
 	} {
-		if got := leaseIdle(Config{SyncRate: tc.rate}); got != tc.want {
-			t.Errorf("leaseIdle(sync rate %v) = %v, want %v", tc.rate, got, tc.want)
+		if got := leaseIdle(Config{LeaseIdle: tc.idle}); got != tc.want {
+			t.Errorf("leaseIdle(%v) = %v, want %v", tc.idle, got, tc.want)
 		}
 	}
 }

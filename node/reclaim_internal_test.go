@@ -11,7 +11,7 @@ import (
 // TestReclaimMarksRemovedEntries: a writer that found an entry before a
 // reclaim removed it must learn so and count on a fresh entry instead.
 func TestReclaimMarksRemovedEntries(t *testing.T) {
-	ns, err := NewNamespace(Config{Name: "t", WindowSizes: []time.Duration{time.Second}, SyncRate: -1}, nil)
+	ns, err := NewNamespace(Config{Name: "t", WindowSizes: []time.Duration{time.Second}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestReclaimMarksRemovedEntries(t *testing.T) {
 // TestTableGrowsAndShrinks: a shard table keeps every key through growth
 // and gives memory back once reclaim empties it.
 func TestTableGrowsAndShrinks(t *testing.T) {
-	ns, err := NewNamespace(Config{Name: "t", WindowSizes: []time.Duration{time.Second}, SyncRate: -1}, nil)
+	ns, err := NewNamespace(Config{Name: "t", WindowSizes: []time.Duration{time.Second}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,8 +76,7 @@ func TestCheckResetBuckets(t *testing.T) {
 	wantFieldError(t, ns.CheckResetBuckets([]node.Limit{leaky, token, token}), "buckets[2].token", node.ErrInvalidLimit)
 	many := make([]node.Limit, node.MaxLimits+1)
 	wantFieldError(t, ns.CheckResetBuckets(many), "buckets", node.ErrInvalidLimit)
-	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, SyncRate: -1,
-		Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
+	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
 	wantFieldError(t, est.CheckResetBuckets([]node.Limit{leaky}), "buckets[0].leaky", node.ErrEstimatorKind)
 }
 

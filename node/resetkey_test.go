@@ -68,8 +68,7 @@ func TestResetKeyAtKeyNotHeld(t *testing.T) {
 	}
 	_, err = ns.ResetKeyAt(at, "", nil)
 	wantFieldError(t, err, "key", node.ErrInvalidKey)
-	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, SyncRate: -1,
-		Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
+	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
 	_, err = est.ResetKeyAt(at, "k", nil)
 	wantFieldError(t, err, "key", node.ErrEstimatorKind)
 }
@@ -132,8 +131,7 @@ func TestCheckResetBucketsAtMaxLimits(t *testing.T) {
 // TestCheckResetBucketsNoneInEstimator: a reset that names no bucket is
 // valid in an estimator namespace too (only naming one is refused).
 func TestCheckResetBucketsNoneInEstimator(t *testing.T) {
-	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, SyncRate: -1,
-		Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
+	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
 	if err := est.CheckResetBuckets(nil); err != nil {
 		t.Errorf("CheckResetBuckets(nil) in an estimator namespace: %v, want nil", err)
 	}

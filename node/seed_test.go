@@ -12,7 +12,7 @@ type fixedClock struct{ t time.Time }
 func (c *fixedClock) Now() time.Time { return c.t }
 
 func TestSeedWorkedExample(t *testing.T) {
-	ns, err := node.NewNamespace(node.Config{Name: "default", WindowSizes: []time.Duration{time.Minute}, SyncRate: -1}, nil)
+	ns, err := node.NewNamespace(node.Config{Name: "default", WindowSizes: []time.Duration{time.Minute}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,13 +26,13 @@ func TestPeriodicAllowEscalates(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fakeclock.New(now)
-			n, err := node.New([]node.Config{{Name: "default", WindowSizes: []time.Duration{time.Second}, SyncRate: 0.1, Store: "mem"}}, clock)
+			n, err := node.New([]node.Config{{Name: "default", WindowSizes: []time.Duration{time.Second}, Shared: true}}, clock)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ns, _ := n.Namespace("")
 			store := memory.NewFaulty(memory.New(memory.WithClock(clock.Now)))
-			sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation("test"), clustersync.NewVersions(clock.Now), tc.cfg, nil, nil)
+			sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: 100 * time.Millisecond}, store, clustersync.NewIncarnation("test"), clustersync.NewVersions(clock.Now), tc.cfg, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"github.com/limiterd/limiterd/internal/config"
 	"testing"
 	"time"
 
@@ -37,10 +38,8 @@ func newService(tb testing.TB, syncRate float64) (*service.Service, *node.Namesp
 func newServiceOn(tb testing.TB, syncRate float64, store clustersync.Store) (*service.Service, *node.Namespace) {
 	tb.Helper()
 	clock := fakeclock.New(now)
-	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: syncRate}
-	if syncRate >= 0 {
-		cfg.Store = "mem"
-	}
+	mode := modeOf(tb, syncRate)
+	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, Shared: shared(mode)}
 	n, err := node.New([]node.Config{cfg}, clock)
 	if err != nil {
 		tb.Fatal(err)
@@ -50,11 +49,11 @@ func newServiceOn(tb testing.TB, syncRate float64, store clustersync.Store) (*se
 		tb.Fatal(err)
 	}
 	var syncers []*clustersync.Syncer
-	if syncRate >= 0 {
+	if shared(mode) {
 		if store == nil {
 			store = memory.New(memory.WithClock(clock.Now))
 		}
-		sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation("test"),
+		sy, err := clustersync.NewSyncer(ns, mode, store, clustersync.NewIncarnation("test"),
 			clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
 		if err != nil {
 			tb.Fatal(err)
@@ -69,3 +68,17 @@ func newServiceOn(tb testing.TB, syncRate float64, store clustersync.Store) (*se
 }
 
 func f64(v float64) *float64 { return &v }
+
+// modeOf is the mode sync_rate rate selects, decoded as the config
+// loader decodes it.
+func modeOf(tb testing.TB, rate float64) clustersync.Mode {
+	tb.Helper()
+	m, err := config.DecodeSyncRate(&rate)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// shared reports whether mode m syncs.
+func shared(m clustersync.Mode) bool { return m != clustersync.Mode(clustersync.Local{}) }

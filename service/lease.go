@@ -107,7 +107,7 @@ func checkLeaseTTL(ns *node.Namespace, ttl time.Duration) error {
 func leaseErr(r route, err error) error {
 	if errors.Is(err, clustersync.ErrNoLeaseStore) {
 		return &FieldError{Field: "namespace", Err: ErrFailedPrecondition,
-			Reason: fmt.Sprintf("namespace %q: its store %q cannot hold concurrency leases", r.name, r.ns.Config().Store)}
+			Reason: fmt.Sprintf("namespace %q: its store %q cannot hold concurrency leases", r.name, r.cl.StoreName())}
 	}
 	return err
 }

@@ -43,10 +43,11 @@ type NamespaceInfo struct {
 
 // Namespaces returns every namespace served, ordered by name.
 func (s *Service) Namespaces() []NamespaceInfo {
+	rt := s.rt.Load()
 	nss := s.node.Namespaces()
 	out := make([]NamespaceInfo, len(nss))
 	for i, ns := range nss {
-		out[i] = info(ns)
+		out[i] = rt.info(ns)
 	}
 	return out
 }
@@ -58,19 +59,16 @@ func (s *Service) Namespace(name string) (NamespaceInfo, error) {
 	if err != nil {
 		return NamespaceInfo{}, err
 	}
-	return info(ns), nil
+	return s.rt.Load().info(ns), nil
 }
 
-func info(ns *node.Namespace) NamespaceInfo {
-	c := ns.Config()
+// info is ns's NamespaceInfo, its mode as routed by rt.
+func (rt *routes) info(ns *node.Namespace) NamespaceInfo {
 	m := Local
-	switch c.Mode() {
-	case node.Periodic:
-		m = Periodic
-	case node.Synchronous:
-		m = Synchronous
+	if d := rt.byName[ns.Name()]; d != nil && d.ns == ns {
+		m = d.mode
 	}
-	return NamespaceInfo{Name: ns.Name(), WindowSizes: ns.Sizes(), Mode: m, Estimator: c.Estimator != nil}
+	return NamespaceInfo{Name: ns.Name(), WindowSizes: ns.Sizes(), Mode: m, Estimator: ns.Config().Estimator != nil}
 }
 
 // FormatDuration writes d as the config and the JSON API write durations

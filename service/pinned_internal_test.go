@@ -13,7 +13,7 @@ import (
 // at once. Given 10 s (it all takes microseconds), neither a call nor
 // Reroute may run into that bound.
 func TestRerouteReturnsOnceCallsExit(t *testing.T) {
-	n, err := node.New([]node.Config{{Name: "a", WindowSizes: []time.Duration{time.Second}, SyncRate: -1}}, nil)
+	n, err := node.New([]node.Config{{Name: "a", WindowSizes: []time.Duration{time.Second}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,11 +22,9 @@ import (
 func newPolicyService(tb testing.TB, syncRate float64, policies map[string]node.Policy, shadow bool) (*service.Service, *node.Node, *fakeclock.Clock) {
 	tb.Helper()
 	clock := fakeclock.New(now)
-	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: syncRate,
+	mode := modeOf(tb, syncRate)
+	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, Shared: shared(mode),
 		Policies: policies, Shadow: shadow}
-	if syncRate >= 0 {
-		cfg.Store = "mem"
-	}
 	n, err := node.New([]node.Config{cfg}, clock)
 	if err != nil {
 		tb.Fatal(err)
@@ -36,9 +34,9 @@ func newPolicyService(tb testing.TB, syncRate float64, policies map[string]node.
 		tb.Fatal(err)
 	}
 	var syncers []*clustersync.Syncer
-	if syncRate >= 0 {
+	if shared(mode) {
 		store := memory.New(memory.WithClock(clock.Now))
-		sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation("test"),
+		sy, err := clustersync.NewSyncer(ns, mode, store, clustersync.NewIncarnation("test"),
 			clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
 		if err != nil {
 			tb.Fatal(err)
@@ -166,8 +164,7 @@ func TestPolicyErrors(t *testing.T) {
 func TestPolicyChangeTakesTheNextCall(t *testing.T) {
 	ctx := context.Background()
 	cfg := func(limit float64) node.Config {
-		return node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1,
-			Policies: map[string]node.Policy{"login": {Limits: engineLimits(lim(time.Minute, limit))}}}
+		return node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, Policies: map[string]node.Policy{"login": {Limits: engineLimits(lim(time.Minute, limit))}}}
 	}
 	clock := fakeclock.New(now)
 	n, err := node.New([]node.Config{cfg(2)}, clock)

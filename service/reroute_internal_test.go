@@ -13,7 +13,7 @@ import (
 // the previous routes keeps Reroute waiting (its namespace cannot be
 // retired yet); Reroute returns once it exits, or when its ctx ends.
 func TestRerouteWaitsForCallsOnThePreviousRoutes(t *testing.T) {
-	n, err := node.New([]node.Config{{Name: "a", WindowSizes: []time.Duration{time.Second}, SyncRate: -1}}, nil)
+	n, err := node.New([]node.Config{{Name: "a", WindowSizes: []time.Duration{time.Second}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

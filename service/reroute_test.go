@@ -17,7 +17,7 @@ import (
 func TestRerouteLosesNoCountUnderLoad(t *testing.T) {
 	clock := fakeclock.New(now)
 	cfg := func(name string, sizes ...time.Duration) node.Config {
-		return node.Config{Name: name, WindowSizes: sizes, SyncRate: -1}
+		return node.Config{Name: name, WindowSizes: sizes}
 	}
 	n, err := node.New([]node.Config{cfg("changing", time.Minute), cfg("untouched", time.Minute)}, clock)
 	if err != nil {

@@ -30,7 +30,7 @@ func newCluster(tb testing.TB, n int, syncRate float64) ([]clusterNode, *fakeclo
 	store := memory.New(memory.WithClock(clock.Now))
 	var out []clusterNode
 	for i := range n {
-		cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: syncRate, Store: "mem"}
+		cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, Shared: true}
 		nd, err := node.New([]node.Config{cfg}, clock)
 		if err != nil {
 			tb.Fatal(err)
@@ -39,7 +39,7 @@ func newCluster(tb testing.TB, n int, syncRate float64) ([]clusterNode, *fakeclo
 		if err != nil {
 			tb.Fatal(err)
 		}
-		sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation(fmt.Sprintf("n%d", i)),
+		sy, err := clustersync.NewSyncer(ns, modeOf(tb, syncRate), store, clustersync.NewIncarnation(fmt.Sprintf("n%d", i)),
 			clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
 		if err != nil {
 			tb.Fatal(err)
@@ -197,8 +197,7 @@ func TestResetLocal(t *testing.T) {
 	if _, err := s.Reset(ctx, service.ResetRequest{Namespace: "nope", Key: "k"}, nil); !errors.Is(err, service.ErrUnknownNamespace) {
 		t.Errorf("an unknown namespace: %v, want ErrUnknownNamespace", err)
 	}
-	est, err := node.New([]node.Config{{Name: "default", WindowSizes: []time.Duration{time.Second}, SyncRate: -1,
-		Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}}, nil)
+	est, err := node.New([]node.Config{{Name: "default", WindowSizes: []time.Duration{time.Second}, Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,15 +66,21 @@ func buildRoutes(n *node.Node, syncers []*clustersync.Syncer) (*routes, error) {
 			return nil, fmt.Errorf("service: the syncer of %s is not of this node's namespaces", ns)
 		}
 		d.cl = sy
-		if ns.Config().Mode() == node.Synchronous {
-			d.sy = sy
-		} else if sy.Escalates() {
-			d.esc = sy
+		switch sy.Mode().(type) {
+		case clustersync.Synchronous:
+			d.sy, d.mode = sy, Synchronous
+		case clustersync.Periodic:
+			d.mode = Periodic
+			if sy.Escalates() {
+				d.esc = sy
+			}
 		}
 	}
 	for _, d := range rt.byName {
-		if d.ns.Config().Mode() == node.Synchronous && d.sy == nil {
-			return nil, fmt.Errorf("service: synchronous namespace %q has no syncer", d.ns.Name())
+		// A shared namespace keeps its changes for a sync: without one
+		// they would pile up, and a synchronous one would count alone.
+		if d.ns.Config().Shared && d.cl == nil {
+			return nil, fmt.Errorf("service: namespace %q keeps its changes for a sync but has no syncer", d.ns.Name())
 		}
 	}
 	return rt, nil

@@ -63,9 +63,9 @@ func (s *Service) authorize(ctx context.Context, namespace string, op auth.Op) e
 }
 
 // New serves n's namespaces, routing the synchronous ones through their
-// syncers. Every synchronous namespace of n needs one. The syncer of a
-// periodic namespace serves its bucket limits (a periodic namespace
-// without one counts its buckets on this node only) and, when it
+// syncers. Every shared namespace of n (node.Config.Shared) needs one; a
+// namespace without one is local. The syncer of a
+// periodic namespace serves its bucket limits and, when it
 // escalates (Syncer.Escalates), its Allow calls whose limits are all
 // sliding windows (Syncer.AllowNearAt); its other calls are served from
 // the node.
@@ -95,11 +95,12 @@ type route struct {
 // synchronous, its syncer sy; cl is its syncer in any mode. Shared by the
 // calls, never changed.
 type dest struct {
-	ns  *node.Namespace
-	sy  *clustersync.Syncer
-	cl  *clustersync.Syncer
-	esc *clustersync.Syncer // a periodic namespace's, when it escalates
-	tab *routes
+	ns   *node.Namespace
+	mode Mode // Local unless a syncer is given
+	sy   *clustersync.Syncer
+	cl   *clustersync.Syncer
+	esc  *clustersync.Syncer // a periodic namespace's, when it escalates
+	tab  *routes
 }
 
 // resolve finds the namespace called name; last is the route the previous
@@ -233,7 +234,7 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 	// A syncing namespace's read creates state: the key joins the node's
 	// table (the interest set of the next fetch) and a synchronous one's
 	// store. A call that can create state is a write.
-	if r.ns.Config().Mode() != node.LocalOnly {
+	if r.ns.Config().Shared {
 		if err := s.authorize(ctx, req.Namespace, auth.Write); err != nil {
 			return dst, err
 		}

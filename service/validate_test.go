@@ -212,7 +212,7 @@ func TestAtRange(t *testing.T) {
 	}
 }
 
-func TestNewNeedsTheSyncersOfSynchronousNamespaces(t *testing.T) {
+func TestNewNeedsTheSyncersOfSharedNamespaces(t *testing.T) {
 	_, ns := newService(t, 0)
 	n, err := node.New([]node.Config{ns.Config()}, nil)
 	if err != nil {

@@ -32,7 +32,7 @@ func (n testNode) take(t testing.TB, key string, limits ...node.Limit) node.Deci
 // storeLevel reads a bucket's level in store as a new incarnation would.
 func storeLevel(t testing.TB, store clustersync.BucketStore, clock node.Clock, key string, l node.Limit) float64 {
 	t.Helper()
-	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "main"}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, Shared: true}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,13 +393,13 @@ func TestBucketsTickOneCallPerKey(t *testing.T) {
 func TestBucketsFallbackCounted(t *testing.T) {
 	clock := fakeclock.New(start)
 	faulty := memory.NewFaulty(memory.New())
-	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "main"}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, Shared: true}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := new(fallbackCount)
 	cfg := clustersync.Config{CallTimeout: time.Second, TickTimeout: time.Second, NoJitter: true}
-	sy, err := clustersync.NewSyncer(ns, faulty, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now), cfg, nil, m)
+	sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, faulty, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now), cfg, nil, m)
 	if err != nil {
 		t.Fatal(err)
 	}

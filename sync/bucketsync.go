@@ -49,7 +49,7 @@ func (s *Syncer) allowBuckets(ctx context.Context, t time.Time, req node.AllowRe
 	if !ok {
 		return node.Decision{Limits: dst}, s.errNoBuckets(&req)
 	}
-	if s.ns.Config().Mode() != node.Synchronous {
+	if !s.sync {
 		if !s.ns.BucketsSynced(&req) && s.storeUp() {
 			if err := s.readBuckets(ctx, bs, t, req, c); err != nil {
 				return node.Decision{Limits: dst}, err

@@ -322,13 +322,13 @@ func TestChangesAheadFetchedOnce(t *testing.T) {
 		aClock := fakeclock.New(next.Add(200 * time.Millisecond))
 		cfg := clustersync.Config{NoEscalate: true}
 		a := newNode(t, "a", 0.1, store, aClock, cfg)
-		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: 0.1, Store: "main"}, bClock)
+		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, Shared: true}, bClock)
 		if err != nil {
 			t.Fatal(err)
 		}
 		m := new(fetchedCount)
 		cfg.NoJitter = true
-		sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation("b"), clustersync.NewVersions(bClock.Now), cfg, nil, m)
+		sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: 100 * time.Millisecond}, store, clustersync.NewIncarnation("b"), clustersync.NewVersions(bClock.Now), cfg, nil, m)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,9 +17,11 @@
 // reads only the windows written since the last one. The
 // strategy/strategytest suite checks a Store against this contract.
 //
-// A Syncer serves one node.Namespace that is not local only:
+// A Syncer serves one shared node.Namespace (node.Config.Shared) in a
+// Mode, Periodic or Synchronous, decoded from the config's sync_rate
+// where the config is loaded:
 //
-//	sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation(name),
+//	sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: time.Second}, store, clustersync.NewIncarnation(name),
 //		clustersync.NewVersions(time.Now), clustersync.Config{}, log, metrics)
 //	go sy.Run(ctx) // ticks until ctx ends, then pushes one last time
 //

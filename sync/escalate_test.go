@@ -34,13 +34,13 @@ func periodicPair(t *testing.T, store clustersync.Store, clock *fakeclock.Clock,
 	t.Helper()
 	esc = new(escalations)
 	mk := func(name string, m clustersync.Metrics) testNode {
-		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: 0.1, Store: "main"}, clock)
+		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, Shared: true}, clock)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cfg := cfg
 		cfg.NoJitter = true
-		sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now), cfg, nil, m)
+		sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: 100 * time.Millisecond}, store, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now), cfg, nil, m)
 		if err != nil {
 			t.Fatal(err)
 		}

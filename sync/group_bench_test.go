@@ -32,11 +32,11 @@ func BenchmarkHotKeyAllowRedis(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = store.Close() })
-	ns, err := node.NewNamespace(node.Config{Name: "envoy", WindowSizes: []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour}, SyncRate: 0, Store: "main"}, node.SystemClock{})
+	ns, err := node.NewNamespace(node.Config{Name: "envoy", WindowSizes: []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour}, Shared: true}, node.SystemClock{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation("bench"), clustersync.NewVersions(time.Now), clustersync.Config{CallTimeout: 5 * time.Second}, nil, nil)
+	sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, store, clustersync.NewIncarnation("bench"), clustersync.NewVersions(time.Now), clustersync.Config{CallTimeout: 5 * time.Second}, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,12 +19,12 @@ import (
 func TestGroupDecidedInTheStoreIsNoFallback(t *testing.T) {
 	clock := fakeclock.New(start)
 	f := memory.NewFaulty(memory.New())
-	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "main"}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, Shared: true}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := new(fallbackCount)
-	sy, err := clustersync.NewSyncer(ns, f, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now), clustersync.Config{CallTimeout: time.Minute, NoJitter: true}, nil, m)
+	sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, f, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now), clustersync.Config{CallTimeout: time.Minute, NoJitter: true}, nil, m)
 	if err != nil {
 		t.Fatal(err)
 	}

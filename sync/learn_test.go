@@ -120,11 +120,11 @@ func TestLearnRestartsWhenFull(t *testing.T) {
 	mem := memory.New()
 	esc := new(escalations)
 	mk := func(name string, m clustersync.Metrics) testNode {
-		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: 0.1, Store: "main", MaxKeys: 8}, clock)
+		ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, Shared: true, MaxKeys: 8}, clock)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sy, err := clustersync.NewSyncer(ns, mem, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now), clustersync.Config{NoJitter: true}, nil, m)
+		sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: 100 * time.Millisecond}, mem, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now), clustersync.Config{NoJitter: true}, nil, m)
 		if err != nil {
 			t.Fatal(err)
 		}

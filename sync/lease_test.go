@@ -12,15 +12,14 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-func newLeaseNode(t testing.TB, name string, syncRate float64, onDown node.StoreDownPolicy, store clustersync.Store, clock node.Clock) testNode {
+func newLeaseNode(t testing.TB, name string, syncRate float64, onDown clustersync.StoreDownPolicy, store clustersync.Store, clock node.Clock) testNode {
 	t.Helper()
-	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second}, SyncRate: syncRate,
-		Store: "main", OnStoreDown: onDown}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second}, Shared: true}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sy, err := clustersync.NewSyncer(ns, store, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now),
-		clustersync.Config{NoJitter: true}, nil, nil)
+	sy, err := clustersync.NewSyncer(ns, modeOf(t, syncRate), store, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now),
+		clustersync.Config{NoJitter: true, OnStoreDown: onDown}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +100,7 @@ func TestLeasesSynchronousOutage(t *testing.T) {
 	mem := memory.New()
 	store := memory.NewFaulty(mem)
 	refuse := newLeaseNode(t, "a", 0, "", store, clock)
-	local := newLeaseNode(t, "b", 0, node.StoreDownLocal, store, clock)
+	local := newLeaseNode(t, "b", 0, clustersync.StoreDownLocal, store, clock)
 	before := refuse.acquire(t, "k", 10)
 	store.Fail(nil)
 	if _, err := refuse.sy.AcquireLease(context.Background(), clock.Now(), "k", 10, time.Minute); !errors.Is(err, clustersync.ErrUnavailable) {

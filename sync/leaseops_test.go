@@ -123,11 +123,11 @@ func (l *leaseBatches) Leases(ctx context.Context, now int64, ops []clustersync.
 func TestLeasesTickInBatches(t *testing.T) {
 	clock := fakeclock.New(start)
 	rec := &leaseBatches{Store: memory.New()}
-	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second}, SyncRate: 1, Store: "main"}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second}, Shared: true}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sy, err := clustersync.NewSyncer(ns, rec, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now),
+	sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: time.Second}, rec, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now),
 		clustersync.Config{NoJitter: true, BatchSize: 4}, nil, nil)
 	if err != nil {
 		t.Fatal(err)

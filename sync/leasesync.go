@@ -72,7 +72,7 @@ func (s *Syncer) AcquireLease(ctx context.Context, now time.Time, key string, li
 		return node.LeaseGrant{}, err
 	}
 	leases := s.ns.Leases()
-	if s.ns.Config().Mode() != node.Synchronous {
+	if !s.sync {
 		// A key new to the node: the others may hold it at its limit, so
 		// their count is read first (a failure leaves it to the tick).
 		if !leases.Read(now, key) && s.storeUp() {
@@ -110,7 +110,7 @@ func (s *Syncer) AcquireLease(ctx context.Context, now time.Time, key string, li
 	} else {
 		cerr = fmt.Errorf("sync: leases of namespace %q: %w: %w", s.name, ErrUnavailable, errPresumedDown)
 	}
-	if s.ns.Config().OnStoreDown == node.StoreDownLocal {
+	if s.cfg.OnStoreDown == StoreDownLocal {
 		return leases.Acquire(now, key, limit, ttl)
 	}
 	return node.LeaseGrant{}, cerr
@@ -124,7 +124,7 @@ func (s *Syncer) ReleaseLease(ctx context.Context, now time.Time, id node.LeaseI
 		return false, false, err
 	}
 	leases := s.ns.Leases()
-	sync := s.ns.Config().Mode() == node.Synchronous
+	sync := s.sync
 	if id.Holder == leases.Holder() {
 		// A lease this node granted (in a synchronous namespace: while the
 		// store was down) is released here, and in the store by the tick.
@@ -156,7 +156,7 @@ func (s *Syncer) RenewLease(ctx context.Context, now time.Time, id node.LeaseID,
 	}
 	if id.Holder == s.ns.Leases().Holder() {
 		ok, exp, err := s.ns.Leases().Renew(now, id, ttl)
-		if err != nil || ok || s.ns.Config().Mode() != node.Synchronous {
+		if err != nil || ok || !s.sync {
 			return ok, exp, err
 		}
 	}
@@ -184,7 +184,7 @@ func (s *Syncer) syncLeases(ctx context.Context, now time.Time, all bool) error 
 		return nil
 	}
 	leases := s.ns.Leases()
-	sync := s.ns.Config().Mode() == node.Synchronous
+	sync := s.sync
 	s.lsync = leases.Collect(now, all, s.lsync[:0])
 	defer clear(s.lsync)
 	var ops []LeaseOp

@@ -39,6 +39,10 @@ type Config struct {
 	// (escalate: never); by default AllowNearAt asks the store near a
 	// limit (escalate: auto; see escalate.go).
 	NoEscalate bool
+	// OnStoreDown is what a synchronous namespace's Acquire does when its
+	// store cannot be reached: StoreDownRefuse (the default when empty)
+	// or StoreDownLocal.
+	OnStoreDown StoreDownPolicy
 	// EscalateSafety multiplies the hits the other nodes are expected to
 	// count while this node cannot see them, which sets how near a limit
 	// a periodic Allow escalates. Default 2.
@@ -55,6 +59,8 @@ type Config struct {
 	// their limit but this node has not seen (likely only with limits of
 	// a few hits per window). Negative: never.
 	EscalateNewKeys time.Duration
+	// StoreName names the store in messages.
+	StoreName string
 	// Trace, when set, is told of each store call made on a request's
 	// path (synchronous calls, escalations, leases, buckets), to trace
 	// it; the background ticks are not traced.
@@ -77,16 +83,13 @@ func (s *Syncer) trace(ctx context.Context, op string, items int) (context.Conte
 
 func untraced(error) {}
 
-// DefaultConfig returns the defaults for a namespace with the given
-// sync_rate in seconds.
-func DefaultConfig(syncRate float64) Config {
-	var c Config
-	return c.withDefaults(syncRate)
-}
-
-func (c Config) withDefaults(syncRate float64) Config {
+func (c Config) withDefaults(m Mode) Config {
 	if c.TickTimeout <= 0 {
-		c.TickTimeout = max(time.Duration(10*syncRate*float64(time.Second)), time.Second)
+		var p time.Duration
+		if m, ok := m.(Periodic); ok {
+			p = m.Period
+		}
+		c.TickTimeout = max(10*p, time.Second)
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 250 * time.Millisecond
@@ -121,6 +124,8 @@ func (c Config) withDefaults(syncRate float64) Config {
 // the next tick pushes them again.
 type Syncer struct {
 	ns       *node.Namespace
+	mode     Mode
+	sync     bool // mode is Synchronous
 	store    Store
 	inc      string
 	versions *Versions
@@ -177,12 +182,17 @@ type Syncer struct {
 	ch      changeTick // with a ChangeReader store (changetick.go)
 }
 
-// NewSyncer returns a Syncer for ns (which must not be local only) writing
-// as incarnation inc with versions from v. log and m may be nil.
-func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Config, log *slog.Logger, m Metrics) (*Syncer, error) {
+// NewSyncer returns a Syncer for ns in mode m (periodic or synchronous)
+// writing as incarnation inc with versions from v. log and m may be nil.
+func NewSyncer(ns *node.Namespace, mode Mode, store Store, inc string, v *Versions, cfg Config, log *slog.Logger, m Metrics) (*Syncer, error) {
 	nc := ns.Config()
-	if nc.Mode() == node.LocalOnly {
-		return nil, fmt.Errorf("sync: namespace %q is local only", nc.Name)
+	cfg = cfg.withDefaults(mode)
+	period, err := period(mode, cfg.RetryPeriod)
+	if err != nil {
+		return nil, fmt.Errorf("sync: namespace %q: %w", nc.Name, err)
+	}
+	if !nc.Shared {
+		return nil, fmt.Errorf("sync: namespace %q does not keep its changes for a sync", nc.Name)
 	}
 	if store == nil {
 		return nil, fmt.Errorf("sync: namespace %q has no store", nc.Name)
@@ -193,18 +203,17 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 	if m == nil {
 		m = NopMetrics{}
 	}
-	cfg = cfg.withDefaults(max(nc.SyncRate, 0))
-	period := nc.SyncPeriod()
-	if nc.Mode() == node.Synchronous {
-		period = cfg.RetryPeriod
-	}
+	_, sync := mode.(Synchronous)
 	s := &Syncer{
-		ns: ns, store: store, inc: inc, versions: v, cfg: cfg, period: period,
-		ttlPad: 2 * nc.SyncPeriod(), log: log.With("namespace", nc.Name), m: m, name: nc.Name,
+		ns: ns, mode: mode, sync: sync, store: store, inc: inc, versions: v, cfg: cfg, period: period,
+		log: log.With("namespace", nc.Name), m: m, name: nc.Name,
 		prevReads: newPrevReads(), groups: newGroups(),
 	}
+	if !sync {
+		s.ttlPad = 2 * period
+	}
 	s.aa, _ = store.(AtomicAllower)
-	if nc.Mode() == node.Periodic && !cfg.NoEscalate {
+	if !sync && !cfg.NoEscalate {
 		s.escalate = true
 		switch {
 		case cfg.EscalateNewKeys == 0:
@@ -231,6 +240,12 @@ func NewSyncer(ns *node.Namespace, store Store, inc string, v *Versions, cfg Con
 
 // Namespace returns the synced namespace.
 func (s *Syncer) Namespace() *node.Namespace { return s.ns }
+
+// Mode returns the namespace's mode: Periodic or Synchronous.
+func (s *Syncer) Mode() Mode { return s.mode }
+
+// StoreName names the namespace's store (Config.StoreName).
+func (s *Syncer) StoreName() string { return s.cfg.StoreName }
 
 // Run ticks until ctx is done, then pushes one last time, bounded by
 // ShutdownTimeout. It returns the last push's error, if any.
@@ -308,7 +323,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	if ctx.Err() == nil {
 		// Buckets: a periodic namespace reads every bucket it holds; a
 		// synchronous one only sends what its calls could not.
-		periodic := s.ns.Config().Mode() != node.Synchronous
+		periodic := !s.sync
 		ferr = errors.Join(ferr, s.syncBuckets(ctx, now, periodic), s.syncLeases(ctx, now, periodic))
 	}
 	took := time.Since(start)

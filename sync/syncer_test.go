@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/limiterd/limiterd/internal/config"
 	"log/slog"
 	"strings"
 	gosync "sync"
@@ -27,14 +28,15 @@ type testNode struct {
 
 func newNode(t testing.TB, name string, syncRate float64, store clustersync.Store, clock node.Clock, cfg clustersync.Config) testNode {
 	t.Helper()
-	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: syncRate, Store: "main"}, clock)
+	mode := modeOf(t, syncRate)
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Second, time.Minute}, Shared: shared(mode)}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tn := testNode{ns: ns}
-	if syncRate >= 0 {
+	if shared(mode) {
 		cfg.NoJitter = true
-		tn.sy, err = clustersync.NewSyncer(ns, store, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now), cfg, nil, nil)
+		tn.sy, err = clustersync.NewSyncer(ns, mode, store, clustersync.NewIncarnation(name), clustersync.NewVersions(clock.Now), cfg, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +48,7 @@ func (n testNode) increment(t testing.TB, key string, v float64) []node.Rate {
 	t.Helper()
 	var rs []node.Rate
 	var err error
-	if n.ns.Config().Mode() == node.Synchronous {
+	if n.sy != nil && n.sy.Mode() == clustersync.Mode(clustersync.Synchronous{}) {
 		rs, err = n.sy.IncrementAt(context.Background(), n.ns.Now(), key, 0, v, nil)
 	} else {
 		rs, err = n.ns.Increment(key, 0, v, nil)
@@ -440,7 +442,7 @@ func (f *fallbackCount) Fallback(string) { f.n.Add(1) }
 func TestFallbackLogsTheFailureOnly(t *testing.T) {
 	clock := fakeclock.New(start)
 	faulty := memory.NewFaulty(memory.New())
-	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "main"}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, Shared: true}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -448,7 +450,7 @@ func TestFallbackLogsTheFailureOnly(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	m := new(fallbackCount)
 	cfg := clustersync.Config{CallTimeout: 20 * time.Millisecond, TickTimeout: time.Second, NoJitter: true}
-	sy, err := clustersync.NewSyncer(ns, faulty, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now), cfg, log, m)
+	sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, faulty, clustersync.NewIncarnation("a"), clustersync.NewVersions(clock.Now), cfg, log, m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -711,3 +713,17 @@ func TestSynchronousFailedCallThatLandedIsRepaired(t *testing.T) {
 		t.Fatalf("store = %v hits (%v), want 1", node.FromMicro(got), err)
 	}
 }
+
+// modeOf is the mode sync_rate rate selects, decoded as the config
+// loader decodes it.
+func modeOf(tb testing.TB, rate float64) clustersync.Mode {
+	tb.Helper()
+	m, err := config.DecodeSyncRate(&rate)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// shared reports whether mode m syncs.
+func shared(m clustersync.Mode) bool { return m != clustersync.Mode(clustersync.Local{}) }

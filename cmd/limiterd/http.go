@@ -109,7 +109,7 @@ func (d *daemon) httpHandler() *http.ServeMux {
 		}
 		for name, ls := range d.owner.Syncers() {
 			last, err := ls.Syncer.Status()
-			h := nsHealth{Namespace: name, Store: ls.Syncer.Namespace().Config().Store, Healthy: err == nil}
+			h := nsHealth{Namespace: name, Store: ls.Syncer.StoreName(), Healthy: err == nil}
 			if !last.IsZero() {
 				h.LastSuccess = last.UTC().Format(time.RFC3339Nano)
 			}

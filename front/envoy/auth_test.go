@@ -36,7 +36,7 @@ func TestAuthorization(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New([]node.Config{node.DefaultConfig(), {Name: "envoy", WindowSizes: daySizes, SyncRate: -1}}, fakeclock.New(minute))
+	n, err := node.New([]node.Config{node.DefaultConfig(), {Name: "envoy", WindowSizes: daySizes}}, fakeclock.New(minute))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func newTestServer(t testing.TB, cfg Config, files map[string]string) *testServe
 func newTestServerSizes(t testing.TB, cfg Config, files map[string]string, sizes []time.Duration) *testServer {
 	t.Helper()
 	clock := fakeclock.New(minute)
-	ns := node.Config{Name: "envoy", WindowSizes: sizes, SyncRate: -1}
+	ns := node.Config{Name: "envoy", WindowSizes: sizes}
 	n, err := node.New([]node.Config{node.DefaultConfig(), ns}, clock)
 	if err != nil {
 		t.Fatalf("node.New: %v", err)

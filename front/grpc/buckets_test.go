@@ -265,11 +265,11 @@ func TestMixedAllOrNone(t *testing.T) {
 // namespace fail with FAILED_PRECONDITION (the other cases: service's
 // tests).
 func TestBucketNotLocal(t *testing.T) {
-	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second}, SyncRate: 0, Store: "mem"}
+	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second}, Shared: true}
 	clock := fakeclock.New(minute)
 	s := newSyncingTestServer(t, clock, func(n *node.Node) []*clustersync.Syncer {
 		ns, _ := n.Namespace("")
-		sy, err := clustersync.NewSyncer(ns, memory.New(), "test/1", clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
+		sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, memory.New(), "test/1", clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

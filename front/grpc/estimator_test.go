@@ -23,8 +23,7 @@ var evictFull = flag.Bool("evict.full", false, "flood the evicting namespace wit
 // INVALID_ARGUMENT and a bucket limit FAILED_PRECONDITION.
 func TestEstimatorNamespace(t *testing.T) {
 	clock := fakeclock.New(minute.Add(250 * time.Millisecond))
-	s := newTestServer(t, clock, node.Config{Name: "flows", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1,
-		Estimator: &node.EstimatorConfig{Hashes: 4, Slots: 65536}})
+	s := newTestServer(t, clock, node.Config{Name: "flows", WindowSizes: []time.Duration{time.Second, time.Minute}, Estimator: &node.EstimatorConfig{Hashes: 4, Slots: 65536}})
 	for range 3 {
 		if _, err := s.client.Increment(bg, &limiterv1.IncrementRequest{Namespace: "flows", Key: "origin-1", Value: f64(2)}); err != nil {
 			t.Fatal(err)
@@ -65,8 +64,7 @@ func TestEvictFlood(t *testing.T) {
 	}
 	const batch = 1000
 	clock := fakeclock.New(minute.Add(250 * time.Millisecond))
-	s := newTestServer(t, clock, node.Config{Name: "edge", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1,
-		MaxKeys: 10_000, OnFull: node.OnFullEvict})
+	s := newTestServer(t, clock, node.Config{Name: "edge", WindowSizes: []time.Duration{time.Second, time.Minute}, MaxKeys: 10_000, OnFull: node.OnFullEvict})
 	ns, _ := s.node.Namespace("edge")
 	lim := []*limiterv1.Limit{{WindowSize: dur(time.Minute), Limit: 5}}
 	allowAbuser := func() bool {

@@ -21,13 +21,13 @@ import (
 // "sync", over the in-memory store.
 func fuzzServer(tb testing.TB) *testServer {
 	tb.Helper()
-	cfgs := append(testNamespaces(), node.Config{Name: "sync", WindowSizes: []time.Duration{time.Second, time.Minute}, Store: "mem"})
+	cfgs := append(testNamespaces(), node.Config{Name: "sync", WindowSizes: []time.Duration{time.Second, time.Minute}, Shared: true})
 	return newSyncingTestServer(tb, fakeclock.New(minute.Add(500*time.Millisecond)), func(n *node.Node) []*clustersync.Syncer {
 		ns, err := n.Namespace("sync")
 		if err != nil {
 			tb.Fatal(err)
 		}
-		sy, err := clustersync.NewSyncer(ns, memory.New(), clustersync.NewIncarnation("fuzz"), clustersync.NewVersions(time.Now), clustersync.Config{}, nil, nil)
+		sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, memory.New(), clustersync.NewIncarnation("fuzz"), clustersync.NewVersions(time.Now), clustersync.Config{}, nil, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}

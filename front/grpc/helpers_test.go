@@ -33,8 +33,8 @@ var minute = time.Unix(1_700_000_040, 0).UTC()
 func testNamespaces() []node.Config {
 	return []node.Config{
 		node.DefaultConfig(),
-		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: -1},
-		{Name: "tiny", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1, MaxKeys: 2},
+		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}},
+		{Name: "tiny", WindowSizes: []time.Duration{time.Second, time.Minute}, MaxKeys: 2},
 	}
 }
 

@@ -23,7 +23,7 @@ import (
 // most a minute.
 func leaseNamespaces() []node.Config {
 	return append(testNamespaces(),
-		node.Config{Name: "short", WindowSizes: []time.Duration{time.Second}, SyncRate: -1, MaxLeaseTTL: time.Minute})
+		node.Config{Name: "short", WindowSizes: []time.Duration{time.Second}, MaxLeaseTTL: time.Minute})
 }
 
 func acquireReq(key string, limit int64, ttl time.Duration) *limiterv1.AcquireRequest {
@@ -363,13 +363,13 @@ func TestLeaseRace(t *testing.T) {
 
 // syncLeaseServer serves "default" as a synchronous namespace over a
 // faulty memory store.
-func syncLeaseServer(t *testing.T, clock *fakeclock.Clock, onDown node.StoreDownPolicy) (*testServer, *memory.Faulty) {
+func syncLeaseServer(t *testing.T, clock *fakeclock.Clock, onDown clustersync.StoreDownPolicy) (*testServer, *memory.Faulty) {
 	t.Helper()
 	store := memory.NewFaulty(memory.New())
-	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second}, SyncRate: 0, Store: "mem", OnStoreDown: onDown}
+	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second}, Shared: true}
 	s := newSyncingTestServer(t, clock, func(n *node.Node) []*clustersync.Syncer {
 		ns, _ := n.Namespace("")
-		sy, err := clustersync.NewSyncer(ns, store, "test/1", clustersync.NewVersions(clock.Now), clustersync.Config{}, nil, nil)
+		sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, store, "test/1", clustersync.NewVersions(clock.Now), clustersync.Config{OnStoreDown: onDown}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -384,7 +384,7 @@ func syncLeaseServer(t *testing.T, clock *fakeclock.Clock, onDown node.StoreDown
 func TestLeaseStoreDown(t *testing.T) {
 	clock := fakeclock.New(minute)
 	t.Run("refuse", func(t *testing.T) {
-		s, store := syncLeaseServer(t, clock, node.StoreDownRefuse)
+		s, store := syncLeaseServer(t, clock, clustersync.StoreDownRefuse)
 		lease := s.acquire(t, acquireReq("k", 2, time.Minute)).GetLease()
 		store.Fail(nil)
 		_, err := s.client.Acquire(bg, acquireReq("k", 2, time.Minute))
@@ -396,7 +396,7 @@ func TestLeaseStoreDown(t *testing.T) {
 		}
 	})
 	t.Run("local", func(t *testing.T) {
-		s, store := syncLeaseServer(t, clock, node.StoreDownLocal)
+		s, store := syncLeaseServer(t, clock, clustersync.StoreDownLocal)
 		store.Fail(nil)
 		checkGranted(t, "Acquire with the store down", s.acquire(t, acquireReq("k", 1, time.Minute)), 1, clock.Now().Add(time.Minute))
 		checkRefused(t, "second Acquire", s.acquire(t, acquireReq("k", 1, time.Minute)), 1, time.Minute)

@@ -18,13 +18,13 @@ import (
 func newLeaseAPI(t *testing.T) (*httptest.Server, *memory.Faulty) {
 	t.Helper()
 	n, err := node.New([]node.Config{node.DefaultConfig(),
-		{Name: "strict", WindowSizes: []time.Duration{time.Second}, SyncRate: 0, Store: "mem"}}, node.SystemClock{})
+		{Name: "strict", WindowSizes: []time.Duration{time.Second}, Shared: true}}, node.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := memory.NewFaulty(memory.New())
 	ns, _ := n.Namespace("strict")
-	sy, err := clustersync.NewSyncer(ns, store, "test/1", clustersync.NewVersions(time.Now), clustersync.Config{}, nil, nil)
+	sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, store, "test/1", clustersync.NewVersions(time.Now), clustersync.Config{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

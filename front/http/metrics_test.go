@@ -19,7 +19,7 @@ import (
 // Metrics.
 func newMetricsAPI(t *testing.T) (http.Handler, *prometheus.Registry) {
 	t.Helper()
-	n, err := node.New([]node.Config{node.DefaultConfig(), {Name: "api", WindowSizes: []time.Duration{time.Hour}, SyncRate: -1}}, node.SystemClock{})
+	n, err := node.New([]node.Config{node.DefaultConfig(), {Name: "api", WindowSizes: []time.Duration{time.Hour}}}, node.SystemClock{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,11 +21,10 @@ var minute = time.Unix(1_700_000_040, 0).UTC()
 func testNamespaces() []node.Config {
 	return []node.Config{
 		node.DefaultConfig(),
-		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: -1,
-			Policies: map[string]node.Policy{
-				"login": {Limits: []node.Limit{{Size: time.Hour, Limit: 2}}},
-				"trial": {Limits: []node.Limit{{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 1}}}, Shadow: true},
-			}},
+		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, Policies: map[string]node.Policy{
+			"login": {Limits: []node.Limit{{Size: time.Hour, Limit: 2}}},
+			"trial": {Limits: []node.Limit{{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 1}}}, Shadow: true},
+		}},
 	}
 }
 

@@ -128,7 +128,7 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 		}
 	}()
 	for i := range r.Nodes {
-		n, err := node.New([]node.Config{{Name: r.Namespace, WindowSizes: []time.Duration{r.Window}, SyncRate: r.SyncRate, Store: "main"}}, node.SystemClock{})
+		n, err := node.New([]node.Config{{Name: r.Namespace, WindowSizes: []time.Duration{r.Window}, Shared: true}}, node.SystemClock{})
 		if err != nil {
 			return Result{}, err
 		}
@@ -138,7 +138,7 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 			return Result{}, err
 		}
 		stores = append(stores, st)
-		sy, err := clustersync.NewSyncer(ns, st, clustersync.NewIncarnation(fmt.Sprintf("acc-%d", i)), clustersync.NewVersions(time.Now), cfg, nil, esc)
+		sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: time.Duration(r.SyncRate * float64(time.Second))}, st, clustersync.NewIncarnation(fmt.Sprintf("acc-%d", i)), clustersync.NewVersions(time.Now), cfg, nil, esc)
 		if err != nil {
 			return Result{}, err
 		}

@@ -25,8 +25,14 @@ func (r *rpc) ListNamespaces(context.Context, *adminv1.ListNamespacesRequest) (*
 	out := &adminv1.ListNamespacesResponse{}
 	for _, ns := range r.a.node.Namespaces() {
 		c := ns.Config()
-		p := &adminv1.Namespace{Name: c.Name, SyncRate: &c.SyncRate, Store: c.Store, MaxKeys: int64(c.MaxKeys),
-			OnFull: string(c.OnFull), MaxLeaseTtl: durationpb.New(c.MaxLeaseTTL), OnStoreDown: string(c.OnStoreDown), ActiveKeys: ns.ActiveKeys()}
+		p := &adminv1.Namespace{Name: c.Name, MaxKeys: int64(c.MaxKeys),
+			OnFull: string(c.OnFull), MaxLeaseTtl: durationpb.New(c.MaxLeaseTTL), OnStoreDown: string(clustersync.StoreDownRefuse), ActiveKeys: ns.ActiveKeys()}
+		if nc, ok := r.a.owner.Namespace(c.Name); ok {
+			p.SyncRate, p.Store = nc.SyncRate, nc.Store
+			if nc.OnStoreDown != "" {
+				p.OnStoreDown = nc.OnStoreDown
+			}
+		}
 		for _, s := range c.WindowSizes {
 			p.WindowSizes = append(p.WindowSizes, durationpb.New(s))
 		}
@@ -44,7 +50,7 @@ func (r *rpc) ListNamespaces(context.Context, *adminv1.ListNamespacesRequest) (*
 				p.Policies[name] = ap
 			}
 		}
-		if sy := r.a.owner.Syncer(c.Name); sy != nil && !sy.Escalates() && c.SyncRate > 0 {
+		if sy := r.a.owner.Syncer(c.Name); sy != nil && !sy.Escalates() && sy.Mode() != (clustersync.Synchronous{}) {
 			p.Escalate = "never"
 		}
 		out.Namespaces = append(out.Namespaces, p)

@@ -37,6 +37,8 @@ type Owner interface {
 	Reload(ctx context.Context) (string, error)
 	// Syncer is the namespace's syncer, nil when it is local only.
 	Syncer(name string) *clustersync.Syncer
+	// Namespace is the running config's entry of the namespace.
+	Namespace(name string) (config.NamespaceConfig, bool)
 }
 
 // API is the admin API of one node.
@@ -96,8 +98,14 @@ func (a *API) registerHTTP(mux *http.ServeMux) {
 		out := []nsInfo{}
 		for _, ns := range a.node.Namespaces() {
 			c := ns.Config()
-			info := nsInfo{Name: c.Name, Mode: c.Mode().String(), SyncRate: c.SyncRate, Store: c.Store, ActiveKeys: ns.ActiveKeys(),
+			info := nsInfo{Name: c.Name, Mode: "local", SyncRate: -1, ActiveKeys: ns.ActiveKeys(),
 				Policies: slices.Sorted(maps.Keys(c.Policies)), Shadow: c.Shadow}
+			if nc, ok := a.owner.Namespace(c.Name); ok && nc.SyncRate != nil {
+				info.SyncRate, info.Store = *nc.SyncRate, nc.Store
+				if m, err := config.DecodeSyncRate(nc.SyncRate); err == nil {
+					info.Mode = m.String()
+				}
+			}
 			for _, s := range c.WindowSizes {
 				info.WindowSizes = append(info.WindowSizes, node.FormatDuration(s))
 			}

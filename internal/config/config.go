@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"regexp"
 	"slices"
@@ -646,8 +647,24 @@ func (c *Config) Validate() error {
 			bad(field+".name", "namespace %q is defined twice", nc.Name)
 		}
 		used[nc.Name] = true
-		if len(c.Namespaces) > 0 && c.Namespaces[i].SyncRate == nil {
-			bad(field+".sync_rate", "is required (> 0 periodic, 0 synchronous, < 0 local only)")
+		n := c.Namespaces[i]
+		mode, err := DecodeSyncRate(n.SyncRate)
+		if err != nil {
+			bad(field+".sync_rate", "%s", err)
+		}
+		_, local := mode.(clustersync.Local)
+		switch {
+		case mode == nil || local:
+		case n.Estimator != nil:
+			bad(field+".sync_rate", "an estimator namespace is local only: sync_rate must be negative, got %g", *n.SyncRate)
+			nc.Shared = false // reported here, not again by the node
+		case n.Store == "":
+			bad(field+".store", "a namespace with sync_rate >= 0 needs a store")
+		}
+		switch clustersync.StoreDownPolicy(n.OnStoreDown) {
+		case "", clustersync.StoreDownRefuse, clustersync.StoreDownLocal:
+		default:
+			bad(field+".on_store_down", "must be %q or %q, got %q", clustersync.StoreDownRefuse, clustersync.StoreDownLocal, n.OnStoreDown)
 		}
 		if len(c.Namespaces) > 0 && !contains(escalateModes, c.Namespaces[i].Escalate) {
 			bad(field+".escalate", "must be \"auto\" or \"never\", got %q", c.Namespaces[i].Escalate)
@@ -662,10 +679,17 @@ func (c *Config) Validate() error {
 			} else {
 				bad(field, "%v", err)
 			}
+		} else if _, sync := mode.(clustersync.Synchronous); sync {
+			for _, name := range slices.Sorted(maps.Keys(nc.Policies)) {
+				if mixed(nc.Policies[name].Limits) {
+					bad(field+".policies."+name+".limits", "a synchronous namespace's store decides windows and buckets apart: a policy holds one or the other")
+					break
+				}
+			}
 		}
-		if nc.Store != "" {
-			if _, ok := c.Stores[nc.Store]; !ok {
-				bad(field+".store", "store %q is not declared under stores", nc.Store)
+		if n.Store != "" {
+			if _, ok := c.Stores[n.Store]; !ok {
+				bad(field+".store", "store %q is not declared under stores", n.Store)
 			}
 		}
 	}
@@ -739,25 +763,80 @@ func Flatten(err error) []error {
 // 1s and 60s windows, local only.
 func DefaultNamespace() NamespaceConfig {
 	d := node.DefaultConfig()
-	nc := NamespaceConfig{Name: d.Name, SyncRate: &d.SyncRate, MaxKeys: d.MaxKeys}
+	local := -1.0
+	nc := NamespaceConfig{Name: d.Name, SyncRate: &local, MaxKeys: d.MaxKeys}
 	for _, s := range d.WindowSizes {
 		nc.WindowSizes = append(nc.WindowSizes, Duration(s))
 	}
 	return nc
 }
 
+// DecodeSyncRate decodes a namespace's sync_rate, in seconds, into its
+// mode: below 0 local, 0 (or -0) synchronous, above 0 periodic with that
+// period, from MinSyncRate to MaxSyncRate. It is the one place that reads
+// the number's sign. nil (no sync_rate) is an error.
+func DecodeSyncRate(v *float64) (clustersync.Mode, error) {
+	switch {
+	case v == nil:
+		return nil, errors.New("is required (> 0 periodic, 0 synchronous, < 0 local only)")
+	case math.IsNaN(*v) || math.IsInf(*v, 0):
+		return nil, errors.New("must be a finite number of seconds")
+	case *v < 0:
+		return clustersync.Local{}, nil
+	case *v == 0:
+		return clustersync.Synchronous{}, nil
+	case *v < MinSyncRate:
+		return nil, fmt.Errorf("must be at least %g s when positive, got %g", MinSyncRate, *v)
+	case *v > MaxSyncRate:
+		return nil, fmt.Errorf("must be at most %g s, got %g", MaxSyncRate, *v)
+	}
+	return clustersync.Periodic{Period: time.Duration(*v * float64(time.Second))}, nil
+}
+
+// The bounds of a positive sync_rate, in seconds.
+const (
+	MinSyncRate = 0.001
+	MaxSyncRate = 86400.0
+)
+
+// mode is n's decoded mode; local when its sync_rate is invalid (which
+// Validate reports).
+func (n NamespaceConfig) mode() clustersync.Mode {
+	m, err := DecodeSyncRate(n.SyncRate)
+	if err != nil {
+		return clustersync.Local{}
+	}
+	return m
+}
+
+// NamespaceMode returns the mode of the namespace called name (local
+// when there is none of that name).
+func (c *Config) NamespaceMode(name string) clustersync.Mode {
+	for _, n := range c.Namespaces {
+		if n.Name == name {
+			return n.mode()
+		}
+	}
+	return clustersync.Local{}
+}
+
 // NodeConfigs returns the namespaces as node configs.
 func (c *Config) NodeConfigs() []node.Config {
 	out := make([]node.Config, len(c.Namespaces))
 	for i, n := range c.Namespaces {
-		nc := node.Config{Name: n.Name, Store: n.Store, MaxKeys: n.MaxKeys, MaxBytes: n.MaxBytes, SyncRate: -1, OnFull: node.KeyCapPolicy(n.OnFull),
-			MaxLeaseTTL: time.Duration(n.MaxLeaseTTL), OnStoreDown: node.StoreDownPolicy(n.OnStoreDown)}
+		nc := node.Config{Name: n.Name, MaxKeys: n.MaxKeys, MaxBytes: n.MaxBytes, OnFull: node.KeyCapPolicy(n.OnFull),
+			MaxLeaseTTL: time.Duration(n.MaxLeaseTTL)}
 		if n.Estimator != nil {
 			nc.Estimator = &node.EstimatorConfig{Hashes: n.Estimator.Hashes, Slots: n.Estimator.Slots}
 		}
 		nc.Policies, nc.Shadow = nodePolicies(n.Policies), n.Shadow
-		if n.SyncRate != nil {
-			nc.SyncRate = *n.SyncRate
+		switch m := n.mode().(type) {
+		case clustersync.Periodic:
+			// A lease key in use keeps its others' count from one sync
+			// to the next.
+			nc.Shared, nc.LeaseIdle = true, 4*m.Period
+		case clustersync.Synchronous:
+			nc.Shared = true
 		}
 		for _, d := range n.WindowSizes {
 			nc.WindowSizes = append(nc.WindowSizes, time.Duration(d))
@@ -765,6 +844,13 @@ func (c *Config) NodeConfigs() []node.Config {
 		out[i] = nc
 	}
 	return out
+}
+
+// mixed reports whether limits hold sliding windows and buckets.
+func mixed(limits []node.Limit) bool {
+	windows := slices.ContainsFunc(limits, func(l node.Limit) bool { return l.Kind == node.WindowLimit })
+	buckets := slices.ContainsFunc(limits, func(l node.Limit) bool { return l.Kind != node.WindowLimit })
+	return windows && buckets
 }
 
 // escalateModes are the values of a namespace's escalate ("": auto).
@@ -777,6 +863,8 @@ func (c *Config) NamespaceSyncerConfig(name string) clustersync.Config {
 	for _, n := range c.Namespaces {
 		if n.Name == name {
 			sc.NoEscalate = n.Escalate == "never"
+			sc.OnStoreDown = clustersync.StoreDownPolicy(n.OnStoreDown)
+			sc.StoreName = n.Store
 		}
 	}
 	return sc

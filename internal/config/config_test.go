@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	clustersync "github.com/limiterd/limiterd/sync"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -160,14 +162,16 @@ func TestConfigFullExample(t *testing.T) {
 			{sizes(2), []time.Duration{time.Minute}},
 			{sizes(3), []time.Duration{time.Second}},
 		},
-		"namespaces[].sync_rate":                               {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}, {rate(3), -1.0}},
-		"namespaces[].store":                                   {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}, {ns(3).Store, ""}},
+		"namespaces[].sync_rate": {{rate(0), -1.0}, {rate(1), 0.1}, {rate(2), 0.0}, {rate(3), -1.0},
+			{cfg.NamespaceMode("default"), clustersync.Mode(clustersync.Local{})}, {cfg.NamespaceMode("api"), clustersync.Mode(clustersync.Periodic{Period: 100 * time.Millisecond})},
+			{cfg.NamespaceMode("billing"), clustersync.Mode(clustersync.Synchronous{})}},
+		"namespaces[].store":                                   {{ns(0).Store, ""}, {ns(1).Store, "main"}, {ns(2).Store, "pg"}, {ns(3).Store, ""}, {cfg.NamespaceSyncerConfig("api").StoreName, "main"}},
 		"namespaces[].max_keys":                                {{ns(0).MaxKeys, 500}, {ns(1).MaxKeys, 0}, {ns(2).MaxKeys, 2_000_000}, {ns(3).MaxKeys, 0}},
 		"namespaces[].max_bytes":                               {{ns(0).MaxBytes, int64(16 << 20)}, {ns(1).MaxBytes, int64(0)}},
 		"namespaces[].on_full":                                 {{ns(0).OnFull, "evict"}, {ns(1).OnFull, ""}, {ns(2).OnFull, ""}, {ns(3).OnFull, ""}},
 		"namespaces[].escalate":                                {{ns(0).Escalate, ""}, {ns(1).Escalate, "never"}, {cfg.NamespaceSyncerConfig("api").NoEscalate, true}, {cfg.NamespaceSyncerConfig("billing").NoEscalate, false}},
 		"namespaces[].max_lease_ttl":                           {{time.Duration(ns(0).MaxLeaseTTL), time.Duration(0)}, {time.Duration(ns(1).MaxLeaseTTL), 10 * time.Minute}, {time.Duration(ns(2).MaxLeaseTTL), 90 * time.Second}},
-		"namespaces[].on_store_down":                           {{ns(0).OnStoreDown, ""}, {ns(1).OnStoreDown, ""}, {ns(2).OnStoreDown, "local"}},
+		"namespaces[].on_store_down":                           {{ns(0).OnStoreDown, ""}, {ns(1).OnStoreDown, ""}, {ns(2).OnStoreDown, "local"}, {cfg.NamespaceSyncerConfig("billing").OnStoreDown, clustersync.StoreDownLocal}},
 		"namespaces[].estimator.hashes":                        {{ns(0).Estimator == nil, true}, {ns(3).Estimator, &EstimatorConfig{Hashes: 4, Slots: 65536}}},
 		"namespaces[].estimator.slots":                         {{ns(1).Estimator == nil && ns(2).Estimator == nil, true}},
 		"namespaces[].shadow":                                  {{ns(0).Shadow, false}, {ns(1).Shadow, true}},
@@ -215,16 +219,16 @@ func TestConfigFullExample(t *testing.T) {
 	// What the daemon takes from it.
 	ncs := cfg.NodeConfigs()
 	want := []node.Config{
-		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, SyncRate: -1, MaxKeys: 500, MaxBytes: 16 << 20, OnFull: node.OnFullEvict},
-		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, SyncRate: 0.1, Store: "main", MaxLeaseTTL: 10 * time.Minute,
+		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, MaxKeys: 500, MaxBytes: 16 << 20, OnFull: node.OnFullEvict},
+		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, Shared: true, LeaseIdle: 400 * time.Millisecond, MaxLeaseTTL: 10 * time.Minute,
 			Shadow: true, Policies: map[string]node.Policy{
 				"login": {Shadow: true, Limits: []node.Limit{{Size: time.Second, Limit: 5},
 					{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 2}, Strict: true}}},
 				"export": {Limits: []node.Limit{{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 3, Interval: 30 * time.Second}, WaitTimeout: 5 * time.Second},
 					{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 100}}}},
 			}},
-		{Name: "billing", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0, Store: "pg", MaxKeys: 2_000_000, MaxLeaseTTL: 90 * time.Second, OnStoreDown: node.StoreDownLocal},
-		{Name: "flows", WindowSizes: []time.Duration{time.Second}, SyncRate: -1, Estimator: &node.EstimatorConfig{Hashes: 4, Slots: 65536}},
+		{Name: "billing", WindowSizes: []time.Duration{time.Minute}, Shared: true, MaxKeys: 2_000_000, MaxLeaseTTL: 90 * time.Second},
+		{Name: "flows", WindowSizes: []time.Duration{time.Second}, Estimator: &node.EstimatorConfig{Hashes: 4, Slots: 65536}},
 	}
 	if !reflect.DeepEqual(ncs, want) {
 		t.Errorf("NodeConfigs = %+v\nwant %+v", ncs, want)
@@ -241,6 +245,41 @@ func TestConfigFullExample(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestDecodeSyncRate: the one decoding of sync_rate into a mode.
+func TestDecodeSyncRate(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	for _, tc := range []struct {
+		name string
+		rate *float64
+		want clustersync.Mode
+		err  string // in the error, when one is wanted
+	}{
+		{"negative", f(-1), clustersync.Local{}, ""},
+		{"tiny negative", f(-1e-300), clustersync.Local{}, ""},
+		{"zero", f(0), clustersync.Synchronous{}, ""},
+		{"negative zero", f(math.Copysign(0, -1)), clustersync.Synchronous{}, ""},
+		{"tenth", f(0.1), clustersync.Periodic{Period: 100 * time.Millisecond}, ""},
+		{"smallest", f(0.001), clustersync.Periodic{Period: time.Millisecond}, ""},
+		{"a day", f(86400), clustersync.Periodic{Period: 24 * time.Hour}, ""},
+		{"tiny", f(1e-9), nil, "at least 0.001 s"},
+		{"below 1ms", f(0.0005), nil, "at least 0.001 s"},
+		{"above a day", f(86401), nil, "at most 86400 s"},
+		{"huge", f(1e300), nil, "at most 86400 s"},
+		{"NaN", f(math.NaN()), nil, "finite"},
+		{"+Inf", f(math.Inf(1)), nil, "finite"},
+		{"-Inf", f(math.Inf(-1)), nil, "finite"},
+		{"missing", nil, nil, "is required"},
+	} {
+		got, err := DecodeSyncRate(tc.rate)
+		switch {
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || got != nil):
+			t.Errorf("%s: %v, %v; want an error with %q", tc.name, got, err, tc.err)
+		}
+	}
 }
 
 func TestConfigDefaults(t *testing.T) {
@@ -592,7 +631,7 @@ func FuzzParseConfig(f *testing.F) {
 		if _, err := node.New(cfg.NodeConfigs(), nil); err != nil {
 			t.Fatalf("parsed and validated but node.New fails: %v", err)
 		}
-		for _, nc := range cfg.NodeConfigs() {
+		for _, nc := range cfg.Namespaces {
 			if nc.Store != "" {
 				if _, ok := cfg.Stores[nc.Store]; !ok {
 					t.Fatalf("namespace %q uses undeclared store %q", nc.Name, nc.Store)

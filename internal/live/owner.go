@@ -48,6 +48,7 @@ import (
 // liveSyncer is a running namespace syncer.
 type liveSyncer struct {
 	s     *clustersync.Syncer
+	mode  clustersync.Mode
 	store *openStore
 	cfg   clustersync.Config
 	stop  context.CancelFunc
@@ -225,12 +226,13 @@ func (o *Owner) applyLocked(ctx context.Context, cfg config.Config) (string, err
 		}
 	}
 	var renew []string
-	for _, nc := range cfg.NodeConfigs() {
+	for _, nc := range cfg.Namespaces {
 		ls := o.syncers[nc.Name]
 		if ls == nil {
-			continue
+			continue // a local namespace: a change of mode changes its node config
 		}
-		if !reflect.DeepEqual(opts[nc.Store], ls.store.opts) || !reflect.DeepEqual(cfg.NamespaceSyncerConfig(nc.Name), ls.cfg) {
+		if ls.mode != cfg.NamespaceMode(nc.Name) || !reflect.DeepEqual(opts[nc.Store], ls.store.opts) ||
+			!reflect.DeepEqual(cfg.NamespaceSyncerConfig(nc.Name), ls.cfg) {
 			renew = append(renew, nc.Name)
 		}
 	}
@@ -281,27 +283,28 @@ func (o *Owner) applyLocked(ctx context.Context, cfg config.Config) (string, err
 	}
 	for _, ns := range fresh {
 		nc := ns.Config()
-		if nc.Mode() == node.LocalOnly {
+		mode := cfg.NamespaceMode(nc.Name)
+		if _, local := mode.(clustersync.Local); local {
 			continue
 		}
-		st, err := storeFor(nc.Store)
+		sc := cfg.NamespaceSyncerConfig(nc.Name)
+		st, err := storeFor(sc.StoreName)
 		if err != nil {
 			return fail(err)
 		}
-		sc := cfg.NamespaceSyncerConfig(nc.Name)
 		traced := sc // sc stays comparable (a func never is)
 		if o.opts.Tracer != nil {
-			traced.Trace = storetrace.Hook(o.opts.Tracer, nc.Store)
+			traced.Trace = storetrace.Hook(o.opts.Tracer, sc.StoreName)
 		}
 		var m clustersync.Metrics // a nil *SyncMetrics is not a nil Metrics
 		if o.opts.Metrics != nil {
 			m = o.opts.Metrics
 		}
-		s, err := clustersync.NewSyncer(ns, st.st, o.opts.Incarnation, o.opts.Versions, traced, o.opts.Log, m)
+		s, err := clustersync.NewSyncer(ns, mode, st.st, o.opts.Incarnation, o.opts.Versions, traced, o.opts.Log, m)
 		if err != nil {
 			return fail(err)
 		}
-		created[nc.Name] = &liveSyncer{s: s, store: st, cfg: sc}
+		created[nc.Name] = &liveSyncer{s: s, mode: mode, store: st, cfg: sc}
 	}
 
 	// Switch.
@@ -458,6 +461,18 @@ func (o *Owner) stopSyncers(lss []*liveSyncer) {
 			<-ls.done
 		}
 	}
+}
+
+// Namespace returns the running config's entry of the namespace called
+// name.
+func (o *Owner) Namespace(name string) (config.NamespaceConfig, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	i := slices.IndexFunc(o.cfg.Namespaces, func(n config.NamespaceConfig) bool { return n.Name == name })
+	if i < 0 {
+		return config.NamespaceConfig{}, false
+	}
+	return o.cfg.Namespaces[i], true
 }
 
 // Syncer returns the running syncer of namespace name, or nil (a local

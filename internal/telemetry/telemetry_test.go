@@ -72,7 +72,7 @@ func TestServerAndStoreSpans(t *testing.T) {
 	defer tp.Shutdown(context.Background())
 
 	n, err := node.New([]node.Config{node.DefaultConfig(),
-		{Name: "sync", WindowSizes: []time.Duration{time.Second, time.Minute}, Store: "mem"}}, nil)
+		{Name: "sync", WindowSizes: []time.Duration{time.Second, time.Minute}, Shared: true}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +80,7 @@ func TestServerAndStoreSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ns.Config().Mode() != node.Synchronous {
-		t.Fatalf("namespace mode %v, want synchronous", ns.Config().Mode())
-	}
-	sy, err := clustersync.NewSyncer(ns, memory.New(), clustersync.NewIncarnation("test"), clustersync.NewVersions(time.Now),
+	sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, memory.New(), clustersync.NewIncarnation("test"), clustersync.NewVersions(time.Now),
 		clustersync.Config{Trace: storetrace.Hook(tp, "mem")}, nil, nil)
 	if err != nil {
 		t.Fatal(err)

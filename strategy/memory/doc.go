@@ -5,8 +5,8 @@
 // Cassandra, without a network:
 //
 //	store := memory.New()
-//	a, _ := clustersync.NewSyncer(nsA, store, clustersync.NewIncarnation("a"), versions, cfg, nil, nil)
-//	b, _ := clustersync.NewSyncer(nsB, store, clustersync.NewIncarnation("b"), versions, cfg, nil, nil)
+//	a, _ := clustersync.NewSyncer(nsA, mode, store, clustersync.NewIncarnation("a"), versions, cfg, nil, nil)
+//	b, _ := clustersync.NewSyncer(nsB, mode, store, clustersync.NewIncarnation("b"), versions, cfg, nil, nil)
 //
 // Store implements clustersync.Store and the optional PushFetcher,
 // AtomicAllower, GroupAllower, Windower and ChangeReader exactly as

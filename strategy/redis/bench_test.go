@@ -126,11 +126,11 @@ func BenchmarkSyncerTick(b *testing.B) {
 				keys[i] = fmt.Sprint("user-", i)
 			}
 			newSyncer := func(name string) (*node.Namespace, *clustersync.Syncer) {
-				ns, err := node.NewNamespace(node.Config{Name: "bench", WindowSizes: []time.Duration{time.Minute}, SyncRate: 1, Store: "main"}, clock)
+				ns, err := node.NewNamespace(node.Config{Name: "bench", WindowSizes: []time.Duration{time.Minute}, Shared: true}, clock)
 				if err != nil {
 					b.Fatal(err)
 				}
-				sy, err := clustersync.NewSyncer(ns, s, clustersync.NewIncarnation(name), clustersync.NewVersions(time.Now), clustersync.Config{NoJitter: true, TickTimeout: time.Minute}, nil, nil)
+				sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: time.Second}, s, clustersync.NewIncarnation(name), clustersync.NewVersions(time.Now), clustersync.Config{NoJitter: true, TickTimeout: time.Minute}, nil, nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -257,12 +257,12 @@ func BenchmarkSyncCall(b *testing.B) {
 			s, _ := newStoreAt(b, addr)
 			raw := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 			b.Cleanup(func() { _ = raw.Close() })
-			ns, err := node.NewNamespace(node.Config{Name: "sync", WindowSizes: sizes, SyncRate: 0, Store: "main"}, node.SystemClock{})
+			ns, err := node.NewNamespace(node.Config{Name: "sync", WindowSizes: sizes, Shared: true}, node.SystemClock{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			m := new(fallbackCounter)
-			sy, err := clustersync.NewSyncer(ns, s, clustersync.NewIncarnation("me"), clustersync.NewVersions(time.Now), clustersync.Config{}, nil, m)
+			sy, err := clustersync.NewSyncer(ns, clustersync.Synchronous{}, s, clustersync.NewIncarnation("me"), clustersync.NewVersions(time.Now), clustersync.Config{}, nil, m)
 			if err != nil {
 				b.Fatal(err)
 			}

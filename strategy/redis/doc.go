@@ -12,7 +12,7 @@
 //	s, err := redisstore.Open(cfg) // or redisstore.New(client, "limiterd")
 //	if err != nil { ... }
 //	defer s.Close()
-//	syncer, err := clustersync.NewSyncer(ns, s, inc, versions, syncCfg, logger, metrics)
+//	syncer, err := clustersync.NewSyncer(ns, mode, s, inc, versions, syncCfg, logger, metrics)
 //
 // Each window of a namespace is split by key into 64 Redis hashes (keys.go
 // describes their names and fields), all windows of one key share a hash

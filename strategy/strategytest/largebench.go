@@ -24,11 +24,11 @@ func BenchIdleKeysTick(b *testing.B, s clustersync.Store, n int, server func() t
 	ctx := context.Background()
 	// The middle of a minute, fixed: no window ends during the run.
 	clock := fixedClock(time.Now().Truncate(time.Minute).Add(30 * time.Second))
-	ns, err := node.NewNamespace(node.Config{Name: "bench", WindowSizes: []time.Duration{time.Minute}, SyncRate: 0.1, Store: "main", MaxKeys: 2 * n}, clock)
+	ns, err := node.NewNamespace(node.Config{Name: "bench", WindowSizes: []time.Duration{time.Minute}, Shared: true, MaxKeys: 2 * n}, clock)
 	if err != nil {
 		b.Fatal(err)
 	}
-	sy, err := clustersync.NewSyncer(ns, s, clustersync.NewIncarnation("me"), clustersync.NewVersions(time.Now),
+	sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: 100 * time.Millisecond}, s, clustersync.NewIncarnation("me"), clustersync.NewVersions(time.Now),
 		clustersync.Config{NoJitter: true, NoEscalate: true, TickTimeout: 10 * time.Minute}, nil, &m)
 	if err != nil {
 		b.Fatal(err)

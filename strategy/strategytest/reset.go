@@ -25,12 +25,12 @@ func testReset(t *testing.T, e *env) {
 	}
 	var nodes [2]member
 	for i := range nodes {
-		ns, err := node.NewNamespace(node.Config{Name: e.ns, WindowSizes: []time.Duration{time.Minute, time.Hour}, SyncRate: 60, Store: "s"}, nil)
+		ns, err := node.NewNamespace(node.Config{Name: e.ns, WindowSizes: []time.Duration{time.Minute, time.Hour}, Shared: true}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		inc := e.inc(fmt.Sprintf("n%d", i))
-		sy, err := clustersync.NewSyncer(ns, e.s, inc, clustersync.NewVersions(time.Now), clustersync.Config{TickTimeout: callTimeout}, nil, nil)
+		sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: time.Minute}, e.s, inc, clustersync.NewVersions(time.Now), clustersync.Config{TickTimeout: callTimeout}, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ type Limit struct {
 	// Kind selects the kind of limit; the zero value is a sliding window.
 	Kind LimitKind
 	// Token is a TokenLimit's bucket; Strict is Smyte's STRICT (see
-	// Buckets.TakeTokenAt).
+	// Buckets.takeTokenAt).
 	Token  TokenBucket
 	Strict bool
 	// Leaky is a LeakyLimit's bucket; WaitTimeout, at most MaxWaitTimeout,
@@ -91,17 +91,17 @@ type AllowCheck struct {
 	// Limits leaves out: only AllowAt and BucketsLock decide them.
 	Buckets int
 	n       int
-	limits  [MaxLimits]CheckedLimit
+	limits  [MaxLimits]checkedLimit
 }
 
-// CheckedLimit is one limit of an AllowCheck.
-type CheckedLimit struct {
+// checkedLimit is one limit of an AllowCheck.
+type checkedLimit struct {
 	Size  time.Duration // one of the namespace's sizes
 	Limit int64         // micro-hits
 }
 
 // Limits returns the checked sliding-window limits in request order.
-func (c *AllowCheck) Limits() []CheckedLimit { return c.limits[:c.n] }
+func (c *AllowCheck) Limits() []checkedLimit { return c.limits[:c.n] }
 
 // CheckAllow validates an Allow request, with the same errors as AllowAt,
 // for a caller that decides under a KeyLock (KeyLock.Decide).
@@ -122,7 +122,7 @@ func (ns *Namespace) CheckAllow(req AllowRequest) (AllowCheck, error) {
 			c.Buckets++
 			continue
 		}
-		c.limits[c.n] = CheckedLimit{Size: time.Duration(l.size), Limit: l.limit}
+		c.limits[c.n] = checkedLimit{Size: time.Duration(l.size), Limit: l.limit}
 		c.n++
 	}
 	return c, nil

@@ -117,7 +117,7 @@ func bucketIdentity(l *Limit) (bucketID, error) {
 
 // bucketStep applies a take of n at t to state s of bucket id (found: s
 // is stored; else a new bucket) and returns the answer.
-func bucketStep(id *bucketID, s *bucketVal, found bool, t, n int64, strict bool) BucketStatus {
+func bucketStep(id *bucketID, s *bucketVal, found bool, t, n int64, strict bool) bucketStatus {
 	switch id.kind {
 	case kindToken:
 		return tokenParams{max: id.a, refill: id.b, amount: id.c}.take(s, found, t, n, strict)
@@ -136,7 +136,7 @@ type heldBucket struct {
 	wait   time.Duration // a leaky limit's wait timeout
 	e      *bucketEntry  // nil: not held (a read of a new bucket)
 	val    bucketVal     // the state after the take
-	st     BucketStatus
+	st     bucketStatus
 }
 
 // lockAll locks the buckets of hs, all of key, and so on one shard: their
@@ -170,7 +170,7 @@ func (b *Buckets) lockAll(hs []heldBucket, key string, t int64, create bool) err
 			if !gone {
 				return nil
 			}
-			unlockAll(hs) // Reclaim removed one meanwhile: look again
+			unlockAll(hs) // reclaim removed one meanwhile: look again
 			continue
 		}
 		if !utf8.ValidString(key) {

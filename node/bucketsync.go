@@ -143,7 +143,7 @@ func (b *BucketSpec) Force(s *BucketState, t, n int64) {
 func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bool {
 	ok := true
 	next := make([]bucketVal, len(bs))
-	sts := make([]BucketStatus, len(bs))
+	sts := make([]bucketStatus, len(bs))
 	for i := range bs {
 		id := bs[i].id()
 		next[i] = ss[i].val()

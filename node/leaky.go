@@ -91,13 +91,13 @@ func (p leakyParams) idle(s bucketVal, t int64) bool {
 
 // take applies a take of n drops at t to s (found: s is stored; else a new
 // bucket) and returns the answer.
-func (p leakyParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
+func (p leakyParams) take(s *bucketVal, found bool, t, n int64) bucketStatus {
 	if !found {
 		s.v, s.last = 0, t
 	}
 	t = p.advance(s, t)
 	before := s.v
-	st := BucketStatus{Allowed: before+n <= p.size, Never: n > p.size, Limit: FromMicro(p.size), Before: FromMicro(before)}
+	st := bucketStatus{Allowed: before+n <= p.size, Never: n > p.size, Limit: FromMicro(p.size), Before: FromMicro(before)}
 	if st.Allowed {
 		s.v += n
 		st.used = n
@@ -113,22 +113,22 @@ func (p leakyParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
 	return st
 }
 
-// TakeLeakyAt adds take drops (1 by default in the API; 0 only reads) at
+// takeLeakyAt adds take drops (1 by default in the API; 0 only reads) at
 // t to key's leaky bucket p. When refused, ResetAfter is Sidekiq's
 // next_drip (the time until the next drop drains, in (0, drip]) and
 // RetryAfter the time until take drops fit (next_drip for a take of 1).
-func (b *Buckets) TakeLeakyAt(t time.Time, key string, p LeakyBucket, take float64) (BucketStatus, error) {
+func (b *Buckets) takeLeakyAt(t time.Time, key string, p LeakyBucket, take float64) (bucketStatus, error) {
 	q, err := p.params()
 	if err != nil {
-		return BucketStatus{}, bucketErr(key, err)
+		return bucketStatus{}, bucketErr(key, err)
 	}
 	n, err := bucketTake(take)
 	if err != nil {
-		return BucketStatus{}, bucketErr(key, err)
+		return bucketStatus{}, bucketErr(key, err)
 	}
 	id := bucketID{key: key, kind: kindLeaky, a: q.size, b: q.interval, c: q.drip}
 	tn := t.UnixNano()
-	var st BucketStatus
+	var st bucketStatus
 	err = b.apply(&id, n > 0, func(s bucketVal, found bool) bucketVal {
 		st = q.take(&s, found, tn, n)
 		return s
@@ -137,17 +137,17 @@ func (b *Buckets) TakeLeakyAt(t time.Time, key string, p LeakyBucket, take float
 	return st, err
 }
 
-// TakeLeaky is TakeLeakyAt at the clock's time.
-func (b *Buckets) TakeLeaky(key string, p LeakyBucket, take float64) (BucketStatus, error) {
-	return b.TakeLeakyAt(b.clock.Now(), key, p, take)
+// takeLeaky is takeLeakyAt at the clock's time.
+func (b *Buckets) takeLeaky(key string, p LeakyBucket, take float64) (bucketStatus, error) {
+	return b.takeLeakyAt(b.clock.Now(), key, p, take)
 }
 
-// TakeLeakyWait is TakeLeaky with Sidekiq's wait_timeout: when refused and
+// takeLeakyWait is takeLeaky with Sidekiq's wait_timeout: when refused and
 // the status's Wait(maxWait) allows it, it waits on the clock (holding no
 // lock) and tries once more, returning that second answer. It returns
 // ctx's error if ctx ends during the wait.
-func (b *Buckets) TakeLeakyWait(ctx context.Context, key string, p LeakyBucket, take float64, maxWait time.Duration) (BucketStatus, error) {
-	st, err := b.TakeLeaky(key, p, take)
+func (b *Buckets) takeLeakyWait(ctx context.Context, key string, p LeakyBucket, take float64, maxWait time.Duration) (bucketStatus, error) {
+	st, err := b.takeLeaky(key, p, take)
 	d, wait := st.Wait(maxWait)
 	if err != nil || !wait {
 		return st, err
@@ -155,16 +155,16 @@ func (b *Buckets) TakeLeakyWait(ctx context.Context, key string, p LeakyBucket, 
 	if err := b.sleep(ctx, d); err != nil {
 		return st, err
 	}
-	return b.TakeLeaky(key, p, take)
+	return b.takeLeaky(key, p, take)
 }
 
-// LeakyAt reads key's leaky bucket p at t without adding a drop: Before
+// leakyAt reads key's leaky bucket p at t without adding a drop: Before
 // is the drops, ResetAfter the next drip.
-func (b *Buckets) LeakyAt(t time.Time, key string, p LeakyBucket) (BucketStatus, error) {
-	return b.TakeLeakyAt(t, key, p, 0)
+func (b *Buckets) leakyAt(t time.Time, key string, p LeakyBucket) (bucketStatus, error) {
+	return b.takeLeakyAt(t, key, p, 0)
 }
 
-// Leaky is LeakyAt at the clock's time.
-func (b *Buckets) Leaky(key string, p LeakyBucket) (BucketStatus, error) {
-	return b.LeakyAt(b.clock.Now(), key, p)
+// Leaky is leakyAt at the clock's time.
+func (b *Buckets) Leaky(key string, p LeakyBucket) (bucketStatus, error) {
+	return b.leakyAt(b.clock.Now(), key, p)
 }

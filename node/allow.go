@@ -19,8 +19,8 @@ type Limit struct {
 	Limit float64
 	// Kind selects the kind of limit; the zero value is a sliding window.
 	Kind LimitKind
-	// Token is a TokenLimit's bucket; Strict is Smyte's STRICT (see
-	// Buckets.TakeTokenAt).
+	// Token is a TokenLimit's bucket; Strict is Smyte's STRICT: a take
+	// that leaves the bucket empty restarts its refill clock.
 	Token  TokenBucket
 	Strict bool
 	// Leaky is a LeakyLimit's bucket; WaitTimeout, at most MaxWaitTimeout,

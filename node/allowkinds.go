@@ -170,7 +170,7 @@ func (b *Buckets) lockAll(hs []heldBucket, key string, t int64, create bool) err
 			if !gone {
 				return nil
 			}
-			unlockAll(hs) // Reclaim removed one meanwhile: look again
+			unlockAll(hs) // reclaim removed one meanwhile: look again
 			continue
 		}
 		if !utf8.ValidString(key) {

@@ -17,15 +17,15 @@ import (
 // fixed period a bucket may have: the longest window size.
 const MaxBucketDuration = MaxWindowSize
 
-// BucketsConfig configures a Buckets table.
-type BucketsConfig struct {
+// bucketsConfig configures a Buckets table.
+type bucketsConfig struct {
 	// Name names the table's namespace in errors.
 	Name string
 	// MaxKeys caps the buckets held (one per kind, key and parameters);
 	// 0 means DefaultMaxKeys.
 	MaxKeys int
 	// MaxBytes is the byte budget of the buckets held, each costing
-	// BucketCost; 0 means DefaultMaxBytes.
+	// bucketCost; 0 means DefaultMaxBytes.
 	MaxBytes int64
 }
 
@@ -33,9 +33,9 @@ type BucketsConfig struct {
 // entry and its state, measured on amd64 (TestBucketCost).
 const bucketCostBase = 240
 
-// BucketCost is what a bucket of a key of keyLen bytes costs under
+// bucketCost is what a bucket of a key of keyLen bytes costs under
 // MaxBytes: 240 bytes + its key's length, the heap it takes.
-func BucketCost(keyLen int) int64 { return bucketCostBase + int64(keyLen) }
+func bucketCost(keyLen int) int64 { return bucketCostBase + int64(keyLen) }
 
 // BucketStatus is the answer of a bucket call: what a LimitStatus needs.
 // Amounts are in hits (tokens, drops or counts); durations are measured
@@ -78,10 +78,10 @@ func (s BucketStatus) Wait(maxWait time.Duration) (time.Duration, bool) {
 	return s.RetryAfter, true
 }
 
-// Sleeper is an optional ability of a Clock: waiting d on that clock's
-// time, or until ctx is done. The waiting forms (TakeLeakyWait) use it when
+// sleeper is an optional ability of a Clock: waiting d on that clock's
+// time, or until ctx is done. The waiting forms (takeLeakyWait) use it when
 // the clock has it, and a time.Timer otherwise.
-type Sleeper interface {
+type sleeper interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
@@ -91,19 +91,19 @@ type Sleeper interface {
 //
 // A call on an existing bucket takes its shard's read lock and the
 // bucket's own mutex, and does not allocate; only a new bucket takes the
-// shard's write lock. Reclaim removes buckets back at their idle state.
-// The explicit-time methods (TakeTokenAt, ...) read no clock; the short
-// forms read the injected Clock. All methods are safe for concurrent use.
+// shard's write lock. Node.Run removes buckets back at their idle state.
+// The explicit-time methods read no clock; the short forms read the
+// injected Clock. All methods are safe for concurrent use.
 type Buckets struct {
-	cfg     BucketsConfig
+	cfg     bucketsConfig
 	clock   Clock
 	seed    maphash.Seed
 	n       atomic.Int64 // buckets held
-	bytes   atomic.Int64 // their BucketCost, under cfg.MaxBytes
+	bytes   atomic.Int64 // their bucketCost, under cfg.MaxBytes
 	refused atomic.Int64 // new buckets refused at the cap
 	lives   atomic.Int64 // the last life given to a new bucket
 	// unsynced: no store receives the table's consumption (a local
-	// namespace's), so Reclaim does not keep a bucket back for it.
+	// namespace's), so reclaim does not keep a bucket back for it.
 	unsynced atomic.Bool
 	shards   [bucketShards]bucketShard
 }
@@ -134,13 +134,13 @@ type bucketVal struct {
 type bucketEntry struct {
 	mu  gosync.Mutex
 	val bucketVal
-	// gone is set by Reclaim when it removes the entry: a caller that
+	// gone is set by reclaim when it removes the entry: a caller that
 	// locked it meanwhile looks the bucket up again.
 	gone bool
 
 	// The cluster's bookkeeping (periodic and synchronous namespaces;
 	// see bucketsync.go). life tells this entry from an earlier one of
-	// the same bucket (Reclaim, then a new call); own is this
+	// the same bucket (reclaim, then a new call); own is this
 	// incarnation's consumption in that life, acked the part of it the
 	// store has confirmed, seq the store's write count of the state last
 	// taken from it (at seqAt, on the node's clock), lastAt the time of
@@ -156,7 +156,7 @@ func (e *bucketEntry) dirty() bool { return e.own != e.acked }
 // bucketShard is one part of the table. Its lock guards the map only:
 // calls look an entry up under it and then lock the entry alone, so a
 // slow call (a store's round trip, in a synchronous namespace) never
-// holds up the shard. Reclaim removes only entries it can lock, and marks
+// holds up the shard. reclaim removes only entries it can lock, and marks
 // them gone.
 type bucketShard struct {
 	mu gosync.RWMutex
@@ -168,8 +168,8 @@ type bucketShard struct {
 
 const bucketShards = 256
 
-// NewBuckets returns an empty table reading clock (nil: SystemClock).
-func NewBuckets(cfg BucketsConfig, clock Clock) *Buckets {
+// newBuckets returns an empty table reading clock (nil: SystemClock).
+func newBuckets(cfg bucketsConfig, clock Clock) *Buckets {
 	if cfg.MaxKeys <= 0 {
 		cfg.MaxKeys = DefaultMaxKeys
 	}
@@ -260,7 +260,7 @@ func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, f
 			break
 		}
 	}
-	if cost := BucketCost(len(id.key)); b.bytes.Add(cost) > b.cfg.MaxBytes {
+	if cost := bucketCost(len(id.key)); b.bytes.Add(cost) > b.cfg.MaxBytes {
 		b.bytes.Add(-cost)
 		b.n.Add(-1)
 		b.refused.Add(1)
@@ -287,12 +287,12 @@ func (b *Buckets) newLife() int64 {
 	}
 }
 
-// Reclaim removes the buckets that are back at their idle state at now: a
+// reclaim removes the buckets that are back at their idle state at now: a
 // token bucket refilled to its max, a leaky bucket drained to 0, a fixed
 // bucket whose period ended (or that counted nothing in it). A bucket created again later starts from that
 // state (a token bucket's refill marks then count from its new first
 // call). It returns the number of buckets removed.
-func (b *Buckets) Reclaim(now time.Time) int {
+func (b *Buckets) reclaim(now time.Time) int {
 	tn := now.UnixNano()
 	removed, freed := 0, int64(0)
 	for i := range b.shards {
@@ -308,7 +308,7 @@ func (b *Buckets) Reclaim(now time.Time) int {
 				e.gone = true
 				delete(sh.m, id)
 				removed++
-				freed += BucketCost(len(id.key))
+				freed += bucketCost(len(id.key))
 			}
 			e.mu.Unlock()
 		}
@@ -338,7 +338,7 @@ func (b *Buckets) sleep(ctx context.Context, d time.Duration) error {
 
 // sleepOn waits d on clock, or until ctx is done.
 func sleepOn(ctx context.Context, clock Clock, d time.Duration) error {
-	if s, ok := clock.(Sleeper); ok {
+	if s, ok := clock.(sleeper); ok {
 		return s.Sleep(ctx, d)
 	}
 	tm := time.NewTimer(d)

@@ -53,7 +53,8 @@ type Config struct {
 	// KeyCost (its length counts): a new key that does not fit is
 	// treated as at MaxKeys (refused, or given an idle key's place). 0
 	// means DefaultMaxBytes. The same budget applies, counted
-	// separately, to the namespace's buckets (BucketCost each).
+	// separately, to the namespace's buckets (240 bytes and the key's
+	// length each).
 	MaxBytes int64
 	// OnFull is what a new key gets when MaxKeys keys are held: refused
 	// (OnFullRefuse, the default when empty) or the place of an idle key
@@ -143,7 +144,7 @@ func (c Config) Validate() error {
 		return fieldErr("window_sizes", ErrInvalidConfig, "at most %d window sizes, got %d", MaxWindowSizes, len(c.WindowSizes))
 	}
 	for i, s := range c.WindowSizes {
-		if err := ValidateWindowSize(s); err != nil {
+		if err := validateWindowSize(s); err != nil {
 			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "%s", err.(*FieldError).Reason)
 		}
 		if slices.Contains(c.WindowSizes[:i], s) {
@@ -186,8 +187,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// ValidateWindowSize checks one window size.
-func ValidateWindowSize(s time.Duration) error {
+// validateWindowSize checks one window size.
+func validateWindowSize(s time.Duration) error {
 	switch {
 	case s < MinWindowSize || s > MaxWindowSize:
 		return fieldErr("window_size", ErrInvalidWindow, "must be between %s and %s, got %s", FormatDuration(MinWindowSize), FormatDuration(MaxWindowSize), FormatDuration(s))

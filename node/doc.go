@@ -25,7 +25,7 @@
 // The explicit-time methods (IncrementAt, RateAt, AllowAt) take the time;
 // the short forms read the injected Clock. Counting an existing key
 // allocates nothing and takes no lock. Memory follows the keys active in
-// the last two windows: Reclaim frees the rest (Node.Run calls it), and
+// the last two windows: Node.Run frees the rest, and
 // MaxKeys caps new keys, refusing them or, with OnFull = OnFullEvict,
 // evicting an idle key in their favour (see Namespace.EvictedKeys).
 //

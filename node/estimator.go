@@ -116,9 +116,9 @@ func newEstimator(cfg EstimatorConfig, sizes []int64, clock Clock) *estimator {
 	return est
 }
 
-// EstimatorBytes returns the memory an estimator of cfg with n window sizes
+// estimatorBytes returns the memory an estimator of cfg with n window sizes
 // holds, in bytes.
-func EstimatorBytes(cfg EstimatorConfig, n int) int64 {
+func estimatorBytes(cfg EstimatorConfig, n int) int64 {
 	return 3 * int64(n) * int64(cfg.Hashes) * int64(cfg.Slots) * 8
 }
 
@@ -328,5 +328,5 @@ func (ns *Namespace) errEstimatorKinds(limits []Limit) error {
 	return nil
 }
 
-// IsEstimator reports whether the namespace counts in sketches.
-func (ns *Namespace) IsEstimator() bool { return ns.est != nil }
+// isEstimator reports whether the namespace counts in sketches.
+func (ns *Namespace) isEstimator() bool { return ns.est != nil }

@@ -58,7 +58,7 @@ func (ns *Namespace) evict(h uint64) bool {
 	}
 	ok := c.best != nil
 	if ok {
-		// Mark before unlinking, as Reclaim does: a lock-free writer that
+		// Mark before unlinking, as reclaim does: a lock-free writer that
 		// still reaches the entry sees the mark after its add and retries.
 		c.best.dead.Store(true)
 		c.shard.remove(c.slot)

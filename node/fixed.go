@@ -83,9 +83,9 @@ func (p fixedParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
 	return st
 }
 
-// TakeFixedAt counts take (1 by default in the API; 0 only reads) at t in
+// takeFixedAt counts take (1 by default in the API; 0 only reads) at t in
 // key's fixed bucket p if it fits under the limit.
-func (b *Buckets) TakeFixedAt(t time.Time, key string, p FixedBucket, take float64) (BucketStatus, error) {
+func (b *Buckets) takeFixedAt(t time.Time, key string, p FixedBucket, take float64) (BucketStatus, error) {
 	q, err := p.params()
 	if err != nil {
 		return BucketStatus{}, bucketErr(key, err)
@@ -105,18 +105,18 @@ func (b *Buckets) TakeFixedAt(t time.Time, key string, p FixedBucket, take float
 	return st, err
 }
 
-// TakeFixed is TakeFixedAt at the clock's time.
-func (b *Buckets) TakeFixed(key string, p FixedBucket, take float64) (BucketStatus, error) {
-	return b.TakeFixedAt(b.clock.Now(), key, p, take)
+// takeFixed is takeFixedAt at the clock's time.
+func (b *Buckets) takeFixed(key string, p FixedBucket, take float64) (BucketStatus, error) {
+	return b.takeFixedAt(b.clock.Now(), key, p, take)
 }
 
-// FixedAt reads key's fixed bucket p at t without counting: Before is the
+// fixedAt reads key's fixed bucket p at t without counting: Before is the
 // period's count.
-func (b *Buckets) FixedAt(t time.Time, key string, p FixedBucket) (BucketStatus, error) {
-	return b.TakeFixedAt(t, key, p, 0)
+func (b *Buckets) fixedAt(t time.Time, key string, p FixedBucket) (BucketStatus, error) {
+	return b.takeFixedAt(t, key, p, 0)
 }
 
-// Fixed is FixedAt at the clock's time.
+// Fixed is fixedAt at the clock's time.
 func (b *Buckets) Fixed(key string, p FixedBucket) (BucketStatus, error) {
-	return b.FixedAt(b.clock.Now(), key, p)
+	return b.fixedAt(b.clock.Now(), key, p)
 }

@@ -113,11 +113,11 @@ func (p leakyParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
 	return st
 }
 
-// TakeLeakyAt adds take drops (1 by default in the API; 0 only reads) at
+// takeLeakyAt adds take drops (1 by default in the API; 0 only reads) at
 // t to key's leaky bucket p. When refused, ResetAfter is Sidekiq's
 // next_drip (the time until the next drop drains, in (0, drip]) and
 // RetryAfter the time until take drops fit (next_drip for a take of 1).
-func (b *Buckets) TakeLeakyAt(t time.Time, key string, p LeakyBucket, take float64) (BucketStatus, error) {
+func (b *Buckets) takeLeakyAt(t time.Time, key string, p LeakyBucket, take float64) (BucketStatus, error) {
 	q, err := p.params()
 	if err != nil {
 		return BucketStatus{}, bucketErr(key, err)
@@ -137,17 +137,17 @@ func (b *Buckets) TakeLeakyAt(t time.Time, key string, p LeakyBucket, take float
 	return st, err
 }
 
-// TakeLeaky is TakeLeakyAt at the clock's time.
-func (b *Buckets) TakeLeaky(key string, p LeakyBucket, take float64) (BucketStatus, error) {
-	return b.TakeLeakyAt(b.clock.Now(), key, p, take)
+// takeLeaky is takeLeakyAt at the clock's time.
+func (b *Buckets) takeLeaky(key string, p LeakyBucket, take float64) (BucketStatus, error) {
+	return b.takeLeakyAt(b.clock.Now(), key, p, take)
 }
 
-// TakeLeakyWait is TakeLeaky with Sidekiq's wait_timeout: when refused and
+// takeLeakyWait is takeLeaky with Sidekiq's wait_timeout: when refused and
 // the status's Wait(maxWait) allows it, it waits on the clock (holding no
 // lock) and tries once more, returning that second answer. It returns
 // ctx's error if ctx ends during the wait.
-func (b *Buckets) TakeLeakyWait(ctx context.Context, key string, p LeakyBucket, take float64, maxWait time.Duration) (BucketStatus, error) {
-	st, err := b.TakeLeaky(key, p, take)
+func (b *Buckets) takeLeakyWait(ctx context.Context, key string, p LeakyBucket, take float64, maxWait time.Duration) (BucketStatus, error) {
+	st, err := b.takeLeaky(key, p, take)
 	d, wait := st.Wait(maxWait)
 	if err != nil || !wait {
 		return st, err
@@ -155,16 +155,16 @@ func (b *Buckets) TakeLeakyWait(ctx context.Context, key string, p LeakyBucket, 
 	if err := b.sleep(ctx, d); err != nil {
 		return st, err
 	}
-	return b.TakeLeaky(key, p, take)
+	return b.takeLeaky(key, p, take)
 }
 
-// LeakyAt reads key's leaky bucket p at t without adding a drop: Before
+// leakyAt reads key's leaky bucket p at t without adding a drop: Before
 // is the drops, ResetAfter the next drip.
-func (b *Buckets) LeakyAt(t time.Time, key string, p LeakyBucket) (BucketStatus, error) {
-	return b.TakeLeakyAt(t, key, p, 0)
+func (b *Buckets) leakyAt(t time.Time, key string, p LeakyBucket) (BucketStatus, error) {
+	return b.takeLeakyAt(t, key, p, 0)
 }
 
-// Leaky is LeakyAt at the clock's time.
+// Leaky is leakyAt at the clock's time.
 func (b *Buckets) Leaky(key string, p LeakyBucket) (BucketStatus, error) {
-	return b.LeakyAt(b.clock.Now(), key, p)
+	return b.leakyAt(b.clock.Now(), key, p)
 }

@@ -146,7 +146,7 @@ type leaseKey struct {
 	// releases are the store ids of leases released here whose release
 	// has not reached the store yet, with until when it matters.
 	releases map[string]int64
-	used     int64 // last call, for Reclaim
+	used     int64 // last call, for reclaim
 }
 
 func (k *leaseKey) purge(now int64) {
@@ -207,11 +207,11 @@ type Leases struct {
 	shards  [leaseShards]leaseShard
 }
 
-// NewLeases returns an empty table for namespace name, holding at most
+// newLeases returns an empty table for namespace name, holding at most
 // maxKeys keys (0: DefaultMaxKeys), with a holder id drawn at random so
 // that its leases are told from every other table's, this process's
 // earlier runs' included.
-func NewLeases(name string, maxKeys int) *Leases {
+func newLeases(name string, maxKeys int) *Leases {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
@@ -479,9 +479,9 @@ func (l *Leases) SetRead(now time.Time, key string, held, next int64) error {
 	return nil
 }
 
-// Reclaim removes the keys with no lease or release of this node that
+// reclaim removes the keys with no lease or release of this node that
 // were last used before idleBefore.
-func (l *Leases) Reclaim(now, idleBefore time.Time) int {
+func (l *Leases) reclaim(now, idleBefore time.Time) int {
 	t, cut := now.UnixNano(), idleBefore.UnixNano()
 	removed := 0
 	for i := range l.shards {

@@ -91,9 +91,9 @@ func NewNamespace(cfg Config, clock Clock) (*Namespace, error) {
 		ns.cfg.Estimator = &e
 		ns.est = newEstimator(e, ns.sizes, clock)
 	}
-	ns.buckets = NewBuckets(BucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes}, clock)
+	ns.buckets = newBuckets(bucketsConfig{Name: cfg.Name, MaxKeys: cfg.MaxKeys, MaxBytes: cfg.MaxBytes}, clock)
 	ns.buckets.unsynced.Store(!cfg.Shared)
-	ns.leases = NewLeases(cfg.Name, cfg.MaxKeys)
+	ns.leases = newLeases(cfg.Name, cfg.MaxKeys)
 	if ns.cfg.MaxLeaseTTL == 0 {
 		ns.cfg.MaxLeaseTTL = DefaultMaxLeaseTTL
 	}
@@ -122,8 +122,8 @@ func (ns *Namespace) Now() time.Time { return ns.clock.Now() }
 // ActiveKeys returns the number of keys held in memory.
 func (ns *Namespace) ActiveKeys() int64 { return ns.keys.Load() }
 
-// KeyBytes returns what the keys held cost under MaxBytes (KeyCost each).
-func (ns *Namespace) KeyBytes() int64 { return ns.bytes.Load() }
+// keyBytes returns what the keys held cost under MaxBytes (KeyCost each).
+func (ns *Namespace) keyBytes() int64 { return ns.bytes.Load() }
 
 // The parts of KeyCost, measured on amd64 (TestKeyCost): an entry with its
 // place in the shard table and the key's bytes, and per window size a slot
@@ -162,7 +162,7 @@ func (ns *Namespace) Leases() *Leases { return ns.leases }
 // ActiveBuckets returns the number of buckets held in memory.
 func (ns *Namespace) ActiveBuckets() int64 { return ns.buckets.Len() }
 
-// Sleep waits d on the namespace's clock (through its Sleeper, when the
+// Sleep waits d on the namespace's clock (through its sleeper, when the
 // clock has one), or until ctx is done, returning ctx's error then.
 func (ns *Namespace) Sleep(ctx context.Context, d time.Duration) error {
 	return sleepOn(ctx, ns.clock, d)
@@ -248,7 +248,7 @@ func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
 // there already; it returns nil when there is no room. A key the node
 // counts takes a place under max_keys (or an evicted key's) and is told
 // to the new-key hook; a learned one (see LearnWindow) takes a place
-// under LearnCap and is not told.
+// under learnCap and is not told.
 func (ns *Namespace) insertKey(h uint64, key string, learned bool) *entry {
 	sh := ns.shards.of(h)
 	sh.mu.Lock()
@@ -257,7 +257,7 @@ func (ns *Namespace) insertKey(h uint64, key string, learned bool) *entry {
 		return e // inserted meanwhile; under sh.mu it cannot be dead
 	}
 	cost := ns.keyCost(key)
-	if learned && !ns.reserve(ns.LearnCap(), ns.cfg.MaxBytes/4*3, cost) || !learned && !ns.reserveKey(h, cost) {
+	if learned && !ns.reserve(ns.learnCap(), ns.cfg.MaxBytes/4*3, cost) || !learned && !ns.reserveKey(h, cost) {
 		return nil
 	}
 	e := newEntry(key, len(ns.sizes))

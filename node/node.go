@@ -84,9 +84,9 @@ func (n *Node) Namespaces() []*Namespace {
 	return out
 }
 
-// ReclaimInterval is how often Run reclaims a namespace's dead windows: its
+// reclaimInterval is how often Run reclaims a namespace's dead windows: its
 // smallest window size, clamped to [1 s, 30 s].
-func ReclaimInterval(c Config) time.Duration {
+func reclaimInterval(c Config) time.Duration {
 	return min(max(slices.Min(c.WindowSizes), time.Second), 30*time.Second)
 }
 
@@ -99,7 +99,7 @@ func leaseIdle(c Config) time.Duration {
 
 // Run reclaims dead windows, buckets back at their idle state and idle
 // lease keys of every namespace until ctx is done. It ticks every second,
-// the shortest ReclaimInterval, and follows changes of the namespaces.
+// the shortest reclaimInterval, and follows changes of the namespaces.
 func (n *Node) Run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -113,10 +113,10 @@ func (n *Node) Run(ctx context.Context) {
 		now := n.clock.Now()
 		tab := n.tab.Load()
 		for _, ns := range tab.byName {
-			if now.Sub(last[ns]) >= ReclaimInterval(ns.cfg) {
-				ns.Reclaim(now)
-				ns.buckets.Reclaim(now)
-				ns.leases.Reclaim(now, now.Add(-leaseIdle(ns.cfg)))
+			if now.Sub(last[ns]) >= reclaimInterval(ns.cfg) {
+				ns.reclaim(now)
+				ns.buckets.reclaim(now)
+				ns.leases.reclaim(now, now.Add(-leaseIdle(ns.cfg)))
 				last[ns] = now
 			}
 		}

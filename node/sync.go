@@ -186,7 +186,7 @@ func (ns *Namespace) InterestWindow(now time.Time, key string, size time.Duratio
 
 // LearnWindow is InterestWindow for a key the node may not hold: a key
 // absent is inserted (without telling OnNewKey, and never past
-// LearnCap keys), so that the other nodes' totals of a key are known here
+// learnCap keys), so that the other nodes' totals of a key are known here
 // before the node's first call on it (store them with SetLearned). ahead
 // reports a window that starts after the current one, held or not; full
 // a key absent that found no room.
@@ -212,13 +212,13 @@ func (ns *Namespace) LearnWindow(now time.Time, key string, size time.Duration, 
 	return Window{Key: e.key, Size: size, Start: start, e: e, slot: e.slot(i)}, true, false, false
 }
 
-// LearnCap returns how many keys LearnWindow may fill the namespace to:
+// learnCap returns how many keys LearnWindow may fill the namespace to:
 // three quarters of MaxKeys, so that keys learned from the other nodes
 // never take the room of the node's own.
-func (ns *Namespace) LearnCap() int64 { return int64(ns.cfg.MaxKeys) / 4 * 3 }
+func (ns *Namespace) learnCap() int64 { return int64(ns.cfg.MaxKeys) / 4 * 3 }
 
 // learn inserts key, hashed to h, for LearnWindow: nil and full when the
-// namespace holds LearnCap keys, nil alone for a key that is not UTF-8.
+// namespace holds learnCap keys, nil alone for a key that is not UTF-8.
 func (ns *Namespace) learn(h uint64, key string) (e *entry, full bool) {
 	if !utf8.ValidString(key) {
 		return nil, false
@@ -268,10 +268,10 @@ func (ns *Namespace) each(fn func(key string, e *entry)) {
 	}
 }
 
-// Reclaim frees the windows that no longer count at now, and the keys left
+// reclaim frees the windows that no longer count at now, and the keys left
 // with none. Memory thus follows the keys active in the last two windows.
 // It returns the number of keys removed.
-func (ns *Namespace) Reclaim(now time.Time) int {
+func (ns *Namespace) reclaim(now time.Time) int {
 	tn := now.UnixNano()
 	removed, freed := 0, int64(0)
 	for i := range ns.shards.s {

@@ -111,13 +111,13 @@ func (p tokenParams) take(s *bucketVal, found bool, t, n int64, strict bool) Buc
 	return st
 }
 
-// TakeTokenAt takes take tokens (Smyte's TAKE; 1 by default in the API,
+// takeTokenAt takes take tokens (Smyte's TAKE; 1 by default in the API,
 // 0 only reads) at t (Smyte's AT, which may be historical: a t before the
 // bucket's last refill mark counts as that mark) from key's token bucket
 // p. With strict (Smyte's STRICT), a take that leaves the bucket empty
 // restarts its refill clock at t, so a caller that keeps trying stays
 // refused until it pauses a whole refill time.
-func (b *Buckets) TakeTokenAt(t time.Time, key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
+func (b *Buckets) takeTokenAt(t time.Time, key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
 	q, err := p.params()
 	if err != nil {
 		return BucketStatus{}, bucketErr(key, err)
@@ -137,18 +137,18 @@ func (b *Buckets) TakeTokenAt(t time.Time, key string, p TokenBucket, take float
 	return st, err
 }
 
-// TakeToken is TakeTokenAt at the clock's time.
-func (b *Buckets) TakeToken(key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
-	return b.TakeTokenAt(b.clock.Now(), key, p, take, strict)
+// takeToken is takeTokenAt at the clock's time.
+func (b *Buckets) takeToken(key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
+	return b.takeTokenAt(b.clock.Now(), key, p, take, strict)
 }
 
-// TokenAt reads key's token bucket p at t without taking (Smyte's RL.GET):
+// tokenAt reads key's token bucket p at t without taking (Smyte's RL.GET):
 // Before and Remaining are the tokens.
-func (b *Buckets) TokenAt(t time.Time, key string, p TokenBucket) (BucketStatus, error) {
-	return b.TakeTokenAt(t, key, p, 0, false)
+func (b *Buckets) tokenAt(t time.Time, key string, p TokenBucket) (BucketStatus, error) {
+	return b.takeTokenAt(t, key, p, 0, false)
 }
 
-// Token is TokenAt at the clock's time.
+// Token is tokenAt at the clock's time.
 func (b *Buckets) Token(key string, p TokenBucket) (BucketStatus, error) {
-	return b.TokenAt(b.clock.Now(), key, p)
+	return b.tokenAt(b.clock.Now(), key, p)
 }

@@ -15,7 +15,7 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-// sleepClock is a fake clock that sleeping moves (a node.Sleeper).
+// sleepClock is a fake clock that sleeping moves.
 type sleepClock struct{ *fakeclock.Clock }
 
 func (c sleepClock) Sleep(ctx context.Context, d time.Duration) error {

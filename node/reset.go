@@ -11,7 +11,7 @@ import (
 // to minus its own total, so that the key's rate reads 0 while the node's
 // own total, which its store rows hold and its later pushes carry on
 // from, is left as it is. What a store needs to forget the same counts
-// is the package sync's (Syncer.ResetAt): a row of its own that cancels
+// is the package sync's (Calls.ResetAt): a row of its own that cancels
 // the other rows' sum.
 
 // ResetWindow is one window of a key as a reset found it: the node's own

@@ -107,7 +107,7 @@ func checkLeaseTTL(ns *node.Namespace, ttl time.Duration) error {
 func leaseErr(r route, err error) error {
 	if errors.Is(err, clustersync.ErrNoLeaseStore) {
 		return &FieldError{Field: "namespace", Err: ErrFailedPrecondition,
-			Reason: fmt.Sprintf("namespace %q: its store %q cannot hold concurrency leases", r.name, r.cl.StoreName())}
+			Reason: fmt.Sprintf("namespace %q: its store %q cannot hold concurrency leases", r.name, r.store)}
 	}
 	return err
 }
@@ -131,12 +131,7 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest, last *route) 
 		return Acquired{}, err
 	}
 	now := r.ns.Now()
-	var g node.LeaseGrant
-	if r.cl != nil {
-		g, err = r.cl.AcquireLease(ctx, now, req.Key, req.Limit, req.TTL)
-	} else {
-		g, err = r.ns.Leases().Acquire(now, req.Key, req.Limit, req.TTL)
-	}
+	g, err := r.calls.AcquireLease(ctx, now, req.Key, req.Limit, req.TTL)
 	if err != nil {
 		return Acquired{}, leaseErr(r, err)
 	}
@@ -178,11 +173,7 @@ func (s *Service) release(ctx context.Context, lease string, last *route) (Relea
 	defer r.exit()
 	now := r.ns.Now()
 	var rel Released
-	if r.cl != nil {
-		rel.OK, rel.Pending, err = r.cl.ReleaseLease(ctx, now, id)
-	} else {
-		rel.OK, err = r.ns.Leases().Release(now, id, false)
-	}
+	rel.OK, rel.Pending, err = r.calls.ReleaseLease(ctx, now, id)
 	return rel, leaseErr(r, err)
 }
 
@@ -196,13 +187,7 @@ func (s *Service) renew(ctx context.Context, lease string, ttl time.Duration, la
 		return Renewed{}, err
 	}
 	now := r.ns.Now()
-	var ok bool
-	var exp int64
-	if r.cl != nil {
-		ok, exp, err = r.cl.RenewLease(ctx, now, id, ttl)
-	} else {
-		ok, exp, err = r.ns.Leases().Renew(now, id, ttl)
-	}
+	ok, exp, err := r.calls.RenewLease(ctx, now, id, ttl)
 	if err != nil || !ok {
 		return Renewed{}, leaseErr(r, err)
 	}

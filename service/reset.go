@@ -56,12 +56,7 @@ func (s *Service) Reset(ctx context.Context, req ResetRequest, dst []Rate) ([]Ra
 	}
 	defer r.exit()
 	if windows {
-		if r.cl != nil {
-			err = r.cl.ResetAt(ctx, t, req.Key)
-		} else {
-			_, err = r.ns.ResetKeyAt(t, req.Key, nil)
-		}
-		if err != nil {
+		if err := r.calls.ResetAt(ctx, t, req.Key); err != nil {
 			return dst, err
 		}
 		rs, err := r.ns.RateAt(t, req.Key, 0, 0, engineRates(dst))
@@ -72,22 +67,12 @@ func (s *Service) Reset(ctx context.Context, req ResetRequest, dst []Rate) ([]Ra
 		return dst, err
 	}
 	if len(limits) > 0 {
-		if r.cl != nil {
-			err = r.cl.ResetBucketsAt(ctx, t, req.Key, limits)
-		} else {
-			err = r.ns.ResetBucketsAt(t, req.Key, limits)
-		}
-		if err != nil {
+		if err := r.calls.ResetBucketsAt(ctx, t, req.Key, limits); err != nil {
 			return dst, err
 		}
 	}
 	if req.Leases {
-		if r.cl != nil {
-			_, err = r.cl.ClearLeasesAt(ctx, t, req.Key)
-		} else {
-			r.ns.Leases().Clear(t, req.Key, false)
-		}
-		if err != nil {
+		if _, err := r.calls.ClearLeasesAt(ctx, t, req.Key); err != nil {
 			return dst, leaseErr(r, err)
 		}
 	}

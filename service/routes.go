@@ -57,7 +57,7 @@ func buildRoutes(n *node.Node, syncers []*clustersync.Syncer) (*routes, error) {
 	nss := n.Namespaces()
 	rt := &routes{byName: make(map[string]*dest, len(nss))}
 	for _, ns := range nss {
-		rt.byName[ns.Name()] = &dest{ns: ns, tab: rt}
+		rt.byName[ns.Name()] = &dest{ns: ns, calls: clustersync.LocalCalls(ns), tab: rt}
 	}
 	for _, sy := range syncers {
 		ns := sy.Namespace()
@@ -65,21 +65,18 @@ func buildRoutes(n *node.Node, syncers []*clustersync.Syncer) (*routes, error) {
 		if !ok || d.ns != ns {
 			return nil, fmt.Errorf("service: the syncer of %s is not of this node's namespaces", ns)
 		}
-		d.cl = sy
+		d.calls, d.store, d.synced = sy.Calls(), sy.StoreName(), true
 		switch sy.Mode().(type) {
 		case clustersync.Synchronous:
-			d.sy, d.mode = sy, Synchronous
+			d.mode = Synchronous
 		case clustersync.Periodic:
 			d.mode = Periodic
-			if sy.Escalates() {
-				d.esc = sy
-			}
 		}
 	}
 	for _, d := range rt.byName {
 		// A shared namespace keeps its changes for a sync: without one
 		// they would pile up, and a synchronous one would count alone.
-		if d.ns.Config().Shared && d.cl == nil {
+		if d.ns.Config().Shared && !d.synced {
 			return nil, fmt.Errorf("service: namespace %q keeps its changes for a sync but has no syncer", d.ns.Name())
 		}
 	}

@@ -62,13 +62,11 @@ func (s *Service) authorize(ctx context.Context, namespace string, op auth.Op) e
 	return s.authz.Authorize(ctx, namespace, op)
 }
 
-// New serves n's namespaces, routing the synchronous ones through their
-// syncers. Every shared namespace of n (node.Config.Shared) needs one; a
-// namespace without one is local. The syncer of a
-// periodic namespace serves its bucket limits and, when it
-// escalates (Syncer.Escalates), its Allow calls whose limits are all
-// sliding windows (Syncer.AllowNearAt); its other calls are served from
-// the node.
+// New serves n's namespaces, each through the calls of its mode
+// (clustersync.Calls), chosen once here: a namespace's syncer's
+// (Syncer.Calls, periodic or synchronous) or, without one, the node's
+// alone (clustersync.LocalCalls). Every shared namespace of n
+// (node.Config.Shared) needs a syncer.
 //
 // The node's namespaces may change while it serves: see Reroute.
 func New(n *node.Node, syncers ...*clustersync.Syncer) (*Service, error) {
@@ -91,16 +89,16 @@ type route struct {
 	gated bool
 }
 
-// dest is one namespace of a routes table: the namespace and, when it is
-// synchronous, its syncer sy; cl is its syncer in any mode. Shared by the
-// calls, never changed.
+// dest is one namespace of a routes table: the namespace and the calls
+// of its mode, with its store's name when it syncs. Shared by the calls,
+// never changed.
 type dest struct {
-	ns   *node.Namespace
-	mode Mode // Local unless a syncer is given
-	sy   *clustersync.Syncer
-	cl   *clustersync.Syncer
-	esc  *clustersync.Syncer // a periodic namespace's, when it escalates
-	tab  *routes
+	ns     *node.Namespace
+	mode   Mode // Local unless a syncer is given
+	calls  clustersync.Calls
+	synced bool   // a syncer serves the calls
+	store  string // the syncer's store
+	tab    *routes
 }
 
 // resolve finds the namespace called name; last is the route the previous
@@ -213,12 +211,7 @@ func (s *Service) increment(ctx context.Context, req IncrementRequest, last *rou
 	if err := checkValue("value", value); err != nil {
 		return dst, err
 	}
-	var rs []node.Rate
-	if r.sy != nil {
-		rs, err = r.sy.IncrementAt(ctx, t, req.Key, req.WindowSize, value, engineRates(dst))
-	} else {
-		rs, err = r.ns.IncrementAt(t, req.Key, req.WindowSize, value, engineRates(dst))
-	}
+	rs, err := r.calls.IncrementAt(ctx, t, req.Key, req.WindowSize, value, engineRates(dst))
 	return serviceRates(rs), err
 }
 
@@ -242,12 +235,7 @@ func (s *Service) SlidingWindow(ctx context.Context, req RateRequest, dst []Rate
 	if err := checkValue("cur_diff", req.CurDiff); err != nil {
 		return dst, err
 	}
-	var rs []node.Rate
-	if r.sy != nil {
-		rs, err = r.sy.RateAt(ctx, t, req.Key, req.WindowSize, req.CurDiff, engineRates(dst))
-	} else {
-		rs, err = r.ns.RateAt(t, req.Key, req.WindowSize, req.CurDiff, engineRates(dst))
-	}
+	rs, err := r.calls.RateAt(ctx, t, req.Key, req.WindowSize, req.CurDiff, engineRates(dst))
 	return serviceRates(rs), err
 }
 
@@ -309,26 +297,10 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	// come after the namespace, time and key in every mode; then whether
 	// the mode serves the limits' kinds.
 	ar := node.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: limits, CountRejected: req.CountRejected}
-	chk, err := r.ns.CheckAllow(ar)
-	if err != nil {
+	if _, err := r.ns.CheckAllow(ar); err != nil {
 		return Decision{Limits: dst}, err
 	}
-	decide := r.ns.AllowAt
-	switch {
-	case r.sy != nil:
-		decide = func(t time.Time, ar node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
-			return r.sy.AllowAt(ctx, t, ar, dst)
-		}
-	case r.cl != nil && chk.Buckets > 0:
-		decide = func(t time.Time, ar node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
-			return r.cl.AllowAt(ctx, t, ar, dst)
-		}
-	case r.esc != nil:
-		decide = func(t time.Time, ar node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
-			return r.esc.AllowNearAt(ctx, t, ar, dst)
-		}
-	}
-	d, err := decide(t, ar, engineStatuses(dst))
+	d, err := r.calls.AllowAt(ctx, t, ar, engineStatuses(dst))
 	// A dry run answers at once: it does not wait for a leaky bucket to
 	// drain, and reports the refusal it would have waited on.
 	if err == nil && d.Wait > 0 && !shadow {
@@ -340,7 +312,7 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 		} else {
 			t = t.Add(d.Wait)
 		}
-		d, err = decide(t, ar, engineStatuses(dst))
+		d, err = r.calls.AllowAt(ctx, t, ar, engineStatuses(dst))
 	}
 	if err == nil && s.obs != nil && !req.Probe {
 		s.obs.Decided(Observed{Front: s.front, Namespace: r.ns.Name(), Kind: ks.one(), Allowed: d.Allowed, Never: d.Never, Cost: ar.Cost, DryRun: shadow})

@@ -22,7 +22,7 @@ var (
 
 func (n testNode) take(t testing.TB, key string, limits ...node.Limit) node.Decision {
 	t.Helper()
-	d, err := n.sy.AllowAt(context.Background(), n.ns.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, nil)
+	d, err := n.sy.Calls().AllowAt(context.Background(), n.ns.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, nil)
 	if err != nil {
 		t.Fatalf("AllowAt %q: %v", key, err)
 	}

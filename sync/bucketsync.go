@@ -33,7 +33,8 @@ const maxBucketCalls = 16
 
 // errNoBuckets is the reason of a bucket limit in a namespace whose store
 // cannot hold buckets.
-func (s *Syncer) errNoBuckets(req *node.AllowRequest) error {
+func (bk bucketSync) errNoBuckets(req *node.AllowRequest) error {
+	s := bk.s
 	for i, l := range req.Limits {
 		if l.Kind != node.WindowLimit {
 			return &node.FieldError{Field: fmt.Sprintf("limits[%d]", i), Err: node.ErrNotLocal,
@@ -44,14 +45,15 @@ func (s *Syncer) errNoBuckets(req *node.AllowRequest) error {
 }
 
 // allowBuckets serves an Allow with bucket limits (checked: c).
-func (s *Syncer) allowBuckets(ctx context.Context, t time.Time, req node.AllowRequest, c *node.AllowCheck, dst []node.LimitStatus) (node.Decision, error) {
+func (bk bucketSync) allow(ctx context.Context, t time.Time, req node.AllowRequest, c *node.AllowCheck, dst []node.LimitStatus) (node.Decision, error) {
+	s := bk.s
 	bs, ok := s.store.(BucketStore)
 	if !ok {
-		return node.Decision{Limits: dst}, s.errNoBuckets(&req)
+		return node.Decision{Limits: dst}, bk.errNoBuckets(&req)
 	}
 	if !s.sync {
 		if !s.ns.BucketsSynced(&req) && s.storeUp() {
-			if err := s.readBuckets(ctx, bs, t, req, c); err != nil {
+			if err := bk.readBuckets(ctx, bs, t, req, c); err != nil {
 				return node.Decision{Limits: dst}, err
 			}
 		}
@@ -70,7 +72,7 @@ func (s *Syncer) allowBuckets(ctx context.Context, t time.Time, req node.AllowRe
 		s.fallback(errPresumedDown)
 		return l.Decide(node.NoVerdict, dst), nil
 	}
-	allowed, replies, err := s.callLocked(ctx, bs, l, t, c.Cost, false)
+	allowed, replies, err := bk.callLocked(ctx, bs, l, t, c.Cost, false)
 	if err != nil {
 		// The store may have applied the take; if so, the next call of
 		// this node holds it (BucketReply.Applied) and counts it once.
@@ -89,13 +91,14 @@ func (s *Syncer) allowBuckets(ctx context.Context, t time.Time, req node.AllowRe
 // readBuckets reads the store's state of req's buckets into the node (a
 // periodic namespace's first call on them). A store that fails leaves
 // them as they are: the call is decided locally and the tick tries again.
-func (s *Syncer) readBuckets(ctx context.Context, bs BucketStore, t time.Time, req node.AllowRequest, c *node.AllowCheck) error {
+func (bk bucketSync) readBuckets(ctx context.Context, bs BucketStore, t time.Time, req node.AllowRequest, c *node.AllowCheck) error {
+	s := bk.s
 	l, err := s.ns.LockBuckets(t, req, c)
 	if err != nil {
 		return err
 	}
 	defer l.Unlock()
-	_, replies, err := s.callLocked(ctx, bs, l, t, 0, false)
+	_, replies, err := bk.callLocked(ctx, bs, l, t, 0, false)
 	if err != nil {
 		return nil
 	}
@@ -109,12 +112,13 @@ func (s *Syncer) readBuckets(ctx context.Context, bs BucketStore, t time.Time, r
 // (with reset, a reset of them: BucketCall.Reset), within CallTimeout,
 // and records its outcome (a failure is logged and presumes the store
 // down).
-func (s *Syncer) callLocked(ctx context.Context, bs BucketStore, l *node.BucketsLock, t time.Time, take int64, reset bool) (bool, []BucketReply, error) {
+func (bk bucketSync) callLocked(ctx context.Context, bs BucketStore, l *node.BucketsLock, t time.Time, take int64, reset bool) (bool, []BucketReply, error) {
+	s := bk.s
 	version := s.versions.Next()
 	calls := make([]BucketCall, l.Len())
 	for i := range calls {
 		spec, life, own, lastAt := l.Bucket(i)
-		calls[i] = s.bucketCall(spec, life, own, lastAt, version, t)
+		calls[i] = bk.bucketCall(spec, life, own, lastAt, version, t)
 		calls[i].Reset = reset
 	}
 	replies := make([]BucketReply, len(calls))
@@ -130,7 +134,8 @@ func (s *Syncer) callLocked(ctx context.Context, bs BucketStore, l *node.Buckets
 	return allowed, replies, err
 }
 
-func (s *Syncer) bucketCall(spec node.BucketSpec, life, own, lastAt, version int64, t time.Time) BucketCall {
+func (bk bucketSync) bucketCall(spec node.BucketSpec, life, own, lastAt, version int64, t time.Time) BucketCall {
+	s := bk.s
 	return BucketCall{Namespace: s.name, Bucket: spec, Life: life, Total: own, LastAt: lastAt,
 		Version: version, ExpireAt: t.Add(spec.Hold() + s.ttlPad)}
 }
@@ -138,7 +143,8 @@ func (s *Syncer) bucketCall(spec node.BucketSpec, life, own, lastAt, version int
 // syncBuckets is a tick's part for buckets: with all every bucket held,
 // else those whose consumption has not all reached the store; one store
 // call per key, at most maxBucketCalls at once.
-func (s *Syncer) syncBuckets(ctx context.Context, now time.Time, all bool) error {
+func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
+	s := bk.s
 	bs, ok := s.store.(BucketStore)
 	if !ok {
 		return nil
@@ -174,7 +180,7 @@ func (s *Syncer) syncBuckets(ctx context.Context, now time.Time, all bool) error
 			calls := make([]BucketCall, len(group))
 			for i := range group {
 				b := &group[i]
-				calls[i] = s.bucketCall(b.Spec, b.Life, b.Own, b.LastAt, version, now)
+				calls[i] = bk.bucketCall(b.Spec, b.Life, b.Own, b.LastAt, version, now)
 			}
 			replies := make([]BucketReply, len(calls))
 			if _, err := bs.Buckets(ctx, s.inc, now.UnixNano(), 0, calls, replies); err != nil {
@@ -198,3 +204,7 @@ func (s *Syncer) syncBuckets(ctx context.Context, now time.Time, all bool) error
 	}
 	return ctx.Err()
 }
+
+// bucketSync is a namespace's buckets across the cluster, as the comment
+// above says.
+type bucketSync struct{ s *Syncer }

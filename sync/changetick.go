@@ -40,8 +40,9 @@ type changeTick struct {
 
 // newKey is the namespace's OnNewKey hook for a ChangeReader store: it
 // must not block.
-func (s *Syncer) newKey(key string) {
-	if s.knowsAll(s.ns.Now()) {
+func (tk ticker) newKey(key string) {
+	s := tk.s
+	if tk.knowsAll(s.ns.Now()) {
 		return // the change reads tell all its windows' writes
 	}
 	c := &s.ch
@@ -49,7 +50,7 @@ func (s *Syncer) newKey(key string) {
 	c.newKeys = append(c.newKeys, key)
 	c.newMu.Unlock()
 	if s.fresh != nil {
-		s.enqueueFresh(key)
+		enqueueFresh(s.fresh, key)
 	}
 }
 
@@ -71,7 +72,8 @@ func (c *changeTick) requeue(keys []string) {
 // since the last tick and, for a tick that reads only changes, their
 // windows (now, before a push that reads back some of their windows and
 // so marks them fetched).
-func (s *Syncer) beginChanges(now time.Time) {
+func (tk ticker) beginChanges(now time.Time) {
+	s := tk.s
 	c := &s.ch
 	c.takeNewKeys()
 	c.fresh = c.fresh[:0]
@@ -88,14 +90,15 @@ func (s *Syncer) beginChanges(now time.Time) {
 // A full read takes its cursor after the push, so the next read does not
 // report this tick's own rows again, and before reading the interest set,
 // so it reports every row written during that read.
-func (s *Syncer) fetchChanges(ctx context.Context, now time.Time) error {
+func (tk ticker) fetchChanges(ctx context.Context, now time.Time) error {
+	s := tk.s
 	c := &s.ch
 	if !c.full {
-		err := s.readChanges(ctx, now)
+		err := tk.readChanges(ctx, now)
 		clear(s.windows)
 		if err == nil {
 			// Applied after the changes: this read is newer.
-			return s.fetchFreshWindows(ctx)
+			return tk.fetchFreshWindows(ctx)
 		}
 		clear(c.fresh)
 		c.fresh = c.fresh[:0]
@@ -115,7 +118,7 @@ func (s *Syncer) fetchChanges(ctx context.Context, now time.Time) error {
 		start = ""
 	}
 	s.windows = s.ns.CollectInterest(now, s.windows[:0])
-	if err := s.fetch(ctx, nil); err != nil {
+	if err := tk.fetch(ctx, nil); err != nil {
 		c.requeue(c.keys)
 		return err
 	}
@@ -128,7 +131,7 @@ func (s *Syncer) fetchChanges(ctx context.Context, now time.Time) error {
 	for _, k := range c.keys {
 		c.fresh = s.ns.UnfetchedWindows(now, k, c.fresh)
 	}
-	return s.fetchFreshWindows(ctx)
+	return tk.fetchFreshWindows(ctx)
 }
 
 // readChanges reads the windows written since the cursor, a page at a
@@ -136,7 +139,8 @@ func (s *Syncer) fetchChanges(ctx context.Context, now time.Time) error {
 // applied all the same and the cursor moves past them, so a tick that
 // runs out of time still makes progress; a lost cursor applies nothing,
 // as a full read follows.
-func (s *Syncer) readChanges(ctx context.Context, now time.Time) error {
+func (tk ticker) readChanges(ctx context.Context, now time.Time) error {
+	s := tk.s
 	c := &s.ch
 	n0 := len(c.ahead)
 	c.changes = append(c.changes[:0], c.ahead...)
@@ -164,7 +168,7 @@ func (s *Syncer) readChanges(ctx context.Context, now time.Time) error {
 	}
 	s.m.Fetched(s.name, len(c.changes)-n0)
 	if len(c.changes) > 0 {
-		s.applyChanges(now)
+		tk.applyChanges(now)
 	}
 	c.cursor = cursor
 	return rerr
@@ -172,14 +176,15 @@ func (s *Syncer) readChanges(ctx context.Context, now time.Time) error {
 
 // fetchFreshWindows reads c.fresh, the windows of new keys; on failure
 // their keys wait for the next tick.
-func (s *Syncer) fetchFreshWindows(ctx context.Context) error {
+func (tk ticker) fetchFreshWindows(ctx context.Context) error {
+	s := tk.s
 	c := &s.ch
 	if len(c.fresh) == 0 {
 		return nil
 	}
 	windows := s.windows
 	s.windows = c.fresh
-	err := s.fetch(ctx, nil)
+	err := tk.fetch(ctx, nil)
 	c.fresh, s.windows = s.windows[:0], windows
 	if err != nil {
 		c.requeue(c.keys)
@@ -193,11 +198,12 @@ func (s *Syncer) fetchFreshWindows(ctx context.Context) error {
 // node does not hold are dropped, unless it learns them (learn.go).
 // Changes in a window after the current one wait for it, as the log will
 // not report them again.
-func (s *Syncer) applyChanges(now time.Time) {
+func (tk ticker) applyChanges(now time.Time) {
+	s := tk.s
 	c := &s.ch
 	for i := range c.changes {
 		ch := &c.changes[i]
-		if s.learns(ch) {
+		if tk.learns(ch) {
 			switch w, ok, ahead, full := s.ns.LearnWindow(now, ch.Key, ch.Size, ch.Start); {
 			case ok:
 				s.ns.SetLearned(w, ch.Others)

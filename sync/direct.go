@@ -52,12 +52,12 @@ func (s *Syncer) observe(caller context.Context, err error) {
 // IncrementAt counts value for key at t like node.Namespace.IncrementAt,
 // writes this node's new totals through and answers with the store's merged
 // rates.
-func (s *Syncer) IncrementAt(ctx context.Context, t time.Time, key string, size time.Duration, value float64, dst []node.Rate) ([]node.Rate, error) {
+func (wt *synchronous) IncrementAt(ctx context.Context, t time.Time, key string, size time.Duration, value float64, dst []node.Rate) ([]node.Rate, error) {
 	m, err := node.ToMicro(value)
 	if err != nil {
 		return dst, err
 	}
-	sizes, err := s.sizes(size)
+	sizes, err := wt.sizes(size)
 	if err != nil {
 		return dst, err
 	}
@@ -67,7 +67,7 @@ func (s *Syncer) IncrementAt(ctx context.Context, t time.Time, key string, size 
 	c := newCall(kindExchange, t)
 	defer freeCall(c)
 	c.sizes, c.m, c.rates = sizes, m, dst
-	if err := s.run(ctx, key, c); err != nil {
+	if err := wt.run(ctx, key, c); err != nil {
 		return dst, err
 	}
 	return c.rates, c.err
@@ -75,12 +75,12 @@ func (s *Syncer) IncrementAt(ctx context.Context, t time.Time, key string, size 
 
 // RateAt answers like node.Namespace.RateAt with the store's current
 // totals for key (falling back to local counts), counting nothing.
-func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []node.Rate) ([]node.Rate, error) {
+func (wt *synchronous) RateAt(ctx context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []node.Rate) ([]node.Rate, error) {
 	m, err := node.ToMicroField("cur_diff", curDiff)
 	if err != nil {
 		return dst, err
 	}
-	sizes, err := s.sizes(size)
+	sizes, err := wt.sizes(size)
 	if err != nil {
 		return dst, err
 	}
@@ -90,7 +90,7 @@ func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.
 	c := newCall(kindExchange, t)
 	defer freeCall(c)
 	c.sizes, c.rate, c.extra, c.rates = sizes, true, m, dst
-	if err := s.run(ctx, key, c); err != nil {
+	if err := wt.run(ctx, key, c); err != nil {
 		return dst, err
 	}
 	return c.rates, c.err
@@ -98,7 +98,8 @@ func (s *Syncer) RateAt(ctx context.Context, t time.Time, key string, size time.
 
 // sizes returns the window sizes a call with size addresses (0: every
 // size).
-func (s *Syncer) sizes(size time.Duration) ([]time.Duration, error) {
+func (wt *synchronous) sizes(size time.Duration) ([]time.Duration, error) {
+	s := wt.s
 	lo, hi, err := s.ns.SizeRange(size)
 	if err != nil {
 		return nil, err
@@ -115,7 +116,8 @@ func (s *Syncer) sizes(size time.Duration) ([]time.Duration, error) {
 // sends them only when prevReads.fresh says they need reading again; the
 // other calls in the same windows send only the current windows (and a
 // previous one the store does not hold yet): half the store's work.
-func (s *Syncer) exchange(caller context.Context, k *node.KeyLock, sizes []time.Duration) {
+func (wt *synchronous) exchange(caller context.Context, k *node.KeyLock, sizes []time.Duration) {
+	s := wt.s
 	if !s.storeUp() {
 		s.fallback(errPresumedDown)
 		return
@@ -196,13 +198,14 @@ func (s *Syncer) fallback(err error) {
 // the decision uses the totals read back by one push-and-fetch, which
 // other nodes may race. A ctx that ends while the call queues returns its
 // error, nothing counted (group.go).
-func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+func (wt *synchronous) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+	s := wt.s
 	chk, err := s.ns.CheckAllow(req)
 	if err != nil {
 		return node.Decision{Limits: dst}, err
 	}
 	if chk.Buckets > 0 {
-		return s.allowBuckets(ctx, t, req, &chk, dst)
+		return bucketSync{s}.allow(ctx, t, req, &chk, dst)
 	}
 	aa, decides := s.store.(AtomicAllower)
 	_, group := s.store.(GroupAllower)
@@ -220,7 +223,7 @@ func (s *Syncer) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest
 		c := newCall(kind, t)
 		defer freeCall(c)
 		c.req, c.chk, c.dec.Limits = req, chk, dst
-		if err := s.run(ctx, req.Key, c); err != nil {
+		if err := wt.run(ctx, req.Key, c); err != nil {
 			return node.Decision{Limits: dst}, err
 		}
 		return c.dec, c.err

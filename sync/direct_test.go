@@ -62,7 +62,7 @@ func testSynchronousAllow(t *testing.T, store func(*memory.Store) clustersync.St
 		Limits: []node.Limit{{Size: time.Second, Limit: 100}, {Size: time.Minute, Limit: 10}}}
 	allowed := 0
 	for i := range 30 {
-		d, err := nodes[i%nodeCount].sy.AllowAt(context.Background(), clock.Now(), req, nil)
+		d, err := nodes[i%nodeCount].sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +113,7 @@ func TestSynchronousAllowStoreFails(t *testing.T) {
 			req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 3}}}
 			allow := func() bool {
 				t.Helper()
-				d, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil)
+				d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -139,7 +139,7 @@ func TestSynchronousAllowStoreFails(t *testing.T) {
 // TestSynchronousRateAtCurDiff: an invalid cur_diff is reported as such.
 func TestSynchronousRateAtCurDiff(t *testing.T) {
 	n := newNode(t, "a", 0, memory.New(), fakeclock.New(start), clustersync.Config{})
-	_, err := n.sy.RateAt(context.Background(), start, "k", 0, 2e9, nil)
+	_, err := n.sy.Calls().RateAt(context.Background(), start, "k", 0, 2e9, nil)
 	var fe *node.FieldError
 	if !errors.As(err, &fe) || fe.Field != "cur_diff" || !errors.Is(err, node.ErrInvalidValue) {
 		t.Errorf("RateAt with cur_diff 2e9: error %v, want a FieldError for cur_diff wrapping ErrInvalidValue", err)
@@ -160,9 +160,9 @@ func BenchmarkSynchronousCall(b *testing.B) {
 		name string
 		call func() error
 	}{
-		{"IncrementAt", func() error { _, err := n.sy.IncrementAt(ctx, clock.Now(), "k", 0, 1, rates); return err }},
-		{"RateAt", func() error { _, err := n.sy.RateAt(ctx, clock.Now(), "k", 0, 0, rates); return err }},
-		{"AllowAt", func() error { _, err := n.sy.AllowAt(ctx, clock.Now(), req, statuses); return err }},
+		{"IncrementAt", func() error { _, err := n.sy.Calls().IncrementAt(ctx, clock.Now(), "k", 0, 1, rates); return err }},
+		{"RateAt", func() error { _, err := n.sy.Calls().RateAt(ctx, clock.Now(), "k", 0, 0, rates); return err }},
+		{"AllowAt", func() error { _, err := n.sy.Calls().AllowAt(ctx, clock.Now(), req, statuses); return err }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -28,16 +28,16 @@
 // Periodic namespaces (sync_rate > 0) count in the namespace and tick at
 // sync_rate: push the windows changed since their last successful push,
 // then fetch the others' totals of the keys touched in the current or
-// previous window. Their Allow calls with only sliding-window limits go
-// through AllowNearAt when the namespace escalates (escalate: auto, the
+// previous window. Their Allow calls with only sliding-window limits
+// escalate when the namespace escalates (escalate: auto, the
 // default; Config.NoEscalate is never): decided in the node while clear of
 // every limit by the hits the other nodes may have counted unseen, decided
 // atomically by the store (an AtomicAllower) inside that margin and for a
 // key this node never fetched, refused in the node inside the margin on a
 // store that cannot decide atomically, and decided locally while the store
 // is presumed down (see escalate.go). A key new to the node is fetched at
-// once in the background. Synchronous namespaces (sync_rate = 0) call the
-// Syncer's IncrementAt, RateAt and AllowAt, which write through and answer
+// once in the background. Synchronous namespaces (sync_rate = 0) write
+// every IncrementAt, RateAt and AllowAt through and answer
 // with the store's totals, or from local counts when the store does not
 // answer within Config.CallTimeout; the tick, every RetryPeriod, pushes
 // what such calls left behind. The calls of one key that arrive while its

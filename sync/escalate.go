@@ -12,7 +12,7 @@ import (
 // matters. A periodic node sees the other nodes' hits only as of its last
 // fetch, up to Blind = 2 × sync_rate + d (d the last tick's duration)
 // late. Far below a limit that cannot change an answer; near it, it is
-// all that matters. So AllowNearAt decides in the node while the key's
+// all that matters. So allowNear decides in the node while the key's
 // rate, plus the cost, plus the others' recent rate × Blind ×
 // EscalateSafety (at least one more call; see node.Namespace.AllowMarginAt)
 // stays under every limit, and otherwise asks the store to
@@ -47,14 +47,15 @@ const freshBatch = 256
 
 // Escalates reports whether the namespace is periodic with escalation on
 // (Config.NoEscalate unset): its Allow calls with only sliding-window
-// limits are for AllowNearAt.
+// limits may escalate.
 func (s *Syncer) Escalates() bool { return s.escalate }
 
 // blind is how long the other nodes' newest hits may stay unseen here:
 // a period for them to push and one for this node to fetch, plus a tick;
 // longer when this node's last successful tick started longer ago than a
 // period (a tick still running, or failing, under load).
-func (s *Syncer) blind() time.Duration {
+func (pd *periodic) blind() time.Duration {
+	s := pd.s
 	tick := time.Duration(s.lastTick.Load())
 	d := 2*s.period + tick
 	if at := s.fetchedAt.Load(); at != 0 {
@@ -70,27 +71,29 @@ func (s *Syncer) presumedDown() bool {
 	return until != 0 && s.ns.Now().UnixNano() < until
 }
 
-// AllowNearAt decides a periodic namespace's Allow at t: in the node while
+// allowNear decides a periodic namespace's Allow at t: in the node while
 // it is clear of every limit, in the store (when it is an AtomicAllower)
 // near one; see the comment above. Its answers and errors are those of
 // node.Namespace.AllowAt.
-func (s *Syncer) AllowNearAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+func (pd *periodic) allowNear(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+	s := pd.s
 	if !s.escalate || s.presumedDown() {
 		return s.ns.AllowAt(t, req, dst)
 	}
-	m := node.Margin{Blind: s.blind(), Safety: s.cfg.EscalateSafety, Tighten: s.aa == nil,
-		Unfetched: t.UnixNano() < s.newKeysUntil, Known: s.knownSizes(t)}
+	m := node.Margin{Blind: pd.blind(), Safety: s.cfg.EscalateSafety, Tighten: s.aa == nil,
+		Unfetched: t.UnixNano() < pd.newKeysUntil, Known: ticker{s}.knownSizes(t)}
 	d, near, err := s.ns.AllowMarginAt(t, req, m, dst)
 	if err != nil || !near {
 		return d, err
 	}
-	return s.allowInStore(ctx, t, req, dst)
+	return pd.allowInStore(ctx, t, req, dst)
 }
 
-// allowInStore is AllowNearAt's call near a limit. It is a function of its
+// allowInStore is allowNear's call near a limit. It is a function of its
 // own so that its large frame is not on the stack of every call: a deeper
 // stack than a goroutine starts with costs a copy of it on every call.
-func (s *Syncer) allowInStore(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+func (pd *periodic) allowInStore(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+	s := pd.s
 	if !s.storeUp() {
 		return s.ns.AllowAt(t, req, dst)
 	}
@@ -110,16 +113,17 @@ func (s *Syncer) allowInStore(ctx context.Context, t time.Time, req node.AllowRe
 // enqueueFresh queues a key new to the node for its background fetch,
 // dropping it when the queue is full. It is the namespace's OnNewKey
 // hook: it must not block.
-func (s *Syncer) enqueueFresh(key string) {
+func enqueueFresh(fresh chan<- string, key string) {
 	select {
-	case s.fresh <- key:
+	case fresh <- key:
 	default:
 	}
 }
 
 // fetchFresh fetches the others' totals of the keys new to the node as
 // they come, a batch at a time, until ctx ends.
-func (s *Syncer) fetchFresh(ctx context.Context) {
+func (pd *periodic) fetchFresh(ctx context.Context) {
+	s := pd.s
 	var windows []node.Window
 	var keys []WindowKey
 	var others []int64
@@ -150,14 +154,15 @@ func (s *Syncer) fetchFresh(ctx context.Context) {
 		}
 		others = slices.Grow(others[:0], len(keys))[:len(keys)]
 		clear(others)
-		s.fetchWindows(ctx, windows, keys, others)
+		pd.fetchWindows(ctx, windows, keys, others)
 		clear(windows) // drop references to entries
 	}
 }
 
 // fetchWindows reads and stores the others' totals of windows (keys names
 // them for the store), within TickTimeout, between ticks.
-func (s *Syncer) fetchWindows(ctx context.Context, windows []node.Window, keys []WindowKey, others []int64) {
+func (pd *periodic) fetchWindows(ctx context.Context, windows []node.Window, keys []WindowKey, others []int64) {
+	s := pd.s
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)

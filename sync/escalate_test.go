@@ -52,7 +52,7 @@ func periodicPair(t *testing.T, store clustersync.Store, clock *fakeclock.Clock,
 func allowOne(t *testing.T, n testNode, key string, limit float64) node.Decision {
 	t.Helper()
 	req := node.AllowRequest{Key: key, Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: limit}}}
-	d, err := n.sy.AllowNearAt(context.Background(), n.ns.Now(), req, nil)
+	d, err := n.sy.Calls().AllowAt(context.Background(), n.ns.Now(), req, nil)
 	if err != nil {
 		t.Fatalf("allow %q: %v", key, err)
 	}

@@ -135,8 +135,8 @@ func freeCall(c *call) {
 
 // run queues c for key and returns when c is answered (c.err, c.rates,
 // c.dec), or with ctx's error when ctx ends before a group takes c.
-func (s *Syncer) run(ctx context.Context, key string, c *call) error {
-	sh := s.groups.shard(key)
+func (wt *synchronous) run(ctx context.Context, key string, c *call) error {
+	sh := wt.groups.shard(key)
 	sh.mu.Lock()
 	q := sh.keys[key]
 	if q == nil {
@@ -147,7 +147,7 @@ func (s *Syncer) run(ctx context.Context, key string, c *call) error {
 	if !q.busy {
 		q.busy = true
 		sh.mu.Unlock()
-		s.lead(ctx, sh, key, q)
+		wt.lead(ctx, sh, key, q)
 		return nil
 	}
 	sh.mu.Unlock()
@@ -164,7 +164,7 @@ func (s *Syncer) run(ctx context.Context, key string, c *call) error {
 		<-c.wake
 	}
 	if c.lead {
-		s.lead(ctx, sh, key, q)
+		wt.lead(ctx, sh, key, q)
 	}
 	return nil
 }
@@ -172,12 +172,12 @@ func (s *Syncer) run(ctx context.Context, key string, c *call) error {
 // lead runs groups of key's queue, whose first call is the caller's, until
 // the caller's call is answered, then hands the queue to its next call (or
 // drops the empty queue).
-func (s *Syncer) lead(ctx context.Context, sh *groupShard, key string, q *keyQueue) {
+func (wt *synchronous) lead(ctx context.Context, sh *groupShard, key string, q *keyQueue) {
 	sh.mu.Lock()
-	batch := s.take(q)
+	batch := wt.take(q)
 	sh.mu.Unlock()
 
-	s.runGroup(context.WithoutCancel(ctx), key, batch)
+	wt.runGroup(context.WithoutCancel(ctx), key, batch)
 
 	sh.mu.Lock()
 	if len(q.calls) > 0 {
@@ -198,10 +198,10 @@ func (s *Syncer) lead(ctx context.Context, sh *groupShard, key string, q *keyQue
 // take removes from q the calls of the next group: the first call and
 // those after it of its kind in its windows, at most maxGroup. The caller holds the shard's
 // mutex.
-func (s *Syncer) take(q *keyQueue) []*call {
+func (wt *synchronous) take(q *keyQueue) []*call {
 	first := q.calls[0]
 	n := 1
-	for n < len(q.calls) && n < maxGroup && q.calls[n].kind == first.kind && s.sameWindows(first.t, q.calls[n].t) {
+	for n < len(q.calls) && n < maxGroup && q.calls[n].kind == first.kind && wt.sameWindows(first.t, q.calls[n].t) {
 		n++
 	}
 	batch := slices.Clone(q.calls[:n])
@@ -214,7 +214,8 @@ func (s *Syncer) take(q *keyQueue) []*call {
 
 // sameWindows reports whether a and b fall in the same window of every
 // size.
-func (s *Syncer) sameWindows(a, b int64) bool {
+func (wt *synchronous) sameWindows(a, b int64) bool {
+	s := wt.s
 	for _, size := range s.ns.Sizes() {
 		if node.WindowStart(a, size) != node.WindowStart(b, size) {
 			return false
@@ -224,7 +225,8 @@ func (s *Syncer) sameWindows(a, b int64) bool {
 }
 
 // runGroup answers the calls of one group of key.
-func (s *Syncer) runGroup(ctx context.Context, key string, batch []*call) {
+func (wt *synchronous) runGroup(ctx context.Context, key string, batch []*call) {
+	s := wt.s
 	t := batch[0].t
 	for _, c := range batch[1:] {
 		t = max(t, c.t)
@@ -239,20 +241,21 @@ func (s *Syncer) runGroup(ctx context.Context, key string, batch []*call) {
 	defer k.Unlock()
 	switch batch[0].kind {
 	case kindExchange:
-		s.exchangeGroup(ctx, k, batch)
+		wt.exchangeGroup(ctx, k, batch)
 	case kindAllowLocal:
-		s.exchange(ctx, k, s.ns.Sizes())
+		wt.exchange(ctx, k, s.ns.Sizes())
 		for _, c := range batch {
 			c.dec = k.Decide(c.req, &c.chk, node.NoVerdict, c.dec.Limits)
 		}
 	case kindAllowGroup:
-		s.allowGroup(ctx, k, batch)
+		wt.allowGroup(ctx, k, batch)
 	}
 }
 
 // exchangeGroup counts the group's Increments, writes the totals through
 // once and answers each call with the rates just after its own value.
-func (s *Syncer) exchangeGroup(ctx context.Context, k *node.KeyLock, batch []*call) {
+func (wt *synchronous) exchangeGroup(ctx context.Context, k *node.KeyLock, batch []*call) {
+	s := wt.s
 	all := s.ns.Sizes()
 	var used [node.MaxWindowSizes]bool
 	for _, c := range batch {
@@ -270,7 +273,7 @@ func (s *Syncer) exchangeGroup(ctx context.Context, k *node.KeyLock, batch []*ca
 			sizes = append(sizes, size)
 		}
 	}
-	s.exchange(ctx, k, sizes)
+	wt.exchange(ctx, k, sizes)
 	// later[i]: the values counted in size all[i] by the calls after the
 	// one being answered, walking back from the last.
 	var later [node.MaxWindowSizes]int64
@@ -295,7 +298,8 @@ func (s *Syncer) exchangeGroup(ctx context.Context, k *node.KeyLock, batch []*ca
 // allowGroup has the store decide the group's Allows in one atomic step
 // (one call alone goes as AtomicAllower's Allow) and replays its verdicts
 // in order.
-func (s *Syncer) allowGroup(ctx context.Context, k *node.KeyLock, batch []*call) {
+func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []*call) {
+	s := wt.s
 	if !s.storeUp() {
 		s.fallback(errPresumedDown)
 		for _, c := range batch {

@@ -47,7 +47,7 @@ func BenchmarkHotKeyAllowRedis(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		var dst []node.LimitStatus
 		for pb.Next() {
-			d, err := sy.AllowAt(context.Background(), time.Now(), req, dst[:0])
+			d, err := sy.Calls().AllowAt(context.Background(), time.Now(), req, dst[:0])
 			if err != nil || !d.Allowed {
 				b.Errorf("allowed %v, err %v", d.Allowed, err)
 				return

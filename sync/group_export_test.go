@@ -3,7 +3,7 @@ package sync
 // Queued returns how many calls of key wait for a group (for tests that
 // must know a call has queued before acting).
 func (s *Syncer) Queued(key string) int {
-	sh := s.groups.shard(key)
+	sh := s.calls.(*synchronous).groups.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if q := sh.keys[key]; q != nil {

@@ -97,7 +97,7 @@ func TestGroupHotKeyExact(t *testing.T) {
 				for range goroutines {
 					wg.Go(func() {
 						for range calls {
-							d, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil)
+							d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
 							if err != nil {
 								t.Error(err)
 								return
@@ -124,7 +124,7 @@ func TestGroupHotKeyExact(t *testing.T) {
 				for range goroutines {
 					iwg.Go(func() {
 						for range calls {
-							if _, err := n.sy.IncrementAt(context.Background(), clock.Now(), "inc", 0, 0.5, nil); err != nil {
+							if _, err := n.sy.Calls().IncrementAt(context.Background(), clock.Now(), "inc", 0, 0.5, nil); err != nil {
 								t.Error(err)
 								return
 							}
@@ -168,7 +168,7 @@ func TestGroupAnswersInOrder(t *testing.T) {
 		wg.Go(func() {
 			for range calls {
 				if g%2 == 0 {
-					rs, err := n.sy.IncrementAt(context.Background(), clock.Now(), "i", time.Minute, 1, nil)
+					rs, err := n.sy.Calls().IncrementAt(context.Background(), clock.Now(), "i", time.Minute, 1, nil)
 					if err != nil || len(rs) != 1 {
 						t.Errorf("IncrementAt: %v, %v", rs, err)
 						return
@@ -178,7 +178,7 @@ func TestGroupAnswersInOrder(t *testing.T) {
 					mu.Unlock()
 					continue
 				}
-				d, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil)
+				d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
 				if err != nil {
 					t.Error(err)
 					return
@@ -218,7 +218,7 @@ func TestGroupSharesStoreCall(t *testing.T) {
 	var admitted atomic.Int64
 	var wg gosync.WaitGroup
 	allow := func() {
-		d, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil)
+		d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -253,7 +253,7 @@ func TestGroupAtMostMaxGroup(t *testing.T) {
 	f.Hang()
 	var wg gosync.WaitGroup
 	allow := func() {
-		if _, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
+		if _, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
 			t.Error(err)
 		}
 	}
@@ -304,7 +304,7 @@ func TestGroupBeyondExactSumsOneAtATime(t *testing.T) {
 			var wg gosync.WaitGroup
 			allow := func(cost float64) {
 				req := node.AllowRequest{Key: "k", Cost: cost, Limits: []node.Limit{{Size: time.Minute, Limit: 1e9}}, CountRejected: true}
-				if _, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
+				if _, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
 					t.Error(err)
 				}
 			}
@@ -340,13 +340,13 @@ func TestGroupCancelled(t *testing.T) {
 	}
 	leader, queued := make(chan answer, 1), make(chan answer, 1)
 	go func() {
-		d, err := n.sy.AllowAt(leaderCtx, clock.Now(), req, nil)
+		d, err := n.sy.Calls().AllowAt(leaderCtx, clock.Now(), req, nil)
 		leader <- answer{d, err}
 	}()
 	waitUntil(t, "the first call is in the store", func() bool { return f.Waiting() == 1 })
 	queuedCtx, cancelQueued := context.WithCancel(context.Background())
 	go func() {
-		d, err := n.sy.AllowAt(queuedCtx, clock.Now(), req, nil)
+		d, err := n.sy.Calls().AllowAt(queuedCtx, clock.Now(), req, nil)
 		queued <- answer{d, err}
 	}()
 	waitUntil(t, "the second call queues", func() bool { return n.sy.Queued("k") == 1 })
@@ -391,14 +391,14 @@ func TestGroupStoreDown(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 4 {
-				d, err := n.sy.AllowAt(context.Background(), clock.Now(), req, nil)
+				d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
 				if err != nil {
 					t.Error(err)
 				}
 				if d.Allowed {
 					admitted.Add(1)
 				}
-				if _, err := n.sy.IncrementAt(context.Background(), clock.Now(), "i", 0, 1, nil); err != nil {
+				if _, err := n.sy.Calls().IncrementAt(context.Background(), clock.Now(), "i", 0, 1, nil); err != nil {
 					t.Error(err)
 				}
 			}
@@ -445,9 +445,9 @@ func TestGroupIncrementOrder(t *testing.T) {
 		wg.Go(func() {
 			var err error
 			if s.rate {
-				got[i], err = n.sy.RateAt(context.Background(), clock.Now(), "k", s.size, s.value, nil)
+				got[i], err = n.sy.Calls().RateAt(context.Background(), clock.Now(), "k", s.size, s.value, nil)
 			} else {
-				got[i], err = n.sy.IncrementAt(context.Background(), clock.Now(), "k", s.size, s.value, nil)
+				got[i], err = n.sy.Calls().IncrementAt(context.Background(), clock.Now(), "k", s.size, s.value, nil)
 			}
 			if err != nil {
 				t.Error(err)
@@ -504,7 +504,7 @@ func TestGroupAllowOrder(t *testing.T) {
 		s.req.Key = "k"
 		wg.Go(func() {
 			var err error
-			if got[i], err = n.sy.AllowAt(context.Background(), clock.Now(), s.req, nil); err != nil {
+			if got[i], err = n.sy.Calls().AllowAt(context.Background(), clock.Now(), s.req, nil); err != nil {
 				t.Error(err)
 			}
 		})

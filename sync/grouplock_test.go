@@ -30,7 +30,7 @@ func TestGroupDecidedInTheStoreIsNoFallback(t *testing.T) {
 	}
 	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 1e6}}}
 	allow := func() {
-		if _, err := sy.AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
+		if _, err := sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
 			t.Error(err)
 		}
 	}
@@ -69,13 +69,13 @@ func TestResetBucketsAtLeavesTheKeyUnlocked(t *testing.T) {
 	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}
 	done := make(chan float64, 1)
 	go func() {
-		if _, err := a.sy.AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
+		if _, err := a.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
 			t.Error(err)
 		}
-		if err := a.sy.ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); err != nil {
+		if err := a.sy.Calls().ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); err != nil {
 			t.Error(err)
 		}
-		d, err := a.sy.AllowAt(context.Background(), clock.Now(), req, nil)
+		d, err := a.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
 		if err != nil {
 			t.Error(err)
 		}

@@ -53,7 +53,8 @@ func (l *learning) restart(now time.Time) {
 // Known) whose every other node's total the node knows at t, for keys it
 // holds and keys it does not: the previous window of that size began
 // after the change reads did, give or take the writers' clocks.
-func (s *Syncer) knownSizes(t time.Time) uint32 {
+func (tk ticker) knownSizes(t time.Time) uint32 {
+	s := tk.s
 	since := s.learn.since.Load()
 	if since == 0 {
 		return 0
@@ -70,21 +71,24 @@ func (s *Syncer) knownSizes(t time.Time) uint32 {
 
 // knowsAll reports whether the node knows the others' totals of every
 // window size at t (knownSizes).
-func (s *Syncer) knowsAll(t time.Time) bool {
-	return s.learn.on && s.knownSizes(t) == 1<<len(s.learn.sizes)-1
+func (tk ticker) knowsAll(t time.Time) bool {
+	s := tk.s
+	return s.learn.on && tk.knownSizes(t) == 1<<len(s.learn.sizes)-1
 }
 
 // learns reports whether ch is learned: a window that began after the
 // change reads did (give or take the writers' clocks), so that every
 // write to it was read, with the others' hits in it.
-func (s *Syncer) learns(ch *Change) bool {
+func (tk ticker) learns(ch *Change) bool {
+	s := tk.s
 	since := s.learn.since.Load()
 	return s.learn.on && since != 0 && ch.Others != 0 && ch.Start >= since+int64(s.learn.skew)
 }
 
 // checkEvicted starts the knowledge over when keys were evicted since the
 // last tick.
-func (s *Syncer) checkEvicted(now time.Time) {
+func (tk ticker) checkEvicted(now time.Time) {
+	s := tk.s
 	if !s.learn.on {
 		return
 	}

@@ -54,7 +54,7 @@ func TestLearnKeysFromChanges(t *testing.T) {
 	}
 	escalations(t, 2)
 	minute := node.AllowRequest{Key: "nobody-minute", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 100}}}
-	if d, err := a.sy.AllowNearAt(context.Background(), a.ns.Now(), minute, nil); err != nil || !d.Allowed {
+	if d, err := a.sy.Calls().AllowAt(context.Background(), a.ns.Now(), minute, nil); err != nil || !d.Allowed {
 		t.Fatalf("nobody-minute: %+v, %v", d, err)
 	}
 	escalations(t, 3)

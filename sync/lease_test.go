@@ -28,7 +28,7 @@ func newLeaseNode(t testing.TB, name string, syncRate float64, onDown clustersyn
 
 func (n testNode) acquire(t testing.TB, key string, limit int64) node.LeaseGrant {
 	t.Helper()
-	g, err := n.sy.AcquireLease(context.Background(), n.ns.Now(), key, limit, time.Minute)
+	g, err := n.sy.Calls().AcquireLease(context.Background(), n.ns.Now(), key, limit, time.Minute)
 	if err != nil {
 		t.Fatalf("acquire: %v", err)
 	}
@@ -37,7 +37,7 @@ func (n testNode) acquire(t testing.TB, key string, limit int64) node.LeaseGrant
 
 func (n testNode) release(t testing.TB, id node.LeaseID) (ok, pending bool) {
 	t.Helper()
-	ok, pending, err := n.sy.ReleaseLease(context.Background(), n.ns.Now(), id)
+	ok, pending, err := n.sy.Calls().ReleaseLease(context.Background(), n.ns.Now(), id)
 	if err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -80,7 +80,7 @@ func TestLeasesSynchronousExact(t *testing.T) {
 		t.Fatal("a second release reported live")
 	}
 	clock.Add(30 * time.Second)
-	ok, exp, err := nodes[0].sy.RenewLease(context.Background(), clock.Now(), held[1], time.Minute)
+	ok, exp, err := nodes[0].sy.Calls().RenewLease(context.Background(), clock.Now(), held[1], time.Minute)
 	if err != nil || !ok || exp != clock.Now().Add(time.Minute).UnixNano() {
 		t.Fatalf("renew at another node: %v %d %v", ok, exp, err)
 	}
@@ -103,7 +103,7 @@ func TestLeasesSynchronousOutage(t *testing.T) {
 	local := newLeaseNode(t, "b", 0, clustersync.StoreDownLocal, store, clock)
 	before := refuse.acquire(t, "k", 10)
 	store.Fail(nil)
-	if _, err := refuse.sy.AcquireLease(context.Background(), clock.Now(), "k", 10, time.Minute); !errors.Is(err, clustersync.ErrUnavailable) {
+	if _, err := refuse.sy.Calls().AcquireLease(context.Background(), clock.Now(), "k", 10, time.Minute); !errors.Is(err, clustersync.ErrUnavailable) {
 		t.Fatalf("acquire while down, refuse: %v, want ErrUnavailable", err)
 	}
 	var granted []node.LeaseID
@@ -158,7 +158,7 @@ func TestLeasesLostAcquireReleased(t *testing.T) {
 	clock := fakeclock.New(start)
 	mem := memory.New()
 	n := newLeaseNode(t, "a", 0, "", lostAcquire{mem}, clock)
-	if _, err := n.sy.AcquireLease(context.Background(), clock.Now(), "k", 1, time.Minute); !errors.Is(err, clustersync.ErrUnavailable) {
+	if _, err := n.sy.Calls().AcquireLease(context.Background(), clock.Now(), "k", 1, time.Minute); !errors.Is(err, clustersync.ErrUnavailable) {
 		t.Fatalf("acquire: %v, want ErrUnavailable", err)
 	}
 	if got := storeHeld(t, mem, clock, "k"); got != 1 {
@@ -217,7 +217,7 @@ func TestLeasesPeriodic(t *testing.T) {
 func TestLeasesStoreWithout(t *testing.T) {
 	clock := fakeclock.New(start)
 	n := newLeaseNode(t, "a", 0, "", &recordingStore{mem: memory.New()}, clock)
-	if _, err := n.sy.AcquireLease(context.Background(), clock.Now(), "k", 1, time.Minute); !errors.Is(err, clustersync.ErrNoLeaseStore) {
+	if _, err := n.sy.Calls().AcquireLease(context.Background(), clock.Now(), "k", 1, time.Minute); !errors.Is(err, clustersync.ErrNoLeaseStore) {
 		t.Fatalf("acquire on a store without leases: %v", err)
 	}
 }
@@ -246,7 +246,7 @@ func TestLeasesCallerGivesUp(t *testing.T) {
 		t.Cleanup(cancel)
 		return ctx
 	}
-	if _, err := n.sy.AcquireLease(short(), clock.Now(), "k", 1, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := n.sy.Calls().AcquireLease(short(), clock.Now(), "k", 1, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("acquire: %v, want the caller's deadline", err)
 	}
 	if got := storeHeld(t, mem, clock, "k"); got != 1 {
@@ -272,7 +272,7 @@ func TestLeasesPeriodicRenewedElsewhere(t *testing.T) {
 	g := a.acquire(t, "k", 1) // expires at start + 1 min
 	syncAll(t, []testNode{a, b})
 	clock.Add(50 * time.Second)
-	if ok, _, err := b.sy.RenewLease(context.Background(), clock.Now(), g.ID, time.Minute); !ok || err != nil {
+	if ok, _, err := b.sy.Calls().RenewLease(context.Background(), clock.Now(), g.ID, time.Minute); !ok || err != nil {
 		t.Fatalf("renew at b: %v %v", ok, err)
 	}
 	clock.Add(11 * time.Second) // past the first expiry, before a's next tick
@@ -318,25 +318,25 @@ func TestLeasesExpiredDuringTick(t *testing.T) {
 	st := &meanwhile{Store: mem}
 	a := newLeaseNode(t, "a", 1, "", st, clock)
 	b := newLeaseNode(t, "b", 1, "", mem, clock)
-	g, err := a.sy.AcquireLease(context.Background(), clock.Now(), "k", 2, time.Second)
+	g, err := a.sy.Calls().AcquireLease(context.Background(), clock.Now(), "k", 2, time.Second)
 	if err != nil || !g.OK {
 		t.Fatalf("acquire: %+v %v", g, err)
 	}
 	syncAll(t, []testNode{a}) // the lease in the store
 	clock.Add(500 * time.Millisecond)
-	if ok, _, err := b.sy.RenewLease(context.Background(), clock.Now(), g.ID, time.Second); !ok || err != nil {
+	if ok, _, err := b.sy.Calls().RenewLease(context.Background(), clock.Now(), g.ID, time.Second); !ok || err != nil {
 		t.Fatalf("renew at b: %v %v", ok, err)
 	}
 	clock.Add(490 * time.Millisecond) // 10 ms before the first expiry
 	granted := 0
 	st.during = func() {
 		clock.Add(20 * time.Millisecond) // past it
-		if g, err := a.sy.AcquireLease(context.Background(), clock.Now(), "k", 2, time.Second); err == nil && g.OK {
+		if g, err := a.sy.Calls().AcquireLease(context.Background(), clock.Now(), "k", 2, time.Second); err == nil && g.OK {
 			granted++
 		}
 	}
 	syncAll(t, []testNode{a})
-	if g, err := a.sy.AcquireLease(context.Background(), clock.Now(), "k", 2, time.Second); err == nil && g.OK {
+	if g, err := a.sy.Calls().AcquireLease(context.Background(), clock.Now(), "k", 2, time.Second); err == nil && g.OK {
 		granted++
 	}
 	if granted != 1 {

@@ -84,7 +84,7 @@ func TestLeasesRenewAndReleaseWhereGranted(t *testing.T) {
 			}
 			syncAll(t, []testNode{a})
 			clock.Add(30 * time.Second)
-			ok, exp, err := a.sy.RenewLease(context.Background(), clock.Now(), g.ID, time.Minute)
+			ok, exp, err := a.sy.Calls().RenewLease(context.Background(), clock.Now(), g.ID, time.Minute)
 			if err != nil || !ok || exp != clock.Now().Add(time.Minute).UnixNano() {
 				t.Fatalf("renew at the granting node: %v, %d, %v; want ok to a minute from now", ok, exp, err)
 			}

@@ -32,7 +32,8 @@ import (
 // whose store cannot hold leases.
 var ErrNoLeaseStore = fmt.Errorf("%w: the store cannot hold leases", node.ErrNotLocal)
 
-func (s *Syncer) leaseStore() (LeaseStore, error) {
+func (lz leaseSync) leaseStore() (LeaseStore, error) {
+	s := lz.s
 	ls, ok := s.store.(LeaseStore)
 	if !ok {
 		return nil, fmt.Errorf("%w (namespace %q)", ErrNoLeaseStore, s.name)
@@ -42,7 +43,8 @@ func (s *Syncer) leaseStore() (LeaseStore, error) {
 
 // leaseCall sends ops to the store within CallTimeout and records the
 // outcome as the other synchronous calls do.
-func (s *Syncer) leaseCall(ctx context.Context, ls LeaseStore, now time.Time, ops ...LeaseOp) ([]LeaseReply, error) {
+func (lz leaseSync) leaseCall(ctx context.Context, ls LeaseStore, now time.Time, ops ...LeaseOp) ([]LeaseReply, error) {
+	s := lz.s
 	replies := make([]LeaseReply, len(ops))
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
@@ -59,15 +61,17 @@ func (s *Syncer) leaseCall(ctx context.Context, ls LeaseStore, now time.Time, op
 
 // releaseUntil is until when a release must be remembered: the longest a
 // lease of the namespace can live from now.
-func (s *Syncer) releaseUntil(now time.Time) int64 {
+func (lz leaseSync) releaseUntil(now time.Time) int64 {
+	s := lz.s
 	return now.Add(s.ns.Config().MaxLeaseTTL).UnixNano()
 }
 
 // AcquireLease takes a lease of key at now: in the store (synchronous) or
 // in the node (periodic), as the comment above says. ttl and limit are
 // valid (the service checked them).
-func (s *Syncer) AcquireLease(ctx context.Context, now time.Time, key string, limit int64, ttl time.Duration) (node.LeaseGrant, error) {
-	ls, err := s.leaseStore()
+func (lz leaseSync) acquire(ctx context.Context, now time.Time, key string, limit int64, ttl time.Duration) (node.LeaseGrant, error) {
+	s := lz.s
+	ls, err := lz.leaseStore()
 	if err != nil {
 		return node.LeaseGrant{}, err
 	}
@@ -76,7 +80,7 @@ func (s *Syncer) AcquireLease(ctx context.Context, now time.Time, key string, li
 		// A key new to the node: the others may hold it at its limit, so
 		// their count is read first (a failure leaves it to the tick).
 		if !leases.Read(now, key) && s.storeUp() {
-			r, err := s.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseCount, Namespace: s.name, Key: key})
+			r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseCount, Namespace: s.name, Key: key})
 			if err == nil {
 				if err := leases.SetRead(now, key, r[0].Held, r[0].Next); err != nil {
 					return node.LeaseGrant{}, err
@@ -89,7 +93,7 @@ func (s *Syncer) AcquireLease(ctx context.Context, now time.Time, key string, li
 	if s.storeUp() {
 		id := leases.NewID(key)
 		exp := now.Add(ttl).UnixNano()
-		r, err := s.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseAcquire, Namespace: s.name, Key: key,
+		r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseAcquire, Namespace: s.name, Key: key,
 			ID: id.StoreID(), Limit: limit, Expiry: exp})
 		if err == nil {
 			g := node.LeaseGrant{OK: r[0].OK, Held: r[0].Held, Next: r[0].Next}
@@ -118,8 +122,9 @@ func (s *Syncer) AcquireLease(ctx context.Context, now time.Time, key string, li
 
 // ReleaseLease frees id at now and reports whether it was live; pending
 // when the store could not be told yet (the tick tells it).
-func (s *Syncer) ReleaseLease(ctx context.Context, now time.Time, id node.LeaseID) (ok, pending bool, err error) {
-	ls, err := s.leaseStore()
+func (lz leaseSync) release(ctx context.Context, now time.Time, id node.LeaseID) (ok, pending bool, err error) {
+	s := lz.s
+	ls, err := lz.leaseStore()
 	if err != nil {
 		return false, false, err
 	}
@@ -133,9 +138,9 @@ func (s *Syncer) ReleaseLease(ctx context.Context, now time.Time, id node.LeaseI
 			return live, false, err
 		}
 	}
-	until := s.releaseUntil(now)
+	until := lz.releaseUntil(now)
 	if s.storeUp() {
-		r, err := s.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseRelease, Namespace: s.name, Key: id.Key,
+		r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseRelease, Namespace: s.name, Key: id.Key,
 			ID: id.StoreID(), Expiry: until})
 		if err == nil {
 			return r[0].OK, false, nil
@@ -149,8 +154,9 @@ func (s *Syncer) ReleaseLease(ctx context.Context, now time.Time, id node.LeaseI
 }
 
 // RenewLease sets id to expire ttl after now, if it is live.
-func (s *Syncer) RenewLease(ctx context.Context, now time.Time, id node.LeaseID, ttl time.Duration) (bool, int64, error) {
-	ls, err := s.leaseStore()
+func (lz leaseSync) renew(ctx context.Context, now time.Time, id node.LeaseID, ttl time.Duration) (bool, int64, error) {
+	s := lz.s
+	ls, err := lz.leaseStore()
 	if err != nil {
 		return false, 0, err
 	}
@@ -164,7 +170,7 @@ func (s *Syncer) RenewLease(ctx context.Context, now time.Time, id node.LeaseID,
 		return false, 0, fmt.Errorf("sync: leases of namespace %q: %w: %w", s.name, ErrUnavailable, errPresumedDown)
 	}
 	exp := now.Add(ttl).UnixNano()
-	r, err := s.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseRenew, Namespace: s.name, Key: id.Key, ID: id.StoreID(), Expiry: exp})
+	r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseRenew, Namespace: s.name, Key: id.Key, ID: id.StoreID(), Expiry: exp})
 	if err != nil {
 		return false, 0, err
 	}
@@ -178,7 +184,8 @@ func (s *Syncer) RenewLease(ctx context.Context, now time.Time, id node.LeaseID,
 // yet and writes this node's leases; with all (periodic) it also reads
 // the count of every key held. A synchronous namespace drops the leases
 // the store now holds (its calls go to the store).
-func (s *Syncer) syncLeases(ctx context.Context, now time.Time, all bool) error {
+func (lz leaseSync) sync(ctx context.Context, now time.Time, all bool) error {
+	s := lz.s
 	ls, ok := s.store.(LeaseStore)
 	if !ok {
 		return nil
@@ -236,3 +243,7 @@ func (s *Syncer) syncLeases(ctx context.Context, now time.Time, all bool) error 
 	flush(s.lsync[start:])
 	return errors.Join(errs...)
 }
+
+// leaseSync is a namespace's leases across the cluster, as the comment
+// above says.
+type leaseSync struct{ s *Syncer }

@@ -30,7 +30,7 @@ func TestMatchPending(t *testing.T) {
 		{"none", nil, []int{}},
 	} {
 		s := &Syncer{windows: windows, pending: c.pending}
-		s.matchPending()
+		ticker{s}.matchPending()
 		if !slices.Equal(s.match, c.want) {
 			t.Errorf("%s: match = %v, want %v", c.name, s.match, c.want)
 		}

@@ -65,11 +65,11 @@ func TestTestsCatchMutants(t *testing.T) {
 		{
 			Name: "a failed read of the interest set drops the new keys",
 			File: "changetick.go",
-			Old: `	if err := s.fetch(ctx, nil); err != nil {
+			Old: `	if err := tk.fetch(ctx, nil); err != nil {
 		c.requeue(c.keys)
 		return err
 	}`,
-			New: `	if err := s.fetch(ctx, nil); err != nil {
+			New: `	if err := tk.fetch(ctx, nil); err != nil {
 		return err
 	}`,
 			Test:   "TestChangesFailedFullReadRetriesNewKey",

@@ -50,7 +50,7 @@ func TestBucketsRefusedByAStoreWithout(t *testing.T) {
 	clock := fakeclock.New(start)
 	b := newNode(t, "b", 0.1, plainChanges{cs}, clock, clustersync.Config{NoEscalate: true})
 	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 5}, leaky10, tokens100}}
-	_, err := b.sy.AllowAt(context.Background(), clock.Now(), req, nil)
+	_, err := b.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
 	var fe *node.FieldError
 	if !errors.As(err, &fe) || fe.Field != "limits[1]" || !errors.Is(err, node.ErrNotLocal) || !strings.Contains(err.Error(), "cannot hold leaky buckets") {
 		t.Errorf("Allow with a window, a leaky and a token bucket: %v; want limits[1] refused, the store holding no leaky buckets", err)

@@ -44,7 +44,8 @@ import (
 // forgotten them, until its next fetch reads them back, and the store
 // has not, or not wholly: the error wraps ErrUnavailable, and taking
 // the reset again completes it.
-func (s *Syncer) ResetAt(ctx context.Context, t time.Time, key string) error {
+func (rz resets) key(ctx context.Context, t time.Time, key string) error {
+	s := rz.s
 	// Under the tick's lock: a tick that read the store before the reset
 	// must not set the others it read after the node forgot them.
 	s.tickMu.Lock()
@@ -54,7 +55,9 @@ func (s *Syncer) ResetAt(ctx context.Context, t time.Time, key string) error {
 	if err != nil {
 		return err
 	}
-	s.prevReads.forget(key)
+	if s.prevReads != nil {
+		s.prevReads.forget(key)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
 	defer cancel()
 	keys := make([]WindowKey, len(ws))
@@ -91,7 +94,8 @@ func (s *Syncer) ResetAt(ctx context.Context, t time.Time, key string) error {
 // On a store error the node has reset the buckets, until its next sync
 // takes the store's state back, and the store may not have: the error
 // wraps ErrUnavailable, and taking the reset again completes it.
-func (s *Syncer) ResetBucketsAt(ctx context.Context, t time.Time, key string, limits []node.Limit) error {
+func (rz resets) buckets(ctx context.Context, t time.Time, key string, limits []node.Limit) error {
+	s := rz.s
 	bs, ok := s.store.(BucketStore)
 	if !ok {
 		return &node.FieldError{Field: "buckets", Err: node.ErrNotLocal,
@@ -111,7 +115,7 @@ func (s *Syncer) ResetBucketsAt(ctx context.Context, t time.Time, key string, li
 	}
 	defer l.Unlock()
 	l.Reset()
-	_, replies, err := s.callLocked(ctx, bs, l, t, 0, true)
+	_, replies, err := bucketSync{s}.callLocked(ctx, bs, l, t, 0, true)
 	if err != nil {
 		return fmt.Errorf("sync: reset of buckets in namespace %q: %w", s.name, errors.Join(ErrUnavailable, err))
 	}
@@ -131,17 +135,22 @@ func (s *Syncer) ResetBucketsAt(ctx context.Context, t time.Time, key string, li
 // the node has freed its own and the store may not have freed the
 // others': the error wraps ErrUnavailable, and taking the reset again
 // completes it.
-func (s *Syncer) ClearLeasesAt(ctx context.Context, now time.Time, key string) (ok bool, err error) {
-	ls, err := s.leaseStore()
+func (rz resets) leases(ctx context.Context, now time.Time, key string) (ok bool, err error) {
+	s := rz.s
+	ls, err := leaseSync{s}.leaseStore()
 	if err != nil {
 		return false, err
 	}
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
 	mine := s.ns.Leases().Clear(now, key, true)
-	r, err := s.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseClear, Namespace: s.name, Key: key, Expiry: s.releaseUntil(now)})
+	r, err := leaseSync{s}.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseClear, Namespace: s.name, Key: key, Expiry: leaseSync{s}.releaseUntil(now)})
 	if err != nil {
 		return mine > 0, err
 	}
 	return mine > 0 || r[0].OK, nil
 }
+
+// resets takes a namespace's resets across the cluster, as the comment
+// above says.
+type resets struct{ s *Syncer }

@@ -32,7 +32,7 @@ func TestResetAt(t *testing.T) {
 	if got := a.minuteRate(t, "k"); got != 9 {
 		t.Fatalf("rate before the reset = %g, want 9", got)
 	}
-	if err := a.sy.ResetAt(context.Background(), clock.Now(), "k"); err != nil {
+	if err := a.sy.Calls().ResetAt(context.Background(), clock.Now(), "k"); err != nil {
 		t.Fatal(err)
 	}
 	if got := a.minuteRate(t, "k"); got != 0 {
@@ -57,7 +57,7 @@ func TestResetAt(t *testing.T) {
 	c := newNode(t, "c", 0.1, faulty, clock, clustersync.Config{TickTimeout: time.Second})
 	c.increment(t, "k", 5)
 	faulty.Fail(errors.New("down"))
-	if err := c.sy.ResetAt(context.Background(), clock.Now(), "k"); !errors.Is(err, clustersync.ErrUnavailable) {
+	if err := c.sy.Calls().ResetAt(context.Background(), clock.Now(), "k"); !errors.Is(err, clustersync.ErrUnavailable) {
 		t.Errorf("a reset through a failing store: %v, want ErrUnavailable", err)
 	}
 	if got := c.minuteRate(t, "k"); got != 0 {
@@ -79,7 +79,7 @@ func TestResetBucketsAt(t *testing.T) {
 	token := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 4, RefillTime: time.Hour}}
 	take := func(n testNode) node.Decision {
 		t.Helper()
-		d, err := n.sy.AllowAt(context.Background(), clock.Now(), node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}, nil)
+		d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestResetBucketsAt(t *testing.T) {
 	// left is what a read (a take of 0) says is left at node n.
 	left := func(n testNode) float64 {
 		t.Helper()
-		d, err := n.sy.AllowAt(context.Background(), clock.Now(), node.AllowRequest{Key: "k", Cost: 0, Limits: []node.Limit{token}}, nil)
+		d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), node.AllowRequest{Key: "k", Cost: 0, Limits: []node.Limit{token}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestResetBucketsAt(t *testing.T) {
 		t.Fatalf("tokens left before the reset = %g, want 1", got)
 	}
 	take(b) // not sent yet
-	if err := a.sy.ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); err != nil {
+	if err := a.sy.Calls().ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); err != nil {
 		t.Fatal(err)
 	}
 	if got := left(a); got != 4 {
@@ -122,7 +122,7 @@ func TestResetBucketsAt(t *testing.T) {
 	c := newNode(t, "c", 0.1, faulty, clock, clustersync.Config{TickTimeout: time.Second, CallTimeout: time.Second})
 	take(c)
 	faulty.Fail(errors.New("down"))
-	if err := c.sy.ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); !errors.Is(err, clustersync.ErrUnavailable) {
+	if err := c.sy.Calls().ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); !errors.Is(err, clustersync.ErrUnavailable) {
 		t.Errorf("a reset through a failing store: %v, want ErrUnavailable", err)
 	}
 	if got := left(c); got != 4 {
@@ -142,7 +142,7 @@ func TestClearLeasesAt(t *testing.T) {
 	nodes := []testNode{a, b}
 	acquire := func(n testNode) bool {
 		t.Helper()
-		g, err := n.sy.AcquireLease(context.Background(), clock.Now(), "job", 2, time.Minute)
+		g, err := n.sy.Calls().AcquireLease(context.Background(), clock.Now(), "job", 2, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +156,7 @@ func TestClearLeasesAt(t *testing.T) {
 	if acquire(a) {
 		t.Fatal("a third lease of 2 is granted")
 	}
-	if ok, err := b.sy.ClearLeasesAt(context.Background(), clock.Now(), "job"); err != nil || !ok {
+	if ok, err := b.sy.Calls().ClearLeasesAt(context.Background(), clock.Now(), "job"); err != nil || !ok {
 		t.Fatalf("ClearLeasesAt = %v, %v; want true, nil", ok, err)
 	}
 	if !acquire(b) {
@@ -178,7 +178,7 @@ func TestClearLeasesAt(t *testing.T) {
 		t.Fatal("a lease is refused")
 	}
 	faulty.Fail(errors.New("down"))
-	if _, err := c.sy.ClearLeasesAt(context.Background(), clock.Now(), "job"); !errors.Is(err, clustersync.ErrUnavailable) {
+	if _, err := c.sy.Calls().ClearLeasesAt(context.Background(), clock.Now(), "job"); !errors.Is(err, clustersync.ErrUnavailable) {
 		t.Errorf("a reset of leases through a failing store: %v, want ErrUnavailable", err)
 	}
 	if !acquire(c) || !acquire(c) {
@@ -208,7 +208,7 @@ func TestResetRowsKeptAsWindows(t *testing.T) {
 	a := newNode(t, "a", 0.1, rec, clock, clustersync.Config{})
 	a.increment(t, "k", 3)
 	syncAll(t, []testNode{a})
-	if err := a.sy.ResetAt(context.Background(), clock.Now(), "k"); err != nil {
+	if err := a.sy.Calls().ResetAt(context.Background(), clock.Now(), "k"); err != nil {
 		t.Fatal(err)
 	}
 	if len(rec.rows) == 0 {
@@ -229,16 +229,16 @@ func TestClearLeasesAtReportsWhetherAnyWasFreed(t *testing.T) {
 	mem := memory.New()
 	a := newLeaseNode(t, "a", 1, "", mem, clock)
 	b := newLeaseNode(t, "b", 1, "", mem, clock)
-	if ok, err := a.sy.ClearLeasesAt(context.Background(), clock.Now(), "none"); err != nil || ok {
+	if ok, err := a.sy.Calls().ClearLeasesAt(context.Background(), clock.Now(), "none"); err != nil || ok {
 		t.Errorf("a reset of a key without leases: ok %v, %v; want not ok", ok, err)
 	}
 	a.acquire(t, "mine", 2)
-	if ok, err := a.sy.ClearLeasesAt(context.Background(), clock.Now(), "mine"); err != nil || !ok {
+	if ok, err := a.sy.Calls().ClearLeasesAt(context.Background(), clock.Now(), "mine"); err != nil || !ok {
 		t.Errorf("a reset of a key with a lease of this node's: ok %v, %v; want ok", ok, err)
 	}
 	b.acquire(t, "theirs", 2)
 	syncAll(t, []testNode{b})
-	if ok, err := a.sy.ClearLeasesAt(context.Background(), clock.Now(), "theirs"); err != nil || !ok {
+	if ok, err := a.sy.Calls().ClearLeasesAt(context.Background(), clock.Now(), "theirs"); err != nil || !ok {
 		t.Errorf("a reset of a key with another node's lease in the store: ok %v, %v; want ok", ok, err)
 	}
 
@@ -247,10 +247,10 @@ func TestClearLeasesAtReportsWhetherAnyWasFreed(t *testing.T) {
 	c := newLeaseNode(t, "c", 1, "", faulty, clock)
 	c.acquire(t, "mine", 2)
 	faulty.Fail(nil)
-	if ok, err := c.sy.ClearLeasesAt(context.Background(), clock.Now(), "mine"); !errors.Is(err, clustersync.ErrUnavailable) || !ok {
+	if ok, err := c.sy.Calls().ClearLeasesAt(context.Background(), clock.Now(), "mine"); !errors.Is(err, clustersync.ErrUnavailable) || !ok {
 		t.Errorf("a reset through a failing store of a key with a lease of this node's: ok %v, %v; want ok and ErrUnavailable", ok, err)
 	}
-	if ok, err := c.sy.ClearLeasesAt(context.Background(), clock.Now(), "none"); !errors.Is(err, clustersync.ErrUnavailable) || ok {
+	if ok, err := c.sy.Calls().ClearLeasesAt(context.Background(), clock.Now(), "none"); !errors.Is(err, clustersync.ErrUnavailable) || ok {
 		t.Errorf("a reset through a failing store of a key without leases: ok %v, %v; want not ok and ErrUnavailable", ok, err)
 	}
 }

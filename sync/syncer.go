@@ -36,7 +36,7 @@ type Config struct {
 	// part of the period (spreading the ticks of many nodes).
 	NoJitter bool
 	// NoEscalate keeps every Allow of a periodic namespace local
-	// (escalate: never); by default AllowNearAt asks the store near a
+	// (escalate: never); by default an Allow asks the store near a
 	// limit (escalate: auto; see escalate.go).
 	NoEscalate bool
 	// OnStoreDown is what a synchronous namespace's Acquire does when its
@@ -123,28 +123,30 @@ func (c Config) withDefaults(m Mode) Config {
 // is fetched. Ticks never overlap; a failed push leaves the rows dirty and
 // the next tick pushes them again.
 type Syncer struct {
-	ns       *node.Namespace
-	mode     Mode
-	sync     bool // mode is Synchronous
-	store    Store
-	inc      string
-	versions *Versions
-	cfg      Config
-	period   time.Duration
-	ttlPad   time.Duration // 2 × sync_rate
-	log      *slog.Logger
-	m        Metrics
-	name     string
+	ns    *node.Namespace
+	mode  Mode
+	sync  bool  // mode is Synchronous
+	calls Calls // the mode's: *periodic or *synchronous
+	// background, when set, runs beside the ticks of Run (a periodic
+	// namespace's fetch of keys new to the node).
+	background func(ctx context.Context)
+	store      Store
+	inc        string
+	versions   *Versions
+	cfg        Config
+	period     time.Duration
+	ttlPad     time.Duration // 2 × sync_rate
+	log        *slog.Logger
+	m          Metrics
+	name       string
 
 	// downUntil (Unix ns, 0: none) is set when a synchronous store call
 	// fails: until then synchronous calls answer from local counts at
 	// once (see direct.go).
 	downUntil atomic.Int64
-	// prevReads serves the synchronous calls (see exchange); the tick
-	// prunes it.
+	// prevReads serves the synchronous calls (see exchange; nil in a
+	// periodic namespace); the tick prunes it.
 	prevReads *prevReads
-	// groups queues the synchronous calls of keys in flight (group.go).
-	groups *groups
 
 	// Escalation of a periodic namespace (see escalate.go): aa is the
 	// store's AtomicAllower (nil if it has none), lastTick the ticks'
@@ -157,9 +159,6 @@ type Syncer struct {
 	// started: the others' totals are at least as recent.
 	fetchedAt atomic.Int64
 	fresh     chan string
-	// newKeysUntil (Unix ns) ends the time in which keys never fetched
-	// escalate (Config.EscalateNewKeys).
-	newKeysUntil int64
 	// With a ChangeReader, an escalating namespace learns the others'
 	// totals of keys it does not hold (learn.go).
 	learn learning
@@ -207,21 +206,26 @@ func NewSyncer(ns *node.Namespace, mode Mode, store Store, inc string, v *Versio
 	s := &Syncer{
 		ns: ns, mode: mode, sync: sync, store: store, inc: inc, versions: v, cfg: cfg, period: period,
 		log: log.With("namespace", nc.Name), m: m, name: nc.Name,
-		prevReads: newPrevReads(), groups: newGroups(),
-	}
-	if !sync {
-		s.ttlPad = 2 * period
 	}
 	s.aa, _ = store.(AtomicAllower)
-	if !sync && !cfg.NoEscalate {
-		s.escalate = true
-		switch {
-		case cfg.EscalateNewKeys == 0:
-			s.newKeysUntil = math.MaxInt64
-		case cfg.EscalateNewKeys > 0:
-			s.newKeysUntil = ns.Now().Add(cfg.EscalateNewKeys).UnixNano()
+	if sync {
+		s.prevReads = newPrevReads()
+		s.calls = &synchronous{shared: shared{s}, groups: newGroups()}
+	} else {
+		s.ttlPad = 2 * period
+		pd := &periodic{shared: shared{s}}
+		if !cfg.NoEscalate {
+			s.escalate = true
+			switch {
+			case cfg.EscalateNewKeys == 0:
+				pd.newKeysUntil = math.MaxInt64
+			case cfg.EscalateNewKeys > 0:
+				pd.newKeysUntil = ns.Now().Add(cfg.EscalateNewKeys).UnixNano()
+			}
+			s.fresh = make(chan string, freshQueue)
+			s.background = pd.fetchFresh
 		}
-		s.fresh = make(chan string, freshQueue)
+		s.calls = pd
 	}
 	s.ch.cr, _ = store.(ChangeReader)
 	if s.escalate && s.ch.cr != nil {
@@ -231,12 +235,16 @@ func NewSyncer(ns *node.Namespace, mode Mode, store Store, inc string, v *Versio
 	}
 	switch {
 	case s.ch.cr != nil:
-		ns.OnNewKey(s.newKey)
+		ns.OnNewKey(ticker{s}.newKey)
 	case s.fresh != nil:
-		ns.OnNewKey(s.enqueueFresh)
+		ns.OnNewKey(func(key string) { enqueueFresh(s.fresh, key) })
 	}
 	return s, nil
 }
+
+// Calls returns the namespace's calls in its mode, periodic or
+// synchronous.
+func (s *Syncer) Calls() Calls { return s.calls }
 
 // Namespace returns the synced namespace.
 func (s *Syncer) Namespace() *node.Namespace { return s.ns }
@@ -256,10 +264,10 @@ func (s *Syncer) Run(ctx context.Context) error {
 	}
 	timer := time.NewTimer(first)
 	defer timer.Stop()
-	if s.fresh != nil {
+	if s.background != nil {
 		fctx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
-		go func() { defer close(done); s.fetchFresh(fctx) }()
+		go func() { defer close(done); s.background(fctx) }()
 		defer func() { stop(); <-done }()
 	}
 	for {
@@ -296,35 +304,38 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
 	defer cancel()
 	now := s.ns.Now()
-	s.prevReads.prune(now, s.ns.Sizes())
-	s.checkEvicted(now)
+	if s.prevReads != nil {
+		s.prevReads.prune(now, s.ns.Sizes())
+	}
+	tk := ticker{s}
+	tk.checkEvicted(now)
 	var perr, ferr error
 	pf, isPF := s.store.(PushFetcher)
 	switch {
 	case s.ch.cr != nil:
 		// A plain push: the others' sums of the windows pushed change only
 		// by the others' writes, which the change read reports.
-		s.beginChanges(now)
-		perr = s.push(ctx, now)
+		tk.beginChanges(now)
+		perr = tk.push(ctx, now)
 		if ctx.Err() == nil {
-			ferr = s.fetchChanges(ctx, now)
+			ferr = tk.fetchChanges(ctx, now)
 		} else {
 			s.ch.requeue(s.ch.keys)
 		}
 	case isPF:
-		perr, ferr = s.pushFetch(ctx, pf, now)
+		perr, ferr = tk.pushFetch(ctx, pf, now)
 	default:
-		perr = s.push(ctx, now)
+		perr = tk.push(ctx, now)
 		if ctx.Err() == nil {
 			s.windows = s.ns.CollectInterest(now, s.windows[:0])
-			ferr = s.fetch(ctx, nil)
+			ferr = tk.fetch(ctx, nil)
 		}
 	}
 	if ctx.Err() == nil {
 		// Buckets: a periodic namespace reads every bucket it holds; a
 		// synchronous one only sends what its calls could not.
 		periodic := !s.sync
-		ferr = errors.Join(ferr, s.syncBuckets(ctx, now, periodic), s.syncLeases(ctx, now, periodic))
+		ferr = errors.Join(ferr, bucketSync{s}.sync(ctx, now, periodic), leaseSync{s}.sync(ctx, now, periodic))
 	}
 	took := time.Since(start)
 	// A decaying maximum: one short tick after a long one does not
@@ -351,7 +362,7 @@ func (s *Syncer) Fetch(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
 	defer cancel()
 	s.windows = s.ns.CollectInterest(s.ns.Now(), s.windows[:0])
-	return s.fetch(ctx, nil)
+	return ticker{s}.fetch(ctx, nil)
 }
 
 // Flush pushes every dirty window and bucket, and the leases of this
@@ -360,7 +371,7 @@ func (s *Syncer) Flush(ctx context.Context) error {
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
 	now := s.ns.Now()
-	return errors.Join(s.push(ctx, now), s.syncBuckets(ctx, now, false), s.syncLeases(ctx, now, false))
+	return errors.Join(ticker{s}.push(ctx, now), bucketSync{s}.sync(ctx, now, false), leaseSync{s}.sync(ctx, now, false))
 }
 
 func (s *Syncer) row(p node.Pending, version int64) Row {
@@ -374,7 +385,8 @@ func (s *Syncer) row(p node.Pending, version int64) Row {
 
 // push stores the dirty windows in batches; each batch that succeeds is
 // marked pushed, the others stay dirty for the next tick.
-func (s *Syncer) push(ctx context.Context, now time.Time) error {
+func (tk ticker) push(ctx context.Context, now time.Time) error {
+	s := tk.s
 	s.pending = s.ns.CollectDirty(now, s.pending[:0])
 	s.m.Dirty(s.name, len(s.pending))
 	if len(s.pending) == 0 {
@@ -388,7 +400,7 @@ func (s *Syncer) push(ctx context.Context, now time.Time) error {
 			s.rows = append(s.rows, s.row(p, version))
 		}
 		if err := s.store.Push(ctx, s.inc, s.rows); err != nil {
-			s.uncertain(batch)
+			tk.uncertain(batch)
 			return fmt.Errorf("sync: push %d rows of namespace %q: %w", len(s.pending)-lo, s.name, err)
 		}
 		for _, p := range batch {
@@ -402,7 +414,8 @@ func (s *Syncer) push(ctx context.Context, now time.Time) error {
 
 // uncertain marks the windows of a failed push: the store may have
 // applied it, so each stays dirty until a push succeeds.
-func (s *Syncer) uncertain(batch []node.Pending) {
+func (tk ticker) uncertain(batch []node.Pending) {
+	s := tk.s
 	for _, p := range batch {
 		s.ns.MarkUncertain(p)
 	}
@@ -413,7 +426,8 @@ func (s *Syncer) uncertain(batch []node.Pending) {
 // call, so only the interest windows that were not pushed need a Fetch.
 // A batch that fails stays dirty, and its windows are fetched like the
 // rest.
-func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (perr, ferr error) {
+func (tk ticker) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (perr, ferr error) {
+	s := tk.s
 	s.pending = s.ns.CollectDirty(now, s.pending[:0])
 	s.m.Dirty(s.name, len(s.pending))
 	// Collected after the dirty windows, so a key first touched in between
@@ -421,7 +435,7 @@ func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (
 	s.windows = s.ns.CollectInterest(now, s.windows[:0])
 	s.fetched = slices.Grow(s.fetched[:0], len(s.windows))[:len(s.windows)]
 	clear(s.fetched)
-	s.matchPending()
+	tk.matchPending()
 	if len(s.pending) > 0 {
 		version := s.versions.Next()
 		for lo := 0; lo < len(s.pending); lo += s.cfg.BatchSize {
@@ -433,7 +447,7 @@ func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (
 			s.others = slices.Grow(s.others[:0], len(batch))[:len(batch)]
 			clear(s.others)
 			if err := pf.PushFetch(ctx, s.inc, s.rows, s.others); err != nil {
-				s.uncertain(batch)
+				tk.uncertain(batch)
 				perr = fmt.Errorf("sync: push %d rows of namespace %q: %w", len(s.pending)-lo, s.name, err)
 				break
 			}
@@ -450,7 +464,7 @@ func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (
 		clear(s.pending) // drop references to entries
 	}
 	if ctx.Err() == nil {
-		ferr = s.fetch(ctx, s.fetched)
+		ferr = tk.fetch(ctx, s.fetched)
 	} else {
 		clear(s.windows)
 	}
@@ -461,7 +475,8 @@ func (s *Syncer) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (
 // window, or -1. The namespace walks its keys in the same order for both
 // lists, so a merge finds every match; should a concurrent insert or
 // reclaim have reordered the walk, a map finds them instead.
-func (s *Syncer) matchPending() {
+func (tk ticker) matchPending() {
+	s := tk.s
 	s.match = slices.Grow(s.match[:0], len(s.pending))[:len(s.pending)]
 	i := 0
 	for j := range s.pending {
@@ -470,7 +485,7 @@ func (s *Syncer) matchPending() {
 			i++
 		}
 		if i == len(s.windows) {
-			s.matchByMap()
+			tk.matchByMap()
 			return
 		}
 		s.match[j] = i
@@ -482,7 +497,8 @@ func sameWindow(w *node.Window, p *node.Pending) bool {
 	return w.Start == p.Start && w.Size == p.Size && w.Key == p.Key
 }
 
-func (s *Syncer) matchByMap() {
+func (tk ticker) matchByMap() {
+	s := tk.s
 	type id struct {
 		key   string
 		size  time.Duration
@@ -502,7 +518,8 @@ func (s *Syncer) matchByMap() {
 
 // fetch reads the other incarnations' totals of the collected interest
 // windows, skipping window i when skip[i] (skip may be nil).
-func (s *Syncer) fetch(ctx context.Context, skip []bool) error {
+func (tk ticker) fetch(ctx context.Context, skip []bool) error {
+	s := tk.s
 	defer clear(s.windows) // drop references to entries
 	for lo := 0; lo < len(s.windows); {
 		// The next batch: up to BatchSize windows not skipped, from lo.
@@ -538,3 +555,8 @@ func (s *Syncer) Status() (lastSuccess time.Time, lastErr error) {
 	defer s.statusMu.Unlock()
 	return s.lastSuccess, s.lastErr
 }
+
+// ticker runs the parts of a tick: the push and fetch of windows
+// (syncer.go), the change reads (changetick.go) and the learning of keys
+// not held (learn.go).
+type ticker struct{ s *Syncer }

@@ -49,7 +49,7 @@ func (n testNode) increment(t testing.TB, key string, v float64) []node.Rate {
 	var rs []node.Rate
 	var err error
 	if n.sy != nil && n.sy.Mode() == clustersync.Mode(clustersync.Synchronous{}) {
-		rs, err = n.sy.IncrementAt(context.Background(), n.ns.Now(), key, 0, v, nil)
+		rs, err = n.sy.Calls().IncrementAt(context.Background(), n.ns.Now(), key, 0, v, nil)
 	} else {
 		rs, err = n.ns.Increment(key, 0, v, nil)
 	}
@@ -456,7 +456,7 @@ func TestFallbackLogsTheFailureOnly(t *testing.T) {
 	}
 	faulty.Hang()
 	for range 100 {
-		if _, err := sy.IncrementAt(context.Background(), clock.Now(), "k", 0, 1, nil); err != nil {
+		if _, err := sy.Calls().IncrementAt(context.Background(), clock.Now(), "k", 0, 1, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -675,7 +675,7 @@ func TestSynchronousOneProbeAtATime(t *testing.T) {
 	probed := make(chan struct{})
 	go func() {
 		defer close(probed)
-		if _, err := n.sy.IncrementAt(context.Background(), clock.Now(), "k", 0, 1, nil); err != nil {
+		if _, err := n.sy.Calls().IncrementAt(context.Background(), clock.Now(), "k", 0, 1, nil); err != nil {
 			t.Error(err)
 		}
 	}()

@@ -299,10 +299,10 @@ func BenchmarkSyncCall(b *testing.B) {
 					err = raw.Incr(cctx, "limiterd-bench-incr").Err()
 					cancel()
 				case "increment", "increment-10keys":
-					rates, err = sy.IncrementAt(ctx, time.Now(), key, 0, 1, rates[:0])
+					rates, err = sy.Calls().IncrementAt(ctx, time.Now(), key, 0, 1, rates[:0])
 				case "allow":
 					var d node.Decision
-					d, err = sy.AllowAt(ctx, time.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, statuses[:0])
+					d, err = sy.Calls().AllowAt(ctx, time.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, statuses[:0])
 					statuses = d.Limits
 				case "lease-acquire-release":
 					now := time.Now().UnixNano()

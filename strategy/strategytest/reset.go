@@ -9,7 +9,7 @@ import (
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
-// testReset: a reset (clustersync.Syncer.ResetAt) needs nothing of a
+// testReset: a reset (clustersync.Calls.ResetAt) needs nothing of a
 // store but its Push and Fetch, PushFetch, change reads and atomic
 // Allow summing every incarnation's rows, a reset's own included: taken
 // at one node, the key's counts read 0 in the store at once and on the
@@ -82,7 +82,7 @@ func testReset(t *testing.T, e *env) {
 	if got := rate(1, "k", time.Minute); got < 7 {
 		t.Fatalf("rate of k per minute before the reset = %g, want at least 7", got)
 	}
-	if err := nodes[0].sy.ResetAt(ctx(t, callTimeout), now, "k"); err != nil {
+	if err := nodes[0].sy.Calls().ResetAt(ctx(t, callTimeout), now, "k"); err != nil {
 		t.Fatalf("ResetAt: %v", err)
 	}
 	for _, size := range []time.Duration{time.Minute, time.Hour} {
@@ -121,7 +121,7 @@ func testReset(t *testing.T, e *env) {
 	// Again, at the other node, twice: the hits since are forgotten,
 	// nothing more.
 	for range 2 {
-		if err := nodes[1].sy.ResetAt(ctx(t, callTimeout), now, "k"); err != nil {
+		if err := nodes[1].sy.Calls().ResetAt(ctx(t, callTimeout), now, "k"); err != nil {
 			t.Fatalf("ResetAt: %v", err)
 		}
 	}

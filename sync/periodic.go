@@ -1,0 +1,46 @@
+package sync
+
+import (
+	"context"
+	"time"
+
+	"github.com/limiterd/limiterd/node"
+)
+
+// periodic serves a periodic namespace's calls: counted in the node,
+// which the tick (Syncer.SyncOnce) keeps in step with the store every
+// period; an Allow of sliding windows near a limit escalates to the store
+// (escalate.go), one with buckets goes as bucketsync.go says.
+type periodic struct {
+	shared
+	// newKeysUntil (Unix ns) ends the time in which keys never fetched
+	// escalate (Config.EscalateNewKeys).
+	newKeysUntil int64
+}
+
+func (pd *periodic) IncrementAt(_ context.Context, t time.Time, key string, size time.Duration, value float64, dst []node.Rate) ([]node.Rate, error) {
+	return pd.s.ns.IncrementAt(t, key, size, value, dst)
+}
+
+func (pd *periodic) RateAt(_ context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []node.Rate) ([]node.Rate, error) {
+	return pd.s.ns.RateAt(t, key, size, curDiff, dst)
+}
+
+// AllowAt decides req at t: with bucket limits as bucketsync.go says;
+// of sliding windows alone in the node, or near a limit in the store
+// when the namespace escalates.
+func (pd *periodic) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+	for _, l := range req.Limits {
+		if l.Kind != node.WindowLimit {
+			chk, err := pd.s.ns.CheckAllow(req)
+			if err != nil {
+				return node.Decision{Limits: dst}, err
+			}
+			return bucketSync{pd.s}.allow(ctx, t, req, &chk, dst)
+		}
+	}
+	if pd.s.escalate {
+		return pd.allowNear(ctx, t, req, dst)
+	}
+	return pd.s.ns.AllowAt(t, req, dst)
+}

@@ -319,7 +319,7 @@ func (d *decision) finish(dst []LimitStatus, lims []microLimit, req []Limit) Dec
 			Limit:      req[i].Limit,
 			Before:     (rm - float64(counted)) / Micro,
 			Rate:       r,
-			Remaining:  math.Max(0, FromMicro(l.limit)-r),
+			Remaining:  math.Max(0, fromMicro(l.limit)-r),
 			ResetAfter: time.Duration(ws + l.size - d.t),
 		})
 	}
@@ -327,7 +327,7 @@ func (d *decision) finish(dst []LimitStatus, lims []microLimit, req []Limit) Dec
 	if d.never >= 0 {
 		out.Never = true
 		out.Reason = fmt.Sprintf("cost %g exceeds the limit %g per %s: it can never be admitted",
-			FromMicro(d.cost), req[d.never].Limit, req[d.never].Size)
+			fromMicro(d.cost), req[d.never].Limit, req[d.never].Size)
 	}
 	return out
 }

@@ -189,9 +189,6 @@ func newBuckets(cfg bucketsConfig, clock Clock) *Buckets {
 // Len returns the number of buckets held.
 func (b *Buckets) Len() int64 { return b.n.Load() }
 
-// Bytes returns what the buckets held cost under MaxBytes.
-func (b *Buckets) Bytes() int64 { return b.bytes.Load() }
-
 // RefusedKeys returns how many new buckets were refused at the cap.
 func (b *Buckets) RefusedKeys() int64 { return b.refused.Load() }
 

@@ -70,15 +70,15 @@ func (b *BucketSpec) Validate() error {
 	var err error
 	switch b.Kind {
 	case TokenLimit:
-		err = TokenBucket{Max: FromMicro(b.A), RefillTime: time.Duration(b.B), RefillAmount: FromMicro(b.C)}.Validate()
+		err = TokenBucket{Max: fromMicro(b.A), RefillTime: time.Duration(b.B), RefillAmount: fromMicro(b.C)}.Validate()
 	case LeakyLimit:
 		var q leakyParams
-		q, err = LeakyBucket{Size: FromMicro(b.A), Interval: time.Duration(b.B)}.params()
+		q, err = LeakyBucket{Size: fromMicro(b.A), Interval: time.Duration(b.B)}.params()
 		if err == nil && q.drip != b.C {
 			err = fmt.Errorf("leaky bucket: drip %d, want %d", b.C, q.drip)
 		}
 	case FixedLimit:
-		err = FixedBucket{Period: time.Duration(b.A), Limit: FromMicro(b.B)}.Validate()
+		err = FixedBucket{Period: time.Duration(b.A), Limit: fromMicro(b.B)}.Validate()
 	default:
 		err = fmt.Errorf("bucket kind %s", b.Kind)
 	}

@@ -40,11 +40,6 @@ type Replacement struct {
 	Old, New *Namespace
 }
 
-// Changed reports whether the change changes anything.
-func (c *Change) Changed() bool {
-	return len(c.Added)+len(c.Removed)+len(c.Replaced) > 0
-}
-
 // ErrConcurrentChange is returned by Commit when the node's namespaces
 // changed since the Change was prepared.
 var ErrConcurrentChange = errors.New("node: namespaces changed since the change was prepared")

@@ -116,12 +116,6 @@ func newEstimator(cfg EstimatorConfig, sizes []int64, clock Clock) *estimator {
 	return est
 }
 
-// estimatorBytes returns the memory an estimator of cfg with n window sizes
-// holds, in bytes.
-func estimatorBytes(cfg EstimatorConfig, n int) int64 {
-	return 3 * int64(n) * int64(cfg.Hashes) * int64(cfg.Slots) * 8
-}
-
 // cells is the counters of one key, one per row.
 type cells struct {
 	n   int
@@ -327,6 +321,3 @@ func (ns *Namespace) errEstimatorKinds(limits []Limit) error {
 	}
 	return nil
 }
-
-// isEstimator reports whether the namespace counts in sketches.
-func (ns *Namespace) isEstimator() bool { return ns.est != nil }

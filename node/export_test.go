@@ -13,10 +13,10 @@ type (
 )
 
 var (
+	FromMicro          = fromMicro
 	NewBuckets         = newBuckets
 	NewLeases          = newLeases
 	BucketCost         = bucketCost
-	EstimatorBytes     = estimatorBytes
 	ReclaimInterval    = reclaimInterval
 	ValidateWindowSize = validateWindowSize
 )
@@ -25,10 +25,6 @@ func (b *Buckets) Reclaim(now time.Time) int { return b.reclaim(now) }
 
 func (b *Buckets) TakeTokenAt(t time.Time, key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
 	return b.takeTokenAt(t, key, p, take, strict)
-}
-
-func (b *Buckets) TakeToken(key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
-	return b.takeToken(key, p, take, strict)
 }
 
 func (b *Buckets) TokenAt(t time.Time, key string, p TokenBucket) (BucketStatus, error) {
@@ -43,20 +39,12 @@ func (b *Buckets) TakeLeaky(key string, p LeakyBucket, take float64) (BucketStat
 	return b.takeLeaky(key, p, take)
 }
 
-func (b *Buckets) TakeLeakyWait(ctx context.Context, key string, p LeakyBucket, take float64, maxWait time.Duration) (BucketStatus, error) {
-	return b.takeLeakyWait(ctx, key, p, take, maxWait)
-}
-
 func (b *Buckets) LeakyAt(t time.Time, key string, p LeakyBucket) (BucketStatus, error) {
 	return b.leakyAt(t, key, p)
 }
 
 func (b *Buckets) TakeFixedAt(t time.Time, key string, p FixedBucket, take float64) (BucketStatus, error) {
 	return b.takeFixedAt(t, key, p, take)
-}
-
-func (b *Buckets) TakeFixed(key string, p FixedBucket, take float64) (BucketStatus, error) {
-	return b.takeFixed(key, p, take)
 }
 
 func (b *Buckets) FixedAt(t time.Time, key string, p FixedBucket) (BucketStatus, error) {
@@ -67,6 +55,55 @@ func (l *Leases) Reclaim(now, idleBefore time.Time) int { return l.reclaim(now, 
 
 func (ns *Namespace) Reclaim(now time.Time) int { return ns.reclaim(now) }
 
-func (ns *Namespace) IsEstimator() bool { return ns.isEstimator() }
+// TakeFixed is takeFixedAt at the clock's time.
+func (b *Buckets) TakeFixed(key string, p FixedBucket, take float64) (BucketStatus, error) {
+	return b.takeFixedAt(b.clock.Now(), key, p, take)
+}
 
-func (ns *Namespace) KeyBytes() int64 { return ns.keyBytes() }
+// TakeToken is takeTokenAt at the clock's time.
+func (b *Buckets) TakeToken(key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
+	return b.takeTokenAt(b.clock.Now(), key, p, take, strict)
+}
+
+// TakeLeakyWait is takeLeaky with Sidekiq's wait_timeout: when refused and
+// the status's Wait(maxWait) allows it, it waits on the clock (holding no
+// lock) and tries once more, returning that second answer. It returns
+// ctx's error if ctx ends during the wait.
+func (b *Buckets) TakeLeakyWait(ctx context.Context, key string, p LeakyBucket, take float64, maxWait time.Duration) (BucketStatus, error) {
+	st, err := b.takeLeaky(key, p, take)
+	d, wait := st.Wait(maxWait)
+	if err != nil || !wait {
+		return st, err
+	}
+	if err := b.sleep(ctx, d); err != nil {
+		return st, err
+	}
+	return b.takeLeaky(key, p, take)
+}
+
+// EstimatorBytes returns the memory an estimator of cfg with n window sizes
+// holds, in bytes.
+func EstimatorBytes(cfg EstimatorConfig, n int) int64 {
+	return 3 * int64(n) * int64(cfg.Hashes) * int64(cfg.Slots) * 8
+}
+
+// IsEstimator reports whether the namespace counts in sketches.
+func (ns *Namespace) IsEstimator() bool { return ns.est != nil }
+
+// KeyBytes returns what the keys held cost under MaxBytes (KeyCost each).
+func (ns *Namespace) KeyBytes() int64 { return ns.bytes.Load() }
+
+// Bytes returns what the buckets held cost under MaxBytes.
+func (b *Buckets) Bytes() int64 { return b.bytes.Load() }
+
+// Changed reports whether the change changes anything.
+func (c *Change) Changed() bool {
+	return len(c.Added)+len(c.Removed)+len(c.Replaced) > 0
+}
+
+// Totals returns the current and previous totals (own + others) of size.
+func (k *KeyLock) Totals(size time.Duration) (cur, prev int64) {
+	s, sz := k.slot(size)
+	c, p := s.buckets(WindowStart(k.t, size), sz)
+	return total(c), total(p)
+}

@@ -70,12 +70,12 @@ func (p fixedParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
 	}
 	t = p.advance(s, t)
 	before := s.v
-	st := BucketStatus{Allowed: before+n <= p.limit, Never: n > p.limit, Limit: FromMicro(p.limit), Before: FromMicro(before)}
+	st := BucketStatus{Allowed: before+n <= p.limit, Never: n > p.limit, Limit: fromMicro(p.limit), Before: fromMicro(before)}
 	if st.Allowed {
 		s.v += n
 		st.used = n
 	}
-	st.Remaining = FromMicro(max(p.limit-s.v, 0)) // a count above the limit: the cluster's (see Force)
+	st.Remaining = fromMicro(max(p.limit-s.v, 0)) // a count above the limit: the cluster's (see Force)
 	st.ResetAfter = time.Duration(s.last + p.period - t)
 	if !st.Allowed && !st.Never {
 		st.RetryAfter = st.ResetAfter
@@ -103,11 +103,6 @@ func (b *Buckets) takeFixedAt(t time.Time, key string, p FixedBucket, take float
 	})
 	st.used = 0 // the cluster's bookkeeping, for Allow only
 	return st, err
-}
-
-// takeFixed is takeFixedAt at the clock's time.
-func (b *Buckets) takeFixed(key string, p FixedBucket, take float64) (BucketStatus, error) {
-	return b.takeFixedAt(b.clock.Now(), key, p, take)
 }
 
 // fixedAt reads key's fixed bucket p at t without counting: Before is the

@@ -127,13 +127,6 @@ func (k *KeyLock) MarkPushed(p Pending, version int64) {
 	}
 }
 
-// Totals returns the current and previous totals (own + others) of size.
-func (k *KeyLock) Totals(size time.Duration) (cur, prev int64) {
-	s, sz := k.slot(size)
-	c, p := s.buckets(WindowStart(k.t, size), sz)
-	return total(c), total(p)
-}
-
 // Rates appends the rates of sizes, with extra more micro-hits counted in
 // their current windows.
 func (k *KeyLock) Rates(sizes []time.Duration, extra int64, dst []Rate) []Rate {

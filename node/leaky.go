@@ -1,7 +1,6 @@
 package node
 
 import (
-	"context"
 	"math/bits"
 	"time"
 )
@@ -97,12 +96,12 @@ func (p leakyParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
 	}
 	t = p.advance(s, t)
 	before := s.v
-	st := BucketStatus{Allowed: before+n <= p.size, Never: n > p.size, Limit: FromMicro(p.size), Before: FromMicro(before)}
+	st := BucketStatus{Allowed: before+n <= p.size, Never: n > p.size, Limit: fromMicro(p.size), Before: fromMicro(before)}
 	if st.Allowed {
 		s.v += n
 		st.used = n
 	}
-	st.Remaining = FromMicro(max(p.size-s.v, 0)) // drops above size: the cluster's (see Force)
+	st.Remaining = fromMicro(max(p.size-s.v, 0)) // drops above size: the cluster's (see Force)
 	if s.v > 0 {
 		st.ResetAfter = time.Duration(s.last + p.drip - t) // next drip, in (0, drip]
 	}
@@ -140,22 +139,6 @@ func (b *Buckets) takeLeakyAt(t time.Time, key string, p LeakyBucket, take float
 // takeLeaky is takeLeakyAt at the clock's time.
 func (b *Buckets) takeLeaky(key string, p LeakyBucket, take float64) (BucketStatus, error) {
 	return b.takeLeakyAt(b.clock.Now(), key, p, take)
-}
-
-// takeLeakyWait is takeLeaky with Sidekiq's wait_timeout: when refused and
-// the status's Wait(maxWait) allows it, it waits on the clock (holding no
-// lock) and tries once more, returning that second answer. It returns
-// ctx's error if ctx ends during the wait.
-func (b *Buckets) takeLeakyWait(ctx context.Context, key string, p LeakyBucket, take float64, maxWait time.Duration) (BucketStatus, error) {
-	st, err := b.takeLeaky(key, p, take)
-	d, wait := st.Wait(maxWait)
-	if err != nil || !wait {
-		return st, err
-	}
-	if err := b.sleep(ctx, d); err != nil {
-		return st, err
-	}
-	return b.takeLeaky(key, p, take)
 }
 
 // leakyAt reads key's leaky bucket p at t without adding a drop: Before

@@ -122,9 +122,6 @@ func (ns *Namespace) Now() time.Time { return ns.clock.Now() }
 // ActiveKeys returns the number of keys held in memory.
 func (ns *Namespace) ActiveKeys() int64 { return ns.keys.Load() }
 
-// keyBytes returns what the keys held cost under MaxBytes (KeyCost each).
-func (ns *Namespace) keyBytes() int64 { return ns.bytes.Load() }
-
 // The parts of KeyCost, measured on amd64 (TestKeyCost): an entry with its
 // place in the shard table and the key's bytes, and per window size a slot
 // and the windows of a key counted in it. It is the heap a key takes; the

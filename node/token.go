@@ -89,7 +89,7 @@ func (p tokenParams) take(s *bucketVal, found bool, t, n int64, strict bool) Buc
 	}
 	t = p.advance(s, t)
 	before := s.v
-	st := BucketStatus{Allowed: before >= n, Never: n > p.max, Limit: FromMicro(p.max), Before: FromMicro(max(before, 0))}
+	st := BucketStatus{Allowed: before >= n, Never: n > p.max, Limit: fromMicro(p.max), Before: fromMicro(max(before, 0))}
 	if n > 0 {
 		// A refused take empties the bucket; one in debt (the cluster's
 		// consumption beyond its tokens, see Force) stays in debt.
@@ -99,7 +99,7 @@ func (p tokenParams) take(s *bucketVal, found bool, t, n int64, strict bool) Buc
 		}
 	}
 	st.used = before - s.v
-	st.Remaining = FromMicro(max(s.v, 0))
+	st.Remaining = fromMicro(max(s.v, 0))
 	if s.v < p.max {
 		st.ResetAfter = time.Duration(s.last + p.refill - t)
 	}
@@ -135,11 +135,6 @@ func (b *Buckets) takeTokenAt(t time.Time, key string, p TokenBucket, take float
 	})
 	st.used = 0 // the cluster's bookkeeping, for Allow only
 	return st, err
-}
-
-// takeToken is takeTokenAt at the clock's time.
-func (b *Buckets) takeToken(key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
-	return b.takeTokenAt(b.clock.Now(), key, p, take, strict)
 }
 
 // tokenAt reads key's token bucket p at t without taking (Smyte's RL.GET):

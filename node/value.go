@@ -76,8 +76,8 @@ func errValue(field string, v float64) error {
 	return fieldErr(field, ErrInvalidValue, "|value| must be at most %g, got %g", float64(MaxValue), v)
 }
 
-// FromMicro converts micro-hits to hits.
-func FromMicro(m int64) float64 { return float64(m) / Micro }
+// fromMicro converts micro-hits to hits.
+func fromMicro(m int64) float64 { return float64(m) / Micro }
 
 // ValidateKey checks a key: non-empty valid UTF-8 of at most MaxKeyLen bytes.
 func ValidateKey(key string) error {

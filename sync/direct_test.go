@@ -91,7 +91,7 @@ func testSynchronousAllow(t *testing.T, store func(*memory.Store) clustersync.St
 	}
 	ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
 	if got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"}); err != nil || got != want*node.Micro {
-		t.Errorf("store holds %v hits (%v), want %d", node.FromMicro(got), err, want)
+		t.Errorf("store holds %v hits (%v), want %d", float64(got)/node.Micro, err, want)
 	}
 	for i, n := range nodes {
 		if dirty := n.ns.CollectDirty(clock.Now(), nil); len(dirty) != 0 {
@@ -130,7 +130,7 @@ func TestSynchronousAllowStoreFails(t *testing.T) {
 			}
 			ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
 			if got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"}); err != nil || got != 3*node.Micro {
-				t.Errorf("store holds %v hits (%v) after the tick, want 3", node.FromMicro(got), err)
+				t.Errorf("store holds %v hits (%v) after the tick, want 3", float64(got)/node.Micro, err)
 			}
 		})
 	}

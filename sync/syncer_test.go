@@ -100,8 +100,8 @@ func TestPeriodicConverges(t *testing.T) {
 				t.Errorf("node %d key %s: rate = %v, want %v", i, key, got, want)
 			}
 		}
-		if got, _ := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: node.WindowStart(start.UnixNano(), time.Minute), Key: key}); node.FromMicro(got) != want {
-			t.Errorf("store window %s = %v, want %v", key, node.FromMicro(got), want)
+		if got, _ := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: node.WindowStart(start.UnixNano(), time.Minute), Key: key}); float64(got)/node.Micro != want {
+			t.Errorf("store window %s = %v, want %v", key, float64(got)/node.Micro, want)
 		}
 	}
 }
@@ -188,7 +188,7 @@ func TestStoreHangsIncrementsContinue(t *testing.T) {
 				key := fmt.Sprintf("k%d", k)
 				got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: key})
 				if err != nil || got != 200*node.Micro {
-					t.Errorf("store %s = %v (%v), want exactly 200 hits", key, node.FromMicro(got), err)
+					t.Errorf("store %s = %v (%v), want exactly 200 hits", key, float64(got)/node.Micro, err)
 				}
 			}
 		})
@@ -213,7 +213,7 @@ func TestShutdownPushesEverything(t *testing.T) {
 	for i := range 10 {
 		got, _ := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Second, Start: ws, Key: fmt.Sprintf("k%d", i)})
 		if got != 10*node.Micro {
-			t.Errorf("k%d stored %v, want 10", i, node.FromMicro(got))
+			t.Errorf("k%d stored %v, want 10", i, float64(got)/node.Micro)
 		}
 	}
 }
@@ -424,7 +424,7 @@ func TestSynchronousOutageFailsFast(t *testing.T) {
 	ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
 	got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
 	if err != nil || got != 1005*node.Micro {
-		t.Fatalf("store = %v (%v), want exactly 1005 hits", node.FromMicro(got), err)
+		t.Fatalf("store = %v (%v), want exactly 1005 hits", float64(got)/node.Micro, err)
 	}
 }
 
@@ -523,7 +523,7 @@ func TestFailedPushThatLandedIsRepaired(t *testing.T) {
 			ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
 			got, err := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
 			if err != nil || got != 1*node.Micro {
-				t.Fatalf("store = %v hits (%v), want 1", node.FromMicro(got), err)
+				t.Fatalf("store = %v hits (%v), want 1", float64(got)/node.Micro, err)
 			}
 		})
 	}
@@ -710,7 +710,7 @@ func TestSynchronousFailedCallThatLandedIsRepaired(t *testing.T) {
 	ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
 	got, err := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
 	if err != nil || got != 1*node.Micro {
-		t.Fatalf("store = %v hits (%v), want 1", node.FromMicro(got), err)
+		t.Fatalf("store = %v hits (%v), want 1", float64(got)/node.Micro, err)
 	}
 }
 

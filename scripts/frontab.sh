@@ -30,27 +30,7 @@ git worktree add --quiet --detach "$tmp/a" "$rev"
 go build -o "$tmp/limiterd-B" ./cmd/limiterd
 go build -o "$tmp/limiter-bench" ./cmd/limiter-bench
 
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-}
-wait_port() {
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return
-		sleep 0.1
-	done
-	echo "frontab: nothing listens on port $1" >&2
-	exit 1
-}
-# cpu PID: its user and system time in clock ticks.
-cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+. scripts/lib.sh # free_port, wait_port, cpu, median
 
 # round SIDE: one side's figures, "cpu_us_per_call calls_per_sec reduce_per_sec".
 round() {

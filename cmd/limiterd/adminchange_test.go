@@ -16,6 +16,26 @@ import (
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 )
 
+// adminCall sends method path with body to the admin API at addr and
+// returns the answer's body, failing unless it is 200.
+func adminCall(ctx context.Context, t *testing.T, addr, method, path, body string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
 // TestAdminChangesOnlyWhatItNames: on the embedded default, PUT users
 // leaves default answering on every front; DELETE default leaves only
 // users; deleting users too leaves a node that serves no namespace, which
@@ -30,20 +50,7 @@ func TestAdminChangesOnlyWhatItNames(t *testing.T) {
 
 	change := func(method, path, body string) string {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, "http://"+adminAddr+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
-		}
-		return string(b)
+		return adminCall(ctx, t, adminAddr, method, path, body)
 	}
 	// served calls Increment in ns on every front and returns each
 	// front's outcome: "ok" or the error's text.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -30,26 +28,6 @@ namespaces:
 	d.dial(t, grpcAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	call := func(method, body string) string {
-		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, method, "http://"+adminAddr+"/v1/namespaces"+body, nil)
-		if method == "PUT" {
-			req, err = http.NewRequestWithContext(ctx, method, "http://"+adminAddr+"/v1/namespaces/api", strings.NewReader(body))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s %s: %d %s", method, body, resp.StatusCode, b)
-		}
-		return string(b)
-	}
 	mode := func() (string, float64) {
 		t.Helper()
 		var list []struct {
@@ -57,7 +35,7 @@ namespaces:
 			Mode     string  `json:"mode"`
 			SyncRate float64 `json:"sync_rate"`
 		}
-		if err := json.Unmarshal([]byte(call("GET", "")), &list); err != nil || len(list) != 1 {
+		if err := json.Unmarshal([]byte(adminCall(ctx, t, adminAddr, "GET", "/v1/namespaces", "")), &list); err != nil || len(list) != 1 {
 			t.Fatalf("GET /v1/namespaces: %v, %+v", err, list)
 		}
 		return list[0].Mode, list[0].SyncRate
@@ -78,7 +56,7 @@ namespaces:
 		{"-1", true, "local"},
 		{"-5", false, "local"},
 	} {
-		got := call("PUT", `{"window_sizes": ["1s", "60s"], "store": "main", "sync_rate": `+step.rate+`}`)
+		got := adminCall(ctx, t, adminAddr, "PUT", "/v1/namespaces/api", `{"window_sizes": ["1s", "60s"], "store": "main", "sync_rate": `+step.rate+`}`)
 		want := "changed [] removed [] unchanged [api]"
 		if step.changed {
 			want = "changed [api] removed [] unchanged []"

@@ -1,0 +1,31 @@
+# Shell functions the benchmark scripts share; source it from a script
+# after cd-ing to the repository's root: . scripts/lib.sh
+
+# free_port prints a loopback port nothing listens on.
+free_port() {
+	local p
+	while :; do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p"
+			return
+		fi
+	done
+}
+
+# wait_port PORT waits up to 10 s for a listener on PORT, and exits the
+# script if none comes.
+wait_port() {
+	for _ in $(seq 100); do
+		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return
+		sleep 0.1
+	done
+	echo "$(basename "$0"): nothing listens on port $1" >&2
+	exit 1
+}
+
+# cpu PID prints its user and system time in clock ticks.
+cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+# median prints the median of its arguments.
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }

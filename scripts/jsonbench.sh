@@ -26,21 +26,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p"
-			return
-		fi
-	done
-}
+. scripts/lib.sh # free_port
 
 go build -o "$tmp/limiterd" ./cmd/limiterd
 grpc=$(free_port)
 http=$(free_port)
-while [ "$http" = "$grpc" ]; do http=$(free_port); done
 GOGC= "$tmp/limiterd" --grpc-addr "127.0.0.1:$grpc" --http-addr "127.0.0.1:$http" --log-level warn &
 pid=$!
 for _ in $(seq 100); do

@@ -1,12 +1,14 @@
 # Shell functions the benchmark scripts share; source it from a script
 # after cd-ing to the repository's root: . scripts/lib.sh
 
-# free_port prints a loopback port nothing listens on.
+# free_port prints a loopback port nothing listens on, never one it
+# printed before (listed in $tmp/ports: the caller's temporary directory).
 free_port() {
 	local p
 	while :; do
 		p=$((20000 + RANDOM % 30000))
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+		if ! grep -qx "$p" "$tmp/ports" 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			echo "$p" >>"$tmp/ports"
 			echo "$p"
 			return
 		fi

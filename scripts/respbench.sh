@@ -37,27 +37,7 @@ go build -o "$tmp/limiter-bench" ./cmd/limiter-bench
 
 # free_port prints a loopback port nothing listens on and this script has
 # not handed out yet.
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		if ! grep -qx "$p" "$tmp/ports" 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p" >>"$tmp/ports"
-			echo "$p"
-			return
-		fi
-	done
-}
-
-# wait_port PORT: until something accepts on it (10 s at most).
-wait_port() {
-	for _ in $(seq 100); do
-		(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return
-		sleep 0.1
-	done
-	echo "respbench: nothing listens on port $1" >&2
-	exit 1
-}
+. scripts/lib.sh # free_port, wait_port, median
 
 rport="$(free_port)"
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" >"$tmp/redis.log" 2>&1 &
@@ -91,8 +71,6 @@ echo "redis-benchmark -c 50 -n $n -r 100000, $rounds rounds (Redis and limiterd 
 echo
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-# median of the arguments
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 # The load on a shared machine drifts: each round runs Redis and limiterd
 # back to back, and its ratio is reported with the medians.

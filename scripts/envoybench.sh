@@ -81,17 +81,7 @@ timeout 300 go build -o "$tmp/envoybench" ./scripts/envoybench
 # free_port prints a loopback port below the ephemeral range (where
 # outgoing connections could take it between the check and the bind) that
 # nothing listens on and this script has not handed out yet.
-free_port() {
-	local p
-	while :; do
-		p=$((10000 + RANDOM % 20000))
-		if ! grep -qx "$p" "$tmp/ports" 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p" >>"$tmp/ports"
-			echo "$p"
-			return
-		fi
-	done
-}
+. scripts/lib.sh # free_port
 
 # One domain file, read by both servers.
 mkdir -p "$tmp/runtime/rl/config"

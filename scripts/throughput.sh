@@ -35,17 +35,7 @@ go build -o "$tmp/limiter-bench" ./cmd/limiter-bench
 # free_port prints a loopback port nothing listens on and this script has
 # not handed out yet (it is remembered in $tmp/ports, as $(...) runs in a
 # subshell).
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		if ! grep -qx "$p" "$tmp/ports" 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p" >>"$tmp/ports"
-			echo "$p"
-			return
-		fi
-	done
-}
+. scripts/lib.sh # free_port
 
 rport="$(free_port)"
 redis-server --port "$rport" --bind 127.0.0.1 --save "" --appendonly no --dir "$tmp" >"$tmp/redis.log" 2>&1 &

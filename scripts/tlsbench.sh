@@ -48,17 +48,7 @@ extendedKeyUsage=serverAuth"
 issue client "/CN=tlsbench" "extendedKeyUsage=clientAuth"
 cd - >/dev/null
 
-free_port() {
-	local p
-	while :; do
-		p=$((20000 + RANDOM % 30000))
-		if ! grep -qx "$p" "$tmp/ports" 2>/dev/null && ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			echo "$p" >>"$tmp/ports"
-			echo "$p"
-			return
-		fi
-	done
-}
+. scripts/lib.sh # free_port
 
 declare -A grpc http pid
 for mode in plain tls mtls; do

@@ -20,17 +20,12 @@ pid=""
 cleanup() {
 	[ -n "$pid" ] && kill "$pid" 2>/dev/null || true
 	wait 2>/dev/null || true
-	git worktree remove --force "$tmp/a" 2>/dev/null || true
-	rm -rf "$tmp"
+	remove_ab
 }
 trap cleanup EXIT
 
-git worktree add --quiet --detach "$tmp/a" "$rev"
-(cd "$tmp/a" && go build -o "$tmp/limiterd-A" ./cmd/limiterd)
-go build -o "$tmp/limiterd-B" ./cmd/limiterd
-go build -o "$tmp/limiter-bench" ./cmd/limiter-bench
-
-. scripts/lib.sh # free_port, wait_port, cpu, median
+. scripts/lib.sh # build_ab, remove_ab, free_port, wait_port, cpu, median
+build_ab "$rev"
 
 # round SIDE: one side's figures, "cpu_us_per_call calls_per_sec reduce_per_sec".
 round() {

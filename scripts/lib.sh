@@ -31,3 +31,19 @@ cpu() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # median prints the median of its arguments.
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# build_ab REV builds limiterd at the git revision REV ($tmp/limiterd-A,
+# from a worktree at $tmp/a that remove_ab removes) and in the working
+# tree ($tmp/limiterd-B), and limiter-bench ($tmp/limiter-bench).
+build_ab() {
+	git worktree add --quiet --detach "$tmp/a" "$1"
+	(cd "$tmp/a" && go build -o "$tmp/limiterd-A" ./cmd/limiterd)
+	go build -o "$tmp/limiterd-B" ./cmd/limiterd
+	go build -o "$tmp/limiter-bench" ./cmd/limiter-bench
+}
+
+# remove_ab removes build_ab's worktree and $tmp.
+remove_ab() {
+	git worktree remove --force "$tmp/a" 2>/dev/null || true
+	rm -rf "$tmp"
+}

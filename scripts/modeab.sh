@@ -21,17 +21,12 @@ pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
-	git worktree remove --force "$tmp/a" 2>/dev/null || true
-	rm -rf "$tmp"
+	remove_ab
 }
 trap cleanup EXIT
 
-git worktree add --quiet --detach "$tmp/a" "$rev"
-(cd "$tmp/a" && go build -o "$tmp/limiterd-A" ./cmd/limiterd)
-go build -o "$tmp/limiterd-B" ./cmd/limiterd
-go build -o "$tmp/limiter-bench" ./cmd/limiter-bench
-
-. scripts/lib.sh # free_port, wait_port, cpu, median
+. scripts/lib.sh # build_ab, remove_ab, free_port, wait_port, cpu, median
+build_ab "$rev"
 
 redis_port="$(free_port)"
 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize no >"$tmp/redis.log" 2>&1 &

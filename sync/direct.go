@@ -126,7 +126,7 @@ func (wt *synchronous) exchange(caller context.Context, k *node.KeyLock, sizes [
 	defer cancel()
 	version := s.versions.Next()
 	every := len(sizes) == len(s.ns.Sizes())
-	prevFresh := every && s.prevReads.fresh(k.Key(), k.Time(), sizes, s.cfg.CallTimeout)
+	prevFresh := every && wt.prevReads.fresh(k.Key(), k.Time(), sizes, s.cfg.CallTimeout)
 	var buf [2 * node.MaxWindowSizes]node.Pending
 	pend := buf[:0]
 	rows := make([]Row, 0, 2*len(sizes))
@@ -176,7 +176,7 @@ func (wt *synchronous) exchange(caller context.Context, k *node.KeyLock, sizes [
 		k.SetOthers(p, others[j])
 	}
 	if readPrev {
-		s.prevReads.mark(k.Key(), k.Time())
+		wt.prevReads.mark(k.Key(), k.Time())
 	}
 }
 

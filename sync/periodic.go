@@ -18,6 +18,10 @@ type periodic struct {
 	newKeysUntil int64
 }
 
+func (pd *periodic) tick(time.Time) {}
+
+func (pd *periodic) forget(string) {}
+
 func (pd *periodic) IncrementAt(_ context.Context, t time.Time, key string, size time.Duration, value float64, dst []node.Rate) ([]node.Rate, error) {
 	return pd.s.ns.IncrementAt(t, key, size, value, dst)
 }

@@ -55,9 +55,7 @@ func (rz resets) key(ctx context.Context, t time.Time, key string) error {
 	if err != nil {
 		return err
 	}
-	if s.prevReads != nil {
-		s.prevReads.forget(key)
-	}
+	s.calls.forget(key)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
 	defer cancel()
 	keys := make([]WindowKey, len(ws))

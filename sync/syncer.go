@@ -125,8 +125,8 @@ func (c Config) withDefaults(m Mode) Config {
 type Syncer struct {
 	ns    *node.Namespace
 	mode  Mode
-	sync  bool  // mode is Synchronous
-	calls Calls // the mode's: *periodic or *synchronous
+	sync  bool      // mode is Synchronous
+	calls modeCalls // the mode's: *periodic or *synchronous
 	// background, when set, runs beside the ticks of Run (a periodic
 	// namespace's fetch of keys new to the node).
 	background func(ctx context.Context)
@@ -144,9 +144,6 @@ type Syncer struct {
 	// fails: until then synchronous calls answer from local counts at
 	// once (see direct.go).
 	downUntil atomic.Int64
-	// prevReads serves the synchronous calls (see exchange; nil in a
-	// periodic namespace); the tick prunes it.
-	prevReads *prevReads
 
 	// Escalation of a periodic namespace (see escalate.go): aa is the
 	// store's AtomicAllower (nil if it has none), lastTick the ticks'
@@ -209,8 +206,7 @@ func NewSyncer(ns *node.Namespace, mode Mode, store Store, inc string, v *Versio
 	}
 	s.aa, _ = store.(AtomicAllower)
 	if sync {
-		s.prevReads = newPrevReads()
-		s.calls = &synchronous{shared: shared{s}, groups: newGroups()}
+		s.calls = &synchronous{shared: shared{s}, groups: newGroups(), prevReads: newPrevReads()}
 	} else {
 		s.ttlPad = 2 * period
 		pd := &periodic{shared: shared{s}}
@@ -240,6 +236,16 @@ func NewSyncer(ns *node.Namespace, mode Mode, store Store, inc string, v *Versio
 		ns.OnNewKey(func(key string) { enqueueFresh(s.fresh, key) })
 	}
 	return s, nil
+}
+
+// modeCalls are a syncing mode's calls and what of its own state the
+// tick and a reset tend.
+type modeCalls interface {
+	Calls
+	// tick runs at the start of every tick.
+	tick(now time.Time)
+	// forget drops what the mode keeps of key, which a reset changed.
+	forget(key string)
 }
 
 // Calls returns the namespace's calls in its mode, periodic or
@@ -304,9 +310,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
 	defer cancel()
 	now := s.ns.Now()
-	if s.prevReads != nil {
-		s.prevReads.prune(now, s.ns.Sizes())
-	}
+	s.calls.tick(now)
 	tk := ticker{s}
 	tk.checkEvicted(now)
 	var perr, ferr error

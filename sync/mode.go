@@ -58,12 +58,12 @@ func period(m Mode, retry time.Duration) (time.Duration, error) {
 	switch m := m.(type) {
 	case Periodic:
 		if m.Period < MinPeriod || m.Period > MaxPeriod {
-			return 0, fmt.Errorf("sync: period %s out of [%s, %s]", m.Period, MinPeriod, MaxPeriod)
+			return 0, fmt.Errorf("period %s out of [%s, %s]", m.Period, MinPeriod, MaxPeriod)
 		}
 		return m.Period, nil
 	case Synchronous:
 		return retry, nil
 	default:
-		return 0, fmt.Errorf("sync: mode %v does not sync", m)
+		return 0, fmt.Errorf("mode %v does not sync", m)
 	}
 }

@@ -99,9 +99,12 @@ type Buckets struct {
 	clock   Clock
 	seed    maphash.Seed
 	n       atomic.Int64 // buckets held
-	bytes   atomic.Int64 // their bucketCost, under cfg.MaxBytes
+	bytes   atomic.Int64 // their bucketCost, under maxBytes
 	refused atomic.Int64 // new buckets refused at the cap
-	lives   atomic.Int64 // the last life given to a new bucket
+	// maxKeys and maxBytes cap the table (its namespace's max_keys and
+	// max_bytes, which a change of its config may move: setCaps).
+	maxKeys, maxBytes atomic.Int64
+	lives             atomic.Int64 // the last life given to a new bucket
 	// unsynced: no store receives the table's consumption (a local
 	// namespace's), so reclaim does not keep a bucket back for it.
 	unsynced atomic.Bool
@@ -170,20 +173,28 @@ const bucketShards = 256
 
 // newBuckets returns an empty table reading clock (nil: SystemClock).
 func newBuckets(cfg bucketsConfig, clock Clock) *Buckets {
-	if cfg.MaxKeys <= 0 {
-		cfg.MaxKeys = DefaultMaxKeys
-	}
-	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = DefaultMaxBytes
-	}
 	if clock == nil {
 		clock = SystemClock{}
 	}
 	b := &Buckets{cfg: cfg, clock: clock, seed: maphash.MakeSeed()}
+	b.setCaps(cfg.MaxKeys, cfg.MaxBytes)
 	for i := range b.shards {
 		b.shards[i].m = make(map[bucketID]*bucketEntry)
 	}
 	return b
+}
+
+// setCaps sets the table's caps (0: the defaults). Buckets held beyond
+// lowered caps stay until reclaimed; new ones are refused meanwhile.
+func (b *Buckets) setCaps(maxKeys int, maxBytes int64) {
+	if maxKeys <= 0 {
+		maxKeys = DefaultMaxKeys
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	b.maxKeys.Store(int64(maxKeys))
+	b.maxBytes.Store(maxBytes)
 }
 
 // Len returns the number of buckets held.
@@ -249,20 +260,20 @@ func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, f
 	}
 	for {
 		n := b.n.Load()
-		if n >= int64(b.cfg.MaxKeys) {
+		if max := b.maxKeys.Load(); n >= max {
 			b.refused.Add(1)
-			return fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d buckets", b.cfg.Name, b.cfg.MaxKeys)
+			return fieldErr("key", ErrKeyLimit, "namespace %q holds its maximum of %d buckets", b.cfg.Name, max)
 		}
 		if b.n.CompareAndSwap(n, n+1) {
 			break
 		}
 	}
-	if cost := bucketCost(len(id.key)); b.bytes.Add(cost) > b.cfg.MaxBytes {
+	if cost, max := bucketCost(len(id.key)), b.maxBytes.Load(); b.bytes.Add(cost) > max {
 		b.bytes.Add(-cost)
 		b.n.Add(-1)
 		b.refused.Add(1)
 		return fieldErr("key", ErrKeyLimit, "namespace %q holds buckets worth its max_bytes of %d bytes (a bucket of a key of %d bytes costs %d)",
-			b.cfg.Name, b.cfg.MaxBytes, len(id.key), cost)
+			b.cfg.Name, max, len(id.key), cost)
 	}
 	e := &bucketEntry{val: step(bucketVal{}, false), life: b.newLife()}
 	nid := *id

@@ -128,9 +128,12 @@ func (n *Node) Commit(c *Change) error {
 	if !n.tab.CompareAndSwap(c.from, c.to) {
 		return ErrConcurrentChange
 	}
-	// A namespace keeps its buckets when it starts or stops being shared.
+	// A namespace keeps its buckets and leases through a change of its
+	// config: they follow whether it is shared and its caps.
 	for _, ns := range c.to.byName {
 		ns.buckets.unsynced.Store(!ns.cfg.Shared)
+		ns.buckets.setCaps(ns.cfg.MaxKeys, ns.cfg.MaxBytes)
+		ns.leases.setMaxKeys(ns.cfg.MaxKeys)
 	}
 	return nil
 }

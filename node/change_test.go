@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -277,4 +278,80 @@ func TestInterestWindow(t *testing.T) {
 	if err != nil || !near(rates[0].Rate, 4) {
 		t.Errorf("rate %v, %v; want 4 after the others were set through the windows found", rates, err)
 	}
+}
+
+// TestChangedCapsReachBucketsAndLeases: a namespace whose max_keys or
+// max_bytes changes keeps its buckets and leases, under the new caps
+// from the commit on: a raised cap admits new keys, a lowered one refuses
+// them while the keys held stay.
+func TestChangedCapsReachBucketsAndLeases(t *testing.T) {
+	clock := newFakeClock(epoch)
+	cfg := func(maxKeys int, maxBytes int64) []node.Config {
+		return []node.Config{{Name: "api", WindowSizes: []time.Duration{time.Minute}, MaxKeys: maxKeys, MaxBytes: maxBytes}}
+	}
+	n, err := node.New(cfg(2, 0), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := func(key string) error {
+		ns, _ := n.Namespace("api")
+		_, err := ns.AllowAt(clock.Now(), node.AllowRequest{Key: key, Cost: 1,
+			Limits: []node.Limit{{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 10}}}}, nil)
+		return err
+	}
+	lease := func(key string) error {
+		ns, _ := n.Namespace("api")
+		_, err := ns.Leases().Acquire(clock.Now(), key, 5, time.Minute)
+		return err
+	}
+	change := func(maxKeys int, maxBytes int64) {
+		t.Helper()
+		c, err := n.Prepare(cfg(maxKeys, maxBytes))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Replaced) != 1 {
+			t.Fatalf("change to max_keys %d: %+v, want api replaced", maxKeys, c)
+		}
+		if err := n.Commit(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{"a", "b"} {
+		if fixed(k) != nil || lease(k) != nil {
+			t.Fatalf("key %s under max_keys 2 refused", k)
+		}
+	}
+	if !errors.Is(fixed("c"), node.ErrKeyLimit) || !errors.Is(lease("c"), node.ErrKeyLimit) {
+		t.Fatal("a third key under max_keys 2 admitted")
+	}
+	change(3, 0)
+	if err := fixed("c"); err != nil {
+		t.Errorf("bucket of a third key after max_keys 2 -> 3: %v", err)
+	}
+	if err := lease("c"); err != nil {
+		t.Errorf("lease of a third key after max_keys 2 -> 3: %v", err)
+	}
+	change(1, 0)
+	if !errors.Is(fixed("d"), node.ErrKeyLimit) || !errors.Is(lease("d"), node.ErrKeyLimit) {
+		t.Error("a new key admitted after max_keys 3 -> 1")
+	}
+	if fixed("a") != nil || lease("a") != nil {
+		t.Error("a key held refused after max_keys 3 -> 1")
+	}
+	change(2000, node.MinMaxBytes)
+	// Keys of 1 KiB until the budget refuses one: what max_bytes holds
+	// beside a, b and c's buckets.
+	want := int((node.MinMaxBytes - 3*node.BucketCost(1)) / node.BucketCost(1024))
+	for i := range 2000 {
+		err := fixed(fmt.Sprintf("%01024d", i))
+		if err == nil {
+			continue
+		}
+		if i != want || !strings.Contains(err.Error(), "max_bytes") {
+			t.Errorf("max_bytes %d refused the %dth bucket of a 1 KiB key (%v), want the %dth", node.MinMaxBytes, i+1, err, want+1)
+		}
+		return
+	}
+	t.Errorf("max_bytes %d admitted 2000 buckets of 1 KiB keys", node.MinMaxBytes)
 }

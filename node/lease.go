@@ -201,7 +201,7 @@ type Leases struct {
 	name    string
 	holder  uint64
 	serial  atomic.Uint64
-	maxKeys int64
+	maxKeys atomic.Int64 // the namespace's max_keys (setMaxKeys)
 	n       atomic.Int64
 	seed    maphash.Seed
 	shards  [leaseShards]leaseShard
@@ -212,12 +212,10 @@ type Leases struct {
 // that its leases are told from every other table's, this process's
 // earlier runs' included.
 func newLeases(name string, maxKeys int) *Leases {
-	if maxKeys <= 0 {
-		maxKeys = DefaultMaxKeys
-	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	l := &Leases{name: name, holder: binary.BigEndian.Uint64(b[:]), maxKeys: int64(maxKeys), seed: maphash.MakeSeed()}
+	l := &Leases{name: name, holder: binary.BigEndian.Uint64(b[:]), seed: maphash.MakeSeed()}
+	l.setMaxKeys(maxKeys)
 	for i := range l.shards {
 		l.shards[i].keys = map[string]*leaseKey{}
 	}
@@ -225,6 +223,16 @@ func newLeases(name string, maxKeys int) *Leases {
 }
 
 // Holder is the table's holder id (LeaseID.Holder of its leases).
+// setMaxKeys sets the most keys the table holds (0: DefaultMaxKeys).
+// Keys held beyond a lowered cap stay until idle; new ones are refused
+// meanwhile.
+func (l *Leases) setMaxKeys(n int) {
+	if n <= 0 {
+		n = DefaultMaxKeys
+	}
+	l.maxKeys.Store(int64(n))
+}
+
 func (l *Leases) Holder() uint64 { return l.holder }
 
 // Len is the number of keys held.
@@ -256,10 +264,10 @@ func (l *Leases) lockKey(key string, now int64, create bool) (*leaseShard, *leas
 		if !create {
 			return sh, nil, nil
 		}
-		if l.n.Add(1) > l.maxKeys {
+		if max := l.maxKeys.Load(); l.n.Add(1) > max {
 			l.n.Add(-1)
 			sh.mu.Unlock()
-			return nil, nil, fieldErr("key", ErrKeyLimit, "namespace %q holds the leases of %d keys, its max_keys", l.name, l.maxKeys)
+			return nil, nil, fieldErr("key", ErrKeyLimit, "namespace %q holds the leases of %d keys, its max_keys", l.name, max)
 		}
 		k = &leaseKey{own: map[uint64]ownLease{}}
 		sh.keys[key] = k

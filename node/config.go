@@ -37,7 +37,7 @@ type Config struct {
 	WindowSizes []time.Duration
 	// Shared is set when other nodes count the namespace's keys too: the
 	// namespace then keeps what changed since a sync last took it (see
-	// CollectDirty), and its buckets while their consumption is not
+	// TakeTick), and its buckets while their consumption is not
 	// stored. An estimator namespace cannot be shared.
 	Shared bool
 	// LeaseIdle is how long a key of the lease table is kept without a

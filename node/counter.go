@@ -56,7 +56,7 @@ type entry struct {
 	// when the last Allow that checked the key refused it (a key over its
 	// limit is never evicted for a new one, see evict); flagFetched, set
 	// once the other nodes' totals of the key were stored in it
-	// (SetOthers): until then the node knows only its own hits;
+	// (a Tick): until then the node knows only its own hits;
 	// flagDirty, set while the entry is on its shard's dirty list (a
 	// syncing namespace's keys whose own totals may need a push, see
 	// markDirty); and in

@@ -37,8 +37,9 @@
 // A namespace's Buckets hold token, leaky and fixed buckets, keyed by key
 // and parameters; AllowAt checks a key's windows and buckets together.
 //
-// Package sync drives the rest: CollectDirty, MarkPushed, CollectInterest
-// and SetOthers for its periodic ticks, and a KeyLock (LockKey, then
+// Package sync drives the rest: a Tick for its periodic ticks (TakeTick
+// lists what to push and read, ApplyTick applies what was stored and
+// read), and a KeyLock (LockKey, then
 // Window, Add, Decide) for a synchronous call that holds one key across a
 // store round trip. A periodic Allow goes through AllowMarginAt, which
 // decides here while clear of every limit by a Margin (the other nodes'

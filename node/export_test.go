@@ -107,3 +107,15 @@ func (k *KeyLock) Totals(size time.Duration) (cur, prev int64) {
 	c, p := s.buckets(WindowStart(k.t, size), sz)
 	return total(c), total(p)
 }
+
+func (ns *Namespace) CollectDirty(now time.Time, dst []Pending) []Pending {
+	return ns.collectDirty(now, dst)
+}
+
+func (ns *Namespace) CollectInterest(now time.Time, dst []Window) []Window {
+	return ns.collectInterest(now, dst)
+}
+
+func (ns *Namespace) MarkPushed(p Pending, version int64) { ns.markPushed(p, version) }
+func (ns *Namespace) MarkUncertain(p Pending)             { ns.markUncertain(p) }
+func (ns *Namespace) SetOthers(w Window, others int64)    { ns.setOthers(w, others) }

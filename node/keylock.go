@@ -95,7 +95,7 @@ func (k *KeyLock) Window(size time.Duration) (cur, prev Pending) {
 	return cur, prev
 }
 
-// SetOthers stores the other nodes' total of p's window.
+// setOthers stores the other nodes' total of p's window.
 func (k *KeyLock) SetOthers(p Pending, others int64) {
 	k.e.markFetched()
 	p.b.others.Store(others)
@@ -113,13 +113,14 @@ func (k *KeyLock) Stored(p Pending) (version int64, ok bool) {
 	return p.b.pushedVer, true
 }
 
-// MarkUncertain is Namespace.MarkUncertain for a lock holder.
+// MarkUncertain records that a push of p failed but may have reached
+// the store, as a tick's Uncertain version does.
 func (k *KeyLock) MarkUncertain(p Pending) {
 	p.b.pushed.Store(uncertain)
 }
 
-// MarkPushed is Namespace.MarkPushed for a lock holder (which already holds
-// the entry's lock).
+// MarkPushed records that p.Total was stored with version, as a tick's
+// version does, for a lock holder (which already holds the entry's lock).
 func (k *KeyLock) MarkPushed(p Pending, version int64) {
 	if version > p.b.pushedVer {
 		p.b.pushedVer = version

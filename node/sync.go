@@ -29,12 +29,12 @@ type Window struct {
 	slot  *slot
 }
 
-// CollectDirty appends to dst every window that still counts at now (the
+// collectDirty appends to dst every window that still counts at now (the
 // current or the previous one) whose own total differs from its last
 // pushed total. In a syncing namespace it visits only the keys on the
 // dirty lists (markDirty), not every key: a key stays listed until a
 // visit finds it pushed.
-func (ns *Namespace) CollectDirty(now time.Time, dst []Pending) []Pending {
+func (ns *Namespace) collectDirty(now time.Time, dst []Pending) []Pending {
 	tn := now.UnixNano()
 	if !ns.track { // a local namespace lists nothing: walk every key
 		ns.each(func(_ string, e *entry) { dst = ns.collectEntry(e, tn, dst) })
@@ -89,7 +89,7 @@ func (ns *Namespace) collectEntry(e *entry, tn int64, dst []Pending) []Pending {
 	return dst
 }
 
-// dirtied lists e for CollectDirty after its own totals changed, in a
+// dirtied lists e for collectDirty after its own totals changed, in a
 // syncing namespace; a load when it is listed already (most calls).
 func (ns *Namespace) dirtied(e *entry) {
 	if ns.track && e.flags.Load()&flagDirty == 0 {
@@ -109,9 +109,9 @@ func (ns *Namespace) markDirty(e *entry) {
 	sh.dmu.Unlock()
 }
 
-// MarkPushed records that p.Total was stored with version. A push that
+// markPushed records that p.Total was stored with version. A push that
 // completes after a newer one does not move the mark back.
-func (ns *Namespace) MarkPushed(p Pending, version int64) {
+func (ns *Namespace) markPushed(p Pending, version int64) {
 	p.e.mu.Lock()
 	if version > p.b.pushedVer {
 		p.b.pushedVer = version
@@ -125,21 +125,21 @@ func (ns *Namespace) MarkPushed(p Pending, version int64) {
 // stays dirty until a push succeeds.
 const uncertain = math.MinInt64
 
-// MarkUncertain records that a push of p failed but may have reached the
+// markUncertain records that a push of p failed but may have reached the
 // store. Without it, an own total that returns to the last acknowledged
 // one (a release after a hit) would not be pushed again, and the store
 // would keep the failed push's total.
-func (ns *Namespace) MarkUncertain(p Pending) {
+func (ns *Namespace) markUncertain(p Pending) {
 	p.e.mu.Lock()
 	p.b.pushed.Store(uncertain)
 	p.e.mu.Unlock()
 	ns.dirtied(p.e)
 }
 
-// CollectInterest appends to dst the current and previous windows at now
+// collectInterest appends to dst the current and previous windows at now
 // of every key touched in either of them: the windows whose other-node
 // totals the node needs.
-func (ns *Namespace) CollectInterest(now time.Time, dst []Window) []Window {
+func (ns *Namespace) collectInterest(now time.Time, dst []Window) []Window {
 	tn := now.UnixNano()
 	ns.each(func(key string, e *entry) {
 		for i := range ns.sizes {
@@ -158,7 +158,7 @@ func (ns *Namespace) CollectInterest(now time.Time, dst []Window) []Window {
 }
 
 // InterestWindow looks up, without walking the keys, the window of key
-// of the given size starting at start, as CollectInterest would list it
+// of the given size starting at start, as collectInterest would list it
 // at now: ok when the key is held, was touched in the current or previous
 // window, and start is one of those two. ahead reports instead a held
 // key's window that starts after the current one (a writer whose clock
@@ -227,14 +227,14 @@ func (ns *Namespace) learn(h uint64, key string) (e *entry, full bool) {
 	return e, e == nil
 }
 
-// SetOthers stores the other nodes' total for w, as just fetched.
-func (ns *Namespace) SetOthers(w Window, others int64) {
+// setOthers stores the other nodes' total for w, as just fetched.
+func (ns *Namespace) setOthers(w Window, others int64) {
 	w.e.markFetched()
 	ns.SetLearned(w, others)
 }
 
 // SetLearned stores the other nodes' total for w, read from a change
-// that tells nothing of the key's other windows: unlike SetOthers, it
+// that tells nothing of the key's other windows: unlike setOthers, it
 // leaves a key never fetched as such.
 func (ns *Namespace) SetLearned(w Window, others int64) {
 	if b, _ := w.slot.buckets(w.Start, int64(w.Size)); b != nil {

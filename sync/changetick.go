@@ -95,7 +95,6 @@ func (tk ticker) fetchChanges(ctx context.Context, now time.Time) error {
 	c := &s.ch
 	if !c.full {
 		err := tk.readChanges(ctx, now)
-		clear(s.windows)
 		if err == nil {
 			// Applied after the changes: this read is newer.
 			return tk.fetchFreshWindows(ctx)
@@ -117,8 +116,10 @@ func (tk ticker) fetchChanges(ctx context.Context, now time.Time) error {
 		s.log.Debug("change cursor not read", "err", err)
 		start = ""
 	}
-	s.windows = s.ns.CollectInterest(now, s.windows[:0])
-	if err := tk.fetch(ctx, nil); err != nil {
+	s.ns.TakeTick(now, &s.tick, false, true)
+	err = tk.fetch(ctx)
+	s.ns.ApplyTick(&s.tick)
+	if err != nil {
 		c.requeue(c.keys)
 		return err
 	}
@@ -182,10 +183,15 @@ func (tk ticker) fetchFreshWindows(ctx context.Context) error {
 	if len(c.fresh) == 0 {
 		return nil
 	}
-	windows := s.windows
-	s.windows = c.fresh
-	err := tk.fetch(ctx, nil)
-	c.fresh, s.windows = s.windows[:0], windows
+	t := &s.tick
+	s.ns.TakeTick(s.ns.Now(), t, false, false)
+	t.Read = append(t.Read, c.fresh...)
+	t.Others = append(t.Others[:0], make([]int64, len(t.Read))...)
+	t.Got = append(t.Got[:0], make([]bool, len(t.Read))...)
+	err := tk.fetch(ctx)
+	s.ns.ApplyTick(t)
+	clear(c.fresh) // drop references to entries
+	c.fresh = c.fresh[:0]
 	if err != nil {
 		c.requeue(c.keys)
 	}
@@ -201,11 +207,16 @@ func (tk ticker) fetchFreshWindows(ctx context.Context) error {
 func (tk ticker) applyChanges(now time.Time) {
 	s := tk.s
 	c := &s.ch
+	t := &s.tick
+	s.ns.TakeTick(now, t, false, false)
 	for i := range c.changes {
 		ch := &c.changes[i]
 		if tk.learns(ch) {
 			switch w, ok, ahead, full := s.ns.LearnWindow(now, ch.Key, ch.Size, ch.Start); {
 			case ok:
+				// In the order of the changes: what the tick holds first.
+				s.ns.ApplyTick(t)
+				s.ns.TakeTick(now, t, false, false)
 				s.ns.SetLearned(w, ch.Others)
 			case ahead:
 				c.ahead = append(c.ahead, *ch)
@@ -216,10 +227,11 @@ func (tk ticker) applyChanges(now time.Time) {
 		}
 		switch w, ok, ahead := s.ns.InterestWindow(now, ch.Key, ch.Size, ch.Start); {
 		case ok:
-			s.ns.SetOthers(w, ch.Others)
+			t.Read, t.Others, t.Got = append(t.Read, w), append(t.Others, ch.Others), append(t.Got, true)
 		case ahead:
 			c.ahead = append(c.ahead, *ch)
 		}
 	}
+	s.ns.ApplyTick(t)
 	clear(c.changes) // drop the keys
 }

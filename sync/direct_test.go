@@ -94,8 +94,9 @@ func testSynchronousAllow(t *testing.T, store func(*memory.Store) clustersync.St
 		t.Errorf("store holds %v hits (%v), want %d", float64(got)/node.Micro, err, want)
 	}
 	for i, n := range nodes {
-		if dirty := n.ns.CollectDirty(clock.Now(), nil); len(dirty) != 0 {
-			t.Errorf("node %d: %d windows dirty, want 0", i, len(dirty))
+		var tick node.Tick
+		if n.ns.TakeTick(clock.Now(), &tick, true, false); len(tick.Push) != 0 {
+			t.Errorf("node %d: %d windows dirty, want 0", i, len(tick.Push))
 		}
 	}
 }

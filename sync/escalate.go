@@ -171,8 +171,12 @@ func (pd *periodic) fetchWindows(ctx context.Context, windows []node.Window, key
 		s.log.Debug("fetch of new keys failed; the next tick fetches them", "keys", len(keys), "err", err)
 		return
 	}
-	for i, w := range windows {
-		s.ns.SetOthers(w, others[i])
+	t := &s.tick
+	s.ns.TakeTick(s.ns.Now(), t, false, false)
+	t.Read, t.Others = append(t.Read, windows...), append(t.Others, others...)
+	for range windows {
+		t.Got = append(t.Got, true)
 	}
+	s.ns.ApplyTick(t)
 	s.m.Fetched(s.name, len(keys))
 }

@@ -29,7 +29,7 @@ func TestMatchPending(t *testing.T) {
 		{"not of interest", []node.Pending{p("a", 2), p("x", 2), p("c", 1)}, []int{0, -1, 5}},
 		{"none", nil, []int{}},
 	} {
-		s := &Syncer{windows: windows, pending: c.pending}
+		s := &Syncer{tick: node.Tick{Read: windows, Push: c.pending}}
 		ticker{s}.matchPending()
 		if !slices.Equal(s.match, c.want) {
 			t.Errorf("%s: match = %v, want %v", c.name, s.match, c.want)

@@ -65,13 +65,17 @@ func TestTestsCatchMutants(t *testing.T) {
 		{
 			Name: "a failed read of the interest set drops the new keys",
 			File: "changetick.go",
-			Old: `	if err := tk.fetch(ctx, nil); err != nil {
+			Old: `	s.ns.ApplyTick(&s.tick)
+	if err != nil {
 		c.requeue(c.keys)
 		return err
-	}`,
-			New: `	if err := tk.fetch(ctx, nil); err != nil {
+	}
+	c.cursor = start`,
+			New: `	s.ns.ApplyTick(&s.tick)
+	if err != nil {
 		return err
-	}`,
+	}
+	c.cursor = start`,
 			Test:   "TestChangesFailedFullReadRetriesNewKey",
 			Caught: "a's hits read",
 		},

@@ -164,18 +164,17 @@ type Syncer struct {
 	lastSuccess time.Time
 	lastErr     error
 
-	tickMu  gosync.Mutex // one tick at a time
-	pending []node.Pending
-	windows []node.Window
-	rows    []Row
-	keys    []WindowKey
-	others  []int64
-	match   []int  // per pending: its index in windows, or -1
-	fetched []bool // per window: others already set by this tick's PushFetch
-	idx     []int  // per key of a Fetch batch: its index in windows
-	bsync   []node.BucketSync
-	lsync   []node.LeaseSync
-	ch      changeTick // with a ChangeReader store (changetick.go)
+	tickMu gosync.Mutex // one tick at a time
+	// tick is the exchange with the store in progress (node.Tick).
+	tick   node.Tick
+	rows   []Row
+	keys   []WindowKey
+	others []int64
+	match  []int // per tick.Push: its index in tick.Read, or -1
+	idx    []int // per key of a Fetch batch: its index in tick.Read
+	bsync  []node.BucketSync
+	lsync  []node.LeaseSync
+	ch     changeTick // with a ChangeReader store (changetick.go)
 }
 
 // NewSyncer returns a Syncer for ns in mode m (periodic or synchronous)
@@ -320,19 +319,28 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 		// A plain push: the others' sums of the windows pushed change only
 		// by the others' writes, which the change read reports.
 		tk.beginChanges(now)
-		perr = tk.push(ctx, now)
+		s.ns.TakeTick(now, &s.tick, true, false)
+		perr = tk.push(ctx)
+		s.ns.ApplyTick(&s.tick)
 		if ctx.Err() == nil {
 			ferr = tk.fetchChanges(ctx, now)
 		} else {
 			s.ch.requeue(s.ch.keys)
 		}
 	case isPF:
-		perr, ferr = tk.pushFetch(ctx, pf, now)
+		s.ns.TakeTick(now, &s.tick, true, true)
+		perr, ferr = tk.pushFetch(ctx, pf)
+		s.ns.ApplyTick(&s.tick)
 	default:
-		perr = tk.push(ctx, now)
+		s.ns.TakeTick(now, &s.tick, true, false)
+		perr = tk.push(ctx)
+		s.ns.ApplyTick(&s.tick)
 		if ctx.Err() == nil {
-			s.windows = s.ns.CollectInterest(now, s.windows[:0])
-			ferr = tk.fetch(ctx, nil)
+			// Read after the push: a key first touched meanwhile is read
+			// at once.
+			s.ns.TakeTick(now, &s.tick, false, true)
+			ferr = tk.fetch(ctx)
+			s.ns.ApplyTick(&s.tick)
 		}
 	}
 	if ctx.Err() == nil {
@@ -365,8 +373,10 @@ func (s *Syncer) Fetch(ctx context.Context) error {
 	defer s.tickMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
 	defer cancel()
-	s.windows = s.ns.CollectInterest(s.ns.Now(), s.windows[:0])
-	return ticker{s}.fetch(ctx, nil)
+	s.ns.TakeTick(s.ns.Now(), &s.tick, false, true)
+	err := ticker{s}.fetch(ctx)
+	s.ns.ApplyTick(&s.tick)
+	return err
 }
 
 // Flush pushes every dirty window and bucket, and the leases of this
@@ -375,7 +385,10 @@ func (s *Syncer) Flush(ctx context.Context) error {
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
 	now := s.ns.Now()
-	return errors.Join(ticker{s}.push(ctx, now), bucketSync{s}.sync(ctx, now, false), leaseSync{s}.sync(ctx, now, false))
+	s.ns.TakeTick(now, &s.tick, true, false)
+	perr := ticker{s}.push(ctx)
+	s.ns.ApplyTick(&s.tick)
+	return errors.Join(perr, bucketSync{s}.sync(ctx, now, false), leaseSync{s}.sync(ctx, now, false))
 }
 
 func (s *Syncer) row(p node.Pending, version int64) Row {
@@ -387,41 +400,42 @@ func (s *Syncer) row(p node.Pending, version int64) Row {
 	}
 }
 
-// push stores the dirty windows in batches; each batch that succeeds is
-// marked pushed, the others stay dirty for the next tick.
-func (tk ticker) push(ctx context.Context, now time.Time) error {
+// push stores the tick's dirty windows (s.tick.Push) in batches,
+// recording each batch's version in the tick; a batch that fails is
+// recorded uncertain, and the ones after it are not sent: they stay dirty
+// for the next tick.
+func (tk ticker) push(ctx context.Context) error {
 	s := tk.s
-	s.pending = s.ns.CollectDirty(now, s.pending[:0])
-	s.m.Dirty(s.name, len(s.pending))
-	if len(s.pending) == 0 {
+	t := &s.tick
+	s.m.Dirty(s.name, len(t.Push))
+	if len(t.Push) == 0 {
 		return nil
 	}
 	version := s.versions.Next()
-	for lo := 0; lo < len(s.pending); lo += s.cfg.BatchSize {
-		batch := s.pending[lo:min(lo+s.cfg.BatchSize, len(s.pending))]
+	for lo := 0; lo < len(t.Push); lo += s.cfg.BatchSize {
+		hi := min(lo+s.cfg.BatchSize, len(t.Push))
 		s.rows = s.rows[:0]
-		for _, p := range batch {
+		for _, p := range t.Push[lo:hi] {
 			s.rows = append(s.rows, s.row(p, version))
 		}
 		if err := s.store.Push(ctx, s.inc, s.rows); err != nil {
-			tk.uncertain(batch)
-			return fmt.Errorf("sync: push %d rows of namespace %q: %w", len(s.pending)-lo, s.name, err)
+			tk.failed(lo, hi)
+			return fmt.Errorf("sync: push %d rows of namespace %q: %w", len(t.Push)-lo, s.name, err)
 		}
-		for _, p := range batch {
-			s.ns.MarkPushed(p, version)
-		}
-		s.m.Pushed(s.name, len(batch))
+		tk.stored(lo, hi, version)
+		s.m.Pushed(s.name, hi-lo)
 	}
-	clear(s.pending) // drop references to entries
 	return nil
 }
 
-// uncertain marks the windows of a failed push: the store may have
-// applied it, so each stays dirty until a push succeeds.
-func (tk ticker) uncertain(batch []node.Pending) {
-	s := tk.s
-	for _, p := range batch {
-		s.ns.MarkUncertain(p)
+// failed records the tick's windows to push from lo to hi as uncertain:
+// their push failed once sent, so the store may hold it or not.
+func (tk ticker) failed(lo, hi int) { tk.stored(lo, hi, node.Uncertain) }
+
+// stored records version for the tick's windows to push from lo to hi.
+func (tk ticker) stored(lo, hi int, version int64) {
+	for i := lo; i < hi; i++ {
+		tk.s.tick.Version[i] = version
 	}
 }
 
@@ -430,65 +444,57 @@ func (tk ticker) uncertain(batch []node.Pending) {
 // call, so only the interest windows that were not pushed need a Fetch.
 // A batch that fails stays dirty, and its windows are fetched like the
 // rest.
-func (tk ticker) pushFetch(ctx context.Context, pf PushFetcher, now time.Time) (perr, ferr error) {
+func (tk ticker) pushFetch(ctx context.Context, pf PushFetcher) (perr, ferr error) {
 	s := tk.s
-	s.pending = s.ns.CollectDirty(now, s.pending[:0])
-	s.m.Dirty(s.name, len(s.pending))
-	// Collected after the dirty windows, so a key first touched in between
-	// is only in the interest set, which keeps the two lists in step.
-	s.windows = s.ns.CollectInterest(now, s.windows[:0])
-	s.fetched = slices.Grow(s.fetched[:0], len(s.windows))[:len(s.windows)]
-	clear(s.fetched)
+	t := &s.tick
+	s.m.Dirty(s.name, len(t.Push))
 	tk.matchPending()
-	if len(s.pending) > 0 {
+	if len(t.Push) > 0 {
 		version := s.versions.Next()
-		for lo := 0; lo < len(s.pending); lo += s.cfg.BatchSize {
-			batch := s.pending[lo:min(lo+s.cfg.BatchSize, len(s.pending))]
+		for lo := 0; lo < len(t.Push); lo += s.cfg.BatchSize {
+			hi := min(lo+s.cfg.BatchSize, len(t.Push))
 			s.rows = s.rows[:0]
-			for _, p := range batch {
+			for _, p := range t.Push[lo:hi] {
 				s.rows = append(s.rows, s.row(p, version))
 			}
-			s.others = slices.Grow(s.others[:0], len(batch))[:len(batch)]
+			s.others = slices.Grow(s.others[:0], hi-lo)[:hi-lo]
 			clear(s.others)
 			if err := pf.PushFetch(ctx, s.inc, s.rows, s.others); err != nil {
-				tk.uncertain(batch)
-				perr = fmt.Errorf("sync: push %d rows of namespace %q: %w", len(s.pending)-lo, s.name, err)
+				tk.failed(lo, hi)
+				perr = fmt.Errorf("sync: push %d rows of namespace %q: %w", len(t.Push)-lo, s.name, err)
 				break
 			}
-			for j, p := range batch {
-				s.ns.MarkPushed(p, version)
+			tk.stored(lo, hi, version)
+			for j := range hi - lo {
 				if w := s.match[lo+j]; w >= 0 {
-					s.ns.SetOthers(s.windows[w], s.others[j])
-					s.fetched[w] = true
+					t.Others[w], t.Got[w] = s.others[j], true
 				}
 			}
-			s.m.Pushed(s.name, len(batch))
-			s.m.Fetched(s.name, len(batch))
+			s.m.Pushed(s.name, hi-lo)
+			s.m.Fetched(s.name, hi-lo)
 		}
-		clear(s.pending) // drop references to entries
 	}
 	if ctx.Err() == nil {
-		ferr = tk.fetch(ctx, s.fetched)
-	} else {
-		clear(s.windows)
+		ferr = tk.fetch(ctx)
 	}
 	return perr, ferr
 }
 
-// matchPending sets match[j] to the index in windows of pending[j]'s
-// window, or -1. The namespace walks its keys in the same order for both
-// lists, so a merge finds every match; should a concurrent insert or
-// reclaim have reordered the walk, a map finds them instead.
+// matchPending sets match[j] to the index in the tick's Read of its
+// Push[j]'s window, or -1. The namespace walks its keys in the same order
+// for both lists, so a merge finds every match; should a concurrent
+// insert or reclaim have reordered the walk, a map finds them instead.
 func (tk ticker) matchPending() {
 	s := tk.s
-	s.match = slices.Grow(s.match[:0], len(s.pending))[:len(s.pending)]
+	push, read := s.tick.Push, s.tick.Read
+	s.match = slices.Grow(s.match[:0], len(push))[:len(push)]
 	i := 0
-	for j := range s.pending {
-		p := &s.pending[j]
-		for i < len(s.windows) && !sameWindow(&s.windows[i], p) {
+	for j := range push {
+		p := &push[j]
+		for i < len(read) && !sameWindow(&read[i], p) {
 			i++
 		}
-		if i == len(s.windows) {
+		if i == len(read) {
 			tk.matchByMap()
 			return
 		}
@@ -508,31 +514,31 @@ func (tk ticker) matchByMap() {
 		size  time.Duration
 		start int64
 	}
-	at := make(map[id]int, len(s.pending))
-	for j, p := range s.pending {
+	at := make(map[id]int, len(s.tick.Push))
+	for j, p := range s.tick.Push {
 		at[id{p.Key, p.Size, p.Start}] = j
 		s.match[j] = -1
 	}
-	for i, w := range s.windows {
+	for i, w := range s.tick.Read {
 		if j, ok := at[id{w.Key, w.Size, w.Start}]; ok {
 			s.match[j] = i
 		}
 	}
 }
 
-// fetch reads the other incarnations' totals of the collected interest
-// windows, skipping window i when skip[i] (skip may be nil).
-func (tk ticker) fetch(ctx context.Context, skip []bool) error {
+// fetch reads the other incarnations' totals of the tick's windows to
+// read that are not read yet (Got), into the tick.
+func (tk ticker) fetch(ctx context.Context) error {
 	s := tk.s
-	defer clear(s.windows) // drop references to entries
-	for lo := 0; lo < len(s.windows); {
-		// The next batch: up to BatchSize windows not skipped, from lo.
+	t := &s.tick
+	for lo := 0; lo < len(t.Read); {
+		// The next batch: up to BatchSize windows not read yet, from lo.
 		s.keys, s.idx = s.keys[:0], s.idx[:0]
-		for ; lo < len(s.windows) && len(s.keys) < s.cfg.BatchSize; lo++ {
-			if skip != nil && skip[lo] {
+		for ; lo < len(t.Read) && len(s.keys) < s.cfg.BatchSize; lo++ {
+			if t.Got[lo] {
 				continue
 			}
-			w := &s.windows[lo]
+			w := &t.Read[lo]
 			s.keys = append(s.keys, WindowKey{Namespace: s.name, Size: w.Size, Start: w.Start, Key: w.Key})
 			s.idx = append(s.idx, lo)
 		}
@@ -545,7 +551,7 @@ func (tk ticker) fetch(ctx context.Context, skip []bool) error {
 			return fmt.Errorf("sync: fetch %d windows of namespace %q: %w", len(s.keys), s.name, err)
 		}
 		for j, i := range s.idx {
-			s.ns.SetOthers(s.windows[i], s.others[j])
+			t.Others[i], t.Got[i] = s.others[j], true
 		}
 		s.m.Fetched(s.name, len(s.keys))
 	}

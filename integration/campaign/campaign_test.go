@@ -160,7 +160,7 @@ func TestCampaignCatchesMutants(t *testing.T) {
 	}{
 		{
 			name: "failed push not retried", file: "sync/syncer.go",
-			old: "\t\ts.ns.MarkUncertain(p)\n", new: "\t\ts.ns.MarkPushed(p, 1<<62)\n",
+			old: "{ tk.stored(lo, hi, node.Uncertain) }", new: "{ tk.stored(lo, hi, 1<<62) }",
 			guarantee: "no acknowledged hit lost (periodic)",
 		},
 		{

@@ -1,0 +1,79 @@
+package node
+
+import (
+	"slices"
+	"time"
+)
+
+// A Tick is one exchange of a namespace's sliding windows with a store,
+// in the style of raft's Ready and Advance: TakeTick lists what the
+// namespace changed since its last push (Push) and the windows whose
+// other nodes' totals it needs (Read); the caller writes and reads the
+// store and records the outcome in the same Tick (Version, Others, Got);
+// ApplyTick applies it, the one step that changes the namespace. A caller
+// may also fill Read itself (windows it found by key, say) before filling
+// Others and Got.
+type Tick struct {
+	// Push lists the windows whose own totals changed since their last
+	// push.
+	Push []Pending
+	// Read lists the windows whose other nodes' totals are wanted.
+	Read []Window
+	// Version[i] is the version Push[i] was stored with: 0 when it was
+	// not sent, Uncertain when its push failed after it was sent (the
+	// store may hold it or not).
+	Version []int64
+	// Others[i] is the other nodes' total of Read[i], read where Got[i].
+	Others []int64
+	Got    []bool
+}
+
+// Uncertain is the Version of a push that failed after it was sent: the
+// window stays dirty until a push of it succeeds.
+const Uncertain = -1
+
+// TakeTick empties t and lists in it, at now, the windows to push (with
+// push) and the windows to read (with read), with room for their
+// outcome. The lists reuse t's memory.
+func (ns *Namespace) TakeTick(now time.Time, t *Tick, push, read bool) {
+	clear(t.Push) // drop references to entries
+	clear(t.Read)
+	t.Push, t.Read = t.Push[:0], t.Read[:0]
+	if push {
+		t.Push = ns.collectDirty(now, t.Push)
+	}
+	if read {
+		t.Read = ns.collectInterest(now, t.Read)
+	}
+	t.ready()
+}
+
+// ready sizes t's outcome to its lists, all unset.
+func (t *Tick) ready() {
+	t.Version = slices.Grow(t.Version[:0], len(t.Push))[:len(t.Push)]
+	clear(t.Version)
+	t.Others = slices.Grow(t.Others[:0], len(t.Read))[:len(t.Read)]
+	clear(t.Others)
+	t.Got = slices.Grow(t.Got[:0], len(t.Read))[:len(t.Read)]
+	clear(t.Got)
+}
+
+// ApplyTick records t's outcome in the namespace: each window pushed as
+// stored with its version (a push completed after a newer one does not
+// move the mark back), each failed one as uncertain, each window read
+// with the others' total.
+func (ns *Namespace) ApplyTick(t *Tick) {
+	for i, p := range t.Push {
+		switch v := t.Version[i]; {
+		case v == Uncertain:
+			ns.markUncertain(p)
+		case v > 0:
+			ns.markPushed(p, v)
+		}
+	}
+	for i, w := range t.Read {
+		if t.Got[i] {
+			ns.setOthers(w, t.Others[i])
+		}
+	}
+}

@@ -259,11 +259,6 @@ func (ns *Namespace) countAll(e *entry, tn, cost int64) {
 	ns.dirtied(e)
 }
 
-// Allow is AllowAt at the namespace clock's time.
-func (ns *Namespace) Allow(req AllowRequest, dst []LimitStatus) (Decision, error) {
-	return ns.AllowAt(ns.clock.Now(), req, dst)
-}
-
 // decision is a Decision before it is expressed in hits.
 type decision struct {
 	t         int64

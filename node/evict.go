@@ -10,8 +10,8 @@ import (
 // looks at to choose the one it replaces.
 const evictSample = 8
 
-// EvictedKeys returns how many idle keys were evicted to make room for new
-// ones at the key cap (Config.OnFull = OnFullEvict).
+// Eviction makes room for new keys at the key cap (Config.OnFull =
+// OnFullEvict; Stats.EvictedKeys counts it).
 //
 // The policy is a sampled least-weight eviction. A new key at the cap
 // looks at up to evictSample keys of its own shard (1/256 of the table),
@@ -27,12 +27,6 @@ const evictSample = 8
 //     (periodic and synchronous namespaces: its hits would be lost), or
 //   - it is locked (an Allow, a key lock or a sync is using it).
 //
-// When no sampled key qualifies, the new key is refused as with
-// OnFullRefuse. Finding and counting an existing key is unchanged: the
-// policy runs only when a new key meets a full table, and reads no clock
-// and writes no field on the hot path.
-func (ns *Namespace) EvictedKeys() int64 { return ns.evicted.Load() }
-
 // evict removes the best candidate for eviction, if any, and reports
 // whether it did, for a new key hashed to h. It samples the key's shard,
 // whose lock the caller holds, then, while

@@ -119,3 +119,34 @@ func (ns *Namespace) CollectInterest(now time.Time, dst []Window) []Window {
 func (ns *Namespace) MarkPushed(p Pending, version int64) { ns.markPushed(p, version) }
 func (ns *Namespace) MarkUncertain(p Pending)             { ns.markUncertain(p) }
 func (ns *Namespace) SetOthers(w Window, others int64)    { ns.setOthers(w, others) }
+
+// The counters, one at a time, for tests written before Stats.
+func (ns *Namespace) ActiveKeys() int64     { return ns.Stats().ActiveKeys }
+func (ns *Namespace) RefusedKeys() int64    { return ns.Stats().RefusedKeys }
+func (ns *Namespace) ActiveBuckets() int64  { return ns.Stats().ActiveBuckets }
+func (ns *Namespace) DroppedWindows() int64 { return ns.Stats().DroppedWindows }
+func (ns *Namespace) EvictedKeys() int64    { return ns.Stats().EvictedKeys }
+
+// The calls at the clock's time, for tests.
+func (ns *Namespace) Increment(key string, size time.Duration, value float64, dst []Rate) ([]Rate, error) {
+	return ns.IncrementAt(ns.clock.Now(), key, size, value, dst)
+}
+
+func (ns *Namespace) Rate(key string, size time.Duration, curDiff float64, dst []Rate) ([]Rate, error) {
+	return ns.RateAt(ns.clock.Now(), key, size, curDiff, dst)
+}
+
+func (ns *Namespace) Allow(req AllowRequest, dst []LimitStatus) (Decision, error) {
+	return ns.AllowAt(ns.clock.Now(), req, dst)
+}
+
+// The lookups behind Tick.Changes, for tests.
+func (ns *Namespace) InterestWindow(now time.Time, key string, size time.Duration, start int64) (Window, bool, bool) {
+	return ns.interestWindow(now, key, size, start)
+}
+
+func (ns *Namespace) LearnWindow(now time.Time, key string, size time.Duration, start int64) (Window, bool, bool, bool) {
+	return ns.learnWindow(now, key, size, start)
+}
+
+func (ns *Namespace) SetLearned(w Window, others int64) { ns.setLearned(w, others) }

@@ -13,6 +13,11 @@ import (
 // the namespace's Sizes, and one window by the Pending handle Window
 // returns. A KeyLock must not be used after Unlock.
 type KeyLock struct {
+	// Key is the locked key: the namespace's own copy, so holding it pins
+	// no caller's buffer. At is the time the key was locked for.
+	Key string
+	At  time.Time
+
 	ns *Namespace
 	e  *entry
 	t  int64
@@ -43,15 +48,8 @@ func (ns *Namespace) LockKey(t time.Time, key string) (*KeyLock, error) {
 	for i, size := range ns.sizes {
 		e.slot(i).bucketFor(WindowStart(tn, time.Duration(size)), size)
 	}
-	return &KeyLock{ns: ns, e: e, t: tn}, nil
+	return &KeyLock{Key: e.key, At: time.Unix(0, tn), ns: ns, e: e, t: tn}, nil
 }
-
-// Time returns the time the key was locked for.
-func (k *KeyLock) Time() time.Time { return time.Unix(0, k.t) }
-
-// Key returns the locked key. The string is the namespace's own copy:
-// holding it pins no caller's buffer.
-func (k *KeyLock) Key() string { return k.e.key }
 
 // Unlock releases the key.
 func (k *KeyLock) Unlock() { k.e.mu.Unlock() }
@@ -113,16 +111,15 @@ func (k *KeyLock) Stored(p Pending) (version int64, ok bool) {
 	return p.b.pushedVer, true
 }
 
-// MarkUncertain records that a push of p failed but may have reached
-// the store, as a tick's Uncertain version does.
-func (k *KeyLock) MarkUncertain(p Pending) {
-	p.b.pushed.Store(uncertain)
-}
-
-// MarkPushed records that p.Total was stored with version, as a tick's
-// version does, for a lock holder (which already holds the entry's lock).
-func (k *KeyLock) MarkPushed(p Pending, version int64) {
-	if version > p.b.pushedVer {
+// Pushed records the outcome of a push of p, as a Tick's Version does:
+// version > 0 stored with that version (an acknowledgement older than
+// the last one does not move the mark back), Uncertain failed after it
+// was sent, 0 not sent.
+func (k *KeyLock) Pushed(p Pending, version int64) {
+	switch {
+	case version == Uncertain:
+		p.b.pushed.Store(uncertain)
+	case version > p.b.pushedVer:
 		p.b.pushedVer = version
 		p.b.pushed.Store(p.Total)
 	}

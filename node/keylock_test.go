@@ -35,8 +35,8 @@ func TestKeyLockBasics(t *testing.T) {
 	if got := k.Rates([]time.Duration{size}, 0, nil); got[0].Rate != 3+6*0.5 {
 		t.Errorf("Rates = %v, want 6", got)
 	}
-	k.MarkPushed(cur, 5)
-	k.MarkPushed(prev, 5)
+	k.Pushed(cur, 5)
+	k.Pushed(prev, 5)
 	k.Unlock()
 	for _, p := range ns.CollectDirty(at, nil) {
 		if p.Size == size {
@@ -72,8 +72,8 @@ func TestKeyLockLateTime(t *testing.T) {
 				cur, prev := k.Window(size)
 				k.SetOthers(cur, 0)
 				k.SetOthers(prev, 0)
-				k.MarkPushed(cur, 1)
-				k.MarkPushed(prev, 1)
+				k.Pushed(cur, 1)
+				k.Pushed(prev, 1)
 			}
 			if got := k.Rates(ns.Sizes(), 0, nil); len(got) != 2 {
 				t.Errorf("Rates = %v, want 2 rates", got)

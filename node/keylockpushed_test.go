@@ -25,17 +25,17 @@ func TestKeyLockMarkPushedStaleVersion(t *testing.T) {
 	defer k.Unlock()
 	k.Add(size, node.Micro)
 	cur, _ := k.Window(size)
-	k.MarkPushed(cur, 5)
+	k.Pushed(cur, 5)
 	if v, ok := k.Stored(cur); !ok || v != 5 {
 		t.Fatalf("Stored after MarkPushed(5) = %d, %v; want 5, true", v, ok)
 	}
 	k.Add(size, node.Micro)
 	cur, _ = k.Window(size)
-	k.MarkPushed(cur, 5) // not newer than 5
+	k.Pushed(cur, 5) // not newer than 5
 	if v, ok := k.Stored(cur); ok {
 		t.Errorf("Stored of the new total after a repeated version 5 = %d, true; want not stored", v)
 	}
-	k.MarkPushed(cur, 6)
+	k.Pushed(cur, 6)
 	if v, ok := k.Stored(cur); !ok || v != 6 {
 		t.Errorf("Stored after MarkPushed(6) = %d, %v; want 6, true", v, ok)
 	}

@@ -119,8 +119,29 @@ func (ns *Namespace) Shadow() bool { return ns.cfg.Shadow }
 // Now reads the namespace's clock.
 func (ns *Namespace) Now() time.Time { return ns.clock.Now() }
 
-// ActiveKeys returns the number of keys held in memory.
-func (ns *Namespace) ActiveKeys() int64 { return ns.keys.Load() }
+// Stats is what a namespace holds and has refused, for metrics.
+type Stats struct {
+	// ActiveKeys and ActiveBuckets are the keys and buckets in memory.
+	ActiveKeys, ActiveBuckets int64
+	// RefusedKeys and RefusedBuckets count new keys and buckets refused
+	// at the key cap; EvictedKeys the keys evicted to make room.
+	RefusedKeys, RefusedBuckets, EvictedKeys int64
+	// DroppedWindows counts windows reclaimed before their counts could
+	// be pushed (only during a long store outage).
+	DroppedWindows int64
+}
+
+// Stats reads the namespace's counters, each atomically (not together).
+func (ns *Namespace) Stats() Stats {
+	return Stats{
+		ActiveKeys:     ns.keys.Load(),
+		ActiveBuckets:  ns.buckets.n.Load(),
+		RefusedKeys:    ns.refused.Load(),
+		RefusedBuckets: ns.buckets.refused.Load(),
+		EvictedKeys:    ns.evicted.Load(),
+		DroppedWindows: ns.dropped.Load(),
+	}
+}
 
 // The parts of KeyCost, measured on amd64 (TestKeyCost): an entry with its
 // place in the shard table and the key's bytes, and per window size a slot
@@ -145,9 +166,6 @@ func KeyCost(keyLen, sizes int) int64 {
 // keyCost is KeyCost of key in ns.
 func (ns *Namespace) keyCost(key string) int64 { return KeyCost(len(key), len(ns.sizes)) }
 
-// RefusedKeys returns how many new keys were refused at the key cap.
-func (ns *Namespace) RefusedKeys() int64 { return ns.refused.Load() }
-
 // Buckets returns the namespace's table of token, leaky and fixed buckets,
 // which Allow's bucket limits use. It holds at most the namespace's
 // MaxKeys buckets, counted apart from the keys of the windows.
@@ -156,18 +174,11 @@ func (ns *Namespace) Buckets() *Buckets { return ns.buckets }
 // Leases returns the namespace's table of concurrency leases.
 func (ns *Namespace) Leases() *Leases { return ns.leases }
 
-// ActiveBuckets returns the number of buckets held in memory.
-func (ns *Namespace) ActiveBuckets() int64 { return ns.buckets.Len() }
-
 // Sleep waits d on the namespace's clock (through its sleeper, when the
 // clock has one), or until ctx is done, returning ctx's error then.
 func (ns *Namespace) Sleep(ctx context.Context, d time.Duration) error {
 	return sleepOn(ctx, ns.clock, d)
 }
-
-// DroppedWindows returns how many windows were reclaimed before their
-// counts could be pushed (only during a long store outage).
-func (ns *Namespace) DroppedWindows() int64 { return ns.dropped.Load() }
 
 // Sizes returns the namespace's window sizes, ascending. The caller must
 // not modify the slice.
@@ -244,7 +255,7 @@ func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
 // insertKey inserts key, hashed to h, or returns its entry if it is
 // there already; it returns nil when there is no room. A key the node
 // counts takes a place under max_keys (or an evicted key's) and is told
-// to the new-key hook; a learned one (see LearnWindow) takes a place
+// to the new-key hook; a learned one (see KeyTotal.Learn) takes a place
 // under learnCap and is not told.
 func (ns *Namespace) insertKey(h uint64, key string, learned bool) *entry {
 	sh := ns.shards.of(h)
@@ -371,11 +382,6 @@ func (ns *Namespace) IncrementAt(t time.Time, key string, size time.Duration, va
 	return ns.incrementMicro(t.UnixNano(), key, lo, hi, m, dst)
 }
 
-// Increment is IncrementAt at the namespace clock's time.
-func (ns *Namespace) Increment(key string, size time.Duration, value float64, dst []Rate) ([]Rate, error) {
-	return ns.IncrementAt(ns.clock.Now(), key, size, value, dst)
-}
-
 func (ns *Namespace) incrementMicro(t int64, key string, lo, hi int, m int64, dst []Rate) ([]Rate, error) {
 	n := len(dst)
 	h := ns.shards.hash(key)
@@ -498,11 +504,6 @@ retry:
 		}
 		return dst, nil
 	}
-}
-
-// Rate is RateAt at the namespace clock's time.
-func (ns *Namespace) Rate(key string, size time.Duration, curDiff float64, dst []Rate) ([]Rate, error) {
-	return ns.RateAt(ns.clock.Now(), key, size, curDiff, dst)
 }
 
 // touch makes sure slot s has a bucket for the window ws, so the key belongs

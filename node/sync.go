@@ -157,13 +157,13 @@ func (ns *Namespace) collectInterest(now time.Time, dst []Window) []Window {
 	return dst
 }
 
-// InterestWindow looks up, without walking the keys, the window of key
+// interestWindow looks up, without walking the keys, the window of key
 // of the given size starting at start, as collectInterest would list it
 // at now: ok when the key is held, was touched in the current or previous
 // window, and start is one of those two. ahead reports instead a held
 // key's window that starts after the current one (a writer whose clock
 // runs ahead).
-func (ns *Namespace) InterestWindow(now time.Time, key string, size time.Duration, start int64) (w Window, ok, ahead bool) {
+func (ns *Namespace) interestWindow(now time.Time, key string, size time.Duration, start int64) (w Window, ok, ahead bool) {
 	i := ns.sizeIndex(size)
 	if i < 0 {
 		return Window{}, false, false
@@ -184,13 +184,13 @@ func (ns *Namespace) InterestWindow(now time.Time, key string, size time.Duratio
 	return Window{Key: e.key, Size: size, Start: start, e: e, slot: sl}, true, false
 }
 
-// LearnWindow is InterestWindow for a key the node may not hold: a key
+// learnWindow is interestWindow for a key the node may not hold: a key
 // absent is inserted (without telling OnNewKey, and never past
 // learnCap keys), so that the other nodes' totals of a key are known here
-// before the node's first call on it (store them with SetLearned). ahead
+// before the node's first call on it (store them with setLearned). ahead
 // reports a window that starts after the current one, held or not; full
 // a key absent that found no room.
-func (ns *Namespace) LearnWindow(now time.Time, key string, size time.Duration, start int64) (w Window, ok, ahead, full bool) {
+func (ns *Namespace) learnWindow(now time.Time, key string, size time.Duration, start int64) (w Window, ok, ahead, full bool) {
 	i := ns.sizeIndex(size)
 	if i < 0 || ns.est != nil {
 		return Window{}, false, false, false
@@ -212,12 +212,12 @@ func (ns *Namespace) LearnWindow(now time.Time, key string, size time.Duration, 
 	return Window{Key: e.key, Size: size, Start: start, e: e, slot: e.slot(i)}, true, false, false
 }
 
-// learnCap returns how many keys LearnWindow may fill the namespace to:
+// learnCap returns how many keys learnWindow may fill the namespace to:
 // three quarters of MaxKeys, so that keys learned from the other nodes
 // never take the room of the node's own.
 func (ns *Namespace) learnCap() int64 { return int64(ns.cfg.MaxKeys) / 4 * 3 }
 
-// learn inserts key, hashed to h, for LearnWindow: nil and full when the
+// learn inserts key, hashed to h, for learnWindow: nil and full when the
 // namespace holds learnCap keys, nil alone for a key that is not UTF-8.
 func (ns *Namespace) learn(h uint64, key string) (e *entry, full bool) {
 	if !utf8.ValidString(key) {
@@ -230,13 +230,13 @@ func (ns *Namespace) learn(h uint64, key string) (e *entry, full bool) {
 // setOthers stores the other nodes' total for w, as just fetched.
 func (ns *Namespace) setOthers(w Window, others int64) {
 	w.e.markFetched()
-	ns.SetLearned(w, others)
+	ns.setLearned(w, others)
 }
 
-// SetLearned stores the other nodes' total for w, read from a change
+// setLearned stores the other nodes' total for w, read from a change
 // that tells nothing of the key's other windows: unlike setOthers, it
 // leaves a key never fetched as such.
-func (ns *Namespace) SetLearned(w Window, others int64) {
+func (ns *Namespace) setLearned(w Window, others int64) {
 	if b, _ := w.slot.buckets(w.Start, int64(w.Size)); b != nil {
 		b.others.Store(others)
 		return

@@ -26,19 +26,49 @@ type Tick struct {
 	// Others[i] is the other nodes' total of Read[i], read where Got[i].
 	Others []int64
 	Got    []bool
+	// Changes lists other nodes' totals read by key (from a store's log
+	// of changes), which ApplyTick finds without walking the keys and
+	// applies after Read, in order: a later change of a window is newer.
+	Changes []KeyTotal
+
+	now int64
+}
+
+// KeyTotal is the other nodes' total of one window of a key, as a
+// change log reports it.
+type KeyTotal struct {
+	Key    string
+	Size   time.Duration
+	Start  int64
+	Others int64
+	// Learn inserts a key the node does not hold (never past three
+	// quarters of MaxKeys), so that the others' totals of a key are known
+	// before the node's first call on it; it stays unfetched, as a change
+	// tells nothing of the key's other windows. Without Learn, a change
+	// applies only to a key touched in the current or previous window.
+	Learn bool
+	// Set by ApplyTick: Ahead when the window starts after the current
+	// one (a writer whose clock runs ahead; give it again later), Full
+	// when Learn found no room. A change neither applied nor Ahead nor
+	// Full is of a window that no longer counts here. ApplyTick stops at
+	// a Full and shortens Changes to end there, so that the caller may
+	// decide again whether to learn the rest.
+	Applied, Ahead, Full bool
 }
 
 // Uncertain is the Version of a push that failed after it was sent: the
 // window stays dirty until a push of it succeeds.
 const Uncertain = -1
 
-// TakeTick empties t and lists in it, at now, the windows to push (with
+// TakeTick empties t (Changes too) and lists in it, at now, the windows to push (with
 // push) and the windows to read (with read), with room for their
 // outcome. The lists reuse t's memory.
 func (ns *Namespace) TakeTick(now time.Time, t *Tick, push, read bool) {
 	clear(t.Push) // drop references to entries
 	clear(t.Read)
-	t.Push, t.Read = t.Push[:0], t.Read[:0]
+	clear(t.Changes)
+	t.Push, t.Read, t.Changes = t.Push[:0], t.Read[:0], t.Changes[:0]
+	t.now = now.UnixNano()
 	if push {
 		t.Push = ns.collectDirty(now, t.Push)
 	}
@@ -74,6 +104,25 @@ func (ns *Namespace) ApplyTick(t *Tick) {
 	for i, w := range t.Read {
 		if t.Got[i] {
 			ns.setOthers(w, t.Others[i])
+		}
+	}
+	now := time.Unix(0, t.now)
+	for i := range t.Changes {
+		c := &t.Changes[i]
+		if c.Learn {
+			var w Window
+			if w, c.Applied, c.Ahead, c.Full = ns.learnWindow(now, c.Key, c.Size, c.Start); c.Applied {
+				ns.setLearned(w, c.Others)
+			}
+			if c.Full {
+				t.Changes = t.Changes[:i+1]
+				return
+			}
+			continue
+		}
+		var w Window
+		if w, c.Applied, c.Ahead = ns.interestWindow(now, c.Key, c.Size, c.Start); c.Applied {
+			ns.setOthers(w, c.Others)
 		}
 	}
 }

@@ -161,7 +161,7 @@ func TestReadOnlyAddsNoKey(t *testing.T) {
 				t.Errorf("%s: the reader's SlidingWindow: %v; want served: %v", c.mode, err, c.readOK)
 			}
 		}
-		if k, b := ns.ActiveKeys(), ns.ActiveBuckets(); k != 0 || b != 0 {
+		if k, b := ns.Stats().ActiveKeys, ns.Stats().ActiveBuckets; k != 0 || b != 0 {
 			t.Errorf("%s: after the reader's calls the namespace holds %d keys and %d buckets; want none", c.mode, k, b)
 		}
 		// The writer may do both, and its read of a syncing namespace adds

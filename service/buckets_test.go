@@ -34,7 +34,7 @@ func TestBucketsFailedPrecondition(t *testing.T) {
 				t.Errorf("Batch.Allow %v: %v, want ErrFailedPrecondition", limits, err)
 			}
 		}
-		if n := ns.ActiveKeys() + ns.ActiveBuckets(); n != 0 {
+		if n := ns.Stats().ActiveKeys + ns.Stats().ActiveBuckets; n != 0 {
 			t.Errorf("%d keys and buckets after refused calls, want 0", n)
 		}
 	}

@@ -162,7 +162,7 @@ func TestFirstErrorSameInEveryMode(t *testing.T) {
 				} else if *fe != *first {
 					t.Errorf("%s: error %+v\n%s: error %+v", m.name, *fe, modes[0].name, *first)
 				}
-				if n := ns.ActiveKeys() + ns.ActiveBuckets(); n != 0 {
+				if n := ns.Stats().ActiveKeys + ns.Stats().ActiveBuckets; n != 0 {
 					t.Errorf("%s: %d active keys and buckets after a rejected call, want 0", m.name, n)
 				}
 			}

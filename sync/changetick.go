@@ -208,30 +208,26 @@ func (tk ticker) applyChanges(now time.Time) {
 	s := tk.s
 	c := &s.ch
 	t := &s.tick
-	s.ns.TakeTick(now, t, false, false)
-	for i := range c.changes {
-		ch := &c.changes[i]
-		if tk.learns(ch) {
-			switch w, ok, ahead, full := s.ns.LearnWindow(now, ch.Key, ch.Size, ch.Start); {
-			case ok:
-				// In the order of the changes: what the tick holds first.
-				s.ns.ApplyTick(t)
-				s.ns.TakeTick(now, t, false, false)
-				s.ns.SetLearned(w, ch.Others)
-			case ahead:
-				c.ahead = append(c.ahead, *ch)
-			case full:
-				s.learn.restart(now)
+	for rest := c.changes; len(rest) > 0; {
+		s.ns.TakeTick(now, t, false, false)
+		for i := range rest {
+			ch := &rest[i]
+			t.Changes = append(t.Changes, node.KeyTotal{Key: ch.Key, Size: ch.Size, Start: ch.Start, Others: ch.Others, Learn: tk.learns(ch)})
+		}
+		s.ns.ApplyTick(t)
+		for i := range t.Changes {
+			if t.Changes[i].Ahead {
+				c.ahead = append(c.ahead, rest[i])
 			}
-			continue
 		}
-		switch w, ok, ahead := s.ns.InterestWindow(now, ch.Key, ch.Size, ch.Start); {
-		case ok:
-			t.Read, t.Others, t.Got = append(t.Read, w), append(t.Others, ch.Others), append(t.Got, true)
-		case ahead:
-			c.ahead = append(c.ahead, *ch)
+		// A learn that found no room starts the knowledge over (and stops
+		// the apply): whether to learn the rest is decided again.
+		n := len(t.Changes)
+		if t.Changes[n-1].Full {
+			s.learn.restart(now)
 		}
+		rest = rest[n:]
 	}
-	s.ns.ApplyTick(t)
+	clear(t.Changes)
 	clear(c.changes) // drop the keys
 }

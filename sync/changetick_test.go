@@ -235,7 +235,7 @@ func TestChangesAheadOfTheReader(t *testing.T) {
 		syncAll(t, []testNode{a, b}) // b reads the change early
 		bClock.Add(400 * time.Millisecond)
 		syncAll(t, []testNode{b}) // b writes nothing that re-reports it
-		rs, err := b.ns.Rate("k", time.Minute, 0, nil)
+		rs, err := b.ns.RateAt(b.ns.Now(), "k", time.Minute, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -126,7 +126,7 @@ func (wt *synchronous) exchange(caller context.Context, k *node.KeyLock, sizes [
 	defer cancel()
 	version := s.versions.Next()
 	every := len(sizes) == len(s.ns.Sizes())
-	prevFresh := every && wt.prevReads.fresh(k.Key(), k.Time(), sizes, s.cfg.CallTimeout)
+	prevFresh := every && wt.prevReads.fresh(k.Key, k.At, sizes, s.cfg.CallTimeout)
 	var buf [2 * node.MaxWindowSizes]node.Pending
 	pend := buf[:0]
 	rows := make([]Row, 0, 2*len(sizes))
@@ -140,7 +140,7 @@ func (wt *synchronous) exchange(caller context.Context, k *node.KeyLock, sizes [
 		pend = append(pend, prev)
 		rows = append(rows, s.callRow(k, prev, version))
 	}
-	readPrev := every && !prevFresh && !k.Time().After(s.ns.Now())
+	readPrev := every && !prevFresh && !k.At.After(s.ns.Now())
 	others := make([]int64, len(rows))
 	var err error
 	if pf, ok := s.store.(PushFetcher); ok {
@@ -165,18 +165,18 @@ func (wt *synchronous) exchange(caller context.Context, k *node.KeyLock, sizes [
 	if err != nil {
 		for j, p := range pend {
 			if rows[j].Version == version {
-				k.MarkUncertain(p)
+				k.Pushed(p, node.Uncertain)
 			}
 		}
 		s.fallback(err)
 		return
 	}
 	for j, p := range pend {
-		k.MarkPushed(p, rows[j].Version)
+		k.Pushed(p, rows[j].Version)
 		k.SetOthers(p, others[j])
 	}
 	if readPrev {
-		wt.prevReads.mark(k.Key(), k.Time())
+		wt.prevReads.mark(k.Key, k.At)
 	}
 }
 
@@ -249,7 +249,7 @@ func (s *Syncer) decideInStore(ctx context.Context, aa AtomicAllower, k *node.Ke
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	version := s.versions.Next()
-	areq := AllowRequest{Inc: s.inc, At: k.Time().UnixNano(), Cost: chk.Cost, CountRejected: req.CountRejected}
+	areq := AllowRequest{Inc: s.inc, At: k.At.UnixNano(), Cost: chk.Cost, CountRejected: req.CountRejected}
 	for _, l := range chk.Limits() {
 		cur, prev := k.Window(l.Size)
 		areq.Limits = append(areq.Limits, AllowLimit{
@@ -265,9 +265,9 @@ func (s *Syncer) decideInStore(ctx context.Context, aa AtomicAllower, k *node.Ke
 		// The store may have written the rows sent with a new version.
 		for _, l := range areq.Limits {
 			cur, prev := k.Window(l.Size)
-			k.MarkUncertain(cur)
+			k.Pushed(cur, node.Uncertain)
 			if l.Prev.Version == version {
-				k.MarkUncertain(prev)
+				k.Pushed(prev, node.Uncertain)
 			}
 		}
 		s.fallback(err)
@@ -283,8 +283,8 @@ func (s *Syncer) decideInStore(ctx context.Context, aa AtomicAllower, k *node.Ke
 	// counted, which is exactly this node's total now.
 	for _, l := range areq.Limits {
 		cur, prev := k.Window(l.Size)
-		k.MarkPushed(cur, version)
-		k.MarkPushed(prev, l.Prev.Version)
+		k.Pushed(cur, version)
+		k.Pushed(prev, l.Prev.Version)
 	}
 	return d
 }

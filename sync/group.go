@@ -316,7 +316,7 @@ func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []
 	all := s.ns.Sizes()
 	var win [node.MaxWindowSizes]int // index in req.Windows + 1 per size of all
 	var costs int64                  // the entries' costs, summed up to 2^53
-	req := GroupAllowRequest{Inc: s.inc, At: k.Time().UnixNano(), Entries: make([]GroupEntry, len(batch))}
+	req := GroupAllowRequest{Inc: s.inc, At: k.At.UnixNano(), Entries: make([]GroupEntry, len(batch))}
 	limits := make([]GroupLimit, 0, len(batch))
 	for i, c := range batch {
 		start := len(limits)
@@ -366,9 +366,9 @@ func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []
 		// The store may have written the rows sent with a new version.
 		for i := range req.Windows {
 			cur, _ := k.Window(req.Windows[i].Size)
-			k.MarkUncertain(cur)
+			k.Pushed(cur, node.Uncertain)
 			if req.Windows[i].Prev.Version == version {
-				k.MarkUncertain(pend[i])
+				k.Pushed(pend[i], node.Uncertain)
 			}
 		}
 		s.fallback(err)
@@ -389,8 +389,8 @@ func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []
 	// node's totals now.
 	for i := range req.Windows {
 		cur, prev := k.Window(req.Windows[i].Size)
-		k.MarkPushed(cur, version)
-		k.MarkPushed(prev, req.Windows[i].Prev.Version)
+		k.Pushed(cur, version)
+		k.Pushed(prev, req.Windows[i].Prev.Version)
 	}
 }
 

@@ -92,7 +92,7 @@ func (tk ticker) checkEvicted(now time.Time) {
 	if !s.learn.on {
 		return
 	}
-	if ev := s.ns.EvictedKeys(); ev != s.learn.evicted {
+	if ev := s.ns.Stats().EvictedKeys; ev != s.learn.evicted {
 		s.learn.evicted = ev
 		s.learn.restart(now)
 	}

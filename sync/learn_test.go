@@ -64,9 +64,9 @@ func TestLearnKeysFromChanges(t *testing.T) {
 	syncOnce(t, a)
 	incrementAt(t, b, "full", 100)
 	syncOnce(t, b)
-	held := a.ns.ActiveKeys()
+	held := a.ns.Stats().ActiveKeys
 	syncOnce(t, a) // a learns "full", a key it never counted
-	if got := a.ns.ActiveKeys(); got != held+1 {
+	if got := a.ns.Stats().ActiveKeys; got != held+1 {
 		t.Fatalf("a holds %d keys after learning, want %d", got, held+1)
 	}
 	if d := allowOne(t, a, "full", 100); d.Allowed || d.Limits[0].Rate < 100 {
@@ -160,9 +160,9 @@ func TestLearnFromTheFirstWholeWindow(t *testing.T) {
 	clock.Set(s.Add(2 * time.Second))
 	incrementAt(t, b, "x", 3) // in the second from s + 2 s
 	syncOnce(t, b)
-	held := a.ns.ActiveKeys()
+	held := a.ns.Stats().ActiveKeys
 	syncOnce(t, a)
-	if got := a.ns.ActiveKeys(); got != held+1 {
+	if got := a.ns.Stats().ActiveKeys; got != held+1 {
 		t.Errorf("a holds %d keys after reading b's change, want %d: the window from s + 2 s learned", got, held+1)
 	}
 }

@@ -51,7 +51,7 @@ func (n testNode) increment(t testing.TB, key string, v float64) []node.Rate {
 	if n.sy != nil && n.sy.Mode() == clustersync.Mode(clustersync.Synchronous{}) {
 		rs, err = n.sy.Calls().IncrementAt(context.Background(), n.ns.Now(), key, 0, v, nil)
 	} else {
-		rs, err = n.ns.Increment(key, 0, v, nil)
+		rs, err = n.ns.IncrementAt(n.ns.Now(), key, 0, v, nil)
 	}
 	if err != nil {
 		t.Fatalf("increment %q: %v", key, err)
@@ -61,7 +61,7 @@ func (n testNode) increment(t testing.TB, key string, v float64) []node.Rate {
 
 func (n testNode) minuteRate(t testing.TB, key string) float64 {
 	t.Helper()
-	rs, err := n.ns.Rate(key, time.Minute, 0, nil)
+	rs, err := n.ns.RateAt(n.ns.Now(), key, time.Minute, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ func BenchmarkTick100kDirty(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		for _, k := range keys {
-			n.ns.Increment(k, time.Second, 1, nil)
+			n.ns.IncrementAt(n.ns.Now(), k, time.Second, 1, nil)
 		}
 		b.StartTimer()
 		if err := n.sy.SyncOnce(context.Background()); err != nil {

@@ -154,13 +154,13 @@ func (namespaceCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, ns := range c.d.node.Namespaces() {
-		name := ns.Name()
-		ch <- prometheus.MustNewConstMetric(descActiveKeys, prometheus.GaugeValue, float64(ns.ActiveKeys()), name)
-		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(ns.RefusedKeys()), name)
-		ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(ns.EvictedKeys()), name)
-		ch <- prometheus.MustNewConstMetric(descBuckets, prometheus.GaugeValue, float64(ns.ActiveBuckets()), name)
-		ch <- prometheus.MustNewConstMetric(descBucketsRef, prometheus.CounterValue, float64(ns.Buckets().RefusedKeys()), name)
-		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(ns.DroppedWindows()), name)
+		name, st := ns.Name(), ns.Stats()
+		ch <- prometheus.MustNewConstMetric(descActiveKeys, prometheus.GaugeValue, float64(st.ActiveKeys), name)
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(st.RefusedKeys), name)
+		ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(st.EvictedKeys), name)
+		ch <- prometheus.MustNewConstMetric(descBuckets, prometheus.GaugeValue, float64(st.ActiveBuckets), name)
+		ch <- prometheus.MustNewConstMetric(descBucketsRef, prometheus.CounterValue, float64(st.RefusedBuckets), name)
+		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(st.DroppedWindows), name)
 	}
 	for _, s := range c.d.owner.Stores() {
 		up := 0.0

@@ -318,7 +318,7 @@ func TestBucketBadParameters(t *testing.T) {
 			checkStatus(t, err, codes.InvalidArgument, c.field)
 		})
 	}
-	if n := s.node.Namespaces()[0].ActiveBuckets(); n != 0 {
+	if n := s.node.Namespaces()[0].Stats().ActiveBuckets; n != 0 {
 		t.Errorf("%d buckets after rejected calls, want 0", n)
 	}
 }

@@ -114,14 +114,14 @@ func TestEvictFlood(t *testing.T) {
 		t.Error("abuser admitted over its limit after the flood (evicted?)")
 	}
 	checkRates(t, "steady", s.must(t, "edge", "steady"), rate{time.Second, float64(steady)}, rate{time.Minute, float64(steady)})
-	if got := ns.ActiveKeys(); got != 10_000 {
+	if got := ns.Stats().ActiveKeys; got != 10_000 {
 		t.Errorf("ActiveKeys = %d, want 10000", got)
 	}
-	if got, want := ns.EvictedKeys(), int64(flood+legit+1-10_000); got < want {
+	if got, want := ns.Stats().EvictedKeys, int64(flood+legit+1-10_000); got < want {
 		t.Errorf("EvictedKeys = %d, want at least %d", got, want)
 	}
-	if got := ns.RefusedKeys(); got != 0 {
+	if got := ns.Stats().RefusedKeys; got != 0 {
 		t.Errorf("RefusedKeys = %d, want 0", got)
 	}
-	t.Logf("%d flood keys, %d steady hits, %d new keys served; %d evicted", flood, steady, legit, ns.EvictedKeys())
+	t.Logf("%d flood keys, %d steady hits, %d new keys served; %d evicted", flood, steady, legit, ns.Stats().EvictedKeys)
 }

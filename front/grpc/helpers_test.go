@@ -155,7 +155,7 @@ func (s *testServer) checkUncounted(tb testing.TB, namespace, key string) {
 func (s *testServer) activeKeys() int64 {
 	var n int64
 	for _, ns := range s.node.Namespaces() {
-		n += ns.ActiveKeys()
+		n += ns.Stats().ActiveKeys
 	}
 	return n
 }

@@ -49,7 +49,7 @@ func TestInvalidBucketDurationRefused(t *testing.T) {
 			checkStatus(t, err, codes.InvalidArgument, c.field)
 		}
 	}
-	if n := s.node.Namespaces()[0].ActiveBuckets(); n != 0 {
+	if n := s.node.Namespaces()[0].Stats().ActiveBuckets; n != 0 {
 		t.Errorf("%d buckets after refused calls, want 0", n)
 	}
 }

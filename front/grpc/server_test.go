@@ -538,10 +538,10 @@ func TestKeyCap(t *testing.T) {
 			t.Errorf("%s: %v, want %v", k, got, want)
 		}
 	}
-	if n := tiny.ActiveKeys(); n != 2 {
+	if n := tiny.Stats().ActiveKeys; n != 2 {
 		t.Errorf("tiny active keys = %d, want 2", n)
 	}
-	if n := tiny.RefusedKeys(); n != 4 {
+	if n := tiny.Stats().RefusedKeys; n != 4 {
 		t.Errorf("tiny refused keys = %d, want 4", n)
 	}
 	// The cap is per namespace: default took its own "c".

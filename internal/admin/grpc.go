@@ -26,7 +26,7 @@ func (r *rpc) ListNamespaces(context.Context, *adminv1.ListNamespacesRequest) (*
 	for _, ns := range r.a.node.Namespaces() {
 		c := ns.Config()
 		p := &adminv1.Namespace{Name: c.Name, MaxKeys: int64(c.MaxKeys),
-			OnFull: string(c.OnFull), MaxLeaseTtl: durationpb.New(c.MaxLeaseTTL), OnStoreDown: string(clustersync.StoreDownRefuse), ActiveKeys: ns.ActiveKeys()}
+			OnFull: string(c.OnFull), MaxLeaseTtl: durationpb.New(c.MaxLeaseTTL), OnStoreDown: string(clustersync.StoreDownRefuse), ActiveKeys: ns.Stats().ActiveKeys}
 		if nc, ok := r.a.owner.Namespace(c.Name); ok {
 			p.SyncRate, p.Store = nc.SyncRate, nc.Store
 			if nc.OnStoreDown != "" {

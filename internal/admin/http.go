@@ -98,7 +98,7 @@ func (a *API) registerHTTP(mux *http.ServeMux) {
 		out := []nsInfo{}
 		for _, ns := range a.node.Namespaces() {
 			c := ns.Config()
-			info := nsInfo{Name: c.Name, Mode: "local", SyncRate: -1, ActiveKeys: ns.ActiveKeys(),
+			info := nsInfo{Name: c.Name, Mode: "local", SyncRate: -1, ActiveKeys: ns.Stats().ActiveKeys,
 				Policies: slices.Sorted(maps.Keys(c.Policies)), Shadow: c.Shadow}
 			if nc, ok := a.owner.Namespace(c.Name); ok && nc.SyncRate != nil {
 				info.SyncRate, info.Store = *nc.SyncRate, nc.Store

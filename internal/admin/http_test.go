@@ -80,14 +80,14 @@ namespaces:
 	rate := func(n *node.Node) float64 {
 		t.Helper()
 		ns, _ := n.Namespace("api")
-		rs, err := ns.Rate("k", time.Minute, 0, nil)
+		rs, err := ns.RateAt(ns.Now(), "k", time.Minute, 0, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return rs[0].Rate
 	}
 	nsA, _ := a.Namespace("api")
-	if _, err := nsA.Increment("k", 0, 5, nil); err != nil {
+	if _, err := nsA.IncrementAt(nsA.Now(), "k", 0, 5, nil); err != nil {
 		t.Fatal(err)
 	}
 	// b reads k once, so that k is in its interest set.

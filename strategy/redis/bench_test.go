@@ -140,7 +140,7 @@ func BenchmarkSyncerTick(b *testing.B) {
 			// and n are coprime.
 			count := func(ns *node.Namespace, off, changed int) {
 				for i := range changed {
-					if _, err := ns.Increment(keys[(off+7*i)%n], time.Minute, 1, nil); err != nil {
+					if _, err := ns.IncrementAt(ns.Now(), keys[(off+7*i)%n], time.Minute, 1, nil); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -36,7 +36,7 @@ func BenchIdleKeysTick(b *testing.B, s clustersync.Store, n int, server func() t
 	keys := make([]string, n)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("user-%08d", i)
-		if _, err := ns.Increment(keys[i], time.Minute, 1, nil); err != nil {
+		if _, err := ns.IncrementAt(ns.Now(), keys[i], time.Minute, 1, nil); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -65,7 +65,7 @@ func BenchIdleKeysTick(b *testing.B, s clustersync.Store, n int, server func() t
 			b.Fatal(err)
 		}
 		for j := 0; j < changed/2; j++ {
-			if _, err := ns.Increment(keys[(off+j)%n], time.Minute, 1, nil); err != nil {
+			if _, err := ns.IncrementAt(ns.Now(), keys[(off+j)%n], time.Minute, 1, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -82,7 +82,7 @@ func BenchIdleKeysTick(b *testing.B, s clustersync.Store, n int, server func() t
 		read += m.fetched
 		cli += processCPU() - c0
 		// The other node's hits are in this node's view.
-		r, err := ns.Rate(rows[0].Key, time.Minute, 0, nil)
+		r, err := ns.RateAt(ns.Now(), rows[0].Key, time.Minute, 0, nil)
 		if err != nil || r[0].Rate < float64(it+1) {
 			b.Fatalf("key %s after the tick: rate %v, %v; want ≥ %d", rows[0].Key, r, err, it+1)
 		}

@@ -143,7 +143,7 @@ func (b *BucketSpec) Force(s *BucketState, t, n int64) {
 func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bool {
 	ok := true
 	next := make([]bucketVal, len(bs))
-	sts := make([]BucketStatus, len(bs))
+	sts := make([]bucketStatus, len(bs))
 	for i := range bs {
 		id := bs[i].id()
 		next[i] = ss[i].val()
@@ -263,7 +263,7 @@ func (e *bucketEntry) stored(id *bucketID, after BucketState, applied, seq, sent
 // which starts over, is taken. Were the row still there, the new life
 // applies the same consumption to it: a life can start at any time. The
 // caller holds e.mu.
-func (b *Buckets) restartIfForgotten(id *bucketID, e *bucketEntry, now int64) {
+func (b *bucketTable) restartIfForgotten(id *bucketID, e *bucketEntry, now int64) {
 	spec := id.spec()
 	if !e.synced || now-e.seqAt < int64(spec.Hold()) {
 		return
@@ -360,7 +360,7 @@ func appendHeld(hs []heldBucket, req *AllowRequest) []heldBucket {
 }
 
 // lookup returns the entry of id, or nil, unlocked.
-func (b *Buckets) lookup(id *bucketID) *bucketEntry {
+func (b *bucketTable) lookup(id *bucketID) *bucketEntry {
 	sh := b.shard(id.key)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()

@@ -55,7 +55,7 @@ type Namespace struct {
 	shards shards
 
 	// buckets holds the namespace's token, leaky and fixed buckets.
-	buckets *Buckets
+	buckets *bucketTable
 
 	// leases holds the namespace's concurrency leases.
 	leases *Leases
@@ -148,16 +148,8 @@ func (ns *Namespace) keyCost(key string) int64 { return KeyCost(len(key), len(ns
 // RefusedKeys returns how many new keys were refused at the key cap.
 func (ns *Namespace) RefusedKeys() int64 { return ns.refused.Load() }
 
-// Buckets returns the namespace's table of token, leaky and fixed buckets,
-// which Allow's bucket limits use. It holds at most the namespace's
-// MaxKeys buckets, counted apart from the keys of the windows.
-func (ns *Namespace) Buckets() *Buckets { return ns.buckets }
-
 // Leases returns the namespace's table of concurrency leases.
 func (ns *Namespace) Leases() *Leases { return ns.leases }
-
-// ActiveBuckets returns the number of buckets held in memory.
-func (ns *Namespace) ActiveBuckets() int64 { return ns.buckets.Len() }
 
 // Sleep waits d on the namespace's clock (through its sleeper, when the
 // clock has one), or until ctx is done, returning ctx's error then.

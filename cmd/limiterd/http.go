@@ -159,7 +159,7 @@ func (c namespaceCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(ns.RefusedKeys()), name)
 		ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(ns.EvictedKeys()), name)
 		ch <- prometheus.MustNewConstMetric(descBuckets, prometheus.GaugeValue, float64(ns.ActiveBuckets()), name)
-		ch <- prometheus.MustNewConstMetric(descBucketsRef, prometheus.CounterValue, float64(ns.Buckets().RefusedKeys()), name)
+		ch <- prometheus.MustNewConstMetric(descBucketsRef, prometheus.CounterValue, float64(ns.RefusedBuckets()), name)
 		ch <- prometheus.MustNewConstMetric(descDropped, prometheus.CounterValue, float64(ns.DroppedWindows()), name)
 	}
 	for _, s := range c.d.owner.Stores() {

@@ -88,7 +88,7 @@ type AllowRequest struct {
 type AllowCheck struct {
 	Cost int64 // micro-hits
 	// Buckets is the number of bucket limits (token, leaky, fixed), which
-	// Limits leaves out: only AllowAt and BucketsLock decide them.
+	// Limits leaves out: only AllowAt and ExchangeBuckets decide them.
 	Buckets int
 	n       int
 	limits  [MaxLimits]CheckedLimit

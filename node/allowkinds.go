@@ -117,7 +117,7 @@ func bucketIdentity(l *Limit) (bucketID, error) {
 
 // bucketStep applies a take of n at t to state s of bucket id (found: s
 // is stored; else a new bucket) and returns the answer.
-func bucketStep(id *bucketID, s *bucketVal, found bool, t, n int64, strict bool) BucketStatus {
+func bucketStep(id *bucketID, s *bucketVal, found bool, t, n int64, strict bool) bucketStatus {
 	switch id.kind {
 	case kindToken:
 		return tokenParams{max: id.a, refill: id.b, amount: id.c}.take(s, found, t, n, strict)
@@ -136,7 +136,7 @@ type heldBucket struct {
 	wait   time.Duration // a leaky limit's wait timeout
 	e      *bucketEntry  // nil: not held (a read of a new bucket)
 	val    bucketVal     // the state after the take
-	st     BucketStatus
+	st     bucketStatus
 }
 
 // lockAll locks the buckets of hs, all of key, and so on one shard: their
@@ -144,7 +144,7 @@ type heldBucket struct {
 // same buckets never deadlock. With create, missing buckets are created
 // in their state at t (within the cap); without, they are left unlocked
 // with e nil. unlockAll undoes it.
-func (b *Buckets) lockAll(hs []heldBucket, key string, t int64, create bool) error {
+func (b *bucketTable) lockAll(hs []heldBucket, key string, t int64, create bool) error {
 	for i := 1; i < len(hs); i++ { // insertion sort: at most MaxLimits
 		for j := i; j > 0 && hs[j].id.less(&hs[j-1].id); j-- {
 			hs[j], hs[j-1] = hs[j-1], hs[j]
@@ -366,7 +366,7 @@ func (ns *Namespace) mergeKinds(out Decision, req *AllowRequest, hs []heldBucket
 		}
 		if !st.Allowed {
 			out.RetryAfter = max(out.RetryAfter, st.RetryAfter)
-			if d, ok := st.Wait(h.wait); ok && req.Limits[i].Kind == LeakyLimit {
+			if d, ok := st.wait(h.wait); ok && req.Limits[i].Kind == LeakyLimit {
 				wait = max(wait, d)
 			} else {
 				waitable = false

@@ -17,7 +17,7 @@ import (
 // fixed period a bucket may have: the longest window size.
 const MaxBucketDuration = MaxWindowSize
 
-// bucketsConfig configures a Buckets table.
+// bucketsConfig configures a bucketTable.
 type bucketsConfig struct {
 	// Name names the table's namespace in errors.
 	Name string
@@ -37,10 +37,10 @@ const bucketCostBase = 240
 // MaxBytes: 240 bytes + its key's length, the heap it takes.
 func bucketCost(keyLen int) int64 { return bucketCostBase + int64(keyLen) }
 
-// BucketStatus is the answer of a bucket call: what a LimitStatus needs.
+// bucketStatus is the answer of a bucket call: what a LimitStatus needs.
 // Amounts are in hits (tokens, drops or counts); durations are measured
 // from the call's time.
-type BucketStatus struct {
+type bucketStatus struct {
 	// Allowed reports whether the take was admitted (always true for a
 	// read or a take of 0).
 	Allowed bool
@@ -68,10 +68,10 @@ type BucketStatus struct {
 	used int64 // the take's consumption, in micro-hits (see bucketEntry.own)
 }
 
-// Wait reports whether a refused take may be retried after waiting at most
+// wait reports whether a refused take may be retried after waiting at most
 // maxWait (Sidekiq's wait_timeout), and how long to wait. It never says so
 // for an admitted take or a Never.
-func (s BucketStatus) Wait(maxWait time.Duration) (time.Duration, bool) {
+func (s bucketStatus) wait(maxWait time.Duration) (time.Duration, bool) {
 	if s.Allowed || s.Never || s.RetryAfter > maxWait {
 		return 0, false
 	}
@@ -85,7 +85,7 @@ type sleeper interface {
 	Sleep(ctx context.Context, d time.Duration) error
 }
 
-// Buckets holds the state of token, leaky and fixed buckets of one
+// bucketTable holds the state of token, leaky and fixed buckets of one
 // namespace, one per (kind, key, parameters): the same key with other
 // parameters is another bucket.
 //
@@ -94,7 +94,7 @@ type sleeper interface {
 // shard's write lock. Node.Run removes buckets back at their idle state.
 // The explicit-time methods read no clock; the short forms read the
 // injected Clock. All methods are safe for concurrent use.
-type Buckets struct {
+type bucketTable struct {
 	cfg     bucketsConfig
 	clock   Clock
 	seed    maphash.Seed
@@ -172,11 +172,11 @@ type bucketShard struct {
 const bucketShards = 256
 
 // newBuckets returns an empty table reading clock (nil: SystemClock).
-func newBuckets(cfg bucketsConfig, clock Clock) *Buckets {
+func newBuckets(cfg bucketsConfig, clock Clock) *bucketTable {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	b := &Buckets{cfg: cfg, clock: clock, seed: maphash.MakeSeed()}
+	b := &bucketTable{cfg: cfg, clock: clock, seed: maphash.MakeSeed()}
 	b.setCaps(cfg.MaxKeys, cfg.MaxBytes)
 	for i := range b.shards {
 		b.shards[i].m = make(map[bucketID]*bucketEntry)
@@ -186,7 +186,7 @@ func newBuckets(cfg bucketsConfig, clock Clock) *Buckets {
 
 // setCaps sets the table's caps (0: the defaults). Buckets held beyond
 // lowered caps stay until reclaimed; new ones are refused meanwhile.
-func (b *Buckets) setCaps(maxKeys int, maxBytes int64) {
+func (b *bucketTable) setCaps(maxKeys int, maxBytes int64) {
 	if maxKeys <= 0 {
 		maxKeys = DefaultMaxKeys
 	}
@@ -197,16 +197,7 @@ func (b *Buckets) setCaps(maxKeys int, maxBytes int64) {
 	b.maxBytes.Store(maxBytes)
 }
 
-// Len returns the number of buckets held.
-func (b *Buckets) Len() int64 { return b.n.Load() }
-
-// RefusedKeys returns how many new buckets were refused at the cap.
-func (b *Buckets) RefusedKeys() int64 { return b.refused.Load() }
-
-// Now reads the table's clock.
-func (b *Buckets) Now() time.Time { return b.clock.Now() }
-
-func (b *Buckets) shard(key string) *bucketShard {
+func (b *bucketTable) shard(key string) *bucketShard {
 	return &b.shards[maphash.String(b.seed, key)%bucketShards]
 }
 
@@ -215,7 +206,7 @@ func (b *Buckets) shard(key string) *bucketShard {
 // bucket is created (within the cap) and the state step returns is
 // stored; without, nothing is stored. (step takes and returns values, not
 // a pointer, so a read's copy stays on the stack.)
-func (b *Buckets) apply(id *bucketID, write bool, step func(s bucketVal, found bool) bucketVal) error {
+func (b *bucketTable) apply(id *bucketID, write bool, step func(s bucketVal, found bool) bucketVal) error {
 	if err := checkKeyLen(id.key); err != nil {
 		return err
 	}
@@ -249,7 +240,7 @@ func (b *Buckets) apply(id *bucketID, write bool, step func(s bucketVal, found b
 
 // insert creates id's bucket under the shard's write lock and runs step
 // on it, unless another call created it meanwhile.
-func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, found bool) bucketVal) error {
+func (b *bucketTable) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, found bool) bucketVal) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.m[*id]; e != nil {
@@ -284,7 +275,7 @@ func (b *Buckets) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, f
 
 // newLife returns a life greater than every one given before: the
 // clock's time in ns, or one more than the last.
-func (b *Buckets) newLife() int64 {
+func (b *bucketTable) newLife() int64 {
 	n := b.clock.Now().UnixNano()
 	for {
 		last := b.lives.Load()
@@ -300,7 +291,7 @@ func (b *Buckets) newLife() int64 {
 // bucket whose period ended (or that counted nothing in it). A bucket created again later starts from that
 // state (a token bucket's refill marks then count from its new first
 // call). It returns the number of buckets removed.
-func (b *Buckets) reclaim(now time.Time) int {
+func (b *bucketTable) reclaim(now time.Time) int {
 	tn := now.UnixNano()
 	removed, freed := 0, int64(0)
 	for i := range b.shards {
@@ -340,7 +331,7 @@ func bucketIdle(id bucketID, s bucketVal, t int64) bool {
 }
 
 // sleep waits d on the table's clock, or until ctx is done.
-func (b *Buckets) sleep(ctx context.Context, d time.Duration) error {
+func (b *bucketTable) sleep(ctx context.Context, d time.Duration) error {
 	return sleepOn(ctx, b.clock, d)
 }
 

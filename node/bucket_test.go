@@ -613,7 +613,7 @@ func TestBucketAllowRecordsOwnConsumption(t *testing.T) {
 	for range 3 { // 2 admitted, 1 refused
 		allow(t, ns, at, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{l}})
 	}
-	bs := ns.CollectBuckets(at, true, nil)
+	bs := bucketTick(ns, at).Sync
 	if len(bs) != 1 || bs[0].Own != 2*node.Micro || bs[0].LastAt != at.UnixNano() {
 		t.Errorf("buckets to sync: %+v, want one with 2 hits of its own, the last at %d", bs, at.UnixNano())
 	}

@@ -2,7 +2,9 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -143,7 +145,7 @@ func (b *BucketSpec) Force(s *BucketState, t, n int64) {
 func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bool {
 	ok := true
 	next := make([]bucketVal, len(bs))
-	sts := make([]BucketStatus, len(bs))
+	sts := make([]bucketStatus, len(bs))
 	for i := range bs {
 		id := bs[i].id()
 		next[i] = ss[i].val()
@@ -162,76 +164,105 @@ func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bo
 
 // ---- a node's side ------------------------------------------------------
 
-// BucketsLock holds the buckets of one Allow (LockBuckets) while a call
-// asks the store, until Unlock.
-type BucketsLock struct {
-	ns   *Namespace
-	t    int64
-	cost int64
-	req  AllowRequest
-	buf  [MaxLimits]heldBucket
-	hs   []heldBucket
-	// windows: req has window limits too, which Decide cannot decide.
-	windows bool
+// BucketSync is one bucket in an exchange with a store, a BucketTick's or
+// a BucketTx's: what the store needs to apply this incarnation's
+// consumption and answer, set by the node, and the store's answer, set by
+// the caller in place.
+type BucketSync struct {
+	// Spec is the bucket (in a BucketTx, Strict as the Allow asks).
+	Spec BucketSpec
+	// Life is the node's life of the bucket, Own this incarnation's
+	// consumption in that life and LastAt the time of its last part (Unix
+	// ns, 0: none).
+	Life, Own, LastAt int64
+
+	// Got reports that the store answered. Before is the state it decided
+	// the take from (only a BucketTx's Decide uses it), After the state
+	// the call left, Applied this incarnation's consumption it holds in
+	// Life, Seq the row's write count.
+	Got           bool
+	Before, After BucketState
+	Applied, Seq  int64
 }
 
-// LockBuckets locks, creating them, the bucket limits of req, an Allow
-// checked by CheckAllow (c); its window limits are left alone.
-func (ns *Namespace) LockBuckets(t time.Time, req AllowRequest, c *AllowCheck) (*BucketsLock, error) {
-	l := &BucketsLock{ns: ns, t: t.UnixNano(), cost: c.Cost, req: req, windows: c.Buckets != len(req.Limits)}
-	l.hs = appendHeld(l.buf[:0], &l.req)
-	if err := ns.buckets.lockAll(l.hs, req.Key, l.t, true); err != nil {
-		return nil, err
-	}
-	for i := range l.hs {
-		ns.buckets.restartIfForgotten(&l.hs[i].id, l.hs[i].e, l.t)
-	}
-	return l, nil
+// A BucketTx is one exchange of an Allow's buckets with a store while
+// they stay locked (a synchronous take, a first read, a reset), in the
+// style of a Tick but in one call: ExchangeBuckets locks the buckets and
+// lists them; fn asks the store and records in the BucketTx its answers
+// and what to do; ExchangeBuckets applies them, the one step that changes
+// the buckets, and unlocks them.
+type BucketTx struct {
+	// Buckets lists the Allow's buckets, in their lock order; fn records
+	// the store's answers in place, and neither adds nor removes any.
+	Buckets []BucketSync
+	// Reset starts every bucket again as a new one at the exchange's time,
+	// whether the store answered or not (a reset of them).
+	Reset bool
+	// Decide decides the Allow, whose limits must all be buckets, and
+	// counts what it consumes: from the store's Before states where it
+	// answered, the store's Verdict overruling the node's own (NoVerdict:
+	// the node decides, as when the store is away).
+	Decide  bool
+	Verdict Verdict
+
+	buf [MaxLimits]BucketSync
 }
 
-// Unlock releases the buckets.
-func (l *BucketsLock) Unlock() { unlockAll(l.hs) }
-
-// Len returns the number of buckets held.
-func (l *BucketsLock) Len() int { return len(l.hs) }
-
-// Bucket returns bucket i: its spec, its entry's life, this
-// incarnation's consumption in that life and the time of its last
-// consumption.
-func (l *BucketsLock) Bucket(i int) (spec BucketSpec, life, own, lastAt int64) {
-	h := &l.hs[i]
-	spec = h.id.spec()
-	spec.Strict = h.strict
-	return spec, h.e.life, h.e.own, h.e.lastAt
-}
-
-// SetState makes s, the store's state before this call's take, the state
-// bucket i decides from.
-func (l *BucketsLock) SetState(i int, s BucketState) { l.hs[i].e.val = s.val() }
-
-// Decide decides the Allow, whose limits must all be buckets, from the
-// buckets' states, or takes the store's verdict v when there is one,
-// counts what it consumes in each bucket, and appends the statuses to
-// dst.
-func (l *BucketsLock) Decide(v Verdict, dst []LimitStatus) Decision {
-	if l.windows {
-		panic("node: BucketsLock.Decide of an Allow with window limits")
+// ExchangeBuckets locks, creating them, the bucket limits of req, an
+// Allow checked by CheckAllow (c; its window limits are left alone),
+// lists them at t in a BucketTx and calls fn with it. Then, whatever fn
+// returns, it applies what fn recorded, in this order: the Reset; the
+// Before states and the decision (Decide); the After states, on which
+// it applies this incarnation's consumption the store does not hold yet.
+// It returns the decision (without Decide, an empty one holding dst) and
+// fn's error.
+func (ns *Namespace) ExchangeBuckets(t time.Time, req AllowRequest, c *AllowCheck, dst []LimitStatus, fn func(*BucketTx) error) (Decision, error) {
+	tn := t.UnixNano()
+	var buf [MaxLimits]heldBucket
+	hs := appendHeld(buf[:0], &req)
+	if err := ns.buckets.lockAll(hs, req.Key, tn, true); err != nil {
+		return Decision{Limits: dst}, err
 	}
-	ok := stepBuckets(l.hs, l.t, l.cost)
-	if v != NoVerdict {
-		ok = v == StoreAllowed
+	defer unlockAll(hs)
+	tx := &BucketTx{}
+	tx.Buckets = tx.buf[:len(hs)]
+	for i := range hs {
+		h := &hs[i]
+		ns.buckets.restartIfForgotten(&h.id, h.e, tn)
+		spec := h.id.spec()
+		spec.Strict = h.strict
+		tx.Buckets[i] = BucketSync{Spec: spec, Life: h.e.life, Own: h.e.own, LastAt: h.e.lastAt}
 	}
-	commitBuckets(l.hs, ok, l.t)
-	d := decision{t: l.t, cost: l.cost, allowed: true, never: -1}
-	out := d.finish(dst, nil, nil)
-	return l.ns.mergeKinds(out, &l.req, l.hs, nil, dst)
-}
-
-// Stored records the store's answer for bucket i after Decide: its state
-// after the call, this incarnation's consumption it holds, and its write
-// count (see StoreBucket).
-func (l *BucketsLock) Stored(i int, after BucketState, applied, seq int64) {
-	l.hs[i].e.stored(&l.hs[i].id, after, applied, seq, l.t, l.t)
+	err := fn(tx)
+	if tx.Reset {
+		for i := range hs {
+			hs[i].e.resetAt(&hs[i].id, tn)
+		}
+	}
+	d := Decision{Limits: dst}
+	if tx.Decide {
+		if c.Buckets != len(req.Limits) {
+			panic("node: BucketTx.Decide of an Allow with window limits")
+		}
+		for i := range hs {
+			if b := &tx.Buckets[i]; b.Got {
+				hs[i].e.val = b.Before.val()
+			}
+		}
+		ok := stepBuckets(hs, tn, c.Cost)
+		if tx.Verdict != NoVerdict {
+			ok = tx.Verdict == StoreAllowed
+		}
+		commitBuckets(hs, ok, tn)
+		dd := decision{t: tn, cost: c.Cost, allowed: true, never: -1}
+		d = ns.mergeKinds(dd.finish(dst, nil, nil), &req, hs, nil, dst)
+	}
+	for i := range hs {
+		if b := &tx.Buckets[i]; b.Got {
+			hs[i].e.stored(&hs[i].id, b.After, b.Applied, b.Seq, tn, tn)
+		}
+	}
+	return d, err
 }
 
 // stored takes the store's state of the bucket (id, of this entry's life)
@@ -263,7 +294,7 @@ func (e *bucketEntry) stored(id *bucketID, after BucketState, applied, seq, sent
 // which starts over, is taken. Were the row still there, the new life
 // applies the same consumption to it: a life can start at any time. The
 // caller holds e.mu.
-func (b *Buckets) restartIfForgotten(id *bucketID, e *bucketEntry, now int64) {
+func (b *bucketTable) restartIfForgotten(id *bucketID, e *bucketEntry, now int64) {
 	spec := id.spec()
 	if !e.synced || now-e.seqAt < int64(spec.Hold()) {
 		return
@@ -273,29 +304,37 @@ func (b *Buckets) restartIfForgotten(id *bucketID, e *bucketEntry, now int64) {
 	e.acked, e.seq, e.seqAt = 0, 0, now
 }
 
-// BucketSync is one bucket for a tick: what the store needs to apply this
-// incarnation's consumption and answer with the bucket's state.
-type BucketSync struct {
-	Spec   BucketSpec
-	Life   int64
-	Own    int64
-	LastAt int64
+// A BucketTick is the periodic exchange of a namespace's buckets with a
+// store, in the style of raft's Ready and Advance as a Tick is the
+// windows': TakeBucketTick lists the buckets to sync; the caller sends
+// them and records the store's answers in place (BucketSync's Got,
+// After, Applied, Seq); ApplyBucketTick takes them, the one step that
+// changes the buckets.
+type BucketTick struct {
+	// Sync lists the buckets to sync in key order, so that a key's
+	// buckets, which one store call holds, are next to each other.
+	Sync []BucketSync
+	// sent is when the tick was taken, the time its calls are sent at:
+	// an answer to a call sent before the one taken last is older.
+	sent int64
 }
 
-// CollectBuckets appends to dst the buckets a tick syncs at now: with
-// all, every bucket held (a periodic namespace reads them all); else only
-// those whose consumption has not all reached the store.
-func (ns *Namespace) CollectBuckets(now time.Time, all bool, dst []BucketSync) []BucketSync {
+// TakeBucketTick empties t and lists in it the buckets to sync at now:
+// with all, every bucket held (a periodic namespace reads them all); else
+// only those whose consumption has not all reached the store. The list
+// reuses t's memory.
+func (ns *Namespace) TakeBucketTick(now time.Time, t *BucketTick, all bool) {
+	clear(t.Sync) // drop references to keys
+	t.Sync, t.sent = t.Sync[:0], now.UnixNano()
 	b := ns.buckets
-	tn := now.UnixNano()
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.RLock()
 		for id, e := range sh.m {
 			e.mu.Lock()
-			b.restartIfForgotten(&id, e, tn)
+			b.restartIfForgotten(&id, e, t.sent)
 			if all || e.dirty() {
-				dst = append(dst, BucketSync{
+				t.Sync = append(t.Sync, BucketSync{
 					Spec: id.spec(),
 					Life: e.life, Own: e.own, LastAt: e.lastAt,
 				})
@@ -304,25 +343,31 @@ func (ns *Namespace) CollectBuckets(now time.Time, all bool, dst []BucketSync) [
 		}
 		sh.mu.RUnlock()
 	}
-	return dst
+	slices.SortFunc(t.Sync, func(a, b BucketSync) int { return strings.Compare(a.Spec.Key, b.Spec.Key) })
 }
 
-// StoreBucket takes the store's answer, at now, to a tick's sync of b
-// sent at sent: the bucket's state, this incarnation's consumption it
-// holds, and its write count. It does nothing when the bucket is no
-// longer held in b's life.
-func (ns *Namespace) StoreBucket(b *BucketSync, sent, now time.Time, after BucketState, applied, seq int64) {
-	id := b.Spec.id()
-	e := ns.buckets.lookup(&id)
-	if e == nil {
-		return
+// ApplyBucketTick takes, at the namespace's time, the store's answers
+// recorded in t (Got): each bucket's state, this incarnation's
+// consumption it holds and its write count. It skips a bucket no longer
+// held in the life t lists.
+func (ns *Namespace) ApplyBucketTick(t *BucketTick) {
+	now := ns.clock.Now().UnixNano()
+	for i := range t.Sync {
+		b := &t.Sync[i]
+		if !b.Got {
+			continue
+		}
+		id := b.Spec.id()
+		e := ns.buckets.lookup(&id)
+		if e == nil {
+			continue
+		}
+		e.mu.Lock()
+		if !e.gone && e.life == b.Life {
+			e.stored(&id, b.After, b.Applied, b.Seq, t.sent, now)
+		}
+		e.mu.Unlock()
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.gone || e.life != b.Life {
-		return
-	}
-	e.stored(&id, after, applied, seq, sent.UnixNano(), now.UnixNano())
 }
 
 // BucketsSynced reports whether the store's state of every bucket of req
@@ -360,7 +405,7 @@ func appendHeld(hs []heldBucket, req *AllowRequest) []heldBucket {
 }
 
 // lookup returns the entry of id, or nil, unlocked.
-func (b *Buckets) lookup(id *bucketID) *bucketEntry {
+func (b *bucketTable) lookup(id *bucketID) *bucketEntry {
 	sh := b.shard(id.key)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()

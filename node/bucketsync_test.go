@@ -67,9 +67,8 @@ func TestBucketSpecForStores(t *testing.T) {
 	} {
 		ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
 		req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tc.limit}}
-		l := lockBuckets(t, ns, epoch, req)
-		spec, _, _, _ := l.Bucket(0)
-		l.Unlock()
+		var spec node.BucketSpec
+		exchange(t, ns, epoch, req, func(tx *node.BucketTx) { spec = tx.Buckets[0].Spec })
 		if got := spec.StoreKey(); got != tc.key {
 			t.Errorf("%s: store key %q, want %q", tc.limit.Kind, got, tc.key)
 		}
@@ -88,19 +87,19 @@ func TestBucketSpecForStores(t *testing.T) {
 	}
 }
 
-// TestBucketsLockAndStore: the calls a syncer makes of a synced
-// namespace's buckets. A locked Allow counts its take when the store
-// admitted it, or, without a verdict, when the node admits it; not when
-// the store refused it. A store's answer of another life of the bucket
-// is ignored; one of its life is taken, with the node's consumption the
-// store does not hold yet applied on top.
-func TestBucketsLockAndStore(t *testing.T) {
+// TestBucketExchangeAndTick: the exchanges a syncer makes of a synced
+// namespace's buckets. An exchange that decides counts its take when the
+// store admitted it, or, without a verdict, when the node admits it; not
+// when the store refused it. A tick's answer of another life of the
+// bucket is ignored; one of its life is taken, with the node's
+// consumption the store does not hold yet applied on top.
+func TestBucketExchangeAndTick(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
 	fixed := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 10}}
 	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{fixed}}
 	own := func() int64 {
 		t.Helper()
-		bs := ns.CollectBuckets(epoch, true, nil)
+		bs := bucketTick(ns, epoch).Sync
 		if len(bs) != 1 {
 			t.Fatalf("%d buckets to sync, want 1", len(bs))
 		}
@@ -110,24 +109,25 @@ func TestBucketsLockAndStore(t *testing.T) {
 		v    node.Verdict
 		want int64
 	}{{node.VerdictOf(false), 0}, {node.VerdictOf(true), 1}, {node.NoVerdict, 2}} {
-		l := lockBuckets(t, ns, epoch, req)
-		l.Decide(step.v, nil)
-		l.Unlock()
+		exchange(t, ns, epoch, req, func(tx *node.BucketTx) { tx.Decide, tx.Verdict = true, step.v })
 		if got := own(); got != step.want {
 			t.Fatalf("after a take decided with verdict %v: %d counted, want %d", step.v, got, step.want)
 		}
 	}
 	allow(t, ns, epoch, req) // 3 counted here
-	bs := ns.CollectBuckets(epoch, true, nil)
+	tk := bucketTick(ns, epoch)
+	mine := &tk.Sync[0]
 	// The store holds 1 of the 3, and 4 of other nodes.
-	after := bs[0].Spec.Init(epoch.UnixNano())
-	bs[0].Spec.Force(&after, epoch.UnixNano(), 5*node.Micro)
-	other := bs[0]
+	after := mine.Spec.Init(epoch.UnixNano())
+	mine.Spec.Force(&after, epoch.UnixNano(), 5*node.Micro)
+	other := *mine
 	other.Life++
 	full := after
 	full.Level = 10 * node.Micro
-	ns.StoreBucket(&other, epoch, epoch, full, node.Micro, 1)
-	ns.StoreBucket(&bs[0], epoch, epoch, after, node.Micro, 1)
+	other.Got, other.After, other.Applied, other.Seq = true, full, node.Micro, 1
+	mine.Got, mine.After, mine.Applied, mine.Seq = true, after, node.Micro, 1
+	tk.Sync = append([]node.BucketSync{other}, tk.Sync...)
+	ns.ApplyBucketTick(tk)
 	// 5 stored + 2 not yet: 3 more fit, then none.
 	if !allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 3, Limits: []node.Limit{fixed}}).Allowed {
 		t.Error("a take of 3 after the store's 5 and the node's 2 unsent: refused")
@@ -145,16 +145,41 @@ func TestBucketsSynced(t *testing.T) {
 	if ns.BucketsSynced(&req) {
 		t.Fatal("a bucket not held: synced")
 	}
-	l := lockBuckets(t, ns, epoch, req)
-	spec, _, _, _ := l.Bucket(0)
-	l.Unlock()
+	var spec node.BucketSpec
+	exchange(t, ns, epoch, req, func(tx *node.BucketTx) { spec = tx.Buckets[0].Spec })
 	if ns.BucketsSynced(&req) {
 		t.Fatal("a bucket held, never answered for: synced")
 	}
-	l = lockBuckets(t, ns, epoch, req)
-	l.Stored(0, spec.Init(epoch.UnixNano()), 0, 1)
-	l.Unlock()
+	exchange(t, ns, epoch, req, func(tx *node.BucketTx) {
+		b := &tx.Buckets[0]
+		b.Got, b.After, b.Applied, b.Seq = true, spec.Init(epoch.UnixNano()), 0, 1
+	})
 	if !ns.BucketsSynced(&req) {
 		t.Error("a bucket the store answered for: not synced")
 	}
+}
+
+// exchange checks req and runs fn in an exchange of its buckets at t, as
+// a syncer's call does, returning the decision.
+func exchange(t *testing.T, ns *node.Namespace, at time.Time, req node.AllowRequest, fn func(*node.BucketTx)) node.Decision {
+	t.Helper()
+	c, err := ns.CheckAllow(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ns.ExchangeBuckets(at, req, &c, nil, func(tx *node.BucketTx) error {
+		fn(tx)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// bucketTick takes a tick of every bucket of ns at t.
+func bucketTick(ns *node.Namespace, at time.Time) *node.BucketTick {
+	tk := new(node.BucketTick)
+	ns.TakeBucketTick(at, tk, true)
+	return tk
 }

@@ -64,13 +64,13 @@ func (p fixedParams) idle(s bucketVal, t int64) bool {
 
 // take applies a take of n at t to s (found: s is stored; else a new
 // bucket) and returns the answer.
-func (p fixedParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
+func (p fixedParams) take(s *bucketVal, found bool, t, n int64) bucketStatus {
 	if !found {
 		s.v, s.last = 0, WindowStart(t, time.Duration(p.period))
 	}
 	t = p.advance(s, t)
 	before := s.v
-	st := BucketStatus{Allowed: before+n <= p.limit, Never: n > p.limit, Limit: fromMicro(p.limit), Before: fromMicro(before)}
+	st := bucketStatus{Allowed: before+n <= p.limit, Never: n > p.limit, Limit: fromMicro(p.limit), Before: fromMicro(before)}
 	if st.Allowed {
 		s.v += n
 		st.used = n
@@ -85,18 +85,18 @@ func (p fixedParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
 
 // takeFixedAt counts take (1 by default in the API; 0 only reads) at t in
 // key's fixed bucket p if it fits under the limit.
-func (b *Buckets) takeFixedAt(t time.Time, key string, p FixedBucket, take float64) (BucketStatus, error) {
+func (b *bucketTable) takeFixedAt(t time.Time, key string, p FixedBucket, take float64) (bucketStatus, error) {
 	q, err := p.params()
 	if err != nil {
-		return BucketStatus{}, bucketErr(key, err)
+		return bucketStatus{}, bucketErr(key, err)
 	}
 	n, err := bucketTake(take)
 	if err != nil {
-		return BucketStatus{}, bucketErr(key, err)
+		return bucketStatus{}, bucketErr(key, err)
 	}
 	id := bucketID{key: key, kind: kindFixed, a: q.period, b: q.limit}
 	tn := t.UnixNano()
-	var st BucketStatus
+	var st bucketStatus
 	err = b.apply(&id, n > 0, func(s bucketVal, found bool) bucketVal {
 		st = q.take(&s, found, tn, n)
 		return s
@@ -107,11 +107,6 @@ func (b *Buckets) takeFixedAt(t time.Time, key string, p FixedBucket, take float
 
 // fixedAt reads key's fixed bucket p at t without counting: Before is the
 // period's count.
-func (b *Buckets) fixedAt(t time.Time, key string, p FixedBucket) (BucketStatus, error) {
+func (b *bucketTable) fixedAt(t time.Time, key string, p FixedBucket) (bucketStatus, error) {
 	return b.takeFixedAt(t, key, p, 0)
-}
-
-// Fixed is fixedAt at the clock's time.
-func (b *Buckets) Fixed(key string, p FixedBucket) (BucketStatus, error) {
-	return b.fixedAt(b.clock.Now(), key, p)
 }

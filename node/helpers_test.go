@@ -248,17 +248,3 @@ func ratFloat(r *big.Rat) float64 {
 	f, _ := r.Float64()
 	return f
 }
-
-// lockBuckets checks req and locks its buckets at t, as a call does.
-func lockBuckets(t *testing.T, ns *node.Namespace, at time.Time, req node.AllowRequest) *node.BucketsLock {
-	t.Helper()
-	c, err := ns.CheckAllow(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := ns.LockBuckets(at, req, &c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}

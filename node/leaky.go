@@ -90,13 +90,13 @@ func (p leakyParams) idle(s bucketVal, t int64) bool {
 
 // take applies a take of n drops at t to s (found: s is stored; else a new
 // bucket) and returns the answer.
-func (p leakyParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
+func (p leakyParams) take(s *bucketVal, found bool, t, n int64) bucketStatus {
 	if !found {
 		s.v, s.last = 0, t
 	}
 	t = p.advance(s, t)
 	before := s.v
-	st := BucketStatus{Allowed: before+n <= p.size, Never: n > p.size, Limit: fromMicro(p.size), Before: fromMicro(before)}
+	st := bucketStatus{Allowed: before+n <= p.size, Never: n > p.size, Limit: fromMicro(p.size), Before: fromMicro(before)}
 	if st.Allowed {
 		s.v += n
 		st.used = n
@@ -116,18 +116,18 @@ func (p leakyParams) take(s *bucketVal, found bool, t, n int64) BucketStatus {
 // t to key's leaky bucket p. When refused, ResetAfter is Sidekiq's
 // next_drip (the time until the next drop drains, in (0, drip]) and
 // RetryAfter the time until take drops fit (next_drip for a take of 1).
-func (b *Buckets) takeLeakyAt(t time.Time, key string, p LeakyBucket, take float64) (BucketStatus, error) {
+func (b *bucketTable) takeLeakyAt(t time.Time, key string, p LeakyBucket, take float64) (bucketStatus, error) {
 	q, err := p.params()
 	if err != nil {
-		return BucketStatus{}, bucketErr(key, err)
+		return bucketStatus{}, bucketErr(key, err)
 	}
 	n, err := bucketTake(take)
 	if err != nil {
-		return BucketStatus{}, bucketErr(key, err)
+		return bucketStatus{}, bucketErr(key, err)
 	}
 	id := bucketID{key: key, kind: kindLeaky, a: q.size, b: q.interval, c: q.drip}
 	tn := t.UnixNano()
-	var st BucketStatus
+	var st bucketStatus
 	err = b.apply(&id, n > 0, func(s bucketVal, found bool) bucketVal {
 		st = q.take(&s, found, tn, n)
 		return s
@@ -137,17 +137,12 @@ func (b *Buckets) takeLeakyAt(t time.Time, key string, p LeakyBucket, take float
 }
 
 // takeLeaky is takeLeakyAt at the clock's time.
-func (b *Buckets) takeLeaky(key string, p LeakyBucket, take float64) (BucketStatus, error) {
+func (b *bucketTable) takeLeaky(key string, p LeakyBucket, take float64) (bucketStatus, error) {
 	return b.takeLeakyAt(b.clock.Now(), key, p, take)
 }
 
 // leakyAt reads key's leaky bucket p at t without adding a drop: Before
 // is the drops, ResetAfter the next drip.
-func (b *Buckets) leakyAt(t time.Time, key string, p LeakyBucket) (BucketStatus, error) {
+func (b *bucketTable) leakyAt(t time.Time, key string, p LeakyBucket) (bucketStatus, error) {
 	return b.takeLeakyAt(t, key, p, 0)
-}
-
-// Leaky is leakyAt at the clock's time.
-func (b *Buckets) Leaky(key string, p LeakyBucket) (BucketStatus, error) {
-	return b.leakyAt(b.clock.Now(), key, p)
 }

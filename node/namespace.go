@@ -55,7 +55,7 @@ type Namespace struct {
 	shards shards
 
 	// buckets holds the namespace's token, leaky and fixed buckets.
-	buckets *Buckets
+	buckets *bucketTable
 
 	// leases holds the namespace's concurrency leases.
 	leases *Leases
@@ -121,7 +121,9 @@ func (ns *Namespace) Now() time.Time { return ns.clock.Now() }
 
 // Stats is what a namespace holds and has refused, for metrics.
 type Stats struct {
-	// ActiveKeys and ActiveBuckets are the keys and buckets in memory.
+	// ActiveKeys and ActiveBuckets are the keys and buckets in memory
+	// (the buckets hold at most MaxKeys, counted apart from the keys of
+	// the windows).
 	ActiveKeys, ActiveBuckets int64
 	// RefusedKeys and RefusedBuckets count new keys and buckets refused
 	// at the key cap; EvictedKeys the keys evicted to make room.
@@ -166,10 +168,6 @@ func KeyCost(keyLen, sizes int) int64 {
 // keyCost is KeyCost of key in ns.
 func (ns *Namespace) keyCost(key string) int64 { return KeyCost(len(key), len(ns.sizes)) }
 
-// Buckets returns the namespace's table of token, leaky and fixed buckets,
-// which Allow's bucket limits use. It holds at most the namespace's
-// MaxKeys buckets, counted apart from the keys of the windows.
-func (ns *Namespace) Buckets() *Buckets { return ns.buckets }
 
 // Leases returns the namespace's table of concurrency leases.
 func (ns *Namespace) Leases() *Leases { return ns.leases }

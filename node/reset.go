@@ -138,7 +138,7 @@ func (ns *Namespace) CheckResetBuckets(limits []Limit) error {
 // ResetBucketsAt starts key's buckets named by limits (checked by
 // CheckResetBuckets) again as new buckets at t, on this node only (a
 // local-only namespace's reset; a syncing one's goes through
-// BucketsLock.Reset). A bucket the node does not hold is left alone: it
+// BucketTx.Reset). A bucket the node does not hold is left alone: it
 // is new when it is next used.
 func (ns *Namespace) ResetBucketsAt(t time.Time, key string, limits []Limit) error {
 	if err := ValidateKey(key); err != nil {
@@ -164,15 +164,6 @@ func (ns *Namespace) ResetBucketsAt(t time.Time, key string, limits []Limit) err
 func (e *bucketEntry) resetAt(id *bucketID, t int64) {
 	spec := id.spec()
 	e.val = spec.Init(t).val()
-}
-
-// Reset starts every bucket of l again as a new bucket at l's time, on
-// this node; the caller then sends the store a reset call of them
-// (Bucket, Stored) so that the cluster's state starts again too.
-func (l *BucketsLock) Reset() {
-	for i := range l.hs {
-		l.hs[i].e.resetAt(&l.hs[i].id, l.t)
-	}
 }
 
 // Clear frees every lease of key this table granted, and counts none of

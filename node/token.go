@@ -83,13 +83,13 @@ func (p tokenParams) idle(s bucketVal, t int64) bool {
 // take applies a take of n at t to s (found: s is stored; else a new
 // bucket) and returns the answer. strict restarts the refill clock when a
 // take leaves the bucket empty.
-func (p tokenParams) take(s *bucketVal, found bool, t, n int64, strict bool) BucketStatus {
+func (p tokenParams) take(s *bucketVal, found bool, t, n int64, strict bool) bucketStatus {
 	if !found {
 		s.v, s.last = p.max, t
 	}
 	t = p.advance(s, t)
 	before := s.v
-	st := BucketStatus{Allowed: before >= n, Never: n > p.max, Limit: fromMicro(p.max), Before: fromMicro(max(before, 0))}
+	st := bucketStatus{Allowed: before >= n, Never: n > p.max, Limit: fromMicro(p.max), Before: fromMicro(max(before, 0))}
 	if n > 0 {
 		// A refused take empties the bucket; one in debt (the cluster's
 		// consumption beyond its tokens, see Force) stays in debt.
@@ -117,18 +117,18 @@ func (p tokenParams) take(s *bucketVal, found bool, t, n int64, strict bool) Buc
 // p. With strict (Smyte's STRICT), a take that leaves the bucket empty
 // restarts its refill clock at t, so a caller that keeps trying stays
 // refused until it pauses a whole refill time.
-func (b *Buckets) takeTokenAt(t time.Time, key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
+func (b *bucketTable) takeTokenAt(t time.Time, key string, p TokenBucket, take float64, strict bool) (bucketStatus, error) {
 	q, err := p.params()
 	if err != nil {
-		return BucketStatus{}, bucketErr(key, err)
+		return bucketStatus{}, bucketErr(key, err)
 	}
 	n, err := bucketTake(take)
 	if err != nil {
-		return BucketStatus{}, bucketErr(key, err)
+		return bucketStatus{}, bucketErr(key, err)
 	}
 	id := bucketID{key: key, kind: kindToken, a: q.max, b: q.refill, c: q.amount}
 	tn := t.UnixNano()
-	var st BucketStatus
+	var st bucketStatus
 	err = b.apply(&id, n > 0, func(s bucketVal, found bool) bucketVal {
 		st = q.take(&s, found, tn, n, strict)
 		return s
@@ -139,11 +139,6 @@ func (b *Buckets) takeTokenAt(t time.Time, key string, p TokenBucket, take float
 
 // tokenAt reads key's token bucket p at t without taking (Smyte's RL.GET):
 // Before and Remaining are the tokens.
-func (b *Buckets) tokenAt(t time.Time, key string, p TokenBucket) (BucketStatus, error) {
+func (b *bucketTable) tokenAt(t time.Time, key string, p TokenBucket) (bucketStatus, error) {
 	return b.takeTokenAt(t, key, p, 0, false)
-}
-
-// Token is tokenAt at the clock's time.
-func (b *Buckets) Token(key string, p TokenBucket) (BucketStatus, error) {
-	return b.tokenAt(b.clock.Now(), key, p)
 }

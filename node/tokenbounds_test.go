@@ -37,13 +37,15 @@ func TestTokenRetryAfterPaysTheDebt(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
 	token := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 3, RefillTime: time.Second, RefillAmount: 1}}
 	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}
-	l := lockBuckets(t, ns, epoch, req)
-	spec, _, _, _ := l.Bucket(0)
-	s := spec.Init(epoch.UnixNano())
-	spec.Force(&s, epoch.UnixNano(), 5*node.Micro)
-	l.SetState(0, s)
-	d := l.Decide(node.NoVerdict, nil)
-	l.Unlock()
+	// The store answers with the bucket at -2 (and leaves it so), and no
+	// verdict: the node decides from that state.
+	d := exchange(t, ns, epoch, req, func(tx *node.BucketTx) {
+		b := &tx.Buckets[0]
+		s := b.Spec.Init(epoch.UnixNano())
+		b.Spec.Force(&s, epoch.UnixNano(), 5*node.Micro)
+		b.Got, b.Before, b.After, b.Seq = true, s, s, 1
+		tx.Decide = true
+	})
 	if d.Allowed || d.RetryAfter != 3*time.Second {
 		t.Errorf("take of 1 from a bucket at -2: allowed %v, RetryAfter %v; want refused, 3s", d.Allowed, d.RetryAfter)
 	}

@@ -41,15 +41,14 @@ func storeLevel(t testing.TB, store clustersync.BucketStore, clock node.Clock, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	bl, err := ns.LockBuckets(clock.Now(), req, &c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer bl.Unlock()
-	spec, life, _, _ := bl.Bucket(0)
 	r := make([]clustersync.BucketReply, 1)
-	call := clustersync.BucketCall{Namespace: "api", Bucket: spec, Life: life, Version: 1, ExpireAt: clock.Now().Add(time.Hour)}
-	if _, err := store.Buckets(context.Background(), clustersync.NewIncarnation("reader"), clock.Now().UnixNano(), 0, []clustersync.BucketCall{call}, r); err != nil {
+	_, err = ns.ExchangeBuckets(clock.Now(), req, &c, nil, func(tx *node.BucketTx) error {
+		b := &tx.Buckets[0]
+		call := clustersync.BucketCall{Namespace: "api", Bucket: b.Spec, Life: b.Life, Version: 1, ExpireAt: clock.Now().Add(time.Hour)}
+		_, err := store.Buckets(context.Background(), clustersync.NewIncarnation("reader"), clock.Now().UnixNano(), 0, []clustersync.BucketCall{call}, r)
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return float64(r[0].After.Level) / node.Micro

@@ -3,8 +3,6 @@ package sync
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	gosync "sync"
 	"time"
 
@@ -63,62 +61,43 @@ func (bk bucketSync) allow(ctx context.Context, t time.Time, req node.AllowReque
 		return node.Decision{Limits: dst}, &node.FieldError{Field: "limits", Err: node.ErrNotLocal,
 			Reason: fmt.Sprintf("namespace %q is synchronous: its store decides buckets and sliding windows apart, so one Allow cannot hold both; send them in two calls", s.name)}
 	}
-	l, err := s.ns.LockBuckets(t, req, c)
-	if err != nil {
-		return node.Decision{Limits: dst}, err
-	}
-	defer l.Unlock()
-	if !s.storeUp() {
-		s.fallback(errPresumedDown)
-		return l.Decide(node.NoVerdict, dst), nil
-	}
-	allowed, replies, err := bk.callLocked(ctx, bs, l, t, c.Cost, false)
-	if err != nil {
-		// The store may have applied the take; if so, the next call of
-		// this node holds it (BucketReply.Applied) and counts it once.
-		return l.Decide(node.NoVerdict, dst), nil
-	}
-	for i := range replies {
-		l.SetState(i, replies[i].Before)
-	}
-	d := l.Decide(node.VerdictOf(allowed), dst)
-	for i := range replies {
-		l.Stored(i, replies[i].After, replies[i].Applied, replies[i].Seq)
-	}
-	return d, nil
+	return s.ns.ExchangeBuckets(t, req, c, dst, func(tx *node.BucketTx) error {
+		tx.Decide = true
+		if !s.storeUp() {
+			s.fallback(errPresumedDown)
+			return nil
+		}
+		// On an error the store may have applied the take; if so, the
+		// next call of this node holds it (BucketReply.Applied) and counts
+		// it once. Meanwhile the node decides.
+		if allowed, err := bk.callLocked(ctx, bs, tx.Buckets, t, c.Cost, false); err == nil {
+			tx.Verdict = node.VerdictOf(allowed)
+		}
+		return nil
+	})
 }
 
 // readBuckets reads the store's state of req's buckets into the node (a
 // periodic namespace's first call on them). A store that fails leaves
 // them as they are: the call is decided locally and the tick tries again.
 func (bk bucketSync) readBuckets(ctx context.Context, bs BucketStore, t time.Time, req node.AllowRequest, c *node.AllowCheck) error {
-	s := bk.s
-	l, err := s.ns.LockBuckets(t, req, c)
-	if err != nil {
-		return err
-	}
-	defer l.Unlock()
-	_, replies, err := bk.callLocked(ctx, bs, l, t, 0, false)
-	if err != nil {
+	_, err := bk.s.ns.ExchangeBuckets(t, req, c, nil, func(tx *node.BucketTx) error {
+		bk.callLocked(ctx, bs, tx.Buckets, t, 0, false)
 		return nil
-	}
-	for i := range replies {
-		l.Stored(i, replies[i].After, replies[i].Applied, replies[i].Seq)
-	}
-	return nil
+	})
+	return err
 }
 
-// callLocked sends the store one call of l's buckets at t taking take
-// (with reset, a reset of them: BucketCall.Reset), within CallTimeout,
-// and records its outcome (a failure is logged and presumes the store
-// down).
-func (bk bucketSync) callLocked(ctx context.Context, bs BucketStore, l *node.BucketsLock, t time.Time, take int64, reset bool) (bool, []BucketReply, error) {
+// callLocked sends the store one call of buckets, locked, at t taking
+// take (with reset, a reset of them: BucketCall.Reset), within
+// CallTimeout, and records the store's answers in buckets (a failure is
+// logged and presumes the store down).
+func (bk bucketSync) callLocked(ctx context.Context, bs BucketStore, buckets []node.BucketSync, t time.Time, take int64, reset bool) (bool, error) {
 	s := bk.s
 	version := s.versions.Next()
-	calls := make([]BucketCall, l.Len())
+	calls := make([]BucketCall, len(buckets))
 	for i := range calls {
-		spec, life, own, lastAt := l.Bucket(i)
-		calls[i] = bk.bucketCall(spec, life, own, lastAt, version, t)
+		calls[i] = bk.bucketCall(&buckets[i], version, t)
 		calls[i].Reset = reset
 	}
 	replies := make([]BucketReply, len(calls))
@@ -130,31 +109,42 @@ func (bk bucketSync) callLocked(ctx context.Context, bs BucketStore, l *node.Buc
 	s.observe(ctx, err)
 	if err != nil {
 		s.fallback(err)
+		return allowed, err
 	}
-	return allowed, replies, err
+	answered(buckets, replies)
+	return allowed, nil
 }
 
-func (bk bucketSync) bucketCall(spec node.BucketSpec, life, own, lastAt, version int64, t time.Time) BucketCall {
+// answered records the store's replies in the buckets of its call.
+func answered(buckets []node.BucketSync, replies []BucketReply) {
+	for i := range buckets {
+		b, r := &buckets[i], &replies[i]
+		b.Got, b.Before, b.After, b.Applied, b.Seq = true, r.Before, r.After, r.Applied, r.Seq
+	}
+}
+
+func (bk bucketSync) bucketCall(b *node.BucketSync, version int64, t time.Time) BucketCall {
 	s := bk.s
-	return BucketCall{Namespace: s.name, Bucket: spec, Life: life, Total: own, LastAt: lastAt,
-		Version: version, ExpireAt: t.Add(spec.Hold() + s.ttlPad)}
+	return BucketCall{Namespace: s.name, Bucket: b.Spec, Life: b.Life, Total: b.Own, LastAt: b.LastAt,
+		Version: version, ExpireAt: t.Add(b.Spec.Hold() + s.ttlPad)}
 }
 
-// syncBuckets is a tick's part for buckets: with all every bucket held,
-// else those whose consumption has not all reached the store; one store
-// call per key, at most maxBucketCalls at once.
+// sync is a tick's part for buckets: with all every bucket held, else
+// those whose consumption has not all reached the store; one store call
+// per key, at most maxBucketCalls at once. The answers are taken when all
+// calls are done.
 func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
 	s := bk.s
 	bs, ok := s.store.(BucketStore)
 	if !ok {
 		return nil
 	}
-	s.bsync = s.ns.CollectBuckets(now, all, s.bsync[:0])
-	defer clear(s.bsync)
-	if len(s.bsync) == 0 {
+	tick := &s.btick
+	s.ns.TakeBucketTick(now, tick, all)
+	defer clear(tick.Sync)
+	if len(tick.Sync) == 0 {
 		return nil
 	}
-	slices.SortFunc(s.bsync, func(a, b node.BucketSync) int { return strings.Compare(a.Spec.Key, b.Spec.Key) })
 	version := s.versions.Next()
 	var (
 		wg    gosync.WaitGroup
@@ -163,12 +153,12 @@ func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
 		first error
 		fails int
 	)
-	for lo := 0; lo < len(s.bsync); {
+	for lo := 0; lo < len(tick.Sync); {
 		hi := lo + 1
-		for hi < len(s.bsync) && s.bsync[hi].Spec.Key == s.bsync[lo].Spec.Key {
+		for hi < len(tick.Sync) && tick.Sync[hi].Spec.Key == tick.Sync[lo].Spec.Key {
 			hi++
 		}
-		group := s.bsync[lo:hi]
+		group := tick.Sync[lo:hi]
 		lo = hi
 		sem <- struct{}{}
 		if ctx.Err() != nil {
@@ -179,8 +169,7 @@ func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
 			defer func() { <-sem }()
 			calls := make([]BucketCall, len(group))
 			for i := range group {
-				b := &group[i]
-				calls[i] = bk.bucketCall(b.Spec, b.Life, b.Own, b.LastAt, version, now)
+				calls[i] = bk.bucketCall(&group[i], version, now)
 			}
 			replies := make([]BucketReply, len(calls))
 			if _, err := bs.Buckets(ctx, s.inc, now.UnixNano(), 0, calls, replies); err != nil {
@@ -192,15 +181,13 @@ func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
 				errMu.Unlock()
 				return
 			}
-			at := s.ns.Now()
-			for i := range group {
-				s.ns.StoreBucket(&group[i], now, at, replies[i].After, replies[i].Applied, replies[i].Seq)
-			}
+			answered(group, replies)
 		})
 	}
 	wg.Wait()
+	s.ns.ApplyBucketTick(tick)
 	if first != nil {
-		return fmt.Errorf("sync: sync %d of %d buckets of namespace %q: %w", fails, len(s.bsync), s.name, first)
+		return fmt.Errorf("sync: sync %d of %d buckets of namespace %q: %w", fails, len(tick.Sync), s.name, first)
 	}
 	return ctx.Err()
 }

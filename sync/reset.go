@@ -107,20 +107,14 @@ func (rz resets) buckets(ctx context.Context, t time.Time, key string, limits []
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
 	req := node.AllowRequest{Key: key, Limits: limits}
-	l, err := s.ns.LockBuckets(t, req, &node.AllowCheck{Buckets: len(limits)})
-	if err != nil {
-		return err
-	}
-	defer l.Unlock()
-	l.Reset()
-	_, replies, err := bucketSync{s}.callLocked(ctx, bs, l, t, 0, true)
-	if err != nil {
-		return fmt.Errorf("sync: reset of buckets in namespace %q: %w", s.name, errors.Join(ErrUnavailable, err))
-	}
-	for i := range replies {
-		l.Stored(i, replies[i].After, replies[i].Applied, replies[i].Seq)
-	}
-	return nil
+	_, err := s.ns.ExchangeBuckets(t, req, &node.AllowCheck{Buckets: len(limits)}, nil, func(tx *node.BucketTx) error {
+		tx.Reset = true
+		if _, err := (bucketSync{s}).callLocked(ctx, bs, tx.Buckets, t, 0, true); err != nil {
+			return fmt.Errorf("sync: reset of buckets in namespace %q: %w", s.name, errors.Join(ErrUnavailable, err))
+		}
+		return nil
+	})
+	return err
 }
 
 // ClearLeasesAt frees every lease of key at now: this node's at once

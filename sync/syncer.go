@@ -172,7 +172,7 @@ type Syncer struct {
 	others []int64
 	match  []int // per tick.Push: its index in tick.Read, or -1
 	idx    []int // per key of a Fetch batch: its index in tick.Read
-	bsync  []node.BucketSync
+	btick  node.BucketTick
 	lsync  []node.LeaseSync
 	ch     changeTick // with a ChangeReader store (changetick.go)
 }

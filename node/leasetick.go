@@ -55,7 +55,8 @@ type LeaseTick struct {
 	// could not tell it; the table sends the release with its ticks until
 	// Until and counts one fewer of the others' leases of Key at once.
 	// Counted: Key's count was read before this node held any of its
-	// leases: KeyHeld live, the earliest expiring at KeyNext.
+	// leases: KeyHeld live, the earliest expiring at KeyNext (ignored
+	// once the key was read).
 	Unsent           bool
 	Until            int64
 	Counted          bool

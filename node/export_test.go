@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -150,3 +151,75 @@ func (ns *Namespace) LearnWindow(now time.Time, key string, size time.Duration, 
 }
 
 func (ns *Namespace) SetLearned(w Window, others int64) { ns.setLearned(w, others) }
+
+// The lease calls the tests knew before the LeaseTick, each through it
+// (so they test it): a lease id, its store id, a call's Counted and
+// Unsent, and one key's part of a tick.
+
+func (l *Leases) NewID(key string) LeaseID { return l.newID(key) }
+func (id LeaseID) StoreID() string         { return id.storeID() }
+
+func (l *Leases) SetRead(now time.Time, key string, held, next int64) error {
+	return l.ApplyTick(now, &LeaseTick{Key: key, Counted: true, KeyHeld: held, KeyNext: next})
+}
+
+func (l *Leases) ReleaseElsewhere(now time.Time, id LeaseID, until int64) error {
+	return l.ApplyTick(now, &LeaseTick{Key: id.Key, ID: id, Unsent: true, Until: until})
+}
+
+// LeaseSync is one key's ops of a tick: its leases' serials (their store
+// ids in ids) and its releases to send.
+type LeaseSync struct {
+	Key      string
+	Serials  []uint64
+	Releases map[string]int64
+	ids      []string
+}
+
+// Collect is a tick's ops at now, by key.
+func (l *Leases) Collect(now time.Time, all bool, dst []LeaseSync) []LeaseSync {
+	t := LeaseTick{All: all}
+	l.TakeTick(now, &t)
+	for i, key := range t.OpKey {
+		if i == 0 || key != t.OpKey[i-1] {
+			dst = append(dst, LeaseSync{Key: key})
+		}
+		s := &dst[len(dst)-1]
+		switch {
+		case t.OpID[i] == "":
+		case t.OpRelease[i]:
+			if s.Releases == nil {
+				s.Releases = map[string]int64{}
+			}
+			s.Releases[t.OpID[i]] = t.OpUntil[i]
+		default:
+			s.Serials = append(s.Serials, t.serial[i])
+			s.ids = append(s.ids, t.OpID[i])
+		}
+	}
+	return dst
+}
+
+// Synced applies the store's answers to s's ops, all answered: stored[i]
+// to its i-th lease's write, held and next to its count when counted.
+func (l *Leases) Synced(now time.Time, s LeaseSync, stored []bool, keep, counted bool, held, next int64) {
+	t := LeaseTick{Keep: keep}
+	for id, until := range s.Releases {
+		t.op(s.Key, id, until, true, 0, 0)
+		t.OK = append(t.OK, true)
+	}
+	for i, serial := range s.Serials {
+		t.op(s.Key, s.ids[i], 0, false, serial, 0)
+		t.OK = append(t.OK, stored[i])
+	}
+	if counted {
+		t.op(s.Key, "", 0, false, 0, 0)
+		t.OK = append(t.OK, true)
+	}
+	n := len(t.OpKey)
+	t.Got, t.Held, t.Next = slices.Repeat([]bool{true}, n), make([]int64, n), make([]int64, n)
+	if counted {
+		t.Held[n-1], t.Next[n-1] = held, next
+	}
+	_ = l.ApplyTick(now, &t)
+}

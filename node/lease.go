@@ -46,7 +46,7 @@ var ErrForeignLease = fmt.Errorf("%w: lease granted by another node", ErrNotLoca
 // drawn at random for the lease. The serials are sequential, so a caller
 // holding one lease knows the serials of the others; the secret is what
 // it cannot guess: a release or renewal needs the lease's own (the table
-// and the stores keep it with the lease, as part of StoreID), so an id
+// and the stores keep it with the lease, as part of its store id), so an id
 // changed to carry another lease's serial names no lease.
 type LeaseID struct {
 	Namespace, Key         string
@@ -74,10 +74,10 @@ func (id LeaseID) String() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// StoreID is the part of id a store keeps per lease of a key: the holder,
+// storeID is the part of id a store keeps per lease of a key: the holder,
 // serial and secret, 32 characters. A store finds a lease by it, so an id
 // whose secret is not the lease's finds none.
-func (id LeaseID) StoreID() string {
+func (id LeaseID) storeID() string {
 	var b [24]byte
 	binary.BigEndian.PutUint64(b[:8], id.Holder)
 	binary.BigEndian.PutUint64(b[8:16], id.Serial)
@@ -222,7 +222,6 @@ func newLeases(name string, maxKeys int) *Leases {
 	return l
 }
 
-// Holder is the table's holder id (LeaseID.Holder of its leases).
 // setMaxKeys sets the most keys the table holds (0: DefaultMaxKeys).
 // Keys held beyond a lowered cap stay until idle; new ones are refused
 // meanwhile.
@@ -233,8 +232,6 @@ func (l *Leases) setMaxKeys(n int) {
 	l.maxKeys.Store(int64(n))
 }
 
-func (l *Leases) Holder() uint64 { return l.holder }
-
 // Len is the number of keys held.
 func (l *Leases) Len() int64 { return l.n.Load() }
 
@@ -242,9 +239,9 @@ func (l *Leases) shard(key string) *leaseShard {
 	return &l.shards[maphash.String(l.seed, key)%leaseShards]
 }
 
-// NewID returns a new lease id of key, unique in the table, with a secret
+// newID returns a new lease id of key, unique in the table, with a secret
 // drawn at random.
-func (l *Leases) NewID(key string) LeaseID {
+func (l *Leases) newID(key string) LeaseID {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	return LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: l.serial.Add(1), Secret: binary.BigEndian.Uint64(b[:])}
@@ -291,7 +288,7 @@ func (l *Leases) Acquire(now time.Time, key string, limit int64, ttl time.Durati
 		g.Next = k.next()
 		return g, nil
 	}
-	g.OK, g.ID, g.Expiry = true, l.NewID(key), addTTL(t, ttl)
+	g.OK, g.ID, g.Expiry = true, l.newID(key), addTTL(t, ttl)
 	k.own[g.ID.Serial] = ownLease{exp: g.Expiry, secret: g.ID.Secret}
 	g.Held++
 	return g, nil
@@ -324,7 +321,7 @@ func (l *Leases) Release(now time.Time, id LeaseID, record bool) (bool, error) {
 	}
 	delete(k.own, id.Serial)
 	if record {
-		k.note(id.StoreID(), o.exp)
+		k.note(id.storeID(), o.exp)
 	}
 	return true, nil
 }
@@ -340,19 +337,19 @@ func (k *leaseKey) note(storeID string, until int64) {
 	k.releases[storeID] = max(k.releases[storeID], until)
 }
 
-// ReleaseElsewhere records the release of a lease this table did not
+// releaseElsewhere records the release of a lease this table did not
 // grant, for the next sync to send (until: when it stops mattering), and
 // counts one fewer of the others' leases of its key at once.
-func (l *Leases) ReleaseElsewhere(now time.Time, id LeaseID, until int64) error {
+func (l *Leases) releaseElsewhere(now time.Time, id LeaseID, until int64) error {
 	sh, k, err := l.lockKey(id.Key, now.UnixNano(), true)
 	if err != nil {
 		return err
 	}
 	defer sh.mu.Unlock()
-	if _, seen := k.releases[id.StoreID()]; !seen && k.others > 0 {
+	if _, seen := k.releases[id.storeID()]; !seen && k.others > 0 {
 		k.others--
 	}
-	k.note(id.StoreID(), until)
+	k.note(id.storeID(), until)
 	return nil
 }
 
@@ -377,93 +374,6 @@ func (l *Leases) Renew(now time.Time, id LeaseID, ttl time.Duration) (ok bool, e
 	return true, exp, nil
 }
 
-// LeaseSync is one key's part of a sync: the leases this node holds (the
-// i-th of serial Serials[i], expiry Expiries[i] and secret Secrets[i])
-// and the releases to send.
-type LeaseSync struct {
-	Key      string
-	Serials  []uint64
-	Expiries []int64
-	Secrets  []uint64
-	Releases map[string]int64
-}
-
-// ID is the id of s's i-th lease in namespace ns held by holder.
-func (s *LeaseSync) ID(ns string, holder uint64, i int) LeaseID {
-	return LeaseID{Namespace: ns, Key: s.Key, Holder: holder, Serial: s.Serials[i], Secret: s.Secrets[i]}
-}
-
-// Collect appends to dst what a sync of the table sends at now: every key
-// with leases of this node or releases to send, and, when all, every key
-// held (whose others' count the sync refreshes).
-func (l *Leases) Collect(now time.Time, all bool, dst []LeaseSync) []LeaseSync {
-	t := now.UnixNano()
-	for i := range l.shards {
-		sh := &l.shards[i]
-		sh.mu.Lock()
-		for key, k := range sh.keys {
-			k.purge(t)
-			if !all && k.idle() {
-				continue
-			}
-			s := LeaseSync{Key: key}
-			for serial, o := range k.own {
-				s.Serials = append(s.Serials, serial)
-				s.Expiries = append(s.Expiries, o.exp)
-				s.Secrets = append(s.Secrets, o.secret)
-			}
-			if len(k.releases) > 0 {
-				s.Releases = make(map[string]int64, len(k.releases))
-				for id, until := range k.releases {
-					s.Releases[id] = until
-				}
-			}
-			dst = append(dst, s)
-		}
-		sh.mu.Unlock()
-	}
-	return dst
-}
-
-// Synced applies what the store answered to a sync of s (which took
-// s.Releases): stored[i] reports whether it holds s's i-th lease (false:
-// released elsewhere, so it is dropped here; true and !keep: the store
-// decides from now on, so it is dropped too); when counted, held and
-// next are the key's live leases in the store after the sync, the stored
-// ones of this node among them.
-func (l *Leases) Synced(now time.Time, s LeaseSync, stored []bool, keep, counted bool, held, next int64) {
-	sh, k, _ := l.lockKey(s.Key, now.UnixNano(), false)
-	defer sh.mu.Unlock()
-	if k == nil {
-		return
-	}
-	for id, until := range s.Releases {
-		if k.releases[id] == until {
-			delete(k.releases, id)
-		}
-	}
-	mine := int64(0)
-	for i, serial := range s.Serials {
-		_, live := k.own[serial]
-		// Only a lease still the node's is in its own count: one that
-		// expired since the sync collected it is in the others' count
-		// (purge), and the store's count holds it if it was renewed
-		// elsewhere.
-		if stored[i] && live {
-			mine++
-		}
-		if live && (!stored[i] || !keep) {
-			delete(k.own, serial)
-		}
-	}
-	if counted {
-		k.others, k.nextOther, k.read = max(held-mine, 0), 0, true
-		if k.others > 0 {
-			k.nextOther = next // a lower bound: next may be one of this node's
-		}
-	}
-}
-
 // Read reports whether the others' leases of key were read from the
 // store since the key was last created here.
 func (l *Leases) Read(now time.Time, key string) bool {
@@ -472,10 +382,10 @@ func (l *Leases) Read(now time.Time, key string) bool {
 	return k != nil && k.read
 }
 
-// SetRead records the store's count of key's live leases, read before
-// this node held any of them (a key new to the node): held and next are
-// as LeaseReply's. It does nothing once the key was read.
-func (l *Leases) SetRead(now time.Time, key string, held, next int64) error {
+// setRead records the store's count of key's live leases, read before
+// this node held any of them (a key new to the node): held of them, the
+// earliest expiring at next. It does nothing once the key was read.
+func (l *Leases) setRead(now time.Time, key string, held, next int64) error {
 	sh, k, err := l.lockKey(key, now.UnixNano(), true)
 	if err != nil {
 		return err

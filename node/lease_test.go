@@ -31,7 +31,7 @@ func TestLeaseIDRoundTrip(t *testing.T) {
 	if a, b := l.NewID("k"), l.NewID("k"); a.StoreID() == b.StoreID() {
 		t.Fatal("two leases of one key share a store id")
 	}
-	if node.NewLeases("ns-1", 0).Holder() == l.Holder() {
+	if node.NewLeases("ns-1", 0).NewID("k").Holder == l.NewID("k").Holder {
 		t.Fatal("two tables drew the same holder")
 	}
 }

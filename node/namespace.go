@@ -168,7 +168,6 @@ func KeyCost(keyLen, sizes int) int64 {
 // keyCost is KeyCost of key in ns.
 func (ns *Namespace) keyCost(key string) int64 { return KeyCost(len(key), len(ns.sizes)) }
 
-
 // Leases returns the namespace's table of concurrency leases.
 func (ns *Namespace) Leases() *Leases { return ns.leases }
 

@@ -181,7 +181,7 @@ func (l *Leases) Clear(now time.Time, key string, record bool) int {
 	for serial, o := range k.own {
 		if record {
 			id := LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: serial, Secret: o.secret}
-			k.note(id.StoreID(), o.exp)
+			k.note(id.storeID(), o.exp)
 		}
 		delete(k.own, serial)
 	}

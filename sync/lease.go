@@ -76,7 +76,8 @@ func (k LeaseOpKind) String() string {
 type LeaseOp struct {
 	Kind           LeaseOpKind
 	Namespace, Key string
-	// ID is the lease's id as the store keeps it (node.LeaseID.StoreID);
+	// ID is the lease's id as the store keeps it (node.LeaseTick's OpID
+	// and StoreID);
 	// empty for LeaseCount and LeaseClear.
 	ID string
 	// Limit is the most live leases LeaseAcquire grants up to.

@@ -82,7 +82,8 @@ func (lz leaseSync) acquire(ctx context.Context, now time.Time, key string, limi
 		if !leases.Read(now, key) && s.storeUp() {
 			r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseCount, Namespace: s.name, Key: key})
 			if err == nil {
-				if err := leases.SetRead(now, key, r[0].Held, r[0].Next); err != nil {
+				read := node.LeaseTick{Key: key, Counted: true, KeyHeld: r[0].Held, KeyNext: r[0].Next}
+				if err := leases.ApplyTick(now, &read); err != nil {
 					return node.LeaseGrant{}, err
 				}
 			}
@@ -91,20 +92,22 @@ func (lz leaseSync) acquire(ctx context.Context, now time.Time, key string, limi
 	}
 	var cerr error
 	if s.storeUp() {
-		id := leases.NewID(key)
+		t := node.LeaseTick{Key: key} // a new lease
+		leases.TakeTick(now, &t)
 		exp := now.Add(ttl).UnixNano()
 		r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseAcquire, Namespace: s.name, Key: key,
-			ID: id.StoreID(), Limit: limit, Expiry: exp})
+			ID: t.StoreID, Limit: limit, Expiry: exp})
 		if err == nil {
 			g := node.LeaseGrant{OK: r[0].OK, Held: r[0].Held, Next: r[0].Next}
 			if g.OK {
-				g.ID, g.Expiry = id, exp
+				g.ID, g.Expiry = t.ID, exp
 			}
 			return g, nil
 		}
 		// The store may have granted it (also when the caller gave up
 		// first): the tick releases it.
-		if rerr := leases.ReleaseElsewhere(now, id, exp); rerr != nil {
+		t.Unsent, t.Until = true, exp
+		if rerr := leases.ApplyTick(now, &t); rerr != nil {
 			return node.LeaseGrant{}, rerr
 		}
 		if ctx.Err() != nil {
@@ -130,7 +133,9 @@ func (lz leaseSync) release(ctx context.Context, now time.Time, id node.LeaseID)
 	}
 	leases := s.ns.Leases()
 	sync := s.sync
-	if id.Holder == leases.Holder() {
+	t := node.LeaseTick{Key: id.Key, ID: id}
+	leases.TakeTick(now, &t)
+	if t.Mine {
 		// A lease this node granted (in a synchronous namespace: while the
 		// store was down) is released here, and in the store by the tick.
 		live, err := leases.Release(now, id, true)
@@ -141,13 +146,14 @@ func (lz leaseSync) release(ctx context.Context, now time.Time, id node.LeaseID)
 	until := lz.releaseUntil(now)
 	if s.storeUp() {
 		r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseRelease, Namespace: s.name, Key: id.Key,
-			ID: id.StoreID(), Expiry: until})
+			ID: t.StoreID, Expiry: until})
 		if err == nil {
 			return r[0].OK, false, nil
 		}
 	}
 	// Also when the caller gave up: the release is the tick's now.
-	if err := leases.ReleaseElsewhere(now, id, until); err != nil {
+	t.Unsent, t.Until = true, until
+	if err := leases.ApplyTick(now, &t); err != nil {
 		return false, false, err
 	}
 	return false, true, nil
@@ -160,7 +166,9 @@ func (lz leaseSync) renew(ctx context.Context, now time.Time, id node.LeaseID, t
 	if err != nil {
 		return false, 0, err
 	}
-	if id.Holder == s.ns.Leases().Holder() {
+	t := node.LeaseTick{Key: id.Key, ID: id}
+	s.ns.Leases().TakeTick(now, &t)
+	if t.Mine {
 		ok, exp, err := s.ns.Leases().Renew(now, id, ttl)
 		if err != nil || ok || !s.sync {
 			return ok, exp, err
@@ -170,7 +178,7 @@ func (lz leaseSync) renew(ctx context.Context, now time.Time, id node.LeaseID, t
 		return false, 0, fmt.Errorf("sync: leases of namespace %q: %w: %w", s.name, ErrUnavailable, errPresumedDown)
 	}
 	exp := now.Add(ttl).UnixNano()
-	r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseRenew, Namespace: s.name, Key: id.Key, ID: id.StoreID(), Expiry: exp})
+	r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseRenew, Namespace: s.name, Key: id.Key, ID: t.StoreID, Expiry: exp})
 	if err != nil {
 		return false, 0, err
 	}
@@ -180,10 +188,11 @@ func (lz leaseSync) renew(ctx context.Context, now time.Time, id node.LeaseID, t
 	return true, exp, nil
 }
 
-// syncLeases is a tick's part for leases: it sends the releases not sent
-// yet and writes this node's leases; with all (periodic) it also reads
-// the count of every key held. A synchronous namespace drops the leases
-// the store now holds (its calls go to the store).
+// sync is a tick's part for leases: it sends the releases not sent yet
+// and writes this node's leases; with all (periodic) it also reads the
+// count of every key held. A synchronous namespace drops the leases the
+// store now holds (its calls go to the store). Each batch, a key's ops
+// whole, is applied as it is answered.
 func (lz leaseSync) sync(ctx context.Context, now time.Time, all bool) error {
 	s := lz.s
 	ls, ok := s.store.(LeaseStore)
@@ -191,13 +200,13 @@ func (lz leaseSync) sync(ctx context.Context, now time.Time, all bool) error {
 		return nil
 	}
 	leases := s.ns.Leases()
-	sync := s.sync
-	s.lsync = leases.Collect(now, all, s.lsync[:0])
-	defer clear(s.lsync)
+	t := &s.ltick
+	t.All, t.Keep = all, !s.sync
+	leases.TakeTick(now, t)
+	defer func() { clear(t.OpKey); clear(t.OpID) }() // the keys are not kept until the next tick
 	var ops []LeaseOp
-	var firstOp []int
 	var errs []error
-	flush := func(part []node.LeaseSync) {
+	flush := func(start int) {
 		if len(ops) == 0 {
 			return
 		}
@@ -206,41 +215,30 @@ func (lz leaseSync) sync(ctx context.Context, now time.Time, all bool) error {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sync: leases of namespace %q: %w", s.name, err))
 		} else {
-			for i, ks := range part {
-				r := replies[firstOp[i]:]
-				r = r[len(ks.Releases):]
-				stored := make([]bool, len(ks.Serials))
-				for j := range stored {
-					stored[j] = r[j].OK
-				}
-				var count LeaseReply
-				if all {
-					count = r[len(ks.Serials)]
-				}
-				leases.Synced(now, ks, stored, !sync, all, count.Held, count.Next)
+			for i, r := range replies {
+				j := start + i
+				t.Got[j], t.OK[j], t.Held[j], t.Next[j] = true, r.OK, r.Held, r.Next
 			}
+			errs = append(errs, leases.ApplyTick(now, t))
 		}
-		ops, firstOp = ops[:0], firstOp[:0]
+		ops = ops[:0]
 	}
 	start := 0
-	for i, ks := range s.lsync {
-		if len(ops) >= s.cfg.BatchSize {
-			flush(s.lsync[start:i])
+	for i, key := range t.OpKey {
+		if i > 0 && key != t.OpKey[i-1] && len(ops) >= s.cfg.BatchSize {
+			flush(start)
 			start = i
 		}
-		firstOp = append(firstOp, len(ops))
-		for id, until := range ks.Releases {
-			ops = append(ops, LeaseOp{Kind: LeaseRelease, Namespace: s.name, Key: ks.Key, ID: id, Expiry: until})
+		op := LeaseOp{Kind: LeasePut, Namespace: s.name, Key: key, ID: t.OpID[i], Expiry: t.OpUntil[i]}
+		switch {
+		case t.OpID[i] == "":
+			op.Kind = LeaseCount
+		case t.OpRelease[i]:
+			op.Kind = LeaseRelease
 		}
-		for j := range ks.Serials {
-			id := ks.ID(s.name, leases.Holder(), j)
-			ops = append(ops, LeaseOp{Kind: LeasePut, Namespace: s.name, Key: ks.Key, ID: id.StoreID(), Expiry: ks.Expiries[j]})
-		}
-		if all {
-			ops = append(ops, LeaseOp{Kind: LeaseCount, Namespace: s.name, Key: ks.Key})
-		}
+		ops = append(ops, op)
 	}
-	flush(s.lsync[start:])
+	flush(start)
 	return errors.Join(errs...)
 }
 

@@ -173,7 +173,7 @@ type Syncer struct {
 	match  []int // per tick.Push: its index in tick.Read, or -1
 	idx    []int // per key of a Fetch batch: its index in tick.Read
 	btick  node.BucketTick
-	lsync  []node.LeaseSync
+	ltick  node.LeaseTick
 	ch     changeTick // with a ChangeReader store (changetick.go)
 }
 

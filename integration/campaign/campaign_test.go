@@ -167,7 +167,7 @@ func TestCampaignCatchesMutants(t *testing.T) {
 			// The store is given an expiry one background tick
 			// (retry_period) before the one the holder is told.
 			name: "lease freed a tick before its expiry", file: "sync/leasesync.go",
-			old: "ID: id.StoreID(), Limit: limit, Expiry: exp})", new: "ID: id.StoreID(), Limit: limit, Expiry: exp - int64(s.cfg.RetryPeriod)})",
+			old: "ID: t.StoreID, Limit: limit, Expiry: exp})", new: "ID: t.StoreID, Limit: limit, Expiry: exp - int64(s.cfg.RetryPeriod)})",
 			guarantee: "leases held at once (synchronous)",
 		},
 	}

@@ -16,6 +16,7 @@ import (
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -157,14 +158,14 @@ func storeTokens(t *testing.T, store clustersync.Store, key string, max float64,
 	if !ok {
 		t.Fatalf("%T cannot hold buckets", store)
 	}
-	spec := node.BucketSpec{Kind: node.TokenLimit, A: int64(max * node.Micro), B: int64(refill), C: int64(max * node.Micro), Key: key}
+	spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: int64(max * ratelimit.Micro), B: int64(refill), C: int64(max * ratelimit.Micro), Key: key}
 	now := time.Now()
 	call := clustersync.BucketCall{Namespace: "api", Bucket: spec, Life: 1, Version: 1, ExpireAt: now.Add(time.Hour)}
 	r := make([]clustersync.BucketReply, 1)
 	if _, err := st.Buckets(context.Background(), clustersync.NewIncarnation("reader"), now.UnixNano(), 0, []clustersync.BucketCall{call}, r); err != nil {
 		t.Fatalf("store Buckets: %v", err)
 	}
-	return float64(r[0].After.Level) / node.Micro
+	return float64(r[0].After.Level) / ratelimit.Micro
 }
 
 // checkBucketOutage drives bucket takes while the store is stopped and

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestNoAllocs: counting, reading and deciding on an existing key in a
@@ -13,9 +13,9 @@ func TestNoAllocs(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
 	at := epoch.Add(time.Second / 2)
 	incr(t, ns, at, "existing-key", 0, 1)
-	rates := make([]node.Rate, 0, 2)
-	statuses := make([]node.LimitStatus, 0, 2)
-	req := node.AllowRequest{Key: "existing-key", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}}
+	rates := make([]ratelimit.Rate, 0, 2)
+	statuses := make([]ratelimit.LimitStatus, 0, 2)
+	req := ratelimit.AllowRequest{Key: "existing-key", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}}
 	for _, tc := range []struct {
 		name string
 		call func() error

@@ -5,84 +5,12 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // MaxLimits is the most limits one Allow may check.
 const MaxLimits = MaxWindowSizes
-
-// Limit is one limit of an Allow: by default (Kind WindowLimit) "at most
-// Limit hits per sliding window of Size"; with another Kind, a token,
-// leaky or fixed bucket of the key, whose parameters are in the field of
-// that kind (and Size and Limit are unset).
-type Limit struct {
-	Size  time.Duration
-	Limit float64
-	// Kind selects the kind of limit; the zero value is a sliding window.
-	Kind LimitKind
-	// Token is a TokenLimit's bucket; Strict is Smyte's STRICT: a take
-	// that leaves the bucket empty restarts its refill clock.
-	Token  TokenBucket
-	Strict bool
-	// Leaky is a LeakyLimit's bucket; WaitTimeout, at most MaxWaitTimeout,
-	// is Sidekiq's wait_timeout: how long a caller (the service) may wait
-	// for it to drain before trying once more. Decision.Wait reports it.
-	Leaky       LeakyBucket
-	WaitTimeout time.Duration
-	// Fixed is a FixedLimit's bucket.
-	Fixed FixedBucket
-}
-
-// LimitStatus is one limit's state after an Allow decision.
-type LimitStatus struct {
-	Kind LimitKind
-	// Size is a sliding window's size (0 for a bucket).
-	Size time.Duration
-	// Limit is a sliding window's limit, or a bucket's capacity (max
-	// tokens, size in drops, limit per period).
-	Limit float64
-	// Before is the level before the decision: a window's sliding rate, a
-	// token bucket's tokens (Smyte's reply), a leaky bucket's drops or a
-	// fixed bucket's count in its period.
-	Before float64
-	// Rate is the sliding rate after the decision (including the cost when
-	// it was counted); for a bucket, the capacity in use after it (max −
-	// tokens, drops, or the period's count). Remaining = max(0, Limit −
-	// Rate): the hits, tokens or drops that still fit.
-	Rate      float64
-	Remaining float64
-	// ResetAfter is the time until the current window of Size ends; for a
-	// bucket, until its next change by time alone (the next refill, the
-	// next drip, or the end of the period; 0 when a token bucket is full
-	// or a leaky bucket empty).
-	ResetAfter time.Duration
-}
-
-// Decision is the answer to an Allow.
-type Decision struct {
-	Allowed bool
-	// Limits has one status per requested limit, in request order.
-	Limits []LimitStatus
-	// RetryAfter, when denied, is the least wait after which the same cost
-	// would be admitted if nothing else were counted.
-	RetryAfter time.Duration
-	// Never is set when the cost exceeds a limit, so waiting cannot help;
-	// Reason says which.
-	Never  bool
-	Reason string
-	// Wait, when denied only by leaky buckets each of which admits the
-	// cost after a wait within its WaitTimeout, is the longest of those
-	// waits: a caller may wait that long and try once more. 0 otherwise.
-	Wait time.Duration
-}
-
-// AllowRequest is the input of Allow.
-type AllowRequest struct {
-	Key    string
-	Cost   float64 // hits; must be >= 0
-	Limits []Limit
-	// CountRejected counts Cost even when denied (penalty mode).
-	CountRejected bool
-}
 
 // AllowCheck is an AllowRequest validated by CheckAllow, in micro-hits.
 type AllowCheck struct {
@@ -105,7 +33,7 @@ func (c *AllowCheck) Limits() []CheckedLimit { return c.limits[:c.n] }
 
 // CheckAllow validates an Allow request, with the same errors as AllowAt,
 // for a caller that decides under a KeyLock (KeyLock.Decide).
-func (ns *Namespace) CheckAllow(req AllowRequest) (AllowCheck, error) {
+func (ns *Namespace) CheckAllow(req ratelimit.AllowRequest) (AllowCheck, error) {
 	var buf [MaxLimits]microLimit
 	lims, cost, kinds, err := ns.checkAllow(&req, &buf)
 	if err != nil {
@@ -139,7 +67,7 @@ type microLimit struct {
 // checkAllow validates req and returns its limits, held in buf, its cost,
 // and whether some limit is a bucket (whose entry in lims is then unused,
 // with idx -1).
-func (ns *Namespace) checkAllow(req *AllowRequest, buf *[MaxLimits]microLimit) (lims []microLimit, cost int64, kinds bool, err error) {
+func (ns *Namespace) checkAllow(req *ratelimit.AllowRequest, buf *[MaxLimits]microLimit) (lims []microLimit, cost int64, kinds bool, err error) {
 	if err := checkKeyLen(req.Key); err != nil {
 		return nil, 0, false, err
 	}
@@ -153,13 +81,13 @@ func (ns *Namespace) checkAllow(req *AllowRequest, buf *[MaxLimits]microLimit) (
 }
 
 // checkAllowRest is checkAllow after the key's length.
-func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost int64, kinds bool, err error) {
-	cost, err = ToMicroField("cost", req.Cost)
+func (ns *Namespace) checkAllowRest(req *ratelimit.AllowRequest, lims []microLimit) (cost int64, kinds bool, err error) {
+	cost, err = ratelimit.ToMicroField("cost", req.Cost)
 	if err != nil {
 		return 0, false, err
 	}
 	if cost < 0 {
-		return 0, false, fieldErr("cost", ErrInvalidValue, "must not be negative, got %g", req.Cost)
+		return 0, false, fieldErr("cost", ratelimit.ErrInvalidValue, "must not be negative, got %g", req.Cost)
 	}
 	if len(req.Limits) == 0 {
 		return 0, false, fieldErr("limits", ErrInvalidLimit, "at least one limit is required")
@@ -169,7 +97,7 @@ func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost 
 	}
 	for i := range req.Limits {
 		l := &req.Limits[i] // a Limit carries every kind's parameters: no copy
-		if l.Kind != WindowLimit {
+		if l.Kind != ratelimit.WindowLimit {
 			if err := checkBucketLimit(req.Limits, i); err != nil {
 				return 0, false, err
 			}
@@ -187,9 +115,9 @@ func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost 
 		if idx < 0 {
 			return 0, false, ns.unknownWindowField(fmt.Sprintf("limits[%d].window_size", i), l.Size)
 		}
-		m, err := ToMicro(l.Limit)
+		m, err := ratelimit.ToMicro(l.Limit)
 		if err != nil || m < 0 {
-			return 0, false, fieldErr(fmt.Sprintf("limits[%d].limit", i), ErrInvalidLimit, "must be a finite number between 0 and %g, got %g", float64(MaxValue), l.Limit)
+			return 0, false, fieldErr(fmt.Sprintf("limits[%d].limit", i), ErrInvalidLimit, "must be a finite number between 0 and %g, got %g", float64(ratelimit.MaxValue), l.Limit)
 		}
 		for _, prev := range lims[:i] {
 			if prev.idx == idx {
@@ -212,11 +140,11 @@ func (ns *Namespace) checkAllowRest(req *AllowRequest, lims []microLimit) (cost 
 // Limits of other kinds (buckets) are decided here, on this node's state
 // of them, together with the windows: the cost is admitted in every limit
 // or in none (see allowKinds).
-func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (Decision, error) {
+func (ns *Namespace) AllowAt(t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	var buf [MaxLimits]microLimit
 	lims, cost, kinds, err := ns.checkAllow(&req, &buf)
 	if err != nil {
-		return Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	if kinds {
 		return ns.allowKinds(t, &req, lims, cost, dst)
@@ -226,13 +154,13 @@ func (ns *Namespace) AllowAt(t time.Time, req AllowRequest, dst []LimitStatus) (
 	}
 	e, err := ns.acquireLocked(req.Key)
 	if err != nil {
-		return Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	defer e.mu.Unlock()
 	tn := t.UnixNano()
 	var d decision
 	for i, l := range lims {
-		lims[i].ws = WindowStart(tn, time.Duration(l.size))
+		lims[i].ws = ratelimit.WindowStart(tn, time.Duration(l.size))
 		c, p := e.slot(l.idx).buckets(lims[i].ws, l.size)
 		d.cur[i], d.prev[i] = total(c), total(p)
 	}
@@ -252,7 +180,7 @@ func (ns *Namespace) countAll(e *entry, tn, cost int64) {
 		s := e.slot(i)
 		if p := s.p.Load(); p != nil && uint64(tn-p.start) < uint64(size) {
 			p.cur.own.Add(cost) // current window known without dividing
-		} else if b := s.bucketFor(WindowStart(tn, time.Duration(size)), size); b != nil {
+		} else if b := s.bucketFor(ratelimit.WindowStart(tn, time.Duration(size)), size); b != nil {
 			b.own.Add(cost)
 		}
 	}
@@ -279,7 +207,7 @@ func decide(d *decision, t, cost int64, lims []microLimit, cur, prev []int64, co
 	// arrays, filled by the caller.
 	d.t, d.cost, d.allowed, d.never, d.retry = t, cost, true, -1, 0
 	for i, l := range lims {
-		if SlidingRate(cur[i], prev[i], time.Duration(l.size), t-l.ws)+float64(cost) > float64(l.limit) {
+		if ratelimit.SlidingRate(cur[i], prev[i], time.Duration(l.size), t-l.ws)+float64(cost) > float64(l.limit) {
 			d.allowed = false
 		}
 		if cost > l.limit && d.never < 0 {
@@ -299,20 +227,20 @@ func decide(d *decision, t, cost int64, lims []microLimit, cur, prev []int64, co
 	}
 }
 
-func (d *decision) finish(dst []LimitStatus, lims []microLimit, req []Limit) Decision {
-	out := Decision{Allowed: d.allowed, RetryAfter: time.Duration(d.retry)}
+func (d *decision) finish(dst []ratelimit.LimitStatus, lims []microLimit, req []ratelimit.Limit) ratelimit.Decision {
+	out := ratelimit.Decision{Allowed: d.allowed, RetryAfter: time.Duration(d.retry)}
 	var counted int64
 	if d.counted {
 		counted = d.cost
 	}
 	for i, l := range lims {
 		ws := l.ws
-		rm := SlidingRate(d.cur[i], d.prev[i], time.Duration(l.size), d.t-ws)
-		r := rm / Micro
-		dst = append(dst, LimitStatus{
+		rm := ratelimit.SlidingRate(d.cur[i], d.prev[i], time.Duration(l.size), d.t-ws)
+		r := rm / ratelimit.Micro
+		dst = append(dst, ratelimit.LimitStatus{
 			Size:       req[i].Size,
 			Limit:      req[i].Limit,
-			Before:     (rm - float64(counted)) / Micro,
+			Before:     (rm - float64(counted)) / ratelimit.Micro,
 			Rate:       r,
 			Remaining:  math.Max(0, fromMicro(l.limit)-r),
 			ResetAfter: time.Duration(ws + l.size - d.t),
@@ -333,7 +261,7 @@ func admits(t, delta, cost int64, lims []microLimit, cur, prev []int64) bool {
 	at := t + delta
 	for i, l := range lims {
 		ws := l.ws
-		ws2 := WindowStart(at, time.Duration(l.size))
+		ws2 := ratelimit.WindowStart(at, time.Duration(l.size))
 		var c, p int64
 		switch ws2 {
 		case ws:
@@ -341,7 +269,7 @@ func admits(t, delta, cost int64, lims []microLimit, cur, prev []int64) bool {
 		case ws + l.size:
 			p = cur[i]
 		}
-		if SlidingRate(c, p, time.Duration(l.size), at-ws2)+float64(cost) > float64(l.limit) {
+		if ratelimit.SlidingRate(c, p, time.Duration(l.size), at-ws2)+float64(cost) > float64(l.limit) {
 			return false
 		}
 	}

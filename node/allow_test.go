@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
-func allow(t testing.TB, ns *node.Namespace, at time.Time, req node.AllowRequest) node.Decision {
+func allow(t testing.TB, ns *node.Namespace, at time.Time, req ratelimit.AllowRequest) ratelimit.Decision {
 	t.Helper()
 	d, err := ns.AllowAt(at, req, nil)
 	if err != nil {
@@ -26,7 +27,7 @@ func allow(t testing.TB, ns *node.Namespace, at time.Time, req node.AllowRequest
 func TestAllowBasics(t *testing.T) {
 	const size = time.Second
 	ns := newNS(t, localConfig(size, time.Minute), nil)
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: size, Limit: 10}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: size, Limit: 10}}}
 	for i := range 10 {
 		d := allow(t, ns, epoch, req)
 		if !d.Allowed || d.Never || d.RetryAfter != 0 {
@@ -62,21 +63,21 @@ func TestAllowNeverAndCost(t *testing.T) {
 	tests := []struct {
 		name      string
 		cost      float64
-		limits    []node.Limit
+		limits    []ratelimit.Limit
 		allowed   bool
 		never     bool
 		reasonHas string
 	}{
-		{"cost above the only limit", 11, []node.Limit{{Size: time.Second, Limit: 10}}, false, true, "per 1s"},
-		{"cost above the second limit", 11, []node.Limit{{Size: time.Minute, Limit: 100}, {Size: time.Second, Limit: 10}}, false, true, "limit 10 per 1s"},
-		{"cost equal to the limit", 10, []node.Limit{{Size: time.Second, Limit: 10}}, true, false, ""},
-		{"cost 0 fits a full limit of 0", 0, []node.Limit{{Size: time.Second, Limit: 0}}, true, false, ""},
-		{"cost 1e-6 above a limit of 0", 1e-6, []node.Limit{{Size: time.Second, Limit: 0}}, false, true, "per 1s"},
-		{"fractional", 0.25, []node.Limit{{Size: time.Second, Limit: 0.5}}, true, false, ""},
+		{"cost above the only limit", 11, []ratelimit.Limit{{Size: time.Second, Limit: 10}}, false, true, "per 1s"},
+		{"cost above the second limit", 11, []ratelimit.Limit{{Size: time.Minute, Limit: 100}, {Size: time.Second, Limit: 10}}, false, true, "limit 10 per 1s"},
+		{"cost equal to the limit", 10, []ratelimit.Limit{{Size: time.Second, Limit: 10}}, true, false, ""},
+		{"cost 0 fits a full limit of 0", 0, []ratelimit.Limit{{Size: time.Second, Limit: 0}}, true, false, ""},
+		{"cost 1e-6 above a limit of 0", 1e-6, []ratelimit.Limit{{Size: time.Second, Limit: 0}}, false, true, "per 1s"},
+		{"fractional", 0.25, []ratelimit.Limit{{Size: time.Second, Limit: 0.5}}, true, false, ""},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d := allow(t, ns, epoch, node.AllowRequest{Key: fmt.Sprint("never-", i), Cost: tt.cost, Limits: tt.limits})
+			d := allow(t, ns, epoch, ratelimit.AllowRequest{Key: fmt.Sprint("never-", i), Cost: tt.cost, Limits: tt.limits})
 			if d.Allowed != tt.allowed || d.Never != tt.never {
 				t.Errorf("Allow = %+v, want allowed %v never %v", d, tt.allowed, tt.never)
 			}
@@ -97,7 +98,7 @@ func TestAllowNeverAndCost(t *testing.T) {
 
 func TestAllowCountRejected(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second), nil)
-	req := node.AllowRequest{Key: "k", Cost: 2, Limits: []node.Limit{{Size: time.Second, Limit: 3}}, CountRejected: true}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 2, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 3}}, CountRejected: true}
 	tests := []struct {
 		allowed bool
 		rate    float64
@@ -129,7 +130,7 @@ func TestAllowCountRejected(t *testing.T) {
 func TestAllowAtWindowEndCountsInNextWindow(t *testing.T) {
 	const size = time.Second
 	ns := newNS(t, localConfig(size, time.Minute), nil)
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: size, Limit: 10}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: size, Limit: 10}}}
 	for range 3 {
 		allow(t, ns, epoch, req)
 	}
@@ -160,7 +161,7 @@ func TestAllowAtWindowEndCountsInNextWindow(t *testing.T) {
 	// The limited size counts the same with an Allow on a limit of the
 	// minute only: the second-size window is rolled by the count itself.
 	req.Key = "m"
-	req.Limits = []node.Limit{{Size: time.Minute, Limit: 10}}
+	req.Limits = []ratelimit.Limit{{Size: time.Minute, Limit: 10}}
 	for range 3 {
 		allow(t, ns, epoch, req)
 	}
@@ -172,30 +173,30 @@ func TestAllowAtWindowEndCountsInNextWindow(t *testing.T) {
 
 func TestAllowInvalid(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
-	many := make([]node.Limit, node.MaxLimits+1)
+	many := make([]ratelimit.Limit, node.MaxLimits+1)
 	for i := range many {
-		many[i] = node.Limit{Size: time.Second, Limit: 1}
+		many[i] = ratelimit.Limit{Size: time.Second, Limit: 1}
 	}
 	tests := []struct {
 		name     string
-		req      node.AllowRequest
+		req      ratelimit.AllowRequest
 		field    string
 		sentinel error
 	}{
-		{"negative cost", node.AllowRequest{Key: "k", Cost: -1, Limits: []node.Limit{{Size: time.Second, Limit: 1}}}, "cost", node.ErrInvalidValue},
-		{"NaN cost", node.AllowRequest{Key: "k", Cost: math.NaN(), Limits: []node.Limit{{Size: time.Second, Limit: 1}}}, "cost", node.ErrInvalidValue},
-		{"huge cost", node.AllowRequest{Key: "k", Cost: 2e9, Limits: []node.Limit{{Size: time.Second, Limit: 1}}}, "cost", node.ErrInvalidValue},
-		{"no limits", node.AllowRequest{Key: "k", Cost: 1}, "limits", node.ErrInvalidLimit},
-		{"17 limits", node.AllowRequest{Key: "k", Cost: 1, Limits: many}, "limits", node.ErrInvalidLimit},
-		{"duplicate size", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1}, {Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: 2}}}, "limits[2].window_size", node.ErrInvalidLimit},
-		{"negative limit", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: -1}}}, "limits[0].limit", node.ErrInvalidLimit},
-		{"NaN limit", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: math.NaN()}}}, "limits[1].limit", node.ErrInvalidLimit},
-		{"Inf limit", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: math.Inf(1)}}}, "limits[0].limit", node.ErrInvalidLimit},
-		{"unknown size", node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: 2 * time.Second, Limit: 1}}}, "limits[0].window_size", node.ErrUnknownWindow},
+		{"negative cost", ratelimit.AllowRequest{Key: "k", Cost: -1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}}}, "cost", ratelimit.ErrInvalidValue},
+		{"NaN cost", ratelimit.AllowRequest{Key: "k", Cost: math.NaN(), Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}}}, "cost", ratelimit.ErrInvalidValue},
+		{"huge cost", ratelimit.AllowRequest{Key: "k", Cost: 2e9, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}}}, "cost", ratelimit.ErrInvalidValue},
+		{"no limits", ratelimit.AllowRequest{Key: "k", Cost: 1}, "limits", node.ErrInvalidLimit},
+		{"17 limits", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: many}, "limits", node.ErrInvalidLimit},
+		{"duplicate size", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}, {Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: 2}}}, "limits[2].window_size", node.ErrInvalidLimit},
+		{"negative limit", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: -1}}}, "limits[0].limit", node.ErrInvalidLimit},
+		{"NaN limit", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: math.NaN()}}}, "limits[1].limit", node.ErrInvalidLimit},
+		{"Inf limit", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: math.Inf(1)}}}, "limits[0].limit", node.ErrInvalidLimit},
+		{"unknown size", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: 2 * time.Second, Limit: 1}}}, "limits[0].window_size", node.ErrUnknownWindow},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var d node.Decision
+			var d ratelimit.Decision
 			var err error
 			func() {
 				defer func() {
@@ -215,13 +216,13 @@ func TestAllowInvalid(t *testing.T) {
 		t.Errorf("ActiveKeys = %d after invalid requests, want 0", n)
 	}
 	// The most limits allowed are accepted.
-	all := make([]node.Limit, 0, node.MaxLimits)
+	all := make([]ratelimit.Limit, 0, node.MaxLimits)
 	sizes := nSizes(node.MaxLimits)
 	ns16 := newNS(t, localConfig(sizes...), nil)
 	for _, s := range sizes {
-		all = append(all, node.Limit{Size: s, Limit: 5})
+		all = append(all, ratelimit.Limit{Size: s, Limit: 5})
 	}
-	if d := allow(t, ns16, epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: all}); !d.Allowed || len(d.Limits) != node.MaxLimits {
+	if d := allow(t, ns16, epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: all}); !d.Allowed || len(d.Limits) != node.MaxLimits {
 		t.Errorf("Allow with %d limits = %+v, want allowed with %d statuses", node.MaxLimits, d, node.MaxLimits)
 	}
 }
@@ -238,14 +239,14 @@ func TestAllowRace(t *testing.T) {
 func testAllowRace(t *testing.T, cfg node.Config) {
 	clock := newFakeClock(epoch.Add(123 * time.Millisecond))
 	ns := newNS(t, cfg, clock)
-	req := node.AllowRequest{Key: "hot", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 100}}}
+	req := ratelimit.AllowRequest{Key: "hot", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 100}}}
 	var admitted, denied atomic.Int64
 	var wg gosync.WaitGroup
 	start := make(chan struct{})
 	for g := range 8 {
 		wg.Go(func() {
 			<-start
-			var buf [1]node.LimitStatus
+			var buf [1]ratelimit.LimitStatus
 			for i := range 1000 {
 				d, err := ns.Allow(req, buf[:0])
 				if err != nil {
@@ -326,21 +327,21 @@ func TestAllowAgainstReference(t *testing.T) {
 			}
 
 			// An Allow with 1–3 random limits in random order.
-			var lims []node.Limit
+			var lims []ratelimit.Limit
 			var rlims []refLimit
 			for _, i := range rng.Perm(len(sizes))[:1+rng.IntN(len(sizes))] {
 				l := randMicro(rng, 3, 15)
 				if rng.IntN(30) == 0 {
 					l = randMicro(rng, 0, 2) // sometimes below the cost
 				}
-				lims = append(lims, node.Limit{Size: sizes[i], Limit: node.FromMicro(l)})
+				lims = append(lims, ratelimit.Limit{Size: sizes[i], Limit: node.FromMicro(l)})
 				rlims = append(rlims, refLimit{int64(sizes[i]), l})
 			}
 			cost := randMicro(rng, 0, 3)
 			if rng.IntN(30) == 0 {
 				cost = randMicro(rng, 0, 20) // sometimes beyond a limit
 			}
-			req := node.AllowRequest{Key: key, Cost: node.FromMicro(cost), Limits: lims, CountRejected: rng.IntN(4) == 0}
+			req := ratelimit.AllowRequest{Key: key, Cost: node.FromMicro(cost), Limits: lims, CountRejected: rng.IntN(4) == 0}
 			d, err := ns.AllowAt(now, req, nil)
 			if err != nil {
 				t.Fatalf("%s: AllowAt(%+v): %v", where, req, err)
@@ -369,14 +370,14 @@ func TestAllowAgainstReference(t *testing.T) {
 // hits most of the time, otherwise any fraction.
 func randMicro(rng *rand.Rand, lo, hi int64) int64 {
 	if rng.IntN(4) == 0 {
-		return lo*node.Micro + rng.Int64N((hi-lo)*node.Micro+1)
+		return lo*ratelimit.Micro + rng.Int64N((hi-lo)*ratelimit.Micro+1)
 	}
-	return (lo + rng.Int64N(hi-lo+1)) * node.Micro
+	return (lo + rng.Int64N(hi-lo+1)) * ratelimit.Micro
 }
 
 // checkDecision checks one Allow decision at tn against the reference, then
 // applies it to the reference (counting the cost if the engine did).
-func checkDecision(t *testing.T, where string, ref *refModel, key string, tn, cost int64, rlims []refLimit, req node.AllowRequest, d node.Decision) {
+func checkDecision(t *testing.T, where string, ref *refModel, key string, tn, cost int64, rlims []refLimit, req ratelimit.AllowRequest, d ratelimit.Decision) {
 	t.Helper()
 	// Never iff the cost exceeds some limit.
 	wantNever := false
@@ -415,7 +416,7 @@ func checkDecision(t *testing.T, where string, ref *refModel, key string, tn, co
 	}
 	for i, l := range rlims {
 		st := d.Limits[i]
-		want := ratFloat(ref.rate(key, l.size, tn, 0)) / node.Micro
+		want := ratFloat(ref.rate(key, l.size, tn, 0)) / ratelimit.Micro
 		ws := floorDiv(tn, l.size)
 		if st.Size != time.Duration(l.size) || st.Limit != node.FromMicro(l.limit) {
 			t.Errorf("%s: status %d names %v/%v, want %v/%v", where, i, st.Size, st.Limit, time.Duration(l.size), node.FromMicro(l.limit))
@@ -435,7 +436,7 @@ func checkDecision(t *testing.T, where string, ref *refModel, key string, tn, co
 // checkRetryAfter checks a denial's RetryAfter d: the reference admits the
 // cost at t+d, does not at t+d−1µs, and d is no later than the first grid
 // point at which the reference admits it.
-func checkRetryAfter(t *testing.T, where string, ns *node.Namespace, ref *refModel, key string, tn, cost int64, rlims []refLimit, req node.AllowRequest, d node.Decision) {
+func checkRetryAfter(t *testing.T, where string, ns *node.Namespace, ref *refModel, key string, tn, cost int64, rlims []refLimit, req ratelimit.AllowRequest, d ratelimit.Decision) {
 	t.Helper()
 	ra := int64(d.RetryAfter)
 	tol := ref.decisionTol(key, rlims, cost, tn)
@@ -504,7 +505,7 @@ func checkRetryAfter(t *testing.T, where string, ns *node.Namespace, ref *refMod
 // for ever naming the first of them in the request.
 func TestNeverNamesTheFirstLimit(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
-	d := allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 10, Limits: []node.Limit{{Size: time.Second, Limit: 3}, {Size: time.Minute, Limit: 5}}})
+	d := allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 10, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 3}, {Size: time.Minute, Limit: 5}}})
 	if !d.Never || !strings.Contains(d.Reason, "limit 3 per 1s") {
 		t.Errorf("Allow = %+v, want never, naming the limit of 3 per 1s", d)
 	}

@@ -5,53 +5,22 @@ import (
 	"fmt"
 	"time"
 	"unicode/utf8"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
-// LimitKind is the kind of a Limit: a sliding window or a bucket.
-type LimitKind uint8
-
-// The kinds of limit an Allow checks.
-const (
-	// WindowLimit is a sliding window: Limit.Size and Limit.Limit.
-	WindowLimit LimitKind = iota
-	// TokenLimit is a token bucket: Limit.Token and Limit.Strict.
-	TokenLimit
-	// LeakyLimit is a leaky bucket: Limit.Leaky and Limit.WaitTimeout.
-	LeakyLimit
-	// FixedLimit is a fixed bucket: Limit.Fixed.
-	FixedLimit
-)
-
-// String names the kind.
-func (k LimitKind) String() string {
+// kindField is the request field holding a bucket limit of kind k.
+func kindField(k ratelimit.LimitKind) string {
 	switch k {
-	case WindowLimit:
-		return "sliding window"
-	case TokenLimit:
-		return "token bucket"
-	case LeakyLimit:
-		return "leaky bucket"
-	case FixedLimit:
-		return "fixed bucket"
-	}
-	return fmt.Sprintf("LimitKind(%d)", uint8(k))
-}
-
-// field is the request field holding a bucket limit of kind k.
-func (k LimitKind) field() string {
-	switch k {
-	case TokenLimit:
+	case ratelimit.TokenLimit:
 		return "token"
-	case LeakyLimit:
+	case ratelimit.LeakyLimit:
 		return "leaky"
-	case FixedLimit:
+	case ratelimit.FixedLimit:
 		return "fixed"
 	}
 	return "kind"
 }
-
-// MaxWaitTimeout is the longest wait_timeout a leaky limit may ask for.
-const MaxWaitTimeout = time.Minute
 
 // ErrNotLocal is wrapped by the *FieldError of a limit the namespace's
 // mode or store cannot serve: a bucket in an estimator namespace, or one
@@ -59,7 +28,7 @@ const MaxWaitTimeout = time.Minute
 var ErrNotLocal = errors.New("node: the namespace's mode cannot serve this limit")
 
 // checkKinds refuses the first bucket limit of an estimator namespace.
-func (ns *Namespace) checkKinds(limits []Limit) error {
+func (ns *Namespace) checkKinds(limits []ratelimit.Limit) error {
 	if ns.est != nil {
 		return ns.errEstimatorKinds(limits)
 	}
@@ -69,11 +38,11 @@ func (ns *Namespace) checkKinds(limits []Limit) error {
 // checkBucketLimit validates limits[i], a bucket limit: its parameters,
 // named as limits[i].<kind>.<field>, and that no earlier limit is the same
 // bucket.
-func checkBucketLimit(limits []Limit, i int) error {
+func checkBucketLimit(limits []ratelimit.Limit, i int) error {
 	l := &limits[i]
 	field := func(f string) string { return fmt.Sprintf("limits[%d].%s", i, f) }
 	switch {
-	case l.Kind > FixedLimit:
+	case l.Kind > ratelimit.FixedLimit:
 		return fieldErr(field("kind"), ErrInvalidLimit, "unknown limit kind %d", l.Kind)
 	case l.Size != 0:
 		return fieldErr(field("window_size"), ErrInvalidLimit, "must be unset in a %s limit", l.Kind)
@@ -82,17 +51,17 @@ func checkBucketLimit(limits []Limit, i int) error {
 	}
 	id, err := bucketIdentity(l)
 	if err != nil {
-		fe := err.(*FieldError)
-		fe.Field = field(l.Kind.field() + "." + fe.Field)
+		fe := err.(*ratelimit.FieldError)
+		fe.Field = field(kindField(l.Kind) + "." + fe.Field)
 		return fe
 	}
-	if l.Kind == LeakyLimit && (l.WaitTimeout < 0 || l.WaitTimeout > MaxWaitTimeout) {
-		return fieldErr(field("leaky.wait_timeout"), ErrInvalidLimit, "must be between 0 and %s, got %s", MaxWaitTimeout, l.WaitTimeout)
+	if l.Kind == ratelimit.LeakyLimit && (l.WaitTimeout < 0 || l.WaitTimeout > ratelimit.MaxWaitTimeout) {
+		return fieldErr(field("leaky.wait_timeout"), ErrInvalidLimit, "must be between 0 and %s, got %s", ratelimit.MaxWaitTimeout, l.WaitTimeout)
 	}
 	for j := range limits[:i] {
 		if limits[j].Kind == l.Kind {
 			if prev, _ := bucketIdentity(&limits[j]); prev == id {
-				return fieldErr(field(l.Kind.field()), ErrInvalidLimit, "is the same %s as limits[%d]", l.Kind, j)
+				return fieldErr(field(kindField(l.Kind)), ErrInvalidLimit, "is the same %s as limits[%d]", l.Kind, j)
 			}
 		}
 	}
@@ -101,16 +70,16 @@ func checkBucketLimit(limits []Limit, i int) error {
 
 // bucketIdentity returns the identity of bucket limit l, without its key,
 // or its first bad parameter.
-func bucketIdentity(l *Limit) (bucketID, error) {
+func bucketIdentity(l *ratelimit.Limit) (bucketID, error) {
 	switch l.Kind {
-	case TokenLimit:
-		q, err := l.Token.params()
+	case ratelimit.TokenLimit:
+		q, err := tokenParamsOf(l.Token)
 		return bucketID{kind: kindToken, a: q.max, b: q.refill, c: q.amount}, err
-	case LeakyLimit:
-		q, err := l.Leaky.params()
+	case ratelimit.LeakyLimit:
+		q, err := leakyParamsOf(l.Leaky)
 		return bucketID{kind: kindLeaky, a: q.size, b: q.interval, c: q.drip}, err
 	default:
-		q, err := l.Fixed.params()
+		q, err := fixedParamsOf(l.Fixed)
 		return bucketID{kind: kindFixed, a: q.period, b: q.limit}, err
 	}
 }
@@ -174,7 +143,7 @@ func (b *bucketTable) lockAll(hs []heldBucket, key string, t int64, create bool)
 			continue
 		}
 		if !utf8.ValidString(key) {
-			return errKeyUTF8()
+			return ratelimit.ValidateKey(key)
 		}
 		for k := range hs {
 			if hs[k].e != nil {
@@ -228,14 +197,14 @@ func (id *bucketID) less(o *bucketID) bool {
 // it is left unchanged and answers as a read. CountRejected counts in the
 // windows only. An admitted Allow with no window limit counts in no
 // window.
-func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimit, cost int64, dst []LimitStatus) (Decision, error) {
+func (ns *Namespace) allowKinds(t time.Time, req *ratelimit.AllowRequest, lims []microLimit, cost int64, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	if err := ns.checkKinds(req.Limits); err != nil {
-		return Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	tn := t.UnixNano()
 	var (
 		winBuf  [MaxLimits]microLimit
-		winReq  [MaxLimits]Limit
+		winReq  [MaxLimits]ratelimit.Limit
 		heldBuf [MaxLimits]heldBucket
 	)
 	wins := winBuf[:0]
@@ -250,12 +219,12 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 	if len(wins) > 0 {
 		var err error
 		if e, err = ns.acquireLocked(req.Key); err != nil {
-			return Decision{Limits: dst}, err
+			return ratelimit.Decision{Limits: dst}, err
 		}
 		defer e.mu.Unlock()
 	}
 	if err := ns.buckets.lockAll(hs, req.Key, tn, cost > 0); err != nil {
-		return Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	defer unlockAll(hs)
 
@@ -265,7 +234,7 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 	if len(wins) > 0 {
 		var cur, prev [MaxLimits]int64
 		for i, l := range wins {
-			wins[i].ws = WindowStart(tn, time.Duration(l.size))
+			wins[i].ws = ratelimit.WindowStart(tn, time.Duration(l.size))
 			c, p := e.slot(l.idx).buckets(wins[i].ws, l.size)
 			cur[i], prev[i] = total(c), total(p)
 		}
@@ -289,7 +258,7 @@ func (ns *Namespace) allowKinds(t time.Time, req *AllowRequest, lims []microLimi
 	commitBuckets(hs, allowed, tn)
 	// The windows' statuses, appended to dst and copied out, to be merged
 	// with the buckets' in request order.
-	var winSt [MaxLimits]LimitStatus
+	var winSt [MaxLimits]ratelimit.LimitStatus
 	out := d.finish(dst, wins, winReq[:len(wins)])
 	copy(winSt[:], out.Limits[len(dst):])
 	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), nil
@@ -341,7 +310,7 @@ func commitBuckets(hs []heldBucket, allowed bool, tn int64) {
 // mergeKinds completes the decision out of an Allow's windows, whose
 // statuses are win, with its buckets hs: the statuses in request order
 // appended to dst, the retry after, never and the wait.
-func (ns *Namespace) mergeKinds(out Decision, req *AllowRequest, hs []heldBucket, win, dst []LimitStatus) Decision {
+func (ns *Namespace) mergeKinds(out ratelimit.Decision, req *ratelimit.AllowRequest, hs []heldBucket, win, dst []ratelimit.LimitStatus) ratelimit.Decision {
 	windowsOK := out.Allowed
 	var byIndex [MaxLimits]*heldBucket
 	for k := range hs {
@@ -357,7 +326,7 @@ func (ns *Namespace) mergeKinds(out Decision, req *AllowRequest, hs []heldBucket
 			continue
 		}
 		st := h.st
-		dst = append(dst, LimitStatus{Kind: req.Limits[i].Kind, Limit: st.Limit, Before: st.Before,
+		dst = append(dst, ratelimit.LimitStatus{Kind: req.Limits[i].Kind, Limit: st.Limit, Before: st.Before,
 			Rate: st.Limit - st.Remaining, Remaining: st.Remaining, ResetAfter: st.ResetAfter})
 		if st.Never && !out.Never {
 			out.Never = true
@@ -366,7 +335,7 @@ func (ns *Namespace) mergeKinds(out Decision, req *AllowRequest, hs []heldBucket
 		}
 		if !st.Allowed {
 			out.RetryAfter = max(out.RetryAfter, st.RetryAfter)
-			if d, ok := st.wait(h.wait); ok && req.Limits[i].Kind == LeakyLimit {
+			if d, ok := st.wait(h.wait); ok && req.Limits[i].Kind == ratelimit.LeakyLimit {
 				wait = max(wait, d)
 			} else {
 				waitable = false

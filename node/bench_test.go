@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Benchmarks of the counting engine beside two floors doing strictly less
@@ -98,7 +99,7 @@ func populated(b *testing.B, n int, clock node.Clock) (*node.Namespace, []string
 		if err != nil {
 			b.Fatal(err)
 		}
-		var dst [2]node.Rate
+		var dst [2]ratelimit.Rate
 		t := benchTime
 		if clock != nil {
 			t = clock.Now()
@@ -157,7 +158,7 @@ func BenchmarkIncrementAt(b *testing.B) {
 	forEachVariant(b, func(b *testing.B, n int, parallel bool) {
 		ns, keys := populated(b, n, nil)
 		if !parallel {
-			var dst [2]node.Rate
+			var dst [2]ratelimit.Rate
 			walk(b, false, n, func(i int) {
 				if _, err := ns.IncrementAt(benchTime, keys[i], time.Second, 1, dst[:0]); err != nil {
 					b.Fatal(err)
@@ -166,7 +167,7 @@ func BenchmarkIncrementAt(b *testing.B) {
 			return
 		}
 		walk(b, true, n, func(i int) {
-			var dst [2]node.Rate
+			var dst [2]ratelimit.Rate
 			if _, err := ns.IncrementAt(benchTime, keys[i], time.Second, 1, dst[:0]); err != nil {
 				b.Fatal(err)
 			}
@@ -178,7 +179,7 @@ func BenchmarkIncrementAt(b *testing.B) {
 func BenchmarkIncrementAtEverySize(b *testing.B) {
 	b.Run("hot-1k/serial", func(b *testing.B) {
 		ns, keys := populated(b, hotKeys, nil)
-		var dst [2]node.Rate
+		var dst [2]ratelimit.Rate
 		walk(b, false, hotKeys, func(i int) {
 			if _, err := ns.IncrementAt(benchTime, keys[i], 0, 1, dst[:0]); err != nil {
 				b.Fatal(err)
@@ -194,7 +195,7 @@ func BenchmarkIncrement(b *testing.B) {
 	forEachVariant(b, func(b *testing.B, n int, parallel bool) {
 		ns, keys := populated(b, n, node.SystemClock{})
 		walk(b, parallel, n, func(i int) {
-			var dst [2]node.Rate
+			var dst [2]ratelimit.Rate
 			if _, err := ns.Increment(keys[i], time.Second, 1, dst[:0]); err != nil {
 				b.Fatal(err)
 			}
@@ -205,12 +206,12 @@ func BenchmarkIncrement(b *testing.B) {
 // BenchmarkAllowAt admits 1 hit under a 1 s and a 1 min limit high enough
 // never to deny, counting it in both sizes.
 func BenchmarkAllowAt(b *testing.B) {
-	limits := []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
+	limits := []ratelimit.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
 	forEachVariant(b, func(b *testing.B, n int, parallel bool) {
 		ns, keys := populated(b, n, nil)
 		walk(b, parallel, n, func(i int) {
-			var dst [2]node.LimitStatus
-			d, err := ns.AllowAt(benchTime, node.AllowRequest{Key: keys[i], Cost: 1, Limits: limits}, dst[:0])
+			var dst [2]ratelimit.LimitStatus
+			d, err := ns.AllowAt(benchTime, ratelimit.AllowRequest{Key: keys[i], Cost: 1, Limits: limits}, dst[:0])
 			if err != nil || !d.Allowed {
 				b.Fatalf("AllowAt: allowed=%v err=%v", d.Allowed, err)
 			}
@@ -283,7 +284,7 @@ func BenchmarkMemory(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var dst [2]node.Rate
+			var dst [2]ratelimit.Rate
 			for _, k := range keys {
 				if _, err := ns.IncrementAt(benchTime, k, 0, 1, dst[:0]); err != nil {
 					b.Fatal(err)
@@ -312,13 +313,13 @@ func heapAlloc() int64 {
 // BenchmarkAllowMarginAt is BenchmarkAllowAt through the periodic
 // escalation's check (decided here: far from the limits).
 func BenchmarkAllowMarginAt(b *testing.B) {
-	limits := []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
+	limits := []ratelimit.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
 	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2}
 	forEachVariant(b, func(b *testing.B, n int, parallel bool) {
 		ns, keys := populated(b, n, nil)
 		walk(b, parallel, n, func(i int) {
-			var dst [2]node.LimitStatus
-			d, near, err := ns.AllowMarginAt(benchTime, node.AllowRequest{Key: keys[i], Cost: 1, Limits: limits}, m, dst[:0])
+			var dst [2]ratelimit.LimitStatus
+			d, near, err := ns.AllowMarginAt(benchTime, ratelimit.AllowRequest{Key: keys[i], Cost: 1, Limits: limits}, m, dst[:0])
 			if err != nil || near || !d.Allowed {
 				b.Fatalf("AllowMarginAt: allowed=%v near=%v err=%v", d.Allowed, near, err)
 			}
@@ -330,7 +331,7 @@ func BenchmarkAllowMarginAt(b *testing.B) {
 // calls it: a periodic namespace, keys whose others' totals were
 // fetched, and keys never fetched sent to the store (Unfetched).
 func BenchmarkAllowMarginAtPeriodic(b *testing.B) {
-	limits := []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
+	limits := []ratelimit.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
 	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2, Unfetched: true}
 	cfg := benchConfig()
 	cfg.Shared = true
@@ -345,7 +346,7 @@ func BenchmarkAllowMarginAtPeriodic(b *testing.B) {
 		}
 	}
 	for _, w := range ns.CollectInterest(benchTime, nil) {
-		ns.SetOthers(w, node.Micro)
+		ns.SetOthers(w, ratelimit.Micro)
 	}
 	for _, parallel := range []bool{false, true} {
 		mode := "serial"
@@ -354,8 +355,8 @@ func BenchmarkAllowMarginAtPeriodic(b *testing.B) {
 		}
 		b.Run("hot-1k/"+mode, func(b *testing.B) {
 			walk(b, parallel, hotKeys, func(i int) {
-				var dst [2]node.LimitStatus
-				d, near, err := ns.AllowMarginAt(benchTime, node.AllowRequest{Key: keys[i], Cost: 1, Limits: limits}, m, dst[:0])
+				var dst [2]ratelimit.LimitStatus
+				d, near, err := ns.AllowMarginAt(benchTime, ratelimit.AllowRequest{Key: keys[i], Cost: 1, Limits: limits}, m, dst[:0])
 				if err != nil || near || !d.Allowed {
 					b.Fatalf("AllowMarginAt: allowed=%v near=%v err=%v", d.Allowed, near, err)
 				}

@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // MaxBucketDuration is the longest refill time, leak interval, drip or
@@ -229,7 +231,7 @@ func (b *bucketTable) apply(id *bucketID, write bool, step func(s bucketVal, fou
 		e.mu.Unlock()
 	}
 	if !utf8.ValidString(id.key) {
-		return errKeyUTF8()
+		return ratelimit.ValidateKey(id.key)
 	}
 	if !write {
 		step(bucketVal{}, false)
@@ -355,9 +357,9 @@ func sleepOn(ctx context.Context, clock Clock, d time.Duration) error {
 // bucketAmount converts a capacity or refill amount to micro-hits: a
 // finite number in [0.000001, MaxValue] after rounding.
 func bucketAmount(field string, v float64) (int64, error) {
-	m, err := ToMicro(v)
+	m, err := ratelimit.ToMicro(v)
 	if err != nil || m < 1 {
-		return 0, fieldErr(field, ErrInvalidLimit, "must be a number between 0.000001 and %g, got %g", float64(MaxValue), v)
+		return 0, fieldErr(field, ErrInvalidLimit, "must be a number between 0.000001 and %g, got %g", float64(ratelimit.MaxValue), v)
 	}
 	return m, nil
 }
@@ -365,9 +367,9 @@ func bucketAmount(field string, v float64) (int64, error) {
 // bucketTake converts a take to micro-hits: a finite number in
 // [0, MaxValue].
 func bucketTake(v float64) (int64, error) {
-	m, err := ToMicro(v)
+	m, err := ratelimit.ToMicro(v)
 	if err != nil || m < 0 {
-		return 0, fieldErr("take", ErrInvalidValue, "must be a number between 0 and %g, got %g", float64(MaxValue), v)
+		return 0, fieldErr("take", ratelimit.ErrInvalidValue, "must be a number between 0 and %g, got %g", float64(ratelimit.MaxValue), v)
 	}
 	return m, nil
 }
@@ -403,7 +405,7 @@ func bucketAddSat(a, b int64) int64 {
 // bucketErr returns key's validation error, if any, else err: a bad key is
 // reported first, as if checked before the rest of the request.
 func bucketErr(key string, err error) error {
-	if kerr := ValidateKey(key); kerr != nil {
+	if kerr := ratelimit.ValidateKey(key); kerr != nil {
 		return kerr
 	}
 	return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Benchmarks of the bucket kinds, in the shape of the sliding-window ones:
@@ -27,9 +28,9 @@ var bucketBenchSets = []struct {
 var bucketBenchTime = bucketEpoch.Add(500 * time.Millisecond)
 
 var (
-	benchTok   = node.TokenBucket{Max: 1e9, RefillTime: time.Second}
-	benchLeaky = node.LeakyBucket{Size: 1e9, Interval: time.Hour}
-	benchFixed = node.FixedBucket{Period: time.Hour, Limit: 1e9}
+	benchTok   = ratelimit.TokenBucket{Max: 1e9, RefillTime: time.Second}
+	benchLeaky = ratelimit.LeakyBucket{Size: 1e9, Interval: time.Hour}
+	benchFixed = ratelimit.FixedBucket{Period: time.Hour, Limit: 1e9}
 )
 
 // bucketBenchState is the table and keys of the running benchmark, built

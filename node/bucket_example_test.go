@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Smyte's transcript: RL.REDUCE twoPerMin 2 60, three times. Each answer
 // is the tokens before the take; the third take is refused.
 func ExampleBuckets_TakeTokenAt() {
 	b := node.NewBuckets(node.BucketsConfig{Name: "default"}, nil)
-	p := node.TokenBucket{Max: 2, RefillTime: time.Minute}
+	p := ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute}
 	t := time.Date(2016, 10, 12, 12, 0, 0, 0, time.UTC)
 	for range 3 {
 		st, err := b.TakeTokenAt(t, "twoPerMin", p, 1, false)
@@ -30,7 +31,7 @@ func ExampleBuckets_TakeTokenAt() {
 // within a second is refused until the next drip.
 func ExampleBuckets_TakeLeakyAt() {
 	b := node.NewBuckets(node.BucketsConfig{Name: "default"}, nil)
-	p := node.LeakyBucket{Size: 10, Interval: 10 * time.Second}
+	p := ratelimit.LeakyBucket{Size: 10, Interval: 10 * time.Second}
 	t := time.Date(2020, 11, 9, 12, 0, 0, 0, time.UTC)
 	for range 10 {
 		b.TakeLeakyAt(t, "ip-10.0.0.1", p, 1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // The bucket fuzz test decodes operations from bytes, runs them on a
@@ -56,8 +57,8 @@ func (m refBuckets) take(id refBucketID, t, n int64, strict bool) node.BucketSta
 		st = refFixedTake(s, found, id.a, id.b, t, n)
 	}
 	return node.BucketStatus{
-		Allowed: st.allowed, Never: st.never, Limit: float64(st.limit) / node.Micro,
-		Before: float64(st.before) / node.Micro, Remaining: float64(st.remaining) / node.Micro,
+		Allowed: st.allowed, Never: st.never, Limit: float64(st.limit) / ratelimit.Micro,
+		Before: float64(st.before) / ratelimit.Micro, Remaining: float64(st.remaining) / ratelimit.Micro,
 		ResetAfter: time.Duration(st.reset), RetryAfter: time.Duration(st.retry),
 	}
 }
@@ -111,7 +112,7 @@ func refLeakyTake(s *refBucket, found bool, size, drip, t, n int64) refStatus {
 	}
 	for s.v > 0 && s.last+drip <= t {
 		s.last += drip
-		s.v = max(0, s.v-node.Micro)
+		s.v = max(0, s.v-ratelimit.Micro)
 	}
 	if s.v == 0 {
 		s.last = t
@@ -127,7 +128,7 @@ func refLeakyTake(s *refBucket, found bool, size, drip, t, n int64) refStatus {
 	if !st.allowed && !st.never {
 		k, w := int64(0), s.v
 		for w+n > size {
-			w = max(0, w-node.Micro)
+			w = max(0, w-ratelimit.Micro)
 			k++
 		}
 		st.retry = s.last + k*drip - t
@@ -199,7 +200,7 @@ var (
 	fuzzBucketKeys  = []string{"a", "b|\x00é"}
 	fuzzBucketTimes = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, time.Second, 7 * time.Second}
 	// fuzzBucketUnits scale takes: milli-hits, quarter hits, whole hits.
-	fuzzBucketUnits = []int64{1_000, 250_000, node.Micro, node.Micro}
+	fuzzBucketUnits = []int64{1_000, 250_000, ratelimit.Micro, ratelimit.Micro}
 )
 
 // Op codes, an op byte modulo 8.
@@ -300,7 +301,7 @@ func runBucketOps(t *testing.T, data []byte) {
 				at -= in.u8() * int64(10*time.Millisecond)
 			}
 			id.key = key
-			take := float64(n) / node.Micro
+			take := float64(n) / ratelimit.Micro
 			tt := time.Unix(0, at)
 			var got node.BucketStatus
 			var err error
@@ -331,33 +332,33 @@ func runBucketOps(t *testing.T, data []byte) {
 // identity and the API's parameters: a capacity of 1–8 quarters or whole
 // hits, one of four durations, and (token) a refill amount of Max or 1–3
 // quarters or whole hits.
-func bucketParams(kind int, p int64) (refBucketID, node.TokenBucket, node.LeakyBucket, node.FixedBucket) {
+func bucketParams(kind int, p int64) (refBucketID, ratelimit.TokenBucket, ratelimit.LeakyBucket, ratelimit.FixedBucket) {
 	unit := int64(250_000)
 	if p&8 != 0 {
-		unit = node.Micro
+		unit = ratelimit.Micro
 	}
 	capacity := (1 + p&7) * unit
 	d := fuzzBucketTimes[p>>4&3]
 	id := refBucketID{kind: kind}
 	var (
-		tok   node.TokenBucket
-		leaky node.LeakyBucket
-		fixed node.FixedBucket
+		tok   ratelimit.TokenBucket
+		leaky ratelimit.LeakyBucket
+		fixed ratelimit.FixedBucket
 	)
 	switch kind {
 	case refToken:
 		amount := capacity
-		tok = node.TokenBucket{Max: float64(capacity) / node.Micro, RefillTime: d}
+		tok = ratelimit.TokenBucket{Max: float64(capacity) / ratelimit.Micro, RefillTime: d}
 		if a := p >> 6; a != 0 {
 			amount = a * unit
-			tok.RefillAmount = float64(amount) / node.Micro
+			tok.RefillAmount = float64(amount) / ratelimit.Micro
 		}
 		id.a, id.b, id.c = capacity, int64(d), amount
 	case refLeaky:
-		leaky = node.LeakyBucket{Size: float64(capacity) / node.Micro, Interval: d}
-		id.a, id.b, id.c = capacity, int64(d)*node.Micro/capacity, int64(d)
+		leaky = ratelimit.LeakyBucket{Size: float64(capacity) / ratelimit.Micro, Interval: d}
+		id.a, id.b, id.c = capacity, int64(d)*ratelimit.Micro/capacity, int64(d)
 	case refFixed:
-		fixed = node.FixedBucket{Period: d, Limit: float64(capacity) / node.Micro}
+		fixed = ratelimit.FixedBucket{Period: d, Limit: float64(capacity) / ratelimit.Micro}
 		id.a, id.b = int64(d), capacity
 	}
 	return id, tok, leaky, fixed
@@ -371,13 +372,13 @@ func readBucket(t *testing.T, b *node.Buckets, id refBucketID, at int64) node.Bu
 	tt := time.Unix(0, at)
 	switch id.kind {
 	case refToken:
-		p := node.TokenBucket{Max: float64(id.a) / node.Micro, RefillTime: time.Duration(id.b), RefillAmount: float64(id.c) / node.Micro}
+		p := ratelimit.TokenBucket{Max: float64(id.a) / ratelimit.Micro, RefillTime: time.Duration(id.b), RefillAmount: float64(id.c) / ratelimit.Micro}
 		st, err = b.TokenAt(tt, id.key, p)
 	case refLeaky:
-		p := node.LeakyBucket{Size: float64(id.a) / node.Micro, Interval: time.Duration(id.c)}
+		p := ratelimit.LeakyBucket{Size: float64(id.a) / ratelimit.Micro, Interval: time.Duration(id.c)}
 		st, err = b.LeakyAt(tt, id.key, p)
 	case refFixed:
-		p := node.FixedBucket{Period: time.Duration(id.a), Limit: float64(id.b) / node.Micro}
+		p := ratelimit.FixedBucket{Period: time.Duration(id.a), Limit: float64(id.b) / ratelimit.Micro}
 		st, err = b.FixedAt(tt, id.key, p)
 	}
 	if err != nil {

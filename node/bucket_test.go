@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // bucketEpoch is a whole hour, aligned to every period in these tests.
@@ -44,20 +45,20 @@ func checkBucket(t *testing.T, what string, got node.BucketStatus, err error, w 
 	}
 }
 
-// wantBucketFieldError checks that err is a *node.FieldError for field
+// wantBucketFieldError checks that err is a *ratelimit.FieldError for field
 // wrapping sentinel.
 func wantBucketFieldError(t *testing.T, what string, err error, field string, sentinel error) {
 	t.Helper()
-	var fe *node.FieldError
+	var fe *ratelimit.FieldError
 	if !errors.As(err, &fe) || fe.Field != field || !errors.Is(err, sentinel) {
-		t.Errorf("%s: err = %v, want a *node.FieldError on %q wrapping %v", what, err, field, sentinel)
+		t.Errorf("%s: err = %v, want a *ratelimit.FieldError on %q wrapping %v", what, err, field, sentinel)
 	}
 }
 
 // Smyte's transcript: RL.REDUCE twoPerMin 2 60, three times, answers 2, 1, 0.
 func TestTokenBucketSmyteTranscript(t *testing.T) {
 	b := newBuckets(0)
-	p := node.TokenBucket{Max: 2, RefillTime: time.Minute}
+	p := ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute}
 	for i, w := range []bucketWant{
 		{allowed: true, before: 2, remaining: 1, reset: time.Minute, retry: 0},
 		{allowed: true, before: 1, remaining: 0, reset: time.Minute - time.Second, retry: 0},
@@ -76,7 +77,7 @@ func TestTokenBucketSmyteTranscript(t *testing.T) {
 // by whole refill times, not to the call's time.
 func TestTokenBucketRefill(t *testing.T) {
 	b := newBuckets(0)
-	p := node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}
+	p := ratelimit.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}
 	take := func(d time.Duration, n float64) (node.BucketStatus, error) {
 		return b.TakeTokenAt(bt(d), "k", p, n, false)
 	}
@@ -97,18 +98,18 @@ func TestTokenBucketRefill(t *testing.T) {
 func TestTokenBucketRefillStopsAtMax(t *testing.T) {
 	tests := []struct {
 		name    string
-		p       node.TokenBucket
+		p       ratelimit.TokenBucket
 		take    float64
 		refills int
 		want    float64 // tokens after the refills
 	}{
-		{"one refill short of max", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 5, 1, 8},
-		{"two refills pass max by 1", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 5, 2, 10},
-		{"two refills pass max by 2", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 4, 2, 10},
-		{"two refills reach max", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 6, 2, 10},
-		{"three refills pass max", node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 7, 3, 10},
-		{"a refill of max", node.TokenBucket{Max: 2, RefillTime: time.Minute}, 1, 1, 2},
-		{"a fractional refill", node.TokenBucket{Max: 1, RefillTime: time.Second, RefillAmount: 0.4}, 0.5, 2, 1},
+		{"one refill short of max", ratelimit.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 5, 1, 8},
+		{"two refills pass max by 1", ratelimit.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 5, 2, 10},
+		{"two refills pass max by 2", ratelimit.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 4, 2, 10},
+		{"two refills reach max", ratelimit.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 6, 2, 10},
+		{"three refills pass max", ratelimit.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 3}, 7, 3, 10},
+		{"a refill of max", ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute}, 1, 1, 2},
+		{"a fractional refill", ratelimit.TokenBucket{Max: 1, RefillTime: time.Second, RefillAmount: 0.4}, 0.5, 2, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,7 +134,7 @@ func TestTokenBucketRefillStopsAtMax(t *testing.T) {
 // that); a take of 0 only reads; a take above Max can never be admitted.
 func TestTokenBucketTake(t *testing.T) {
 	b := newBuckets(0)
-	p := node.TokenBucket{Max: 5, RefillTime: time.Minute, RefillAmount: 2}
+	p := ratelimit.TokenBucket{Max: 5, RefillTime: time.Minute, RefillAmount: 2}
 	st, err := b.TakeTokenAt(bt(0), "k", p, 3, false)
 	checkBucket(t, "take 3 of 5", st, err, bucketWant{allowed: true, before: 5, remaining: 2, reset: time.Minute, retry: 0})
 	st, err = b.TakeTokenAt(bt(time.Second), "k", p, 3, false)
@@ -151,7 +152,7 @@ func TestTokenBucketTake(t *testing.T) {
 // refill mark to the call's time, so a caller that keeps trying stays
 // refused until it pauses a whole refill time. Reads never move it.
 func TestTokenBucketStrict(t *testing.T) {
-	p := node.TokenBucket{Max: 2, RefillTime: time.Minute}
+	p := ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute}
 	for _, strict := range []bool{false, true} {
 		b := newBuckets(0)
 		take := func(d time.Duration) (node.BucketStatus, error) {
@@ -183,7 +184,7 @@ func TestTokenBucketStrict(t *testing.T) {
 // mark a strict take sets.
 func TestTokenBucketAt(t *testing.T) {
 	b := newBuckets(0) // its clock reads bucketEpoch
-	p := node.TokenBucket{Max: 2, RefillTime: time.Minute, RefillAmount: 1}
+	p := ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute, RefillAmount: 1}
 	hist := time.Date(2016, 10, 12, 0, 0, 0, 0, time.UTC)
 	st, err := b.TakeTokenAt(hist, "k", p, 2, false)
 	checkBucket(t, "take 2 in 2016", st, err, bucketWant{allowed: true, before: 2, remaining: 0, reset: time.Minute, retry: 0})
@@ -205,7 +206,7 @@ func TestTokenBucketAt(t *testing.T) {
 // (0, 1 s], and a call after that drip passes.
 func TestLeakyBucketSidekiq(t *testing.T) {
 	b := newBuckets(0)
-	p := node.LeakyBucket{Size: 10, Interval: 10 * time.Second}
+	p := ratelimit.LeakyBucket{Size: 10, Interval: 10 * time.Second}
 	for i := range 10 {
 		d := time.Duration(i) * 90 * time.Millisecond
 		st, err := b.TakeLeakyAt(bt(d), "ip-1", p, 1)
@@ -229,7 +230,7 @@ func TestLeakyBucketSidekiq(t *testing.T) {
 // drip clock starts again with its next drop.
 func TestLeakyBucketClampsAtZero(t *testing.T) {
 	b := newBuckets(0)
-	p := node.LeakyBucket{Size: 4, Interval: 4 * time.Second} // a drop a second
+	p := ratelimit.LeakyBucket{Size: 4, Interval: 4 * time.Second} // a drop a second
 	b.TakeLeakyAt(bt(0), "k", p, 1.5)
 	st, err := b.LeakyAt(bt(time.Second), "k", p) // one drip drains 1 of 1.5
 	checkBucket(t, "read at 1s", st, err, bucketWant{allowed: true, before: 0.5, remaining: 3.5, reset: time.Second, retry: 0})
@@ -244,7 +245,7 @@ func TestLeakyBucketClampsAtZero(t *testing.T) {
 func TestLeakyBucketWait(t *testing.T) {
 	clock := &fakeClock{t: bucketEpoch}
 	b := node.NewBuckets(node.BucketsConfig{Name: "test"}, clock)
-	p := node.LeakyBucket{Size: 2, Interval: 2 * time.Second}
+	p := ratelimit.LeakyBucket{Size: 2, Interval: 2 * time.Second}
 	ctx := context.Background()
 	for range 2 {
 		b.TakeLeaky("k", p, 1)
@@ -267,7 +268,7 @@ func TestLeakyBucketWait(t *testing.T) {
 	}
 	// Without a Sleeper clock the wait uses a timer.
 	rb := node.NewBuckets(node.BucketsConfig{Name: "real"}, nil)
-	rp := node.LeakyBucket{Size: 1, Interval: 20 * time.Millisecond}
+	rp := ratelimit.LeakyBucket{Size: 1, Interval: 20 * time.Millisecond}
 	rb.TakeLeaky("k", rp, 1)
 	st, err = rb.TakeLeakyWait(ctx, "k", rp, 1, time.Second)
 	if err != nil || !st.Allowed {
@@ -278,7 +279,7 @@ func TestLeakyBucketWait(t *testing.T) {
 // Fixed bucket: a count per clock-aligned period.
 func TestFixedBucket(t *testing.T) {
 	b := newBuckets(0)
-	p := node.FixedBucket{Period: 10 * time.Second, Limit: 3}
+	p := ratelimit.FixedBucket{Period: 10 * time.Second, Limit: 3}
 	st, err := b.TakeFixedAt(bt(4*time.Second), "k", p, 2)
 	checkBucket(t, "take 2", st, err, bucketWant{allowed: true, before: 0, remaining: 1, reset: 6 * time.Second, retry: 0})
 	st, err = b.TakeFixedAt(bt(5*time.Second), "k", p, 2)
@@ -301,8 +302,8 @@ func TestFixedBucket(t *testing.T) {
 func TestBucketIdentity(t *testing.T) {
 	b := newBuckets(0)
 	now := bt(0)
-	b.TakeTokenAt(now, "k", node.TokenBucket{Max: 2, RefillTime: time.Minute}, 2, false)
-	for _, p := range []node.TokenBucket{
+	b.TakeTokenAt(now, "k", ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute}, 2, false)
+	for _, p := range []ratelimit.TokenBucket{
 		{Max: 3, RefillTime: time.Minute},
 		{Max: 2, RefillTime: time.Hour},
 		{Max: 2, RefillTime: time.Minute, RefillAmount: 1},
@@ -311,13 +312,13 @@ func TestBucketIdentity(t *testing.T) {
 		checkBucket(t, "token bucket with other parameters", st, err, bucketWant{allowed: true, before: p.Max, remaining: p.Max - 1, reset: -1, retry: 0})
 	}
 	// RefillAmount 0 is Max: the same bucket as RefillAmount = Max.
-	st, err := b.TakeTokenAt(now, "k", node.TokenBucket{Max: 2, RefillTime: time.Minute, RefillAmount: 2}, 1, false)
+	st, err := b.TakeTokenAt(now, "k", ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute, RefillAmount: 2}, 1, false)
 	checkBucket(t, "refill amount = max", st, err, bucketWant{allowed: false, before: 0, remaining: 0, reset: -1, retry: -1})
-	b.TakeLeakyAt(now, "k", node.LeakyBucket{Size: 2, Interval: time.Minute}, 2)
-	st, err = b.TakeLeakyAt(now, "k", node.LeakyBucket{Size: 2, Interval: time.Hour}, 2)
+	b.TakeLeakyAt(now, "k", ratelimit.LeakyBucket{Size: 2, Interval: time.Minute}, 2)
+	st, err = b.TakeLeakyAt(now, "k", ratelimit.LeakyBucket{Size: 2, Interval: time.Hour}, 2)
 	checkBucket(t, "leaky with another interval", st, err, bucketWant{allowed: true, before: 0, remaining: 0, reset: -1, retry: 0})
-	b.TakeFixedAt(now, "k", node.FixedBucket{Period: time.Minute, Limit: 2}, 2)
-	st, err = b.TakeFixedAt(now, "k", node.FixedBucket{Period: time.Minute, Limit: 3}, 2)
+	b.TakeFixedAt(now, "k", ratelimit.FixedBucket{Period: time.Minute, Limit: 2}, 2)
+	st, err = b.TakeFixedAt(now, "k", ratelimit.FixedBucket{Period: time.Minute, Limit: 3}, 2)
 	checkBucket(t, "fixed with another limit", st, err, bucketWant{allowed: true, before: 0, remaining: 1, reset: -1, retry: 0})
 	if got := b.Len(); got != 8 {
 		t.Errorf("Len() = %d, want 8", got)
@@ -327,21 +328,21 @@ func TestBucketIdentity(t *testing.T) {
 func TestBucketInvalidParameters(t *testing.T) {
 	b := newBuckets(0)
 	now := bt(0)
-	tok := node.TokenBucket{Max: 2, RefillTime: time.Minute}
-	leaky := node.LeakyBucket{Size: 10, Interval: 10 * time.Second}
-	fixed := node.FixedBucket{Period: time.Minute, Limit: 5}
-	withTok := func(f func(*node.TokenBucket)) node.TokenBucket { p := tok; f(&p); return p }
-	withLeaky := func(f func(*node.LeakyBucket)) node.LeakyBucket { p := leaky; f(&p); return p }
-	withFixed := func(f func(*node.FixedBucket)) node.FixedBucket { p := fixed; f(&p); return p }
-	tokErr := func(p node.TokenBucket, take float64) error {
+	tok := ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute}
+	leaky := ratelimit.LeakyBucket{Size: 10, Interval: 10 * time.Second}
+	fixed := ratelimit.FixedBucket{Period: time.Minute, Limit: 5}
+	withTok := func(f func(*ratelimit.TokenBucket)) ratelimit.TokenBucket { p := tok; f(&p); return p }
+	withLeaky := func(f func(*ratelimit.LeakyBucket)) ratelimit.LeakyBucket { p := leaky; f(&p); return p }
+	withFixed := func(f func(*ratelimit.FixedBucket)) ratelimit.FixedBucket { p := fixed; f(&p); return p }
+	tokErr := func(p ratelimit.TokenBucket, take float64) error {
 		_, err := b.TakeTokenAt(now, "k", p, take, false)
 		return err
 	}
-	leakyErr := func(p node.LeakyBucket, take float64) error {
+	leakyErr := func(p ratelimit.LeakyBucket, take float64) error {
 		_, err := b.TakeLeakyAt(now, "k", p, take)
 		return err
 	}
-	fixedErr := func(p node.FixedBucket, take float64) error {
+	fixedErr := func(p ratelimit.FixedBucket, take float64) error {
 		_, err := b.TakeFixedAt(now, "k", p, take)
 		return err
 	}
@@ -352,49 +353,49 @@ func TestBucketInvalidParameters(t *testing.T) {
 		field string
 		want  error
 	}{
-		{"max 0", tokErr(withTok(func(p *node.TokenBucket) { p.Max = 0 }), 1), "max", node.ErrInvalidLimit},
-		{"max -1", tokErr(withTok(func(p *node.TokenBucket) { p.Max = -1 }), 1), "max", node.ErrInvalidLimit},
-		{"max NaN", tokErr(withTok(func(p *node.TokenBucket) { p.Max = nan }), 1), "max", node.ErrInvalidLimit},
-		{"max Inf", tokErr(withTok(func(p *node.TokenBucket) { p.Max = inf }), 1), "max", node.ErrInvalidLimit},
-		{"max 2e9", tokErr(withTok(func(p *node.TokenBucket) { p.Max = 2e9 }), 1), "max", node.ErrInvalidLimit},
-		{"max below a micro", tokErr(withTok(func(p *node.TokenBucket) { p.Max = 1e-7 }), 0), "max", node.ErrInvalidLimit},
-		{"refill_time 0", tokErr(withTok(func(p *node.TokenBucket) { p.RefillTime = 0 }), 1), "refill_time", node.ErrInvalidLimit},
-		{"refill_time -1s", tokErr(withTok(func(p *node.TokenBucket) { p.RefillTime = -time.Second }), 1), "refill_time", node.ErrInvalidLimit},
-		{"refill_time too long", tokErr(withTok(func(p *node.TokenBucket) { p.RefillTime = node.MaxBucketDuration + 1 }), 1), "refill_time", node.ErrInvalidLimit},
-		{"refill_amount -1", tokErr(withTok(func(p *node.TokenBucket) { p.RefillAmount = -1 }), 1), "refill_amount", node.ErrInvalidLimit},
-		{"refill_amount NaN", tokErr(withTok(func(p *node.TokenBucket) { p.RefillAmount = nan }), 1), "refill_amount", node.ErrInvalidLimit},
-		{"token take -1", tokErr(tok, -1), "take", node.ErrInvalidValue},
-		{"token take NaN", tokErr(tok, nan), "take", node.ErrInvalidValue},
-		{"token take 2e9", tokErr(tok, 2e9), "take", node.ErrInvalidValue},
-		{"size 0", leakyErr(withLeaky(func(p *node.LeakyBucket) { p.Size = 0 }), 1), "size", node.ErrInvalidLimit},
-		{"size NaN", leakyErr(withLeaky(func(p *node.LeakyBucket) { p.Size = nan }), 1), "size", node.ErrInvalidLimit},
-		{"size: drip below 1ns", leakyErr(withLeaky(func(p *node.LeakyBucket) { p.Size = 1e9; p.Interval = time.Millisecond }), 1), "size", node.ErrInvalidLimit},
-		{"size: drip too long", leakyErr(withLeaky(func(p *node.LeakyBucket) { p.Size = 1e-6; p.Interval = 24 * time.Hour }), 1), "size", node.ErrInvalidLimit},
-		{"interval 0", leakyErr(withLeaky(func(p *node.LeakyBucket) { p.Interval = 0 }), 1), "interval", node.ErrInvalidLimit},
-		{"interval -1", leakyErr(withLeaky(func(p *node.LeakyBucket) { p.Interval = -1 }), 1), "interval", node.ErrInvalidLimit},
-		{"leaky take -1", leakyErr(leaky, -1), "take", node.ErrInvalidValue},
-		{"period 0", fixedErr(withFixed(func(p *node.FixedBucket) { p.Period = 0 }), 1), "period", node.ErrInvalidLimit},
-		{"limit 0", fixedErr(withFixed(func(p *node.FixedBucket) { p.Limit = 0 }), 1), "limit", node.ErrInvalidLimit},
-		{"limit -Inf", fixedErr(withFixed(func(p *node.FixedBucket) { p.Limit = -inf }), 1), "limit", node.ErrInvalidLimit},
-		{"fixed take Inf", fixedErr(fixed, inf), "take", node.ErrInvalidValue},
-		{"Validate token", withTok(func(p *node.TokenBucket) { p.Max = 0 }).Validate(), "max", node.ErrInvalidLimit},
-		{"Validate leaky", withLeaky(func(p *node.LeakyBucket) { p.Interval = 0 }).Validate(), "interval", node.ErrInvalidLimit},
-		{"Validate fixed", withFixed(func(p *node.FixedBucket) { p.Limit = -1 }).Validate(), "limit", node.ErrInvalidLimit},
+		{"max 0", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = 0 }), 1), "max", node.ErrInvalidLimit},
+		{"max -1", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = -1 }), 1), "max", node.ErrInvalidLimit},
+		{"max NaN", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = nan }), 1), "max", node.ErrInvalidLimit},
+		{"max Inf", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = inf }), 1), "max", node.ErrInvalidLimit},
+		{"max 2e9", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = 2e9 }), 1), "max", node.ErrInvalidLimit},
+		{"max below a micro", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = 1e-7 }), 0), "max", node.ErrInvalidLimit},
+		{"refill_time 0", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillTime = 0 }), 1), "refill_time", node.ErrInvalidLimit},
+		{"refill_time -1s", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillTime = -time.Second }), 1), "refill_time", node.ErrInvalidLimit},
+		{"refill_time too long", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillTime = node.MaxBucketDuration + 1 }), 1), "refill_time", node.ErrInvalidLimit},
+		{"refill_amount -1", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillAmount = -1 }), 1), "refill_amount", node.ErrInvalidLimit},
+		{"refill_amount NaN", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillAmount = nan }), 1), "refill_amount", node.ErrInvalidLimit},
+		{"token take -1", tokErr(tok, -1), "take", ratelimit.ErrInvalidValue},
+		{"token take NaN", tokErr(tok, nan), "take", ratelimit.ErrInvalidValue},
+		{"token take 2e9", tokErr(tok, 2e9), "take", ratelimit.ErrInvalidValue},
+		{"size 0", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = 0 }), 1), "size", node.ErrInvalidLimit},
+		{"size NaN", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = nan }), 1), "size", node.ErrInvalidLimit},
+		{"size: drip below 1ns", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = 1e9; p.Interval = time.Millisecond }), 1), "size", node.ErrInvalidLimit},
+		{"size: drip too long", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = 1e-6; p.Interval = 24 * time.Hour }), 1), "size", node.ErrInvalidLimit},
+		{"interval 0", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Interval = 0 }), 1), "interval", node.ErrInvalidLimit},
+		{"interval -1", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Interval = -1 }), 1), "interval", node.ErrInvalidLimit},
+		{"leaky take -1", leakyErr(leaky, -1), "take", ratelimit.ErrInvalidValue},
+		{"period 0", fixedErr(withFixed(func(p *ratelimit.FixedBucket) { p.Period = 0 }), 1), "period", node.ErrInvalidLimit},
+		{"limit 0", fixedErr(withFixed(func(p *ratelimit.FixedBucket) { p.Limit = 0 }), 1), "limit", node.ErrInvalidLimit},
+		{"limit -Inf", fixedErr(withFixed(func(p *ratelimit.FixedBucket) { p.Limit = -inf }), 1), "limit", node.ErrInvalidLimit},
+		{"fixed take Inf", fixedErr(fixed, inf), "take", ratelimit.ErrInvalidValue},
+		{"Validate token", node.ValidateBucket(withTok(func(p *ratelimit.TokenBucket) { p.Max = 0 })), "max", node.ErrInvalidLimit},
+		{"Validate leaky", node.ValidateBucket(withLeaky(func(p *ratelimit.LeakyBucket) { p.Interval = 0 })), "interval", node.ErrInvalidLimit},
+		{"Validate fixed", node.ValidateBucket(withFixed(func(p *ratelimit.FixedBucket) { p.Limit = -1 })), "limit", node.ErrInvalidLimit},
 	} {
 		wantBucketFieldError(t, c.name, c.err, c.field, c.want)
 	}
 	for _, p := range []any{tok, leaky, fixed} {
-		if err := p.(interface{ Validate() error }).Validate(); err != nil {
-			t.Errorf("%+v.Validate() = %v, want nil", p, err)
+		if err := node.ValidateBucket(p); err != nil {
+			t.Errorf("ValidateBucket(%+v) = %v, want nil", p, err)
 		}
 	}
 	// Keys: checked first, on reads and takes alike.
-	_, err := b.TakeTokenAt(now, "", withTok(func(p *node.TokenBucket) { p.Max = 0 }), 1, false)
-	wantBucketFieldError(t, "empty key and bad max", err, "key", node.ErrInvalidKey)
+	_, err := b.TakeTokenAt(now, "", withTok(func(p *ratelimit.TokenBucket) { p.Max = 0 }), 1, false)
+	wantBucketFieldError(t, "empty key and bad max", err, "key", ratelimit.ErrInvalidKey)
 	_, err = b.LeakyAt(now, "\xff", leaky)
-	wantBucketFieldError(t, "invalid UTF-8 key", err, "key", node.ErrInvalidKey)
-	_, err = b.TakeFixedAt(now, string(make([]byte, node.MaxKeyLen+1)), fixed, 1)
-	wantBucketFieldError(t, "long key", err, "key", node.ErrInvalidKey)
+	wantBucketFieldError(t, "invalid UTF-8 key", err, "key", ratelimit.ErrInvalidKey)
+	_, err = b.TakeFixedAt(now, string(make([]byte, ratelimit.MaxKeyLen+1)), fixed, 1)
+	wantBucketFieldError(t, "long key", err, "key", ratelimit.ErrInvalidKey)
 	if b.Len() != 0 {
 		t.Errorf("Len() = %d after refused calls, want 0", b.Len())
 	}
@@ -404,7 +405,7 @@ func TestBucketInvalidParameters(t *testing.T) {
 // ErrKeyLimit; existing buckets and reads go on; Reclaim makes room.
 func TestBucketKeyLimit(t *testing.T) {
 	b := newBuckets(2)
-	p := node.FixedBucket{Period: time.Second, Limit: 5}
+	p := ratelimit.FixedBucket{Period: time.Second, Limit: 5}
 	for _, k := range []string{"a", "b"} {
 		if _, err := b.TakeFixedAt(bt(0), k, p, 1); err != nil {
 			t.Fatalf("take %q: %v", k, err)
@@ -412,7 +413,7 @@ func TestBucketKeyLimit(t *testing.T) {
 	}
 	_, err := b.TakeFixedAt(bt(0), "c", p, 1)
 	wantBucketFieldError(t, "third bucket", err, "key", node.ErrKeyLimit)
-	_, err = b.TakeTokenAt(bt(0), "a", node.TokenBucket{Max: 1, RefillTime: time.Second}, 1, false)
+	_, err = b.TakeTokenAt(bt(0), "a", ratelimit.TokenBucket{Max: 1, RefillTime: time.Second}, 1, false)
 	wantBucketFieldError(t, "same key, another kind", err, "key", node.ErrKeyLimit)
 	if got := b.RefusedKeys(); got != 2 {
 		t.Errorf("RefusedKeys() = %d, want 2", got)
@@ -432,9 +433,9 @@ func TestBucketKeyLimit(t *testing.T) {
 // Reclaim removes exactly the buckets back at their idle state.
 func TestBucketReclaim(t *testing.T) {
 	b := newBuckets(0)
-	tok := node.TokenBucket{Max: 4, RefillTime: 10 * time.Second, RefillAmount: 1}
-	leaky := node.LeakyBucket{Size: 4, Interval: 40 * time.Second} // a drop per 10 s
-	fixed := node.FixedBucket{Period: 10 * time.Second, Limit: 4}
+	tok := ratelimit.TokenBucket{Max: 4, RefillTime: 10 * time.Second, RefillAmount: 1}
+	leaky := ratelimit.LeakyBucket{Size: 4, Interval: 40 * time.Second} // a drop per 10 s
+	fixed := ratelimit.FixedBucket{Period: 10 * time.Second, Limit: 4}
 	for _, n := range []float64{1, 2} {
 		key := map[float64]string{1: "one", 2: "two"}[n]
 		b.TakeTokenAt(bt(0), key, tok, n, false)
@@ -468,13 +469,13 @@ func TestBucketConcurrentTakes(t *testing.T) {
 		take func(b *node.Buckets) (node.BucketStatus, error)
 	}{
 		{"token", func(b *node.Buckets) (node.BucketStatus, error) {
-			return b.TakeTokenAt(now, "k", node.TokenBucket{Max: capacity, RefillTime: time.Hour}, 1, false)
+			return b.TakeTokenAt(now, "k", ratelimit.TokenBucket{Max: capacity, RefillTime: time.Hour}, 1, false)
 		}},
 		{"leaky", func(b *node.Buckets) (node.BucketStatus, error) {
-			return b.TakeLeakyAt(now, "k", node.LeakyBucket{Size: capacity, Interval: time.Hour}, 1)
+			return b.TakeLeakyAt(now, "k", ratelimit.LeakyBucket{Size: capacity, Interval: time.Hour}, 1)
 		}},
 		{"fixed", func(b *node.Buckets) (node.BucketStatus, error) {
-			return b.TakeFixedAt(now, "k", node.FixedBucket{Period: time.Hour, Limit: capacity}, 1)
+			return b.TakeFixedAt(now, "k", ratelimit.FixedBucket{Period: time.Hour, Limit: capacity}, 1)
 		}},
 	} {
 		t.Run(c.kind, func(t *testing.T) {
@@ -511,9 +512,9 @@ func TestBucketConcurrentTakes(t *testing.T) {
 func TestBucketAllocs(t *testing.T) {
 	b := newBuckets(0)
 	now := bt(0)
-	tok := node.TokenBucket{Max: 1e6, RefillTime: time.Second}
-	leaky := node.LeakyBucket{Size: 1e6, Interval: time.Second}
-	fixed := node.FixedBucket{Period: time.Second, Limit: 1e6}
+	tok := ratelimit.TokenBucket{Max: 1e6, RefillTime: time.Second}
+	leaky := ratelimit.LeakyBucket{Size: 1e6, Interval: time.Second}
+	fixed := ratelimit.FixedBucket{Period: time.Second, Limit: 1e6}
 	b.TakeTokenAt(now, "key:000000000001", tok, 1, false)
 	b.TakeLeakyAt(now, "key:000000000001", leaky, 1)
 	b.TakeFixedAt(now, "key:000000000001", fixed, 1)
@@ -541,10 +542,10 @@ func TestLeakyWaitTimeoutBounds(t *testing.T) {
 		wait time.Duration
 		ok   bool
 	}{
-		{0, true}, {node.MaxWaitTimeout, true}, {node.MaxWaitTimeout + time.Nanosecond, false}, {-time.Nanosecond, false},
+		{0, true}, {ratelimit.MaxWaitTimeout, true}, {ratelimit.MaxWaitTimeout + time.Nanosecond, false}, {-time.Nanosecond, false},
 	} {
-		l := node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 2, Interval: time.Second}, WaitTimeout: tc.wait}
-		_, err := ns.CheckAllow(node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{l}})
+		l := ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 2, Interval: time.Second}, WaitTimeout: tc.wait}
+		_, err := ns.CheckAllow(ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{l}})
 		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), "limits[0].leaky.wait_timeout") {
 			t.Errorf("wait_timeout %v: %v, want ok %v (an error naming limits[0].leaky.wait_timeout)", tc.wait, err, tc.ok)
 		}
@@ -557,7 +558,7 @@ func TestLeakyWaitTimeoutBounds(t *testing.T) {
 func TestBucketsMaxBytesExact(t *testing.T) {
 	cost := node.BucketCost(len("k0"))
 	b := node.NewBuckets(node.BucketsConfig{Name: "api", MaxBytes: 3 * cost}, newFakeClock(epoch))
-	p := node.FixedBucket{Period: time.Minute, Limit: 10}
+	p := ratelimit.FixedBucket{Period: time.Minute, Limit: 10}
 	for i := range 3 {
 		if _, err := b.TakeFixedAt(epoch, fmt.Sprint("k", i), p, 1); err != nil {
 			t.Fatalf("bucket %d of 3 that fill max_bytes exactly: %v", i+1, err)
@@ -577,10 +578,10 @@ func TestBucketsMaxBytesExact(t *testing.T) {
 // MaxBucketDuration, that included.
 func TestBucketDurationBounds(t *testing.T) {
 	b := node.NewBuckets(node.BucketsConfig{Name: "api"}, newFakeClock(epoch))
-	if _, err := b.TakeFixedAt(epoch, "k", node.FixedBucket{Period: node.MaxBucketDuration, Limit: 1}, 1); err != nil {
+	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: node.MaxBucketDuration, Limit: 1}, 1); err != nil {
 		t.Errorf("a period of MaxBucketDuration: %v", err)
 	}
-	if _, err := b.TakeFixedAt(epoch, "k", node.FixedBucket{Period: node.MaxBucketDuration + 1, Limit: 1}, 1); !errors.Is(err, node.ErrInvalidLimit) {
+	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: node.MaxBucketDuration + 1, Limit: 1}, 1); !errors.Is(err, node.ErrInvalidLimit) {
 		t.Errorf("a period past MaxBucketDuration: %v, want ErrInvalidLimit", err)
 	}
 }
@@ -589,8 +590,8 @@ func TestBucketDurationBounds(t *testing.T) {
 // holds its buckets, no sliding-window key.
 func TestBucketOnlyAllowHoldsNoWindowKey(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second), nil)
-	l := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 10}}
-	if d := allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{l}}); !d.Allowed {
+	l := ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 10}}
+	if d := allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{l}}); !d.Allowed {
 		t.Fatalf("Allow = %+v", d)
 	}
 	if n := ns.ActiveKeys(); n != 0 {
@@ -604,17 +605,17 @@ func TestBucketOnlyAllowHoldsNoWindowKey(t *testing.T) {
 // tick; a refused one adds none.
 func TestBucketAllowRecordsOwnConsumption(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
-	l := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 2}}
-	allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 0, Limits: []node.Limit{l}})
+	l := ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 2}}
+	allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 0, Limits: []ratelimit.Limit{l}})
 	if n := ns.ActiveBuckets(); n != 0 {
 		t.Fatalf("%d buckets held after a cost-0 Allow, want 0", n)
 	}
 	at := epoch.Add(time.Second)
 	for range 3 { // 2 admitted, 1 refused
-		allow(t, ns, at, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{l}})
+		allow(t, ns, at, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{l}})
 	}
 	bs := bucketTick(ns, at).Sync
-	if len(bs) != 1 || bs[0].Own != 2*node.Micro || bs[0].LastAt != at.UnixNano() {
+	if len(bs) != 1 || bs[0].Own != 2*ratelimit.Micro || bs[0].LastAt != at.UnixNano() {
 		t.Errorf("buckets to sync: %+v, want one with 2 hits of its own, the last at %d", bs, at.UnixNano())
 	}
 }
@@ -623,10 +624,10 @@ func TestBucketAllowRecordsOwnConsumption(t *testing.T) {
 // micro-hit (0.000001), not less.
 func TestBucketAmountBounds(t *testing.T) {
 	b := node.NewBuckets(node.BucketsConfig{Name: "api"}, newFakeClock(epoch))
-	if _, err := b.TakeFixedAt(epoch, "k", node.FixedBucket{Period: time.Minute, Limit: 0.000001}, 0); err != nil {
+	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: time.Minute, Limit: 0.000001}, 0); err != nil {
 		t.Errorf("a limit of 0.000001: %v", err)
 	}
-	if _, err := b.TakeFixedAt(epoch, "k", node.FixedBucket{Period: time.Minute, Limit: 0.0000004}, 0); !errors.Is(err, node.ErrInvalidLimit) {
+	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: time.Minute, Limit: 0.0000004}, 0); !errors.Is(err, node.ErrInvalidLimit) {
 		t.Errorf("a limit of 0.0000004: %v, want ErrInvalidLimit", err)
 	}
 }
@@ -635,15 +636,15 @@ func TestBucketAmountBounds(t *testing.T) {
 // a key return (a bound on a hang, not a timing).
 func TestBucketAllowsReturn(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second), nil)
-	limits := []node.Limit{
-		{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 5, Interval: time.Second}},
-		{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 5, RefillTime: time.Second}},
+	limits := []ratelimit.Limit{
+		{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 5, Interval: time.Second}},
+		{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 5, RefillTime: time.Second}},
 	}
 	done := make(chan bool, 1)
 	go func() {
 		admitted := true
 		for range 2 {
-			d, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: limits}, nil)
+			d, err := ns.AllowAt(epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: limits}, nil)
 			admitted = admitted && err == nil && d.Allowed
 		}
 		done <- admitted

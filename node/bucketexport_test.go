@@ -1,6 +1,10 @@
 package node
 
-import "time"
+import (
+	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
+)
 
 // The bucket table's parts that the external tests (package node_test)
 // use, under their former exported names: the table and its answers are
@@ -24,17 +28,17 @@ func (b *Buckets) RefusedKeys() int64 { return b.refused.Load() }
 func (b *Buckets) Now() time.Time { return b.clock.Now() }
 
 // Token is tokenAt at the clock's time.
-func (b *Buckets) Token(key string, p TokenBucket) (BucketStatus, error) {
+func (b *Buckets) Token(key string, p ratelimit.TokenBucket) (BucketStatus, error) {
 	return b.tokenAt(b.clock.Now(), key, p)
 }
 
 // Leaky is leakyAt at the clock's time.
-func (b *Buckets) Leaky(key string, p LeakyBucket) (BucketStatus, error) {
+func (b *Buckets) Leaky(key string, p ratelimit.LeakyBucket) (BucketStatus, error) {
 	return b.leakyAt(b.clock.Now(), key, p)
 }
 
 // Fixed is fixedAt at the clock's time.
-func (b *Buckets) Fixed(key string, p FixedBucket) (BucketStatus, error) {
+func (b *Buckets) Fixed(key string, p ratelimit.FixedBucket) (BucketStatus, error) {
 	return b.fixedAt(b.clock.Now(), key, p)
 }
 

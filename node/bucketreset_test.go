@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestResetBucketsAtLeavesBucketsAtRest: a reset token bucket is full
@@ -16,8 +16,8 @@ import (
 func TestResetBucketsAtLeavesBucketsAtRest(t *testing.T) {
 	ns := newNS(t, localConfig(time.Minute), nil)
 	at := time.Unix(1_800_000_000, 0)
-	tb := node.TokenBucket{Max: 2, RefillTime: time.Hour}
-	l := node.Limit{Kind: node.TokenLimit, Token: tb}
+	tb := ratelimit.TokenBucket{Max: 2, RefillTime: time.Hour}
+	l := ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: tb}
 	for _, key := range []string{"k", "j"} {
 		// Taken through the table (an Allow's take in a local namespace is
 		// counted as consumption not yet synced, which Reclaim keeps).
@@ -29,7 +29,7 @@ func TestResetBucketsAtLeavesBucketsAtRest(t *testing.T) {
 	if n := ns.Buckets().Reclaim(at); n != 0 {
 		t.Fatalf("Reclaim of two empty buckets removed %d, want 0", n)
 	}
-	if err := ns.ResetBucketsAt(at, "k", []node.Limit{l}); err != nil {
+	if err := ns.ResetBucketsAt(at, "k", []ratelimit.Limit{l}); err != nil {
 		t.Fatal(err)
 	}
 	if n := ns.Buckets().Reclaim(at); n != 1 || ns.ActiveBuckets() != 1 {

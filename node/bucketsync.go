@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // The cluster form of buckets (periodic and synchronous namespaces).
@@ -24,7 +26,7 @@ import (
 // (Redis's Lua, PostgreSQL's PL/pgSQL), which the conformance suite
 // compares.
 type BucketSpec struct {
-	Kind LimitKind // TokenLimit, LeakyLimit or FixedLimit
+	Kind ratelimit.LimitKind // TokenLimit, LeakyLimit or FixedLimit
 	// The parameters, in micro-hits and ns:
 	//   token: A = max, B = refill time, C = refill amount;
 	//   leaky: A = size, B = interval, C = drip interval;
@@ -47,7 +49,7 @@ type BucketState struct {
 
 // spec returns the spec of bucket id (not Strict, which is no part of it).
 func (id *bucketID) spec() BucketSpec {
-	return BucketSpec{Kind: LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: id.key}
+	return BucketSpec{Kind: ratelimit.LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: id.key}
 }
 
 func (b *BucketSpec) id() bucketID {
@@ -58,7 +60,7 @@ func (b *BucketSpec) id() bucketID {
 // then the key, so two buckets never share one.
 func (b *BucketSpec) StoreKey() string {
 	buf := make([]byte, 0, 48+len(b.Key))
-	buf = append(buf, "tlf"[b.Kind-TokenLimit])
+	buf = append(buf, "tlf"[b.Kind-ratelimit.TokenLimit])
 	for _, v := range [...]int64{b.A, b.B, b.C} {
 		buf = append(buf, '/')
 		buf = strconv.AppendInt(buf, v, 10)
@@ -71,16 +73,16 @@ func (b *BucketSpec) StoreKey() string {
 func (b *BucketSpec) Validate() error {
 	var err error
 	switch b.Kind {
-	case TokenLimit:
-		err = TokenBucket{Max: fromMicro(b.A), RefillTime: time.Duration(b.B), RefillAmount: fromMicro(b.C)}.Validate()
-	case LeakyLimit:
+	case ratelimit.TokenLimit:
+		_, err = tokenParamsOf(ratelimit.TokenBucket{Max: fromMicro(b.A), RefillTime: time.Duration(b.B), RefillAmount: fromMicro(b.C)})
+	case ratelimit.LeakyLimit:
 		var q leakyParams
-		q, err = LeakyBucket{Size: fromMicro(b.A), Interval: time.Duration(b.B)}.params()
+		q, err = leakyParamsOf(ratelimit.LeakyBucket{Size: fromMicro(b.A), Interval: time.Duration(b.B)})
 		if err == nil && q.drip != b.C {
 			err = fmt.Errorf("leaky bucket: drip %d, want %d", b.C, q.drip)
 		}
-	case FixedLimit:
-		err = FixedBucket{Period: time.Duration(b.A), Limit: fromMicro(b.B)}.Validate()
+	case ratelimit.FixedLimit:
+		_, err = fixedParamsOf(ratelimit.FixedBucket{Period: time.Duration(b.A), Limit: fromMicro(b.B)})
 	default:
 		err = fmt.Errorf("bucket kind %s", b.Kind)
 	}
@@ -93,9 +95,9 @@ func (b *BucketSpec) Validate() error {
 func (b *BucketSpec) Hold() time.Duration {
 	var d int64
 	switch b.Kind {
-	case TokenLimit:
+	case ratelimit.TokenLimit:
 		d = bucketMulSat(bucketCeilDiv(b.A, b.C), b.B)
-	case LeakyLimit:
+	case ratelimit.LeakyLimit:
 		d = b.B + b.C
 	default:
 		d = b.A
@@ -124,10 +126,10 @@ func (b *BucketSpec) Force(s *BucketState, t, n int64) {
 	v := &val
 	defer func() { *s = stateOf(val) }()
 	switch b.Kind {
-	case TokenLimit:
+	case ratelimit.TokenLimit:
 		tokenParams{max: b.A, refill: b.B, amount: b.C}.advance(v, t)
 		v.v -= n
-	case LeakyLimit:
+	case ratelimit.LeakyLimit:
 		leakyParams{size: b.A, interval: b.B, drip: b.C}.advance(v, t)
 		v.v += n
 	default:
@@ -216,12 +218,12 @@ type BucketTx struct {
 // it applies this incarnation's consumption the store does not hold yet.
 // It returns the decision (without Decide, an empty one holding dst) and
 // fn's error.
-func (ns *Namespace) ExchangeBuckets(t time.Time, req AllowRequest, c *AllowCheck, dst []LimitStatus, fn func(*BucketTx) error) (Decision, error) {
+func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c *AllowCheck, dst []ratelimit.LimitStatus, fn func(*BucketTx) error) (ratelimit.Decision, error) {
 	tn := t.UnixNano()
 	var buf [MaxLimits]heldBucket
 	hs := appendHeld(buf[:0], &req)
 	if err := ns.buckets.lockAll(hs, req.Key, tn, true); err != nil {
-		return Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	defer unlockAll(hs)
 	tx := &BucketTx{}
@@ -239,7 +241,7 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req AllowRequest, c *AllowChec
 			hs[i].e.resetAt(&hs[i].id, tn)
 		}
 	}
-	d := Decision{Limits: dst}
+	d := ratelimit.Decision{Limits: dst}
 	if tx.Decide {
 		if c.Buckets != len(req.Limits) {
 			panic("node: BucketTx.Decide of an Allow with window limits")
@@ -373,7 +375,7 @@ func (ns *Namespace) ApplyBucketTick(t *BucketTick) {
 // BucketsSynced reports whether the store's state of every bucket of req
 // (bucket limits, checked) was read since the node holds it: a call that
 // finds one never read can ask the store first.
-func (ns *Namespace) BucketsSynced(req *AllowRequest) bool {
+func (ns *Namespace) BucketsSynced(req *ratelimit.AllowRequest) bool {
 	var buf [MaxLimits]heldBucket
 	for _, h := range appendHeld(buf[:0], req) {
 		e := ns.buckets.lookup(&h.id)
@@ -391,10 +393,10 @@ func (ns *Namespace) BucketsSynced(req *AllowRequest) bool {
 }
 
 // appendHeld appends to hs the bucket limits of req (checked), unlocked.
-func appendHeld(hs []heldBucket, req *AllowRequest) []heldBucket {
+func appendHeld(hs []heldBucket, req *ratelimit.AllowRequest) []heldBucket {
 	for i := range req.Limits {
 		rl := &req.Limits[i]
-		if rl.Kind == WindowLimit {
+		if rl.Kind == ratelimit.WindowLimit {
 			continue
 		}
 		id, _ := bucketIdentity(rl)

@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestBucketDebt: consumption forced past a bucket's capacity (the
 // cluster's excess) is kept, refuses takes until time pays it back, and
 // shows as 0 left, never as a negative amount.
 func TestBucketDebt(t *testing.T) {
-	const hit = node.Micro
+	const hit = ratelimit.Micro
 	sec := int64(time.Second)
 	for _, tc := range []struct {
 		name   string
@@ -21,12 +22,12 @@ func TestBucketDebt(t *testing.T) {
 	}{
 		// 3 tokens, 1 per second: 5 taken elsewhere leave -2, so a take
 		// of 1 needs 3 refills.
-		{"token", node.BucketSpec{Kind: node.TokenLimit, A: 3 * hit, B: sec, C: hit}, 5 * hit, 3 * sec},
+		{"token", node.BucketSpec{Kind: ratelimit.TokenLimit, A: 3 * hit, B: sec, C: hit}, 5 * hit, 3 * sec},
 		// 2 drops, one drains per second: 4 added leave 4, so 1 more fits
 		// after 3 drips.
-		{"leaky", node.BucketSpec{Kind: node.LeakyLimit, A: 2 * hit, B: 2 * sec, C: sec}, 4 * hit, 3 * sec},
+		{"leaky", node.BucketSpec{Kind: ratelimit.LeakyLimit, A: 2 * hit, B: 2 * sec, C: sec}, 4 * hit, 3 * sec},
 		// 2 per 10 s: 3 counted elsewhere refuse until the next period.
-		{"fixed", node.BucketSpec{Kind: node.FixedLimit, A: 10 * sec, B: 2 * hit}, 3 * hit, 10 * sec},
+		{"fixed", node.BucketSpec{Kind: ratelimit.FixedLimit, A: 10 * sec, B: 2 * hit}, 3 * hit, 10 * sec},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := int64(1_800_000_000) * sec
@@ -38,7 +39,7 @@ func TestBucketDebt(t *testing.T) {
 				if node.TakeBuckets([]node.BucketSpec{tc.spec}, s, used, at, hit) {
 					t.Fatalf("a take of 1 at +%v admitted from a bucket in debt %+v", time.Duration(at-start), before)
 				}
-				if tc.spec.Kind == node.TokenLimit && at == start && s[0].Level != before.Level {
+				if tc.spec.Kind == ratelimit.TokenLimit && at == start && s[0].Level != before.Level {
 					t.Errorf("a refused take forgave the debt: level %d, was %d", s[0].Level, before.Level)
 				}
 			}
@@ -55,18 +56,18 @@ func TestBucketDebt(t *testing.T) {
 // interval); Hold is twice the time from empty to idle.
 func TestBucketSpecForStores(t *testing.T) {
 	for _, tc := range []struct {
-		limit node.Limit
+		limit ratelimit.Limit
 		key   string
 		hold  time.Duration
 	}{
 		// 4 tokens, 1 each 2 s: empty to full in 4 refills.
-		{node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 4, RefillTime: 2 * time.Second, RefillAmount: 1}}, "t/4000000/2000000000/1000000/k", 16 * time.Second},
+		{ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 4, RefillTime: 2 * time.Second, RefillAmount: 1}}, "t/4000000/2000000000/1000000/k", 16 * time.Second},
 		// 2 drops drained each 2 s: a drop a second; full to empty in 2 s + a drip.
-		{node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 2, Interval: 2 * time.Second}}, "l/2000000/2000000000/1000000000/k", 6 * time.Second},
-		{node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: 10 * time.Second, Limit: 3}}, "f/10000000000/3000000/0/k", 20 * time.Second},
+		{ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 2, Interval: 2 * time.Second}}, "l/2000000/2000000000/1000000000/k", 6 * time.Second},
+		{ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: 10 * time.Second, Limit: 3}}, "f/10000000000/3000000/0/k", 20 * time.Second},
 	} {
 		ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
-		req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tc.limit}}
+		req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{tc.limit}}
 		var spec node.BucketSpec
 		exchange(t, ns, epoch, req, func(tx *node.BucketTx) { spec = tx.Buckets[0].Spec })
 		if got := spec.StoreKey(); got != tc.key {
@@ -79,7 +80,7 @@ func TestBucketSpecForStores(t *testing.T) {
 			t.Errorf("%s: %v", tc.limit.Kind, err)
 		}
 		spec.C++
-		if tc.limit.Kind != node.TokenLimit && tc.limit.Kind != node.FixedLimit {
+		if tc.limit.Kind != ratelimit.TokenLimit && tc.limit.Kind != ratelimit.FixedLimit {
 			if err := spec.Validate(); err == nil {
 				t.Errorf("%s with another drip: valid", tc.limit.Kind)
 			}
@@ -95,15 +96,15 @@ func TestBucketSpecForStores(t *testing.T) {
 // consumption the store does not hold yet applied on top.
 func TestBucketExchangeAndTick(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
-	fixed := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 10}}
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{fixed}}
+	fixed := ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 10}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{fixed}}
 	own := func() int64 {
 		t.Helper()
 		bs := bucketTick(ns, epoch).Sync
 		if len(bs) != 1 {
 			t.Fatalf("%d buckets to sync, want 1", len(bs))
 		}
-		return bs[0].Own / node.Micro
+		return bs[0].Own / ratelimit.Micro
 	}
 	for _, step := range []struct {
 		v    node.Verdict
@@ -119,17 +120,17 @@ func TestBucketExchangeAndTick(t *testing.T) {
 	mine := &tk.Sync[0]
 	// The store holds 1 of the 3, and 4 of other nodes.
 	after := mine.Spec.Init(epoch.UnixNano())
-	mine.Spec.Force(&after, epoch.UnixNano(), 5*node.Micro)
+	mine.Spec.Force(&after, epoch.UnixNano(), 5*ratelimit.Micro)
 	other := *mine
 	other.Life++
 	full := after
-	full.Level = 10 * node.Micro
-	other.Got, other.After, other.Applied, other.Seq = true, full, node.Micro, 1
-	mine.Got, mine.After, mine.Applied, mine.Seq = true, after, node.Micro, 1
+	full.Level = 10 * ratelimit.Micro
+	other.Got, other.After, other.Applied, other.Seq = true, full, ratelimit.Micro, 1
+	mine.Got, mine.After, mine.Applied, mine.Seq = true, after, ratelimit.Micro, 1
 	tk.Sync = append([]node.BucketSync{other}, tk.Sync...)
 	ns.ApplyBucketTick(tk)
 	// 5 stored + 2 not yet: 3 more fit, then none.
-	if !allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 3, Limits: []node.Limit{fixed}}).Allowed {
+	if !allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 3, Limits: []ratelimit.Limit{fixed}}).Allowed {
 		t.Error("a take of 3 after the store's 5 and the node's 2 unsent: refused")
 	}
 	if allow(t, ns, epoch, req).Allowed {
@@ -141,7 +142,7 @@ func TestBucketExchangeAndTick(t *testing.T) {
 // taken for it, not when it is not held, nor when only locked.
 func TestBucketsSynced(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 10}}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 10}}}}
 	if ns.BucketsSynced(&req) {
 		t.Fatal("a bucket not held: synced")
 	}
@@ -161,7 +162,7 @@ func TestBucketsSynced(t *testing.T) {
 
 // exchange checks req and runs fn in an exchange of its buckets at t, as
 // a syncer's call does, returning the decision.
-func exchange(t *testing.T, ns *node.Namespace, at time.Time, req node.AllowRequest, fn func(*node.BucketTx)) node.Decision {
+func exchange(t *testing.T, ns *node.Namespace, at time.Time, req ratelimit.AllowRequest, fn func(*node.BucketTx)) ratelimit.Decision {
 	t.Helper()
 	c, err := ns.CheckAllow(req)
 	if err != nil {

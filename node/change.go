@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"slices"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Namespaces change at run time in two steps: Prepare validates a whole
@@ -66,7 +68,7 @@ func (n *Node) Prepare(cfgs []Config, renew ...string) (*Change, error) {
 		old := from.byName[cfg.Name]
 		ns, err := n.build(old, cfg, slices.Contains(renew, cfg.Name))
 		if err != nil {
-			if fe, ok := err.(*FieldError); ok {
+			if fe, ok := err.(*ratelimit.FieldError); ok {
 				fe.Field = field + "." + fe.Field
 			}
 			errs = append(errs, err)
@@ -164,7 +166,7 @@ func (r Replacement) CopyWindows(now time.Time, withOthers bool) (refused int) {
 			}
 			size := r.Old.sizes[i]
 			p := old.slot(i).p.Load()
-			if p == nil || p.start < WindowStart(tn, time.Duration(size))-size {
+			if p == nil || p.start < ratelimit.WindowStart(tn, time.Duration(size))-size {
 				continue // no window that still counts
 			}
 			if e == nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 func named(name string, rate float64, sizes ...time.Duration) node.Config {
@@ -128,7 +129,7 @@ func TestCopyWindowsCarriesTheCountsOfKeptSizes(t *testing.T) {
 	mustIncrement(t, old, "k", 0, 2)
 	for _, w := range old.CollectInterest(clock.Now(), nil) {
 		if w.Size == time.Minute {
-			old.SetOthers(w, 5*node.Micro)
+			old.SetOthers(w, 5*ratelimit.Micro)
 		}
 	}
 
@@ -171,7 +172,7 @@ func TestCopyWindowsCarriesTheCountsOfKeptSizes(t *testing.T) {
 	var dirty []string
 	for _, p := range r.New.CollectDirty(clock.Now(), nil) {
 		dirty = append(dirty, p.Size.String()+"@"+time.Unix(0, p.Start).Sub(epoch).String())
-		if p.Size == time.Minute && p.Start == epoch.UnixNano() && p.Total != 6*node.Micro {
+		if p.Size == time.Minute && p.Start == epoch.UnixNano() && p.Total != 6*ratelimit.Micro {
 			t.Errorf("current minute's own total %d, want 6 hits", p.Total)
 		}
 	}
@@ -189,7 +190,7 @@ func TestCopyWindowsWithoutOthersKeepsOnlyOwnCounts(t *testing.T) {
 	old, _ := n.Namespace("ns")
 	mustIncrement(t, old, "k", 0, 3)
 	for _, w := range old.CollectInterest(clock.Now(), nil) {
-		old.SetOthers(w, 7*node.Micro)
+		old.SetOthers(w, 7*ratelimit.Micro)
 	}
 	cfg := named("ns", 0.1, time.Second)
 	// Another store: renewed by its owner.
@@ -270,7 +271,7 @@ func TestInterestWindow(t *testing.T) {
 			t.Errorf("%s: ok %v ahead %v, want %v %v", c.description, ok, ahead, c.ok, c.ahead)
 		}
 		if ok {
-			ns.SetOthers(w, 2*node.Micro)
+			ns.SetOthers(w, 2*ratelimit.Micro)
 		}
 	}
 	rates, err := ns.RateAt(now, "k", time.Minute, 0, nil)
@@ -295,8 +296,8 @@ func TestChangedCapsReachBucketsAndLeases(t *testing.T) {
 	}
 	fixed := func(key string) error {
 		ns, _ := n.Namespace("api")
-		_, err := ns.AllowAt(clock.Now(), node.AllowRequest{Key: key, Cost: 1,
-			Limits: []node.Limit{{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 10}}}}, nil)
+		_, err := ns.AllowAt(clock.Now(), ratelimit.AllowRequest{Key: key, Cost: 1,
+			Limits: []ratelimit.Limit{{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Hour, Limit: 10}}}}, nil)
 		return err
 	}
 	lease := func(key string) error {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestCountingRacesReclaim: counting finds keys without a lock while other
@@ -89,7 +89,7 @@ func TestCountingRacesReclaim(t *testing.T) {
 		t.Errorf("ActiveKeys after the last Reclaim = %d, want %d", got, want)
 	}
 	// Allow still sees the counts exactly after all the churn.
-	d, err := ns.AllowAt(now, node.AllowRequest{Key: "live-0", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: workers * passes}}}, nil)
+	d, err := ns.AllowAt(now, ratelimit.AllowRequest{Key: "live-0", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: workers * passes}}}, nil)
 	if err != nil || d.Allowed {
 		t.Errorf("AllowAt at the limit = %+v, %v; want denied", d, err)
 	}

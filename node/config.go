@@ -5,8 +5,9 @@ import (
 	"maps"
 	"regexp"
 	"slices"
-	"strconv"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Limits on a namespace's configuration.
@@ -71,20 +72,10 @@ type Config struct {
 	// Policies are the namespace's named limits, by name (1-64 of
 	// [A-Za-z0-9_.-]): an Allow may name one instead of listing its
 	// limits. Each is checked as an Allow's limits are.
-	Policies map[string]Policy
+	Policies map[string]ratelimit.Policy
 	// Shadow makes every Allow of the namespace a dry run: decided and
 	// counted as it would be, then admitted (the service's concern; the
 	// engine decides as always).
-	Shadow bool
-}
-
-// Policy is a named set of limits held by a namespace, and whether the
-// Allow calls naming it are dry runs.
-type Policy struct {
-	// Limits are 1 to MaxLimits limits of any kind, as an Allow lists
-	// them.
-	Limits []Limit
-	// Shadow makes the calls naming the policy dry runs.
 	Shadow bool
 }
 
@@ -145,17 +136,17 @@ func (c Config) Validate() error {
 	}
 	for i, s := range c.WindowSizes {
 		if err := validateWindowSize(s); err != nil {
-			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "%s", err.(*FieldError).Reason)
+			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "%s", err.(*ratelimit.FieldError).Reason)
 		}
 		if slices.Contains(c.WindowSizes[:i], s) {
-			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "duplicate window size %s", FormatDuration(s))
+			return fieldErr(fmt.Sprintf("window_sizes[%d]", i), ErrInvalidConfig, "duplicate window size %s", ratelimit.FormatDuration(s))
 		}
 	}
 	if c.Estimator != nil && c.Shared {
 		return fieldErr("estimator", ErrInvalidConfig, "an estimator namespace is counted on its node only: it cannot be shared")
 	}
 	if c.LeaseIdle < 0 {
-		return fieldErr("lease_idle", ErrInvalidConfig, "must not be negative, got %s", FormatDuration(c.LeaseIdle))
+		return fieldErr("lease_idle", ErrInvalidConfig, "must not be negative, got %s", ratelimit.FormatDuration(c.LeaseIdle))
 	}
 	if c.MaxKeys < 0 {
 		return fieldErr("max_keys", ErrInvalidConfig, "must not be negative, got %d", c.MaxKeys)
@@ -169,7 +160,7 @@ func (c Config) Validate() error {
 		return fieldErr("on_full", ErrInvalidConfig, "must be %q or %q, got %q", OnFullRefuse, OnFullEvict, c.OnFull)
 	}
 	if c.MaxLeaseTTL < 0 || c.MaxLeaseTTL > MaxLeaseTTLCap {
-		return fieldErr("max_lease_ttl", ErrInvalidConfig, "must be between 0 (default %s) and %s, got %s", FormatDuration(DefaultMaxLeaseTTL), FormatDuration(MaxLeaseTTLCap), FormatDuration(c.MaxLeaseTTL))
+		return fieldErr("max_lease_ttl", ErrInvalidConfig, "must be between 0 (default %s) and %s, got %s", ratelimit.FormatDuration(DefaultMaxLeaseTTL), ratelimit.FormatDuration(MaxLeaseTTLCap), ratelimit.FormatDuration(c.MaxLeaseTTL))
 	}
 	if err := c.validatePolicies(); err != nil {
 		return err
@@ -191,24 +182,11 @@ func (c Config) Validate() error {
 func validateWindowSize(s time.Duration) error {
 	switch {
 	case s < MinWindowSize || s > MaxWindowSize:
-		return fieldErr("window_size", ErrInvalidWindow, "must be between %s and %s, got %s", FormatDuration(MinWindowSize), FormatDuration(MaxWindowSize), FormatDuration(s))
+		return fieldErr("window_size", ErrInvalidWindow, "must be between %s and %s, got %s", ratelimit.FormatDuration(MinWindowSize), ratelimit.FormatDuration(MaxWindowSize), ratelimit.FormatDuration(s))
 	case s%time.Millisecond != 0:
-		return fieldErr("window_size", ErrInvalidWindow, "must be a whole number of milliseconds, got %s", FormatDuration(s))
+		return fieldErr("window_size", ErrInvalidWindow, "must be a whole number of milliseconds, got %s", ratelimit.FormatDuration(s))
 	}
 	return nil
-}
-
-// FormatDuration writes d as the config and the JSON API write durations:
-// whole seconds as seconds ("60s", not Go's "1m0s"), shorter ones in
-// milliseconds ("250ms"), anything else in Go's syntax ("1.5s").
-func FormatDuration(d time.Duration) string {
-	switch {
-	case d%time.Second == 0:
-		return strconv.FormatInt(int64(d/time.Second), 10) + "s"
-	case d%time.Millisecond == 0 && d > -time.Second && d < time.Second:
-		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
-	}
-	return d.String()
 }
 
 // validatePolicies checks each policy's name and its limits, as an
@@ -235,9 +213,9 @@ func (c Config) validatePolicies() error {
 		if len(p.Limits) <= MaxLimits {
 			lims = buf[:len(p.Limits)]
 		}
-		_, kinds, err := tmp.checkAllowRest(&AllowRequest{Limits: p.Limits}, lims)
+		_, kinds, err := tmp.checkAllowRest(&ratelimit.AllowRequest{Limits: p.Limits}, lims)
 		if err != nil {
-			fe := err.(*FieldError)
+			fe := err.(*ratelimit.FieldError)
 			return fieldErr(field+"."+fe.Field, ErrInvalidConfig, "%s", fe.Reason)
 		}
 		if !kinds {
@@ -251,13 +229,13 @@ func (c Config) validatePolicies() error {
 }
 
 // clonePolicies returns a deep copy of ps (nil for none).
-func clonePolicies(ps map[string]Policy) map[string]Policy {
+func clonePolicies(ps map[string]ratelimit.Policy) map[string]ratelimit.Policy {
 	if len(ps) == 0 {
 		return nil
 	}
-	out := make(map[string]Policy, len(ps))
+	out := make(map[string]ratelimit.Policy, len(ps))
 	for k, p := range ps {
-		out[k] = Policy{Limits: slices.Clone(p.Limits), Shadow: p.Shadow}
+		out[k] = ratelimit.Policy{Limits: slices.Clone(p.Limits), Shadow: p.Shadow}
 	}
 	return out
 }

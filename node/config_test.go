@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestFormatDuration: whole seconds as seconds, shorter whole
@@ -24,7 +25,7 @@ func TestFormatDuration(t *testing.T) {
 		1001 * time.Millisecond:  "1.001s",
 		time.Microsecond:         "1µs",
 	} {
-		if got := node.FormatDuration(d); got != want {
+		if got := ratelimit.FormatDuration(d); got != want {
 			t.Errorf("FormatDuration(%d) = %q, want %q", d, got, want)
 		}
 	}
@@ -33,13 +34,13 @@ func TestFormatDuration(t *testing.T) {
 // TestValidatePolicies: a namespace's policies are checked as an Allow's
 // limits are, in its window sizes and mode, each error naming its policy.
 func TestValidatePolicies(t *testing.T) {
-	win := node.Limit{Size: time.Second, Limit: 5}
-	fixed := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 5}}
-	many := map[string]node.Policy{}
+	win := ratelimit.Limit{Size: time.Second, Limit: 5}
+	fixed := ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 5}}
+	many := map[string]ratelimit.Policy{}
 	for i := range node.MaxPolicies {
-		many[fmt.Sprint("p", i)] = node.Policy{Limits: []node.Limit{win}}
+		many[fmt.Sprint("p", i)] = ratelimit.Policy{Limits: []ratelimit.Limit{win}}
 	}
-	tooMany := map[string]node.Policy{"extra": {Limits: []node.Limit{win}}}
+	tooMany := map[string]ratelimit.Policy{"extra": {Limits: []ratelimit.Limit{win}}}
 	for k, v := range many {
 		tooMany[k] = v
 	}
@@ -48,30 +49,30 @@ func TestValidatePolicies(t *testing.T) {
 		c.Estimator = &node.EstimatorConfig{Hashes: 2, Slots: 1024}
 		return c
 	}
-	limits := func(n int) []node.Limit {
-		ls := make([]node.Limit, n)
+	limits := func(n int) []ratelimit.Limit {
+		ls := make([]ratelimit.Limit, n)
 		for i := range ls {
-			ls[i] = node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Duration(i+1) * time.Second, Limit: 5}}
+			ls[i] = ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Duration(i+1) * time.Second, Limit: 5}}
 		}
 		return ls
 	}
 	for _, tc := range []struct {
 		name     string
 		mode     func(node.Config) node.Config
-		policies map[string]node.Policy
+		policies map[string]ratelimit.Policy
 		field    string // "": valid
 	}{
 		{"as many as allowed", nil, many, ""},
 		{"one too many", nil, tooMany, "policies"},
-		{"windows and buckets", nil, map[string]node.Policy{"login": {Limits: []node.Limit{win, fixed}}}, ""},
-		{"a bad name", nil, map[string]node.Policy{"a b": {Limits: []node.Limit{win}}}, "policies.a b"},
-		{"an unknown size", nil, map[string]node.Policy{"login": {Limits: []node.Limit{{Size: time.Hour, Limit: 5}}}}, "policies.login.limits[0].window_size"},
-		{"as many limits as allowed", nil, map[string]node.Policy{"login": {Limits: limits(node.MaxLimits)}}, ""},
-		{"one limit too many", nil, map[string]node.Policy{"login": {Limits: limits(node.MaxLimits + 1)}}, "policies.login.limits"},
-		{"a bucket in an estimator namespace", est, map[string]node.Policy{"login": {Limits: []node.Limit{fixed}}}, "policies.login.limits"},
-		{"windows in an estimator namespace", est, map[string]node.Policy{"login": {Limits: []node.Limit{win}}}, ""},
-		{"both kinds, shared", shared, map[string]node.Policy{"login": {Limits: []node.Limit{win, fixed}}}, ""},
-		{"buckets alone, shared", shared, map[string]node.Policy{"login": {Limits: []node.Limit{fixed}}}, ""},
+		{"windows and buckets", nil, map[string]ratelimit.Policy{"login": {Limits: []ratelimit.Limit{win, fixed}}}, ""},
+		{"a bad name", nil, map[string]ratelimit.Policy{"a b": {Limits: []ratelimit.Limit{win}}}, "policies.a b"},
+		{"an unknown size", nil, map[string]ratelimit.Policy{"login": {Limits: []ratelimit.Limit{{Size: time.Hour, Limit: 5}}}}, "policies.login.limits[0].window_size"},
+		{"as many limits as allowed", nil, map[string]ratelimit.Policy{"login": {Limits: limits(node.MaxLimits)}}, ""},
+		{"one limit too many", nil, map[string]ratelimit.Policy{"login": {Limits: limits(node.MaxLimits + 1)}}, "policies.login.limits"},
+		{"a bucket in an estimator namespace", est, map[string]ratelimit.Policy{"login": {Limits: []ratelimit.Limit{fixed}}}, "policies.login.limits"},
+		{"windows in an estimator namespace", est, map[string]ratelimit.Policy{"login": {Limits: []ratelimit.Limit{win}}}, ""},
+		{"both kinds, shared", shared, map[string]ratelimit.Policy{"login": {Limits: []ratelimit.Limit{win, fixed}}}, ""},
+		{"buckets alone, shared", shared, map[string]ratelimit.Policy{"login": {Limits: []ratelimit.Limit{fixed}}}, ""},
 	} {
 		c := localConfig(time.Second)
 		if tc.mode != nil {
@@ -106,7 +107,7 @@ func TestWindowSizeBounds(t *testing.T) {
 // afterwards does not reach it.
 func TestNamespaceKeepsItsPolicies(t *testing.T) {
 	c := localConfig(time.Second)
-	c.Policies = map[string]node.Policy{"login": {Limits: []node.Limit{{Size: time.Second, Limit: 5}}}}
+	c.Policies = map[string]ratelimit.Policy{"login": {Limits: []ratelimit.Limit{{Size: time.Second, Limit: 5}}}}
 	ns := newNS(t, c, nil)
 	c.Policies["login"].Limits[0].Limit = 9
 	delete(c.Policies, "login")

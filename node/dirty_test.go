@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestDirtyListsLoseNoWrite: writers count (lock-free Increment, Allow)
@@ -26,7 +26,7 @@ func TestDirtyListsLoseNoWrite(t *testing.T) {
 			for i := range perWriter {
 				key := fmt.Sprint("k", (w*perWriter+i)%keys)
 				if i%3 == 0 {
-					if _, err := ns.Allow(node.AllowRequest{Key: key, Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 1e9}}}, nil); err != nil {
+					if _, err := ns.Allow(ratelimit.AllowRequest{Key: key, Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 1e9}}}, nil); err != nil {
 						t.Error(err)
 						return
 					}
@@ -67,7 +67,7 @@ func TestDirtyListsLoseNoWrite(t *testing.T) {
 	for _, v := range pushed {
 		sum += v
 	}
-	if want := int64(writers*perWriter) * node.Micro; sum != want {
+	if want := int64(writers*perWriter) * ratelimit.Micro; sum != want {
 		t.Errorf("pushed totals sum to %d micro-hits, want every hit counted: %d", sum, want)
 	}
 }

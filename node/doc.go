@@ -7,8 +7,8 @@
 //		WindowSizes: []time.Duration{time.Second, time.Minute}}, nil)
 //	rates, err := ns.IncrementAt(t, "10.0.0.1", 0, 1, nil) // size 0: every size
 //	rates, err = ns.RateAt(t, "10.0.0.1", time.Minute, 0, rates[:0])
-//	d, err := ns.AllowAt(t, node.AllowRequest{Key: "10.0.0.1", Cost: 1,
-//		Limits: []node.Limit{{Size: time.Minute, Limit: 100}}}, nil)
+//	d, err := ns.AllowAt(t, ratelimit.AllowRequest{Key: "10.0.0.1", Cost: 1,
+//		Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 100}}}, nil)
 //
 // Windows are aligned to the Unix epoch (start = floor(t/size)·size). The
 // sliding rate of a key at t, with c the current window and p the previous

@@ -3,6 +3,8 @@ package node
 import (
 	"time"
 	"unicode/utf8"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Margin tells AllowMarginAt how close to a limit a node of a periodic
@@ -49,11 +51,11 @@ type Margin struct {
 // Requests with bucket limits, and estimator namespaces, are decided by
 // AllowAt (near is then false). Like AllowAt it does not allocate for an
 // existing key.
-func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst []LimitStatus) (d Decision, near bool, err error) {
+func (ns *Namespace) AllowMarginAt(t time.Time, req ratelimit.AllowRequest, m Margin, dst []ratelimit.LimitStatus) (d ratelimit.Decision, near bool, err error) {
 	var buf [MaxLimits]microLimit
 	lims, cost, kinds, err := ns.checkAllow(&req, &buf)
 	if err != nil {
-		return Decision{Limits: dst}, false, err
+		return ratelimit.Decision{Limits: dst}, false, err
 	}
 	if kinds || ns.est != nil {
 		d, err := ns.AllowAt(t, req, dst)
@@ -61,7 +63,7 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 	}
 	e, err := ns.acquireLocked(req.Key)
 	if err != nil {
-		return Decision{Limits: dst}, false, err
+		return ratelimit.Decision{Limits: dst}, false, err
 	}
 	defer e.mu.Unlock()
 	tn := t.UnixNano()
@@ -69,7 +71,7 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 	var dc decision
 	var ahead [MaxLimits]float64
 	for i, l := range lims {
-		lims[i].ws = WindowStart(tn, time.Duration(l.size))
+		lims[i].ws = ratelimit.WindowStart(tn, time.Duration(l.size))
 		c, p := e.slot(l.idx).buckets(lims[i].ws, l.size)
 		dc.cur[i], dc.prev[i] = total(c), total(p)
 		ahead[i] = othersAhead(c, p, tn-lims[i].ws, l.size, age, cost, m)
@@ -80,14 +82,14 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req AllowRequest, m Margin, dst 
 		unseen := m.Unfetched && !e.fetched() && !known(lims, m.Known)
 		inside := false
 		for i, l := range lims {
-			r := SlidingRate(dc.cur[i]-cost, dc.prev[i], time.Duration(l.size), tn-l.ws)
+			r := ratelimit.SlidingRate(dc.cur[i]-cost, dc.prev[i], time.Duration(l.size), tn-l.ws)
 			if r+float64(cost)+ahead[i] > float64(l.limit) {
 				inside = true
 			}
 		}
 		switch {
 		case !m.Tighten && (inside || unseen):
-			return Decision{Limits: dst}, true, nil
+			return ratelimit.Decision{Limits: dst}, true, nil
 		case inside:
 			dc.refuse(lims, ahead[:n], req.CountRejected)
 		}
@@ -192,7 +194,7 @@ func (ns *Namespace) UnfetchedWindows(now time.Time, key string, dst []Window) [
 	tn := now.UnixNano()
 	for i := range ns.sizes {
 		size := ns.sizes[i]
-		ws := WindowStart(tn, time.Duration(size))
+		ws := ratelimit.WindowStart(tn, time.Duration(size))
 		s := e.slot(i)
 		dst = append(dst,
 			Window{Key: e.key, Size: time.Duration(size), Start: ws, e: e, slot: s},

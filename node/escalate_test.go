@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // setOthers stores others micro-hits as the other nodes' total of key's
@@ -29,8 +30,8 @@ func TestAllowMarginAt(t *testing.T) {
 	// Blind 0.2 s × safety 2 over a 1 s window: the margin is 0.4 windows
 	// of the others' rate.
 	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2, Unfetched: true}
-	req := func(cost float64) node.AllowRequest {
-		return node.AllowRequest{Key: "k", Cost: cost, Limits: []node.Limit{{Size: time.Second, Limit: limit}}}
+	req := func(cost float64) ratelimit.AllowRequest {
+		return ratelimit.AllowRequest{Key: "k", Cost: cost, Limits: []ratelimit.Limit{{Size: time.Second, Limit: limit}}}
 	}
 	for _, tc := range []struct {
 		name        string
@@ -61,7 +62,7 @@ func TestAllowMarginAt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNS(t, syncedConfig(time.Second), nil)
 			at := epoch.Add(time.Second / 2)
-			ws := node.WindowStart(at.UnixNano(), time.Second)
+			ws := ratelimit.WindowStart(at.UnixNano(), time.Second)
 			// The key is as old as the window: its current window's
 			// totals grew over half a window.
 			if _, _, err := ns.AllowMarginAt(at.Add(-time.Second/2), req(0), m, nil); err != nil {
@@ -69,7 +70,7 @@ func TestAllowMarginAt(t *testing.T) {
 			}
 			incr(t, ns, at, "k", 0, tc.own)
 			if tc.fetched {
-				setOthers(t, ns, at, "k", time.Second, ws, int64(tc.others*node.Micro))
+				setOthers(t, ns, at, "k", time.Second, ws, int64(tc.others*ratelimit.Micro))
 			}
 			m := m
 			m.Tighten = tc.tighten
@@ -103,18 +104,18 @@ func TestAllowMarginAtRecentRate(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second), nil)
 	m := node.Margin{Blind: 100 * time.Millisecond, Safety: 1}
 	at := epoch.Add(time.Second + time.Second/2)
-	ws := node.WindowStart(at.UnixNano(), time.Second)
+	ws := ratelimit.WindowStart(at.UnixNano(), time.Second)
 	incr(t, ns, at.Add(-time.Second), "k", 0, 1) // the previous window exists
-	probe := node.AllowRequest{Key: "k", Limits: []node.Limit{{Size: time.Second, Limit: 1}}}
+	probe := ratelimit.AllowRequest{Key: "k", Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}}}
 	if _, _, err := ns.AllowMarginAt(at.Add(-time.Second), probe, m, nil); err != nil {
 		t.Fatal(err) // the key's age: a second
 	}
 	incr(t, ns, at, "k", 0, 5)
-	setOthers(t, ns, at, "k", time.Second, ws-int64(time.Second), 10*node.Micro)
-	setOthers(t, ns, at, "k", time.Second, ws, 30*node.Micro)
+	setOthers(t, ns, at, "k", time.Second, ws-int64(time.Second), 10*ratelimit.Micro)
+	setOthers(t, ns, at, "k", time.Second, ws, 30*ratelimit.Micro)
 	// Rate: 5 + 30 + (1 + 10) / 2 = 40.5. Others: max(10, 30 × 2) = 60
 	// per window (own: 10), 6 over 0.1 s. 40.5 + 1 + 6 = 47.5.
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 47}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 47}}}
 	if _, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || !near {
 		t.Fatalf("limit 47: near %v (%v), want near", near, err)
 	}
@@ -132,13 +133,13 @@ func TestAllowMarginAtYoungKey(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second), nil)
 	m := node.Margin{Blind: 100 * time.Millisecond, Safety: 1}
 	at := epoch.Add(time.Second / 2)
-	ws := node.WindowStart(at.UnixNano(), time.Second)
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 40}}}
+	ws := ratelimit.WindowStart(at.UnixNano(), time.Second)
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 40}}}
 	incr(t, ns, at.Add(-50*time.Millisecond), "k", 0, 1)
-	if _, _, err := ns.AllowMarginAt(at.Add(-50*time.Millisecond), node.AllowRequest{Key: "k", Limits: req.Limits}, m, nil); err != nil {
+	if _, _, err := ns.AllowMarginAt(at.Add(-50*time.Millisecond), ratelimit.AllowRequest{Key: "k", Limits: req.Limits}, m, nil); err != nil {
 		t.Fatal(err)
 	}
-	setOthers(t, ns, at, "k", time.Second, ws, 20*node.Micro)
+	setOthers(t, ns, at, "k", time.Second, ws, 20*ratelimit.Micro)
 	// Rate 21; others 20 per 0.1 s: 200 per window, 20 over 0.1 s (the
 	// half window would say 4). 21 + 1 + 20 = 42 > 40.
 	if _, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || !near {
@@ -170,7 +171,7 @@ func TestUnfetchedWindows(t *testing.T) {
 		t.Errorf("absent key: %d windows, want 0", len(got))
 	}
 	for _, w := range ws {
-		ns.SetOthers(w, 2*node.Micro)
+		ns.SetOthers(w, 2*ratelimit.Micro)
 	}
 	if got := ns.UnfetchedWindows(at, "k", nil); len(got) != 0 {
 		t.Errorf("after SetOthers: %d windows, want 0", len(got))
@@ -187,10 +188,10 @@ func TestAllowMarginAtNoAllocs(t *testing.T) {
 	at := epoch.Add(time.Second / 2)
 	incr(t, ns, at, "existing-key", 0, 1)
 	for _, w := range ns.CollectInterest(at, nil) {
-		ns.SetOthers(w, node.Micro)
+		ns.SetOthers(w, ratelimit.Micro)
 	}
-	statuses := make([]node.LimitStatus, 0, 2)
-	req := node.AllowRequest{Key: "existing-key", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}}
+	statuses := make([]ratelimit.LimitStatus, 0, 2)
+	req := ratelimit.AllowRequest{Key: "existing-key", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}}
 	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2}
 	var near bool
 	var err error
@@ -210,14 +211,14 @@ func TestAllowMarginAtWholeHits(t *testing.T) {
 	m := node.Margin{Blind: 10 * time.Millisecond, Safety: 2}
 	at := epoch.Add(time.Second + time.Second/2)
 	incr(t, ns, at.Add(-time.Second), "k", 0, 1)
-	probe := node.AllowRequest{Key: "k", Limits: []node.Limit{{Size: time.Second, Limit: 1}}}
+	probe := ratelimit.AllowRequest{Key: "k", Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}}}
 	if _, _, err := ns.AllowMarginAt(at.Add(-time.Second), probe, m, nil); err != nil {
 		t.Fatal(err)
 	}
 	incr(t, ns, at, "k", 0, 3)
 	// Rate 3 + 1/2 = 3.5; expected 6 per window × 0.01 s × 2 = 0.12, so
 	// 3.5 + 1 + 0.12 fits 5, but 3.5 + 1 + 1 does not.
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 5}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 5}}}
 	if _, near, err := ns.AllowMarginAt(at, req, m, nil); err != nil || !near {
 		t.Fatalf("limit 5: near %v (%v), want near", near, err)
 	}

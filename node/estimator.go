@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // An estimator namespace (Config.Estimator) counts its sliding windows in
@@ -177,7 +179,7 @@ func (g *sketchGen) counts(c *cells, ws, size int64) (cur, prev int64) {
 // counts returns the key's estimates for the window holding t and the
 // one before, read from one generation.
 func (w *sketchWindow) counts(c *cells, t int64) (cur, prev int64) {
-	ws := WindowStart(t, time.Duration(w.size))
+	ws := ratelimit.WindowStart(t, time.Duration(w.size))
 	for {
 		g := w.gen.Load()
 		cur, prev = g.counts(c, ws, w.size)
@@ -192,13 +194,13 @@ func (w *sketchWindow) counts(c *cells, t int64) (cur, prev int64) {
 func (w *sketchWindow) add(c *cells, t, m int64) float64 {
 	if g := w.gen.Load(); g != nil && uint64(t-g.start) < uint64(w.size) {
 		own := g.cur.add(c, m)
-		return SlidingRate(own, g.prev.estimate(c), time.Duration(w.size), t-g.start)
+		return ratelimit.SlidingRate(own, g.prev.estimate(c), time.Duration(w.size), t-g.start)
 	}
 	// A hit dated in a window the clock has not reached (a call's time may
 	// run ahead of it, by MaxFuture in the service) counts in the clock's
 	// window: only the clock rotates the sketches, so no call can end
 	// the windows every other key still counts in.
-	ws := min(WindowStart(t, time.Duration(w.size)), WindowStart(w.est.clock.Now().UnixNano(), time.Duration(w.size)))
+	ws := min(ratelimit.WindowStart(t, time.Duration(w.size)), ratelimit.WindowStart(w.est.clock.Now().UnixNano(), time.Duration(w.size)))
 	if s := w.sketchFor(ws); s != nil {
 		s.add(c, m)
 	}
@@ -209,7 +211,7 @@ func (w *sketchWindow) add(c *cells, t, m int64) float64 {
 // counted in the current window.
 func (w *sketchWindow) rate(c *cells, t, extra int64) float64 {
 	cur, prev := w.counts(c, t)
-	return SlidingRate(cur+extra, prev, time.Duration(w.size), t-WindowStart(t, time.Duration(w.size)))
+	return ratelimit.SlidingRate(cur+extra, prev, time.Duration(w.size), t-ratelimit.WindowStart(t, time.Duration(w.size)))
 }
 
 // sketchFor returns the sketch of the window starting at ws, rotating
@@ -262,15 +264,15 @@ func (w *sketchWindow) take() *sketch {
 // errEstimatorNegative is the error of a negative value in an estimator
 // namespace.
 func (ns *Namespace) errEstimatorNegative(value float64) error {
-	return fieldErr("value", ErrInvalidValue, "must not be negative in estimator namespace %q (a sketch cannot subtract), got %g", ns.cfg.Name, value)
+	return fieldErr("value", ratelimit.ErrInvalidValue, "must not be negative in estimator namespace %q (a sketch cannot subtract), got %g", ns.cfg.Name, value)
 }
 
 // rates appends the key's sliding rates at t for the sizes [lo, hi): after
 // counting m micro-hits in each (count), or as if m more were counted in
 // the current window (a what-if, for RateAt).
-func (est *estimator) rates(t int64, key string, lo, hi int, m int64, count bool, dst []Rate) ([]Rate, error) {
+func (est *estimator) rates(t int64, key string, lo, hi int, m int64, count bool, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
 	if !utf8.ValidString(key) {
-		return dst, errKeyUTF8()
+		return dst, ratelimit.ValidateKey(key)
 	}
 	c := est.cells(key)
 	for i := lo; i < hi; i++ {
@@ -281,15 +283,15 @@ func (est *estimator) rates(t int64, key string, lo, hi int, m int64, count bool
 		} else {
 			r = w.rate(&c, t, m)
 		}
-		dst = append(dst, Rate{Size: time.Duration(w.size), Rate: r / Micro})
+		dst = append(dst, ratelimit.Rate{Size: time.Duration(w.size), Rate: r / ratelimit.Micro})
 	}
 	return dst, nil
 }
 
 // allow is AllowAt of an estimator namespace, for window limits only.
-func (est *estimator) allow(t int64, req *AllowRequest, lims []microLimit, cost int64, dst []LimitStatus) (Decision, error) {
+func (est *estimator) allow(t int64, req *ratelimit.AllowRequest, lims []microLimit, cost int64, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	if !utf8.ValidString(req.Key) {
-		return Decision{Limits: dst}, errKeyUTF8()
+		return ratelimit.Decision{Limits: dst}, ratelimit.ValidateKey(req.Key)
 	}
 	c := est.cells(req.Key)
 	st := &est.stripes[c.idx[0]%stripeCount]
@@ -297,7 +299,7 @@ func (est *estimator) allow(t int64, req *AllowRequest, lims []microLimit, cost 
 	defer st.mu.Unlock()
 	var cur, prev [MaxLimits]int64
 	for i, l := range lims {
-		lims[i].ws = WindowStart(t, time.Duration(l.size))
+		lims[i].ws = ratelimit.WindowStart(t, time.Duration(l.size))
 		cur[i], prev[i] = est.wins[l.idx].counts(&c, t)
 	}
 	var d decision
@@ -312,10 +314,10 @@ func (est *estimator) allow(t int64, req *AllowRequest, lims []microLimit, cost 
 
 // errEstimatorKinds refuses the first bucket limit of limits in an
 // estimator namespace.
-func (ns *Namespace) errEstimatorKinds(limits []Limit) error {
+func (ns *Namespace) errEstimatorKinds(limits []ratelimit.Limit) error {
 	for i, l := range limits {
-		if l.Kind != WindowLimit {
-			return fieldErr(fmt.Sprintf("limits[%d].%s", i, l.Kind.field()), ErrEstimatorKind,
+		if l.Kind != ratelimit.WindowLimit {
+			return fieldErr(fmt.Sprintf("limits[%d].%s", i, kindField(l.Kind)), ErrEstimatorKind,
 				"namespace %q is an estimator namespace, which serves sliding-window limits only", ns.cfg.Name)
 		}
 	}

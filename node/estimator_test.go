@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // estimatorFull runs the estimator's long measurements: memory up to 10^7
@@ -50,7 +51,7 @@ func TestEstimatorNeverBelowTruth(t *testing.T) {
 		}
 		key := "k" + strconv.Itoa(r.IntN(200))
 		micro := int64(r.IntN(3_000_000))
-		rates, err := ns.IncrementAt(time.Unix(0, tn), key, 0, float64(micro)/node.Micro, nil)
+		rates, err := ns.IncrementAt(time.Unix(0, tn), key, 0, float64(micro)/ratelimit.Micro, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,7 +63,7 @@ func TestEstimatorNeverBelowTruth(t *testing.T) {
 			// The rate now, and the one the increment answered when it
 			// was not late (a late hit's own time may see a window that
 			// no longer counts now, dropped as by exact counting).
-			want := ref.rateFloat(key, int64(size), now) / node.Micro
+			want := ref.rateFloat(key, int64(size), now) / ratelimit.Micro
 			got := rateOf(t, ns, time.Unix(0, now), key, size)
 			if tn == now && rates[j].Rate < want-1e-6 {
 				got = rates[j].Rate
@@ -130,17 +131,17 @@ func TestEstimatorExactAlone(t *testing.T) {
 func TestEstimatorRefusals(t *testing.T) {
 	ns := newNS(t, estimatorConfig(4, 1024, time.Second), nil)
 	_, err := ns.IncrementAt(epoch, "k", 0, -1, nil)
-	wantFieldError(t, err, "value", node.ErrInvalidValue)
+	wantFieldError(t, err, "value", ratelimit.ErrInvalidValue)
 	_, err = ns.IncrementAt(epoch, "\xff", 0, 1, nil)
-	wantFieldError(t, err, "key", node.ErrInvalidKey)
+	wantFieldError(t, err, "key", ratelimit.ErrInvalidKey)
 	_, err = ns.RateAt(epoch, "\xff", 0, 0, nil)
-	wantFieldError(t, err, "key", node.ErrInvalidKey)
+	wantFieldError(t, err, "key", ratelimit.ErrInvalidKey)
 	if r, err := ns.RateAt(epoch, "k", 0, -1, nil); err != nil || r[0].Rate != -1 {
 		t.Errorf("RateAt with cur_diff -1 = %v, %v; want -1 (a what-if counts nothing)", r, err)
 	}
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{
 		{Size: time.Second, Limit: 5},
-		{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 5, RefillAmount: 1, RefillTime: time.Second}},
+		{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 5, RefillAmount: 1, RefillTime: time.Second}},
 	}}
 	_, err = ns.AllowAt(epoch, req, nil)
 	wantFieldError(t, err, "limits[1].token", node.ErrNotLocal)
@@ -156,7 +157,7 @@ func TestEstimatorRefusals(t *testing.T) {
 func TestEstimatorAllow(t *testing.T) {
 	ns := newNS(t, estimatorConfig(4, 1024, time.Second, time.Minute), nil)
 	at := epoch.Add(time.Second / 2)
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 3}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 3}}}
 	for i, want := range []bool{true, true, true, false} {
 		d, err := ns.AllowAt(at, req, nil)
 		if err != nil || d.Allowed != want {
@@ -194,9 +195,9 @@ func TestEstimatorNoAllocs(t *testing.T) {
 	ns := newNS(t, estimatorConfig(4, 1024, time.Second, time.Minute), nil)
 	at := epoch.Add(time.Second / 2)
 	incr(t, ns, at, "key", 0, 1)
-	rates := make([]node.Rate, 0, 2)
-	statuses := make([]node.LimitStatus, 0, 2)
-	req := node.AllowRequest{Key: "key", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1e9}}}
+	rates := make([]ratelimit.Rate, 0, 2)
+	statuses := make([]ratelimit.LimitStatus, 0, 2)
+	req := ratelimit.AllowRequest{Key: "key", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1e9}}}
 	for name, call := range map[string]func() error{
 		"IncrementAt": func() error { _, err := ns.IncrementAt(at, "key", 0, 1, rates); return err },
 		"RateAt":      func() error { _, err := ns.RateAt(at, "key", 0, 1, rates); return err },
@@ -219,7 +220,7 @@ func estimatorHeap(t testing.TB, n int) int64 {
 	ns := newNS(t, estimatorConfig(4, 65536, time.Second, time.Minute), nil)
 	at := epoch.Add(time.Second / 2)
 	buf := make([]byte, 0, 32)
-	dst := make([]node.Rate, 0, 2)
+	dst := make([]ratelimit.Rate, 0, 2)
 	for i := range n {
 		buf = strconv.AppendInt(append(buf[:0], "key-"...), int64(i), 10)
 		if _, err := ns.IncrementAt(at, string(buf), 0, 1, dst); err != nil {
@@ -295,7 +296,7 @@ func accuracyRow(t *testing.T, stream string, keys, hashes, slots, events int) {
 	ns := newNS(t, estimatorConfig(hashes, slots, time.Hour), nil)
 	exact := make([]int64, keys)
 	at := epoch.Add(time.Minute)
-	dst := make([]node.Rate, 0, 1)
+	dst := make([]ratelimit.Rate, 0, 1)
 	for range events {
 		k := next()
 		exact[k]++
@@ -358,7 +359,7 @@ func BenchmarkEstimatorIncrementAt(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				ns := newNS(b, estimatorConfig(4, slots, time.Second), nil)
 				walk(b, par, n, func(i int) {
-					var dst [1]node.Rate
+					var dst [1]ratelimit.Rate
 					if _, err := ns.IncrementAt(at, keys[i], 0, 1, dst[:0]); err != nil {
 						b.Fatal(err)
 					}

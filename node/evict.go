@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // evictSample is how many held keys of its shard a new key at the cap
@@ -115,7 +117,7 @@ func (ns *Namespace) evictScore(e *entry, tn int64) (float64, bool) {
 		if p == nil {
 			continue
 		}
-		ws := WindowStart(tn, time.Duration(size))
+		ws := ratelimit.WindowStart(tn, time.Duration(size))
 		if ns.track && ((p.start >= ws-size && dirty(&p.cur)) || (p.start >= ws && dirty(p.prev.Load()))) {
 			return 0, false
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // BenchmarkIncrementAtOnFull counts 1 hit for an existing key (hot-1k,
@@ -18,7 +19,7 @@ func BenchmarkIncrementAtOnFull(b *testing.B) {
 			cfg.OnFull = policy
 			ns := newNS(b, cfg, nil)
 			keys := benchKeys(hotKeys)
-			var dst [2]node.Rate
+			var dst [2]ratelimit.Rate
 			for _, k := range keys {
 				if _, err := ns.IncrementAt(benchTime, k, 0, 1, dst[:0]); err != nil {
 					b.Fatal(err)
@@ -51,7 +52,7 @@ func BenchmarkNewKeyAtCap(b *testing.B) {
 			cfg := benchConfig()
 			cfg.MaxKeys, cfg.OnFull = tc.maxKeys, tc.policy
 			ns := newNS(b, cfg, nil)
-			var dst [2]node.Rate
+			var dst [2]ratelimit.Rate
 			for i := range 10_000 {
 				if _, err := ns.IncrementAt(benchTime, "fill-"+strconv.Itoa(i), 0, 1, dst[:0]); err != nil {
 					b.Fatal(err)

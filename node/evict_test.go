@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // checkKeys checks a namespace's active, evicted and refused keys.
@@ -65,9 +66,9 @@ func TestEvictLeastWeight(t *testing.T) {
 func TestEvictNeverOverLimit(t *testing.T) {
 	ns := newNS(t, evictConfig(1), newFakeClock(epoch))
 	at := epoch.Add(time.Second / 2)
-	lim := []node.Limit{{Size: time.Second, Limit: 1}}
+	lim := []ratelimit.Limit{{Size: time.Second, Limit: 1}}
 	for i, want := range []bool{true, false} {
-		d, err := ns.AllowAt(at, node.AllowRequest{Key: "abuser", Cost: 1, Limits: lim}, nil)
+		d, err := ns.AllowAt(at, ratelimit.AllowRequest{Key: "abuser", Cost: 1, Limits: lim}, nil)
 		if err != nil || d.Allowed != want {
 			t.Fatalf("Allow %d = %v, %v; want allowed %v", i, d.Allowed, err, want)
 		}
@@ -75,12 +76,12 @@ func TestEvictNeverOverLimit(t *testing.T) {
 	_, err := ns.IncrementAt(at, "new", 0, 1, nil)
 	wantFieldError(t, err, "key", node.ErrKeyLimit)
 	checkKeys(t, ns, 1, 0, 1)
-	d, err := ns.AllowAt(at, node.AllowRequest{Key: "abuser", Cost: 1, Limits: lim}, nil)
+	d, err := ns.AllowAt(at, ratelimit.AllowRequest{Key: "abuser", Cost: 1, Limits: lim}, nil)
 	if err != nil || d.Allowed {
 		t.Fatalf("abuser after the refused new key: allowed %v, %v; want refused (its count kept)", d.Allowed, err)
 	}
 	// A later Allow that admits it (a higher limit) clears the mark.
-	if d, err := ns.AllowAt(at, node.AllowRequest{Key: "abuser", Cost: 0, Limits: []node.Limit{{Size: time.Second, Limit: 100}}}, nil); err != nil || !d.Allowed {
+	if d, err := ns.AllowAt(at, ratelimit.AllowRequest{Key: "abuser", Cost: 0, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 100}}}, nil); err != nil || !d.Allowed {
 		t.Fatalf("Allow under a high limit = %v, %v", d.Allowed, err)
 	}
 	incr(t, ns, at, "new", 0, 1)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestEvictSampleBounded: a new key at the cap looks at no more than
@@ -33,10 +34,10 @@ func TestEvictSampleBounded(t *testing.T) {
 			free = k
 		}
 	}
-	lim := []Limit{{Size: time.Second, Limit: 1}}
+	lim := []ratelimit.Limit{{Size: time.Second, Limit: 1}}
 	for _, k := range over {
 		for i, want := range []bool{true, false} {
-			d, err := ns.AllowAt(at, AllowRequest{Key: k, Cost: 1, Limits: lim}, nil)
+			d, err := ns.AllowAt(at, ratelimit.AllowRequest{Key: k, Cost: 1, Limits: lim}, nil)
 			if err != nil || d.Allowed != want {
 				t.Fatalf("Allow %d of %s = %v, %v; want allowed %v", i, k, d.Allowed, err, want)
 			}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // The seed's worked example: 40 hits in one minute, 10 in the next; half way
@@ -44,10 +45,10 @@ func ExampleNamespace_AllowAt() {
 		panic(err)
 	}
 	now := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
-	req := node.AllowRequest{
+	req := ratelimit.AllowRequest{
 		Key:  "user-42",
 		Cost: 1,
-		Limits: []node.Limit{
+		Limits: []ratelimit.Limit{
 			{Size: time.Second, Limit: 2},
 			{Size: time.Minute, Limit: 100},
 		},

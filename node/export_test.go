@@ -2,8 +2,11 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Unexported parts of the package that its external tests (package
@@ -24,31 +27,31 @@ var (
 
 func (b *Buckets) Reclaim(now time.Time) int { return b.reclaim(now) }
 
-func (b *Buckets) TakeTokenAt(t time.Time, key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
+func (b *Buckets) TakeTokenAt(t time.Time, key string, p ratelimit.TokenBucket, take float64, strict bool) (BucketStatus, error) {
 	return b.takeTokenAt(t, key, p, take, strict)
 }
 
-func (b *Buckets) TokenAt(t time.Time, key string, p TokenBucket) (BucketStatus, error) {
+func (b *Buckets) TokenAt(t time.Time, key string, p ratelimit.TokenBucket) (BucketStatus, error) {
 	return b.tokenAt(t, key, p)
 }
 
-func (b *Buckets) TakeLeakyAt(t time.Time, key string, p LeakyBucket, take float64) (BucketStatus, error) {
+func (b *Buckets) TakeLeakyAt(t time.Time, key string, p ratelimit.LeakyBucket, take float64) (BucketStatus, error) {
 	return b.takeLeakyAt(t, key, p, take)
 }
 
-func (b *Buckets) TakeLeaky(key string, p LeakyBucket, take float64) (BucketStatus, error) {
+func (b *Buckets) TakeLeaky(key string, p ratelimit.LeakyBucket, take float64) (BucketStatus, error) {
 	return b.takeLeaky(key, p, take)
 }
 
-func (b *Buckets) LeakyAt(t time.Time, key string, p LeakyBucket) (BucketStatus, error) {
+func (b *Buckets) LeakyAt(t time.Time, key string, p ratelimit.LeakyBucket) (BucketStatus, error) {
 	return b.leakyAt(t, key, p)
 }
 
-func (b *Buckets) TakeFixedAt(t time.Time, key string, p FixedBucket, take float64) (BucketStatus, error) {
+func (b *Buckets) TakeFixedAt(t time.Time, key string, p ratelimit.FixedBucket, take float64) (BucketStatus, error) {
 	return b.takeFixedAt(t, key, p, take)
 }
 
-func (b *Buckets) FixedAt(t time.Time, key string, p FixedBucket) (BucketStatus, error) {
+func (b *Buckets) FixedAt(t time.Time, key string, p ratelimit.FixedBucket) (BucketStatus, error) {
 	return b.fixedAt(t, key, p)
 }
 
@@ -57,12 +60,12 @@ func (l *Leases) Reclaim(now, idleBefore time.Time) int { return l.reclaim(now, 
 func (ns *Namespace) Reclaim(now time.Time) int { return ns.reclaim(now) }
 
 // TakeFixed is takeFixedAt at the clock's time.
-func (b *Buckets) TakeFixed(key string, p FixedBucket, take float64) (BucketStatus, error) {
+func (b *Buckets) TakeFixed(key string, p ratelimit.FixedBucket, take float64) (BucketStatus, error) {
 	return b.takeFixedAt(b.clock.Now(), key, p, take)
 }
 
 // TakeToken is takeTokenAt at the clock's time.
-func (b *Buckets) TakeToken(key string, p TokenBucket, take float64, strict bool) (BucketStatus, error) {
+func (b *Buckets) TakeToken(key string, p ratelimit.TokenBucket, take float64, strict bool) (BucketStatus, error) {
 	return b.takeTokenAt(b.clock.Now(), key, p, take, strict)
 }
 
@@ -70,7 +73,7 @@ func (b *Buckets) TakeToken(key string, p TokenBucket, take float64, strict bool
 // the status's Wait(maxWait) allows it, it waits on the clock (holding no
 // lock) and tries once more, returning that second answer. It returns
 // ctx's error if ctx ends during the wait.
-func (b *Buckets) TakeLeakyWait(ctx context.Context, key string, p LeakyBucket, take float64, maxWait time.Duration) (BucketStatus, error) {
+func (b *Buckets) TakeLeakyWait(ctx context.Context, key string, p ratelimit.LeakyBucket, take float64, maxWait time.Duration) (BucketStatus, error) {
 	st, err := b.takeLeaky(key, p, take)
 	d, wait := st.Wait(maxWait)
 	if err != nil || !wait {
@@ -105,7 +108,7 @@ func (c *Change) Changed() bool {
 // Totals returns the current and previous totals (own + others) of size.
 func (k *KeyLock) Totals(size time.Duration) (cur, prev int64) {
 	s, sz := k.slot(size)
-	c, p := s.buckets(WindowStart(k.t, size), sz)
+	c, p := s.buckets(ratelimit.WindowStart(k.t, size), sz)
 	return total(c), total(p)
 }
 
@@ -129,15 +132,15 @@ func (ns *Namespace) DroppedWindows() int64 { return ns.Stats().DroppedWindows }
 func (ns *Namespace) EvictedKeys() int64    { return ns.Stats().EvictedKeys }
 
 // The calls at the clock's time, for tests.
-func (ns *Namespace) Increment(key string, size time.Duration, value float64, dst []Rate) ([]Rate, error) {
+func (ns *Namespace) Increment(key string, size time.Duration, value float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
 	return ns.IncrementAt(ns.clock.Now(), key, size, value, dst)
 }
 
-func (ns *Namespace) Rate(key string, size time.Duration, curDiff float64, dst []Rate) ([]Rate, error) {
+func (ns *Namespace) Rate(key string, size time.Duration, curDiff float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
 	return ns.RateAt(ns.clock.Now(), key, size, curDiff, dst)
 }
 
-func (ns *Namespace) Allow(req AllowRequest, dst []LimitStatus) (Decision, error) {
+func (ns *Namespace) Allow(req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	return ns.AllowAt(ns.clock.Now(), req, dst)
 }
 
@@ -222,4 +225,21 @@ func (l *Leases) Synced(now time.Time, s LeaseSync, stored []bool, keep, counted
 		t.Held[n-1], t.Next[n-1] = held, next
 	}
 	_ = l.ApplyTick(now, &t)
+}
+
+// ValidateBucket validates a token, leaky or fixed bucket's parameters as
+// an Allow does.
+func ValidateBucket(p any) error {
+	var err error
+	switch p := p.(type) {
+	case ratelimit.TokenBucket:
+		_, err = tokenParamsOf(p)
+	case ratelimit.LeakyBucket:
+		_, err = leakyParamsOf(p)
+	case ratelimit.FixedBucket:
+		_, err = fixedParamsOf(p)
+	default:
+		panic(fmt.Sprintf("ValidateBucket(%T)", p))
+	}
+	return err
 }

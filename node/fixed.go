@@ -1,22 +1,10 @@
 package node
 
-import "time"
+import (
+	"time"
 
-// FixedBucket is a fixed bucket's parameters, as Sidekiq's
-// Limiter.bucket(name, limit, interval): at most Limit per clock-aligned
-// Period (start = floor(t/Period)·Period, as windows are aligned). They are
-// part of the bucket's identity.
-//
-// A take of n is admitted when the period's count + n <= Limit, and then
-// counted; a refused take counts nothing. A call whose period is older
-// than the bucket's counts in the bucket's period: time never moves
-// backwards.
-type FixedBucket struct {
-	// Period is the length of a period, in (0, MaxBucketDuration].
-	Period time.Duration
-	// Limit is the most counted per period, in (0, MaxValue].
-	Limit float64
-}
+	"github.com/limiterd/limiterd/ratelimit"
+)
 
 // fixedParams is a validated FixedBucket: period in ns, limit in
 // micro-hits.
@@ -24,14 +12,9 @@ type fixedParams struct {
 	period, limit int64
 }
 
-// Validate reports the first bad parameter as a *FieldError ("period" or
-// "limit") wrapping ErrInvalidLimit.
-func (p FixedBucket) Validate() error {
-	_, err := p.params()
-	return err
-}
-
-func (p FixedBucket) params() (fixedParams, error) {
+// fixedParamsOf validates p, reporting the first bad parameter as a *FieldError
+// ("period" or "limit") wrapping ErrInvalidLimit.
+func fixedParamsOf(p ratelimit.FixedBucket) (fixedParams, error) {
 	var q fixedParams
 	var err error
 	if q.period, err = bucketDuration("period", p.Period); err != nil {
@@ -50,7 +33,7 @@ func (p fixedParams) advance(s *bucketVal, t int64) int64 {
 		return s.last
 	}
 	if t-s.last >= p.period {
-		s.v, s.last = 0, WindowStart(t, time.Duration(p.period))
+		s.v, s.last = 0, ratelimit.WindowStart(t, time.Duration(p.period))
 	}
 	return t
 }
@@ -66,7 +49,7 @@ func (p fixedParams) idle(s bucketVal, t int64) bool {
 // bucket) and returns the answer.
 func (p fixedParams) take(s *bucketVal, found bool, t, n int64) bucketStatus {
 	if !found {
-		s.v, s.last = 0, WindowStart(t, time.Duration(p.period))
+		s.v, s.last = 0, ratelimit.WindowStart(t, time.Duration(p.period))
 	}
 	t = p.advance(s, t)
 	before := s.v
@@ -85,8 +68,8 @@ func (p fixedParams) take(s *bucketVal, found bool, t, n int64) bucketStatus {
 
 // takeFixedAt counts take (1 by default in the API; 0 only reads) at t in
 // key's fixed bucket p if it fits under the limit.
-func (b *bucketTable) takeFixedAt(t time.Time, key string, p FixedBucket, take float64) (bucketStatus, error) {
-	q, err := p.params()
+func (b *bucketTable) takeFixedAt(t time.Time, key string, p ratelimit.FixedBucket, take float64) (bucketStatus, error) {
+	q, err := fixedParamsOf(p)
 	if err != nil {
 		return bucketStatus{}, bucketErr(key, err)
 	}
@@ -107,6 +90,6 @@ func (b *bucketTable) takeFixedAt(t time.Time, key string, p FixedBucket, take f
 
 // fixedAt reads key's fixed bucket p at t without counting: Before is the
 // period's count.
-func (b *bucketTable) fixedAt(t time.Time, key string, p FixedBucket) (bucketStatus, error) {
+func (b *bucketTable) fixedAt(t time.Time, key string, p ratelimit.FixedBucket) (bucketStatus, error) {
 	return b.takeFixedAt(t, key, p, 0)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // fuzzSizes are the window sizes of the fuzzed namespace: sub-second, a
@@ -160,12 +161,12 @@ func runEngineOps(t *testing.T, data []byte) {
 			if mask == 0 {
 				mask = 1
 			}
-			var lims []node.Limit
+			var lims []ratelimit.Limit
 			var rlims []refLimit
 			for i, s := range fuzzSizes {
 				if mask&(1<<i) != 0 {
 					l := int64(in.u16()) * fuzzUnits[in.u8()%4]
-					lims = append(lims, node.Limit{Size: s, Limit: node.FromMicro(l)})
+					lims = append(lims, ratelimit.Limit{Size: s, Limit: node.FromMicro(l)})
 					rlims = append(rlims, refLimit{int64(s), l})
 				}
 			}
@@ -174,7 +175,7 @@ func runEngineOps(t *testing.T, data []byte) {
 				slices.Reverse(rlims)
 			}
 			cost := int64(in.u8()) * fuzzUnits[in.u8()%4]
-			req := node.AllowRequest{Key: key, Cost: node.FromMicro(cost), Limits: lims, CountRejected: in.u8()&1 == 1}
+			req := ratelimit.AllowRequest{Key: key, Cost: node.FromMicro(cost), Limits: lims, CountRejected: in.u8()&1 == 1}
 			d, err := ns.AllowAt(now, req, nil)
 			if err != nil {
 				t.Fatalf("%s: AllowAt(%+v): %v", where, req, err)
@@ -299,7 +300,7 @@ func (m *refModel) interest(tn int64) []refWin {
 
 // checkRates compares rates returned by the engine with the reference's
 // exact ones, for the sizes in want (ascending).
-func checkRates(t *testing.T, where string, ref *refModel, key string, tn, extra int64, want []int64, got []node.Rate) {
+func checkRates(t *testing.T, where string, ref *refModel, key string, tn, extra int64, want []int64, got []ratelimit.Rate) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d rates %v, want %d", where, len(got), got, len(want))
@@ -310,8 +311,8 @@ func checkRates(t *testing.T, where string, ref *refModel, key string, tn, extra
 		}
 		exact := ref.rate(key, s, tn, extra)
 		ws := floorDiv(tn, s)
-		tol := tolerance(ref.count(key, s, ws), ref.count(key, s, ws-s), extra) / node.Micro
-		diff := new(big.Rat).Sub(new(big.Rat).SetFloat64(got[i].Rate), exact.Quo(exact, big.NewRat(node.Micro, 1)))
+		tol := tolerance(ref.count(key, s, ws), ref.count(key, s, ws-s), extra) / ratelimit.Micro
+		diff := new(big.Rat).Sub(new(big.Rat).SetFloat64(got[i].Rate), exact.Quo(exact, big.NewRat(ratelimit.Micro, 1)))
 		if d := ratFloat(diff); d > tol || d < -tol {
 			t.Errorf("%s: %q rate of %v = %v, want %v (off by %g)", where, key, time.Duration(s), got[i].Rate, ratFloat(exact), d)
 		}
@@ -320,7 +321,7 @@ func checkRates(t *testing.T, where string, ref *refModel, key string, tn, extra
 
 // checkRetryEdges checks that a denial's RetryAfter d is admitted by the
 // reference at t+d and not at t+d−1µs.
-func checkRetryEdges(t *testing.T, where string, ref *refModel, key string, tn, cost int64, rlims []refLimit, d node.Decision) {
+func checkRetryEdges(t *testing.T, where string, ref *refModel, key string, tn, cost int64, rlims []refLimit, d ratelimit.Decision) {
 	t.Helper()
 	ra := int64(d.RetryAfter)
 	tol := ref.decisionTol(key, rlims, cost, tn)

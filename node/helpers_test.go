@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // fakeClock is a Clock and a node.Sleeper that moves only when told to
@@ -73,7 +74,7 @@ func newNS(t testing.TB, cfg node.Config, clock node.Clock) *node.Namespace {
 	return ns
 }
 
-func incr(t testing.TB, ns *node.Namespace, at time.Time, key string, size time.Duration, v float64) []node.Rate {
+func incr(t testing.TB, ns *node.Namespace, at time.Time, key string, size time.Duration, v float64) []ratelimit.Rate {
 	t.Helper()
 	r, err := ns.IncrementAt(at, key, size, v, nil)
 	if err != nil {
@@ -95,16 +96,16 @@ func rateOf(t testing.TB, ns *node.Namespace, at time.Time, key string, size tim
 	return r[0].Rate
 }
 
-// wantFieldError checks that err is a *node.FieldError for field wrapping
+// wantFieldError checks that err is a *ratelimit.FieldError for field wrapping
 // sentinel.
 func wantFieldError(t testing.TB, err error, field string, sentinel error) {
 	t.Helper()
 	if err == nil {
-		t.Fatalf("err = nil, want a *node.FieldError for %q wrapping %v", field, sentinel)
+		t.Fatalf("err = nil, want a *ratelimit.FieldError for %q wrapping %v", field, sentinel)
 	}
-	var fe *node.FieldError
+	var fe *ratelimit.FieldError
 	if !errors.As(err, &fe) {
-		t.Fatalf("err = %T %v, want a *node.FieldError", err, err)
+		t.Fatalf("err = %T %v, want a *ratelimit.FieldError", err, err)
 	}
 	if fe.Field != field {
 		t.Errorf("FieldError.Field = %q, want %q (err: %v)", fe.Field, field, err)

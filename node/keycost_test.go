@@ -10,6 +10,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // heapPerKey is the heap a key of keyLen bytes takes in a namespace of
@@ -25,7 +26,7 @@ func heapPerKey(t *testing.T, keyLen int, sizes []time.Duration, n int) float64 
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	var dst []node.Rate
+	var dst []ratelimit.Rate
 	for i := range n {
 		if dst, err = ns.Increment(fmt.Sprintf("%s%08d", pad, i)[:max(keyLen, 8)], 0, 1, dst[:0]); err != nil {
 			t.Fatal(err)
@@ -43,7 +44,7 @@ func heapPerKey(t *testing.T, keyLen int, sizes []time.Duration, n int) float64 
 func TestKeyCost(t *testing.T) {
 	all := []time.Duration{time.Second, time.Minute, time.Hour, 24 * time.Hour}
 	for _, sizes := range [][]time.Duration{all[:1], all[:2], all} {
-		for _, keyLen := range []int{10, 100, node.MaxKeyLen} {
+		for _, keyLen := range []int{10, 100, ratelimit.MaxKeyLen} {
 			got := heapPerKey(t, keyLen, sizes, 20_000)
 			cost := float64(node.KeyCost(keyLen, len(sizes)))
 			t.Logf("a key of %d bytes, %d sizes: %.0f bytes of heap, KeyCost %.0f", keyLen, len(sizes), got, cost)
@@ -68,8 +69,8 @@ func TestMaxBytes(t *testing.T) {
 	if ns.Config().MaxKeys != node.DefaultMaxKeys {
 		t.Fatalf("max_keys %d; the test wants the default", ns.Config().MaxKeys)
 	}
-	cost := node.KeyCost(node.MaxKeyLen, len(sizes))
-	buf := []byte(strings.Repeat("k", node.MaxKeyLen))
+	cost := node.KeyCost(ratelimit.MaxKeyLen, len(sizes))
+	buf := []byte(strings.Repeat("k", ratelimit.MaxKeyLen))
 	key := func(i int) string {
 		copy(buf[len(buf)-8:], fmt.Sprintf("%08d", i))
 		return string(buf)
@@ -77,7 +78,7 @@ func TestMaxBytes(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	var dst []node.Rate
+	var dst []ratelimit.Rate
 	admitted, refused := 0, 0
 	for i := range 1_000_000 {
 		_, err := ns.Increment(key(i), 0, 1, dst[:0])
@@ -127,13 +128,13 @@ func TestMaxBytesEvict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cost := node.KeyCost(node.MaxKeyLen, len(sizes))
+	cost := node.KeyCost(ratelimit.MaxKeyLen, len(sizes))
 	n := int(budget / cost)
 	for i := range 3 * n {
 		if i == n {
 			clock.Add(2 * time.Minute) // the first keys idle
 		}
-		k := fmt.Sprintf("%0*d", node.MaxKeyLen, i)
+		k := fmt.Sprintf("%0*d", ratelimit.MaxKeyLen, i)
 		if _, err := ns.Increment(k, 0, 1, nil); err != nil {
 			t.Fatalf("key %d: %v", i, err)
 		}
@@ -150,10 +151,10 @@ func TestMaxBytesEvict(t *testing.T) {
 // least the heap it takes and not far above it; buckets stop at the byte
 // budget, and reclaimed ones give their bytes back.
 func TestBucketCost(t *testing.T) {
-	for _, keyLen := range []int{10, 100, node.MaxKeyLen} {
+	for _, keyLen := range []int{10, 100, ratelimit.MaxKeyLen} {
 		clock := fakeclock.New(time.Unix(1_700_000_000, 0))
 		b := node.NewBuckets(node.BucketsConfig{Name: "b", MaxBytes: 1 << 40}, clock)
-		p := node.FixedBucket{Limit: 10, Period: time.Minute}
+		p := ratelimit.FixedBucket{Limit: 10, Period: time.Minute}
 		const n = 20_000
 		pad := strings.Repeat("k", keyLen-8)
 		var before, after runtime.MemStats
@@ -177,11 +178,11 @@ func TestBucketCost(t *testing.T) {
 
 	clock := fakeclock.New(time.Unix(1_700_000_000, 0))
 	b := node.NewBuckets(node.BucketsConfig{Name: "b", MaxBytes: node.MinMaxBytes}, clock)
-	p := node.FixedBucket{Limit: 10, Period: time.Minute}
-	want := int(node.MinMaxBytes / node.BucketCost(node.MaxKeyLen))
+	p := ratelimit.FixedBucket{Limit: 10, Period: time.Minute}
+	want := int(node.MinMaxBytes / node.BucketCost(ratelimit.MaxKeyLen))
 	admitted := 0
 	for i := range 2 * want {
-		_, err := b.TakeFixed(fmt.Sprintf("%0*d", node.MaxKeyLen, i), p, 1)
+		_, err := b.TakeFixed(fmt.Sprintf("%0*d", ratelimit.MaxKeyLen, i), p, 1)
 		switch {
 		case err == nil:
 			admitted++

@@ -3,6 +3,8 @@ package node
 import (
 	"fmt"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // KeyLock holds one key's lock for a read-modify-write that spans a store
@@ -26,7 +28,7 @@ type KeyLock struct {
 // LockKey validates key, creates its entry if needed (subject to the key
 // cap) and locks it. The caller must call Unlock.
 func (ns *Namespace) LockKey(t time.Time, key string) (*KeyLock, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := ratelimit.ValidateKey(key); err != nil {
 		return nil, err
 	}
 	e, err := ns.acquireLocked(key)
@@ -46,7 +48,7 @@ func (ns *Namespace) LockKey(t time.Time, key string) (*KeyLock, error) {
 	// Give every size a current bucket so a reclaim cannot remove the entry
 	// as soon as the lock is released.
 	for i, size := range ns.sizes {
-		e.slot(i).bucketFor(WindowStart(tn, time.Duration(size)), size)
+		e.slot(i).bucketFor(ratelimit.WindowStart(tn, time.Duration(size)), size)
 	}
 	return &KeyLock{Key: e.key, At: time.Unix(0, tn), ns: ns, e: e, t: tn}, nil
 }
@@ -73,7 +75,7 @@ func (k *KeyLock) Add(size time.Duration, m int64) { k.add(k.index(size), m) }
 
 func (k *KeyLock) add(i int, m int64) {
 	size := k.ns.sizes[i]
-	if b := k.e.slot(i).bucketFor(WindowStart(k.t, time.Duration(size)), size); b != nil {
+	if b := k.e.slot(i).bucketFor(ratelimit.WindowStart(k.t, time.Duration(size)), size); b != nil {
 		b.own.Add(m)
 		k.ns.dirtied(k.e)
 	}
@@ -85,7 +87,7 @@ func (k *KeyLock) add(i int, m int64) {
 // later adds (call Window again for them).
 func (k *KeyLock) Window(size time.Duration) (cur, prev Pending) {
 	s, sz := k.slot(size)
-	ws := WindowStart(k.t, size)
+	ws := ratelimit.WindowStart(k.t, size)
 	cb := s.bucketFor(ws, sz)
 	pb := s.bucketFor(ws-sz, sz)
 	cur = Pending{Key: k.e.key, Size: size, Start: ws, Total: cb.own.Load(), e: k.e, b: cb}
@@ -127,11 +129,11 @@ func (k *KeyLock) Pushed(p Pending, version int64) {
 
 // Rates appends the rates of sizes, with extra more micro-hits counted in
 // their current windows.
-func (k *KeyLock) Rates(sizes []time.Duration, extra int64, dst []Rate) []Rate {
+func (k *KeyLock) Rates(sizes []time.Duration, extra int64, dst []ratelimit.Rate) []ratelimit.Rate {
 	for _, size := range sizes {
 		s, sz := k.slot(size)
-		ws := WindowStart(k.t, size)
-		dst = append(dst, Rate{Size: size, Rate: k.ns.rate(s, k.t, ws, sz, extra) / Micro})
+		ws := ratelimit.WindowStart(k.t, size)
+		dst = append(dst, ratelimit.Rate{Size: size, Rate: k.ns.rate(s, k.t, ws, sz, extra) / ratelimit.Micro})
 	}
 	return dst
 }
@@ -162,13 +164,13 @@ func VerdictOf(allowed bool) Verdict {
 // store's verdict stands. It counts the cost in every size when allowed or
 // req.CountRejected, and returns the decision computed from the key's
 // totals (own + others) as they then are, appending statuses to dst.
-func (k *KeyLock) Decide(req AllowRequest, c *AllowCheck, v Verdict, dst []LimitStatus) Decision {
+func (k *KeyLock) Decide(req ratelimit.AllowRequest, c *AllowCheck, v Verdict, dst []ratelimit.LimitStatus) ratelimit.Decision {
 	var buf [MaxLimits]microLimit
 	var cur, prev [MaxLimits]int64
 	lims := buf[:len(c.Limits())]
 	for i, l := range c.Limits() {
 		idx := k.index(l.Size)
-		lims[i] = microLimit{idx: idx, size: int64(l.Size), limit: l.Limit, ws: WindowStart(k.t, l.Size)}
+		lims[i] = microLimit{idx: idx, size: int64(l.Size), limit: l.Limit, ws: ratelimit.WindowStart(k.t, l.Size)}
 		cb, pb := k.e.slot(idx).buckets(lims[i].ws, lims[i].size)
 		cur[i], prev[i] = total(cb), total(pb)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestKeyLockBasics: the write-through path of synchronous namespaces counts,
@@ -22,14 +23,14 @@ func TestKeyLockBasics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.Add(size, 2*node.Micro)
+	k.Add(size, 2*ratelimit.Micro)
 	cur, prev := k.Window(size)
-	if cur.Start != epoch.Add(size).UnixNano() || cur.Total != 2*node.Micro || prev.Start != epoch.UnixNano() || prev.Total != 4*node.Micro {
+	if cur.Start != epoch.Add(size).UnixNano() || cur.Total != 2*ratelimit.Micro || prev.Start != epoch.UnixNano() || prev.Total != 4*ratelimit.Micro {
 		t.Errorf("Own = %+v, %+v; want cur 2e6 at +1s, prev 4e6 at +0s", cur, prev)
 	}
-	k.SetOthers(cur, 1*node.Micro)
-	k.SetOthers(prev, 2*node.Micro)
-	if c, p := k.Totals(size); c != 3*node.Micro || p != 6*node.Micro {
+	k.SetOthers(cur, 1*ratelimit.Micro)
+	k.SetOthers(prev, 2*ratelimit.Micro)
+	if c, p := k.Totals(size); c != 3*ratelimit.Micro || p != 6*ratelimit.Micro {
 		t.Errorf("Totals = %d, %d; want 3e6, 6e6", c, p)
 	}
 	if got := k.Rates([]time.Duration{size}, 0, nil); got[0].Rate != 3+6*0.5 {
@@ -68,7 +69,7 @@ func TestKeyLockLateTime(t *testing.T) {
 			}
 			defer k.Unlock()
 			for _, size := range ns.Sizes() {
-				k.Add(size, node.Micro)
+				k.Add(size, ratelimit.Micro)
 				cur, prev := k.Window(size)
 				k.SetOthers(cur, 0)
 				k.SetOthers(prev, 0)
@@ -87,12 +88,12 @@ func TestKeyLockLateTime(t *testing.T) {
 // when allowed or CountRejected.
 func TestKeyLockDecide(t *testing.T) {
 	const size = time.Second
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: size, Limit: 2}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: size, Limit: 2}}}
 	penalty := req
 	penalty.CountRejected = true
 	for _, tc := range []struct {
 		name        string
-		req         node.AllowRequest
+		req         ratelimit.AllowRequest
 		verdict     node.Verdict
 		wantAllowed bool
 		wantRate    float64 // after the decision
@@ -134,14 +135,14 @@ func TestKeyLockDecide(t *testing.T) {
 // and limit in micro-hits, in request order, and the errors are AllowAt's.
 func TestCheckAllow(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second, time.Minute), nil)
-	req := node.AllowRequest{Key: "k", Cost: 0.5, Limits: []node.Limit{{Size: time.Minute, Limit: 100}, {Size: time.Second, Limit: 2.5}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 0.5, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 100}, {Size: time.Second, Limit: 2.5}}}
 	chk, err := ns.CheckAllow(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []node.CheckedLimit{{Size: time.Minute, Limit: 100 * node.Micro}, {Size: time.Second, Limit: 2_500_000}}
-	if chk.Cost != node.Micro/2 || !slices.Equal(chk.Limits(), want) {
-		t.Errorf("CheckAllow = cost %d, limits %v; want %d, %v", chk.Cost, chk.Limits(), node.Micro/2, want)
+	want := []node.CheckedLimit{{Size: time.Minute, Limit: 100 * ratelimit.Micro}, {Size: time.Second, Limit: 2_500_000}}
+	if chk.Cost != ratelimit.Micro/2 || !slices.Equal(chk.Limits(), want) {
+		t.Errorf("CheckAllow = cost %d, limits %v; want %d, %v", chk.Cost, chk.Limits(), ratelimit.Micro/2, want)
 	}
 	req.Limits[1].Size = time.Hour
 	_, err = ns.CheckAllow(req)

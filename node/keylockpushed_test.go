@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestKeyLockMarkPushedStaleVersion: a store acknowledgement whose version
@@ -23,13 +23,13 @@ func TestKeyLockMarkPushedStaleVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer k.Unlock()
-	k.Add(size, node.Micro)
+	k.Add(size, ratelimit.Micro)
 	cur, _ := k.Window(size)
 	k.Pushed(cur, 5)
 	if v, ok := k.Stored(cur); !ok || v != 5 {
 		t.Fatalf("Stored after MarkPushed(5) = %d, %v; want 5, true", v, ok)
 	}
-	k.Add(size, node.Micro)
+	k.Add(size, ratelimit.Micro)
 	cur, _ = k.Window(size)
 	k.Pushed(cur, 5) // not newer than 5
 	if v, ok := k.Stored(cur); ok {

@@ -3,28 +3,9 @@ package node
 import (
 	"math/bits"
 	"time"
-)
 
-// LeakyBucket is a leaky bucket's parameters, as Sidekiq's
-// Limiter.leaky(name, size, interval): the bucket holds at most Size drops
-// and drains Size drops per Interval, one drop every drip interval
-// Interval/Size (leaky(name, 10, 10 s) drains one drop a second). They are
-// part of the bucket's identity.
-//
-// A take of n adds n drops when they fit (drops + n <= Size) and is
-// refused otherwise, changing nothing. Whole drips since the last drip
-// mark each drain one drop, and move the mark by as many drip intervals;
-// drops never go below 0 (Sidekiq's script can: limiterd clamps), and an
-// empty bucket's mark follows the time, so a drop added to it drains a
-// whole drip interval later. Sidekiq sets its mark to the call's time on
-// every admitted call, losing the progress towards the next drip; limiterd
-// keeps it, so the bucket drains at exactly Size per Interval.
-type LeakyBucket struct {
-	// Size is the most drops the bucket holds, in (0, MaxValue].
-	Size float64
-	// Interval is the time to drain Size drops, in (0, MaxBucketDuration].
-	Interval time.Duration
-}
+	"github.com/limiterd/limiterd/ratelimit"
+)
 
 // leakyParams is a validated LeakyBucket: size in micro-hits, interval and
 // drip in ns.
@@ -32,14 +13,9 @@ type leakyParams struct {
 	size, interval, drip int64
 }
 
-// Validate reports the first bad parameter as a *FieldError ("size" or
-// "interval") wrapping ErrInvalidLimit.
-func (p LeakyBucket) Validate() error {
-	_, err := p.params()
-	return err
-}
-
-func (p LeakyBucket) params() (leakyParams, error) {
+// leakyParamsOf validates p, reporting the first bad parameter as a *FieldError
+// ("size" or "interval") wrapping ErrInvalidLimit.
+func leakyParamsOf(p ratelimit.LeakyBucket) (leakyParams, error) {
 	var q leakyParams
 	var err error
 	if q.size, err = bucketAmount("size", p.Size); err != nil {
@@ -50,7 +26,7 @@ func (p LeakyBucket) params() (leakyParams, error) {
 	}
 	// drip = interval / size drops = interval × Micro / size, truncated
 	// to whole ns.
-	hi, lo := bits.Mul64(uint64(q.interval), Micro)
+	hi, lo := bits.Mul64(uint64(q.interval), ratelimit.Micro)
 	if hi < uint64(q.size) {
 		d, _ := bits.Div64(hi, lo, uint64(q.size))
 		q.drip = int64(d)
@@ -69,10 +45,10 @@ func (p leakyParams) advance(s *bucketVal, t int64) int64 {
 	}
 	if s.v > 0 {
 		n := (t - s.last) / p.drip
-		if n >= bucketCeilDiv(s.v, Micro) {
+		if n >= bucketCeilDiv(s.v, ratelimit.Micro) {
 			s.v = 0
 		} else {
-			s.v -= n * Micro
+			s.v -= n * ratelimit.Micro
 			s.last += n * p.drip
 		}
 	}
@@ -106,7 +82,7 @@ func (p leakyParams) take(s *bucketVal, found bool, t, n int64) bucketStatus {
 		st.ResetAfter = time.Duration(s.last + p.drip - t) // next drip, in (0, drip]
 	}
 	if !st.Allowed && !st.Never {
-		k := bucketCeilDiv(s.v+n-p.size, Micro) // drips until n fits
+		k := bucketCeilDiv(s.v+n-p.size, ratelimit.Micro) // drips until n fits
 		st.RetryAfter = time.Duration(bucketAddSat(s.last-t, bucketMulSat(k, p.drip)))
 	}
 	return st
@@ -116,8 +92,8 @@ func (p leakyParams) take(s *bucketVal, found bool, t, n int64) bucketStatus {
 // t to key's leaky bucket p. When refused, ResetAfter is Sidekiq's
 // next_drip (the time until the next drop drains, in (0, drip]) and
 // RetryAfter the time until take drops fit (next_drip for a take of 1).
-func (b *bucketTable) takeLeakyAt(t time.Time, key string, p LeakyBucket, take float64) (bucketStatus, error) {
-	q, err := p.params()
+func (b *bucketTable) takeLeakyAt(t time.Time, key string, p ratelimit.LeakyBucket, take float64) (bucketStatus, error) {
+	q, err := leakyParamsOf(p)
 	if err != nil {
 		return bucketStatus{}, bucketErr(key, err)
 	}
@@ -137,12 +113,12 @@ func (b *bucketTable) takeLeakyAt(t time.Time, key string, p LeakyBucket, take f
 }
 
 // takeLeaky is takeLeakyAt at the clock's time.
-func (b *bucketTable) takeLeaky(key string, p LeakyBucket, take float64) (bucketStatus, error) {
+func (b *bucketTable) takeLeaky(key string, p ratelimit.LeakyBucket, take float64) (bucketStatus, error) {
 	return b.takeLeakyAt(b.clock.Now(), key, p, take)
 }
 
 // leakyAt reads key's leaky bucket p at t without adding a drop: Before
 // is the drops, ResetAfter the next drip.
-func (b *bucketTable) leakyAt(t time.Time, key string, p LeakyBucket) (bucketStatus, error) {
+func (b *bucketTable) leakyAt(t time.Time, key string, p ratelimit.LeakyBucket) (bucketStatus, error) {
 	return b.takeLeakyAt(t, key, p, 0)
 }

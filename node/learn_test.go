@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestLearnWindow: a change of a key the node does not hold inserts it,
@@ -19,13 +19,13 @@ func TestLearnWindow(t *testing.T) {
 	ns := newNS(t, cfg, newFakeClock(now))
 	told := 0
 	ns.OnNewKey(func(string) { told++ })
-	ws := node.WindowStart(now.UnixNano(), time.Minute)
+	ws := ratelimit.WindowStart(now.UnixNano(), time.Minute)
 
 	w, ok, ahead, full := ns.LearnWindow(now, "k0", time.Minute, ws)
 	if !ok || ahead || full {
 		t.Fatalf("LearnWindow(k0) = ok %v, ahead %v, full %v; want ok", ok, ahead, full)
 	}
-	ns.SetLearned(w, 7*node.Micro)
+	ns.SetLearned(w, 7*ratelimit.Micro)
 	if got := rateOf(t, ns, now, "k0", time.Minute); got != 7 {
 		t.Errorf("k0's rate %v, want the learned 7", got)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Concurrency limits: at most Limit leases of a key held at once, each
@@ -94,7 +96,7 @@ func ParseLeaseID(s string) (LeaseID, error) {
 	if s == "" {
 		return bad("empty")
 	}
-	if len(s) > 2*MaxKeyLen {
+	if len(s) > 2*ratelimit.MaxKeyLen {
 		return bad("too long")
 	}
 	b, err := base64.RawURLEncoding.DecodeString(s)
@@ -112,7 +114,7 @@ func ParseLeaseID(s string) (LeaseID, error) {
 		return bad("truncated")
 	}
 	id.Namespace, id.Key = string(rest[:n]), string(rest[n:])
-	if !namespaceName.MatchString(id.Namespace) || id.Key == "" || len(id.Key) > MaxKeyLen || !utf8.ValidString(id.Key) {
+	if !namespaceName.MatchString(id.Namespace) || id.Key == "" || len(id.Key) > ratelimit.MaxKeyLen || !utf8.ValidString(id.Key) {
 		return bad("malformed namespace or key")
 	}
 	return id, nil

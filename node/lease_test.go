@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 var t0 = time.Unix(1_700_000_000, 0)
 
 func TestLeaseIDRoundTrip(t *testing.T) {
 	l := node.NewLeases("ns-1", 0)
-	for _, key := range []string{"k", "a:b{c}", "ключ", strings.Repeat("x", node.MaxKeyLen)} {
+	for _, key := range []string{"k", "a:b{c}", "ключ", strings.Repeat("x", ratelimit.MaxKeyLen)} {
 		id := l.NewID(key)
 		got, err := node.ParseLeaseID(id.String())
 		if err != nil {
@@ -89,13 +90,13 @@ func TestParseLeaseIDRejects(t *testing.T) {
 		"truncated":  good[:10],
 		"version 1":  "AQ" + good[2:], // the format without a secret
 		"version 3":  "Aw" + good[2:],
-		"too long":   strings.Repeat("A", 3*node.MaxKeyLen),
+		"too long":   strings.Repeat("A", 3*ratelimit.MaxKeyLen),
 		"no key":     node.LeaseID{Namespace: "ns", Holder: 1, Serial: 1}.String(),
 		"bad ns":     node.LeaseID{Namespace: "a b", Key: "k", Holder: 1, Serial: 1}.String(),
 		"bad utf8":   node.LeaseID{Namespace: "ns", Key: "\xff", Holder: 1, Serial: 1}.String(),
 	} {
 		_, err := node.ParseLeaseID(s)
-		var fe *node.FieldError
+		var fe *ratelimit.FieldError
 		if !errors.As(err, &fe) || fe.Field != "lease" || !errors.Is(err, node.ErrInvalidLease) {
 			t.Errorf("%s: ParseLeaseID(%q) = %v, want a FieldError on lease wrapping ErrInvalidLease", name, s, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestLeasesKeyLimitOnStoreCalls: SetRead and ReleaseElsewhere create the
@@ -58,7 +59,7 @@ func TestLeaseIDRefusalReasons(t *testing.T) {
 		{"unfinished length", rawLeaseIDTail([]byte{0x80}), "truncated"}, // a varint's continuation byte, then nothing
 	} {
 		_, err := node.ParseLeaseID(tc.s)
-		var fe *node.FieldError
+		var fe *ratelimit.FieldError
 		if !errors.As(err, &fe) || !errors.Is(err, node.ErrInvalidLease) || !strings.Contains(fe.Reason, tc.reason) {
 			t.Errorf("%s: ParseLeaseID = %v, want a FieldError wrapping ErrInvalidLease saying %q", tc.name, err, tc.reason)
 		}

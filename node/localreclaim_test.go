@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestLocalBucketsReclaimedAfterAllow: in a local namespace a bucket an
@@ -18,7 +19,7 @@ func TestLocalBucketsReclaimedAfterAllow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 2, RefillTime: time.Hour}}}}
+		req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 2, RefillTime: time.Hour}}}}
 		if d, err := ns.AllowAt(at, req, nil); err != nil || !d.Allowed {
 			t.Fatalf("sync_rate %v: %+v, %v", rate, d, err)
 		}
@@ -43,7 +44,7 @@ func TestBucketsReclaimFollowsTheMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 2, RefillTime: time.Hour}}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 2, RefillTime: time.Hour}}}}
 	for i, rate := range []float64{0.1, -1} {
 		c, err := n.Prepare(cfg(rate))
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestAllowMarginAtLeavesTheKeyUnlocked: a request decided here, far from
@@ -12,7 +13,7 @@ import (
 // the key returns too.
 func TestAllowMarginAtLeavesTheKeyUnlocked(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second, time.Minute), newFakeClock(epoch))
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 100}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 100}}}
 	m := node.Margin{Blind: 200 * time.Millisecond, Safety: 2}
 	done := make(chan float64, 1)
 	go func() {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Clock tells the time. It is injected so tests control time.
@@ -23,12 +25,6 @@ type SystemClock struct{}
 
 // Now returns time.Now().
 func (SystemClock) Now() time.Time { return time.Now() }
-
-// Rate is the sliding rate of one window size, in hits.
-type Rate struct {
-	Size time.Duration
-	Rate float64
-}
 
 // Namespace holds the sliding-window counters of one namespace.
 //
@@ -108,7 +104,7 @@ func (ns *Namespace) Name() string { return ns.cfg.Name }
 
 // Policy returns the policy called name, and whether the namespace holds
 // one. Its limits are the namespace's: the caller must not change them.
-func (ns *Namespace) Policy(name string) (Policy, bool) {
+func (ns *Namespace) Policy(name string) (ratelimit.Policy, bool) {
 	p, ok := ns.cfg.Policies[name]
 	return p, ok
 }
@@ -235,7 +231,7 @@ func (ns *Namespace) acquire(key string) (*entry, error) {
 
 func (ns *Namespace) insert(h uint64, key string) (*entry, error) {
 	if !utf8.ValidString(key) {
-		return nil, errKeyUTF8()
+		return nil, ratelimit.ValidateKey(key)
 	}
 	e := ns.insertKey(h, key, false)
 	if e == nil {
@@ -337,7 +333,7 @@ func (ns *Namespace) acquireLocked(key string) (*entry, error) {
 // error is reported first, as if the key had been checked before the
 // rest of the request.
 func keyErrOr(key string, err error) error {
-	if kerr := ValidateKey(key); kerr != nil {
+	if kerr := ratelimit.ValidateKey(key); kerr != nil {
 		return kerr
 	}
 	return err
@@ -346,20 +342,20 @@ func keyErrOr(key string, err error) error {
 // IncrementAt counts value hits for key at t in the window of the given
 // size, or in every window size when size is 0, and appends the rates after
 // the increment to dst, one per size counted, ascending.
-func (ns *Namespace) IncrementAt(t time.Time, key string, size time.Duration, value float64, dst []Rate) ([]Rate, error) {
+func (ns *Namespace) IncrementAt(t time.Time, key string, size time.Duration, value float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
 	// The checks of ToMicro, checkKeyLen and SizeRange, written out: this
 	// is the hottest path, and each call costs about as much as a check.
 	// Errors are built out of line, in the same order.
-	if !(math.Abs(value) <= MaxValue) || key == "" || len(key) > MaxKeyLen {
-		if _, err := ToMicro(value); err != nil {
+	if !(math.Abs(value) <= ratelimit.MaxValue) || key == "" || len(key) > ratelimit.MaxKeyLen {
+		if _, err := ratelimit.ToMicro(value); err != nil {
 			return dst, err
 		}
 		return dst, checkKeyLen(key)
 	}
-	x := value * Micro
+	x := value * ratelimit.Micro
 	m := int64(x)
 	if float64(m) != x {
-		m = roundMicro(x)
+		m = int64(math.Round(x))
 	}
 	lo, hi := 0, len(ns.sizes)
 	if size != 0 {
@@ -379,7 +375,7 @@ func (ns *Namespace) IncrementAt(t time.Time, key string, size time.Duration, va
 	return ns.incrementMicro(t.UnixNano(), key, lo, hi, m, dst)
 }
 
-func (ns *Namespace) incrementMicro(t int64, key string, lo, hi int, m int64, dst []Rate) ([]Rate, error) {
+func (ns *Namespace) incrementMicro(t int64, key string, lo, hi int, m int64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
 	n := len(dst)
 	h := ns.shards.hash(key)
 	sh := ns.shards.of(h)
@@ -402,14 +398,14 @@ retry:
 			if p := s.p.Load(); p != nil && uint64(t-p.start) < uint64(size) {
 				own := p.cur.own.Add(m)
 				ns.dirtied(e)
-				r = SlidingRate(own+p.cur.others.Load(), total(p.prev.Load()), time.Duration(size), t-p.start)
+				r = ratelimit.SlidingRate(own+p.cur.others.Load(), total(p.prev.Load()), time.Duration(size), t-p.start)
 			} else {
 				var err error
 				if r, err = ns.addLocked(e, s, t, size, m); err != nil {
 					continue retry
 				}
 			}
-			dst = append(dst, Rate{Size: time.Duration(size), Rate: r / Micro})
+			dst = append(dst, ratelimit.Rate{Size: time.Duration(size), Rate: r / ratelimit.Micro})
 		}
 		if !e.dead.Load() {
 			return dst, nil
@@ -426,7 +422,7 @@ var errDead = errors.New("node: entry reclaimed")
 // addLocked counts m in slot s of e at t under e.mu, rolling the slot
 // forward when needed, and returns the slot's rate at t in micro-hits.
 func (ns *Namespace) addLocked(e *entry, s *slot, t, size, m int64) (float64, error) {
-	ws := WindowStart(t, time.Duration(size))
+	ws := ratelimit.WindowStart(t, time.Duration(size))
 	e.mu.Lock()
 	if e.dead.Load() {
 		e.mu.Unlock()
@@ -444,7 +440,7 @@ func (ns *Namespace) addLocked(e *entry, s *slot, t, size, m int64) (float64, er
 // counted in the current window.
 func (ns *Namespace) rate(s *slot, t, ws, size, extra int64) float64 {
 	cur, prev := s.buckets(ws, size)
-	return SlidingRate(total(cur)+extra, total(prev), time.Duration(size), t-ws)
+	return ratelimit.SlidingRate(total(cur)+extra, total(prev), time.Duration(size), t-ws)
 }
 
 func total(b *bucket) int64 {
@@ -458,8 +454,8 @@ func total(b *bucket) int64 {
 // every size) as if curDiff more hits were counted in the current window
 // now; it counts nothing. In a syncing namespace it marks the key as
 // interesting, so the next sync fetches the other nodes' counts for it.
-func (ns *Namespace) RateAt(t time.Time, key string, size time.Duration, curDiff float64, dst []Rate) ([]Rate, error) {
-	m, err := ToMicroField("cur_diff", curDiff)
+func (ns *Namespace) RateAt(t time.Time, key string, size time.Duration, curDiff float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
+	m, err := ratelimit.ToMicroField("cur_diff", curDiff)
 	if err != nil {
 		return dst, err
 	}
@@ -483,13 +479,13 @@ retry:
 				return dst, err
 			}
 		} else if e = ns.shards.find(ns.shards.hash(key), key); e == nil && !utf8.ValidString(key) {
-			return dst, errKeyUTF8()
+			return dst, ratelimit.ValidateKey(key)
 		}
 		dst = dst[:n]
 		for i := lo; i < hi; i++ {
 			size := ns.sizes[i]
-			ws := WindowStart(tn, time.Duration(size))
-			r := SlidingRate(m, 0, time.Duration(size), tn-ws)
+			ws := ratelimit.WindowStart(tn, time.Duration(size))
+			r := ratelimit.SlidingRate(m, 0, time.Duration(size), tn-ws)
 			if e != nil {
 				s := e.slot(i)
 				if ns.track && !ns.touch(e, s, ws, size) {
@@ -497,7 +493,7 @@ retry:
 				}
 				r = ns.rate(s, tn, ws, size, m)
 			}
-			dst = append(dst, Rate{Size: time.Duration(size), Rate: r / Micro})
+			dst = append(dst, ratelimit.Rate{Size: time.Duration(size), Rate: r / ratelimit.Micro})
 		}
 		return dst, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 func TestWindowStart(t *testing.T) {
@@ -39,7 +40,7 @@ func TestWindowStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := node.WindowStart(tt.t, tt.size); got != tt.want {
+			if got := ratelimit.WindowStart(tt.t, tt.size); got != tt.want {
 				t.Errorf("WindowStart(%d, %v) = %d, want %d", tt.t, tt.size, got, tt.want)
 			}
 		})
@@ -92,7 +93,7 @@ func TestSlidingRateFormula(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := node.SlidingRate(tt.cur, tt.prev, size, tt.pos); !near(got, tt.want) {
+			if got := ratelimit.SlidingRate(tt.cur, tt.prev, size, tt.pos); !near(got, tt.want) {
 				t.Errorf("SlidingRate(%d, %d, %v, %d) = %v, want %v", tt.cur, tt.prev, size, tt.pos, got, tt.want)
 			}
 		})
@@ -195,7 +196,7 @@ func TestFractionalValuesSumExactly(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := newNS(t, localConfig(time.Minute), nil)
-			var got []node.Rate
+			var got []ratelimit.Rate
 			for range tt.times {
 				got = incr(t, ns, epoch, "k", time.Minute, tt.value)
 			}
@@ -223,7 +224,7 @@ func TestToMicroRounding(t *testing.T) {
 		{-1e9, -1e15},
 	}
 	for _, tt := range tests {
-		got, err := node.ToMicro(tt.v)
+		got, err := ratelimit.ToMicro(tt.v)
 		if err != nil || got != tt.want {
 			t.Errorf("ToMicro(%v) = %d, %v; want %d, nil", tt.v, got, err, tt.want)
 		}
@@ -244,7 +245,7 @@ func TestNegativeValues(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ns := newNS(t, localConfig(time.Second), nil)
-			var got []node.Rate
+			var got []ratelimit.Rate
 			for _, v := range tt.values {
 				got = incr(t, ns, epoch, "k", time.Second, v)
 			}
@@ -265,7 +266,7 @@ func TestIncrementEverySize(t *testing.T) {
 	// Configured out of order: rates come back ascending.
 	ns := newNS(t, localConfig(time.Minute, 100*time.Millisecond, time.Second), nil)
 	got := incr(t, ns, epoch.Add(time.Minute+50*time.Millisecond), "k", 0, 2)
-	want := []node.Rate{{100 * time.Millisecond, 2}, {time.Second, 2}, {time.Minute, 2}}
+	want := []ratelimit.Rate{{Size: 100 * time.Millisecond, Rate: 2}, {Size: time.Second, Rate: 2}, {Size: time.Minute, Rate: 2}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Increment(size 0) = %v, want %v", got, want)
 	}
@@ -277,18 +278,18 @@ func TestIncrementEverySize(t *testing.T) {
 	}
 	// Counting a single size leaves the others alone.
 	got = incr(t, ns, epoch.Add(time.Minute+60*time.Millisecond), "k", time.Second, 1)
-	if want := []node.Rate{{time.Second, 3}}; !slices.Equal(got, want) {
+	if want := []ratelimit.Rate{{Size: time.Second, Rate: 3}}; !slices.Equal(got, want) {
 		t.Errorf("Increment(1s) = %v, want %v", got, want)
 	}
 	all, err := ns.RateAt(epoch.Add(time.Minute+60*time.Millisecond), "k", 0, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []node.Rate{{100 * time.Millisecond, 2}, {time.Second, 3}, {time.Minute, 2}}; !slices.Equal(all, want) {
+	if want := []ratelimit.Rate{{Size: 100 * time.Millisecond, Rate: 2}, {Size: time.Second, Rate: 3}, {Size: time.Minute, Rate: 2}}; !slices.Equal(all, want) {
 		t.Errorf("RateAt(size 0) = %v, want %v", all, want)
 	}
 	// dst is appended to.
-	dst := []node.Rate{{Size: 42}}
+	dst := []ratelimit.Rate{{Size: 42}}
 	dst, err = ns.IncrementAt(epoch.Add(time.Minute+60*time.Millisecond), "k", 0, 0, dst)
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +345,7 @@ func TestUnknownWindowSize(t *testing.T) {
 		check(t, err, "window_size")
 	})
 	t.Run("Allow", func(t *testing.T) {
-		_, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 5}, {Size: 2 * time.Second, Limit: 5}}}, nil)
+		_, err := ns.AllowAt(epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 5}, {Size: 2 * time.Second, Limit: 5}}}, nil)
 		check(t, err, "limits[1].window_size")
 	})
 	if n := ns.ActiveKeys(); n != 0 {
@@ -361,17 +362,17 @@ func TestInvalidInputsCountNothing(t *testing.T) {
 		field    string
 		sentinel error
 	}{
-		{"empty key", "", 1, "key", node.ErrInvalidKey},
-		{"1025-byte key", strings.Repeat("k", node.MaxKeyLen+1), 1, "key", node.ErrInvalidKey},
-		{"1025-byte multibyte key", strings.Repeat("é", 512) + "x", 1, "key", node.ErrInvalidKey},
-		{"invalid UTF-8", invalidUTF8, 1, "key", node.ErrInvalidKey},
-		{"truncated UTF-8", "é"[:1], 1, "key", node.ErrInvalidKey},
-		{"NaN", "k", math.NaN(), "value", node.ErrInvalidValue},
-		{"+Inf", "k", math.Inf(1), "value", node.ErrInvalidValue},
-		{"-Inf", "k", math.Inf(-1), "value", node.ErrInvalidValue},
-		{"above 1e9", "k", 1e9 + 1, "value", node.ErrInvalidValue},
-		{"below -1e9", "k", -1e9 - 1, "value", node.ErrInvalidValue},
-		{"max float", "k", math.MaxFloat64, "value", node.ErrInvalidValue},
+		{"empty key", "", 1, "key", ratelimit.ErrInvalidKey},
+		{"1025-byte key", strings.Repeat("k", ratelimit.MaxKeyLen+1), 1, "key", ratelimit.ErrInvalidKey},
+		{"1025-byte multibyte key", strings.Repeat("é", 512) + "x", 1, "key", ratelimit.ErrInvalidKey},
+		{"invalid UTF-8", invalidUTF8, 1, "key", ratelimit.ErrInvalidKey},
+		{"truncated UTF-8", "é"[:1], 1, "key", ratelimit.ErrInvalidKey},
+		{"NaN", "k", math.NaN(), "value", ratelimit.ErrInvalidValue},
+		{"+Inf", "k", math.Inf(1), "value", ratelimit.ErrInvalidValue},
+		{"-Inf", "k", math.Inf(-1), "value", ratelimit.ErrInvalidValue},
+		{"above 1e9", "k", 1e9 + 1, "value", ratelimit.ErrInvalidValue},
+		{"below -1e9", "k", -1e9 - 1, "value", ratelimit.ErrInvalidValue},
+		{"max float", "k", math.MaxFloat64, "value", ratelimit.ErrInvalidValue},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -393,16 +394,16 @@ func TestInvalidInputsCountNothing(t *testing.T) {
 			}
 			if tt.field == "key" {
 				_, err := ns.RateAt(epoch, tt.key, time.Second, 0, nil)
-				wantFieldError(t, err, "key", node.ErrInvalidKey)
-				_, err = ns.AllowAt(epoch, node.AllowRequest{Key: tt.key, Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1}}}, nil)
-				wantFieldError(t, err, "key", node.ErrInvalidKey)
+				wantFieldError(t, err, "key", ratelimit.ErrInvalidKey)
+				_, err = ns.AllowAt(epoch, ratelimit.AllowRequest{Key: tt.key, Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}}}, nil)
+				wantFieldError(t, err, "key", ratelimit.ErrInvalidKey)
 			}
 		})
 	}
 
 	t.Run("largest accepted", func(t *testing.T) {
 		ns := newNS(t, localConfig(time.Second), nil)
-		key := strings.Repeat("é", node.MaxKeyLen/2) // exactly 1024 bytes
+		key := strings.Repeat("é", ratelimit.MaxKeyLen/2) // exactly 1024 bytes
 		for _, v := range []float64{1e9, -1e9, 0} {
 			if _, err := ns.IncrementAt(epoch, key, time.Second, v, nil); err != nil {
 				t.Errorf("IncrementAt(1024-byte key, %v) = %v, want nil", v, err)
@@ -424,7 +425,7 @@ func TestInvalidInputsCountNothing(t *testing.T) {
 	t.Run("cur_diff", func(t *testing.T) {
 		ns := newNS(t, localConfig(time.Second), nil)
 		_, err := ns.RateAt(epoch, "k", time.Second, math.NaN(), nil)
-		wantFieldError(t, err, "cur_diff", node.ErrInvalidValue)
+		wantFieldError(t, err, "cur_diff", ratelimit.ErrInvalidValue)
 	})
 }
 
@@ -551,7 +552,7 @@ func TestShortFormsReadTheClock(t *testing.T) {
 	if r[0].Rate != 3 {
 		t.Errorf("Rate after 1.25 windows = %v, want 3", r[0].Rate)
 	}
-	d, err := ns.Allow(node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 4}}}, nil)
+	d, err := ns.Allow(ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 4}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -699,11 +700,11 @@ func TestKeyCap(t *testing.T) {
 			if got := incr(t, ns, epoch, "k3", time.Second, 1); got[0].Rate != 2 {
 				t.Errorf("Increment of an existing key at the cap = %v, want 2", got[0].Rate)
 			}
-			d, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k4", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 10}}}, nil)
+			d, err := ns.AllowAt(epoch, ratelimit.AllowRequest{Key: "k4", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 10}}}, nil)
 			if err != nil || !d.Allowed {
 				t.Errorf("Allow of an existing key at the cap = %+v, %v; want allowed", d, err)
 			}
-			_, err = ns.AllowAt(epoch, node.AllowRequest{Key: "k11", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 10}}}, nil)
+			_, err = ns.AllowAt(epoch, ratelimit.AllowRequest{Key: "k11", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 10}}}, nil)
 			wantFieldError(t, err, "key", node.ErrKeyLimit)
 			if got := ns.RefusedKeys(); got != 2 {
 				t.Errorf("RefusedKeys = %d, want 2", got)
@@ -724,7 +725,7 @@ func TestSyncSemantics(t *testing.T) {
 
 	incr(t, ns, at, "a", size, 1)
 	dirty := ns.CollectDirty(at, nil)
-	if len(dirty) != 1 || dirty[0].Key != "a" || dirty[0].Size != size || dirty[0].Start != epoch.UnixNano() || dirty[0].Total != 1*node.Micro {
+	if len(dirty) != 1 || dirty[0].Key != "a" || dirty[0].Size != size || dirty[0].Start != epoch.UnixNano() || dirty[0].Total != 1*ratelimit.Micro {
 		t.Fatalf("CollectDirty = %+v, want one window of a/1s starting at the epoch with 1e6", dirty)
 	}
 	p1 := dirty[0]
@@ -736,7 +737,7 @@ func TestSyncSemantics(t *testing.T) {
 	// Dirty again after a new hit.
 	incr(t, ns, at, "a", size, 2)
 	dirty = ns.CollectDirty(at, nil)
-	if len(dirty) != 1 || dirty[0].Total != 3*node.Micro {
+	if len(dirty) != 1 || dirty[0].Total != 3*ratelimit.Micro {
 		t.Fatalf("CollectDirty after a new hit = %+v, want a with 3e6", dirty)
 	}
 	p2 := dirty[0]
@@ -750,7 +751,7 @@ func TestSyncSemantics(t *testing.T) {
 	incr(t, ns, at, "a", size, 1)
 	p3 := ns.CollectDirty(at, nil)[0]
 	ns.MarkPushed(p2, 30) // newer version, but the total it stored is 3e6
-	if got := ns.CollectDirty(at, nil); len(got) != 1 || got[0].Total != 4*node.Micro {
+	if got := ns.CollectDirty(at, nil); len(got) != 1 || got[0].Total != 4*ratelimit.Micro {
 		t.Errorf("CollectDirty = %+v, want a with 4e6 still dirty", got)
 	}
 	ns.MarkPushed(p3, 40)
@@ -781,11 +782,11 @@ func TestSyncSemantics(t *testing.T) {
 	// not make the key dirty.
 	for _, w := range interest {
 		if w.Key == "a" && w.Start == epoch.UnixNano() {
-			ns.SetOthers(w, 7*node.Micro)
-			ns.SetOthers(w, 5*node.Micro)
+			ns.SetOthers(w, 7*ratelimit.Micro)
+			ns.SetOthers(w, 5*ratelimit.Micro)
 		}
 		if w.Key == "a" && w.Start == epoch.Add(-size).UnixNano() {
-			ns.SetOthers(w, 10*node.Micro) // previous window, weight 1/2 at 'at'
+			ns.SetOthers(w, 10*ratelimit.Micro) // previous window, weight 1/2 at 'at'
 		}
 	}
 	if got, want := rateOf(t, ns, at, "a", size), 4.0+5+10*0.5; got != want {
@@ -803,7 +804,7 @@ func TestSyncSemantics(t *testing.T) {
 	// others of the window that became previous weigh in.
 	next := epoch.Add(size + size/4)
 	dirty = ns.CollectDirty(next, nil)
-	if len(dirty) != 1 || dirty[0].Start != epoch.UnixNano() || dirty[0].Total != 5*node.Micro {
+	if len(dirty) != 1 || dirty[0].Start != epoch.UnixNano() || dirty[0].Total != 5*ratelimit.Micro {
 		t.Errorf("CollectDirty in the next window = %+v, want a's window at the epoch with 5e6", dirty)
 	}
 	if got, want := rateOf(t, ns, next, "a", size), (5.0+5)*0.75; got != want {
@@ -822,7 +823,7 @@ func TestSyncSemantics(t *testing.T) {
 	rateOf(t, ns2, at, "c", size) // touch
 	for _, w := range ns2.CollectInterest(at, nil) {
 		if w.Start == epoch.Add(-size).UnixNano() {
-			ns2.SetOthers(w, 2*node.Micro)
+			ns2.SetOthers(w, 2*ratelimit.Micro)
 		} else {
 			ns2.SetOthers(w, 0)
 		}
@@ -854,12 +855,12 @@ func TestLocalNamespaceTracksNoInterest(t *testing.T) {
 }
 
 func TestErrorsUnwrap(t *testing.T) {
-	err := error(&node.FieldError{Field: "f", Reason: "r", Err: node.ErrInvalidKey})
-	if !errors.Is(err, node.ErrInvalidKey) || err.Error() != "f: r" {
-		t.Errorf("FieldError = %q, Is(ErrInvalidKey) = %v; want \"f: r\", true", err, errors.Is(err, node.ErrInvalidKey))
+	err := error(&ratelimit.FieldError{Field: "f", Reason: "r", Err: ratelimit.ErrInvalidKey})
+	if !errors.Is(err, ratelimit.ErrInvalidKey) || err.Error() != "f: r" {
+		t.Errorf("FieldError = %q, Is(ErrInvalidKey) = %v; want \"f: r\", true", err, errors.Is(err, ratelimit.ErrInvalidKey))
 	}
 	wrapped := fmt.Errorf("outer: %w", err)
-	if !errors.Is(wrapped, node.ErrInvalidKey) {
+	if !errors.Is(wrapped, ratelimit.ErrInvalidKey) {
 		t.Errorf("errors.Is through a %%w wrap = false, want true")
 	}
 }

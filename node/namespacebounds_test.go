@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestKeyCapErrorNamesTheKeyCount: a new key refused because max_keys
@@ -73,7 +74,7 @@ func TestLearnedKeysTakeThreeQuartersOfTheBytes(t *testing.T) {
 	const keyLen = 1000
 	key := func(prefix string, i int) string { return fmt.Sprintf("%s%0*d", prefix, keyLen-len(prefix), i) }
 	cost := node.KeyCost(keyLen, 1)
-	ws := node.WindowStart(now.UnixNano(), time.Minute)
+	ws := ratelimit.WindowStart(now.UnixNano(), time.Minute)
 	learned := 0
 	for ; ; learned++ {
 		_, ok, _, full := ns.LearnWindow(now, key("l", learned), time.Minute, ws)

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Node is the set of namespaces one limiterd process serves. The set can
@@ -34,7 +36,7 @@ func New(cfgs []Config, clock Clock) (*Node, error) {
 		}
 		ns, err := NewNamespace(c, clock)
 		if err != nil {
-			if fe, ok := err.(*FieldError); ok {
+			if fe, ok := err.(*ratelimit.FieldError); ok {
 				fe.Field = fmt.Sprintf("namespaces[%d].%s", i, fe.Field)
 			}
 			return nil, err

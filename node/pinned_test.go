@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // status is the part of a LimitStatus a step checks.
 type status struct {
-	kind             node.LimitKind
+	kind             ratelimit.LimitKind
 	before, rate, rm float64
 }
 
-func checkStatuses(t *testing.T, step string, d node.Decision, want []status) {
+func checkStatuses(t *testing.T, step string, d ratelimit.Decision, want []status) {
 	t.Helper()
 	if len(d.Limits) != len(want) {
 		t.Fatalf("%s: %d statuses, want %d: %+v", step, len(d.Limits), len(want), d.Limits)
@@ -34,11 +35,11 @@ func checkStatuses(t *testing.T, step string, d node.Decision, want []status) {
 // token bucket of 2 refilled each minute and a fixed bucket of 5 a minute.
 func TestAllowWindowAndBucketsAllOrNone(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
-	win := node.Limit{Size: time.Minute, Limit: 3}
-	tok := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 2, RefillTime: time.Minute}}
-	fix := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 5}}
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tok, win, fix}}
-	W, T, F := node.WindowLimit, node.TokenLimit, node.FixedLimit
+	win := ratelimit.Limit{Size: time.Minute, Limit: 3}
+	tok := ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute}}
+	fix := ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 5}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{tok, win, fix}}
+	W, T, F := ratelimit.WindowLimit, ratelimit.TokenLimit, ratelimit.FixedLimit
 
 	d := allow(t, ns, epoch, req)
 	if !d.Allowed {
@@ -60,13 +61,13 @@ func TestAllowWindowAndBucketsAllOrNone(t *testing.T) {
 	checkStatuses(t, "counted rejected", d, []status{{T, 0, 2, 0}, {W, 2, 3, 0}, {F, 2, 2, 3}})
 	// Now the window refuses too; the fixed bucket still counts 2.
 	req.CountRejected = false
-	d = allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{fix}})
+	d = allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{fix}})
 	if !d.Allowed {
 		t.Errorf("the fixed bucket alone: %+v; want allowed", d)
 	}
 	checkStatuses(t, "fixed alone", d, []status{{F, 2, 3, 2}})
 	// A cost above the token bucket's capacity can never be admitted.
-	d = allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 3, Limits: []node.Limit{win, tok}})
+	d = allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 3, Limits: []ratelimit.Limit{win, tok}})
 	if d.Allowed || !d.Never || d.RetryAfter != 0 || !strings.Contains(d.Reason, "cost 3 exceeds the token bucket's capacity 2") {
 		t.Errorf("cost 3: %+v; want never, for the token bucket's capacity", d)
 	}
@@ -77,9 +78,9 @@ func TestAllowWindowAndBucketsAllOrNone(t *testing.T) {
 // and answers as a read.
 func TestAllowBucketAdmittingAloneIsLeftUnchanged(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
-	win := node.Limit{Size: time.Minute, Limit: 1}
-	tok := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 5, RefillTime: time.Minute}}
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{win, tok}}
+	win := ratelimit.Limit{Size: time.Minute, Limit: 1}
+	tok := ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 5, RefillTime: time.Minute}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{win, tok}}
 	if d := allow(t, ns, epoch, req); !d.Allowed {
 		t.Fatalf("first: %+v, want allowed", d)
 	}
@@ -87,9 +88,9 @@ func TestAllowBucketAdmittingAloneIsLeftUnchanged(t *testing.T) {
 	if d.Allowed || d.RetryAfter <= 0 {
 		t.Errorf("second: %+v; want denied by the window, with a retry", d)
 	}
-	checkStatuses(t, "second", d, []status{{node.WindowLimit, 1, 1, 0}, {node.TokenLimit, 4, 1, 4}})
-	d = allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tok}})
-	checkStatuses(t, "the token bucket alone", d, []status{{node.TokenLimit, 4, 2, 3}})
+	checkStatuses(t, "second", d, []status{{ratelimit.WindowLimit, 1, 1, 0}, {ratelimit.TokenLimit, 4, 1, 4}})
+	d = allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{tok}})
+	checkStatuses(t, "the token bucket alone", d, []status{{ratelimit.TokenLimit, 4, 2, 3}})
 }
 
 // TestAllowLeakyWaitOnlyWhenTheWindowsAdmit: an Allow refused by a full
@@ -97,16 +98,16 @@ func TestAllowBucketAdmittingAloneIsLeftUnchanged(t *testing.T) {
 // wait timeout; refused by a window as well, it reports no wait.
 func TestAllowLeakyWaitOnlyWhenTheWindowsAdmit(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
-	leaky := node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 2, Interval: 2 * time.Second}, WaitTimeout: 5 * time.Second}
-	win := node.Limit{Size: time.Minute, Limit: 2}
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{win, leaky}}
+	leaky := ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 2, Interval: 2 * time.Second}, WaitTimeout: 5 * time.Second}
+	win := ratelimit.Limit{Size: time.Minute, Limit: 2}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{win, leaky}}
 	for i := range 2 {
 		if d := allow(t, ns, epoch, req); !d.Allowed {
 			t.Fatalf("#%d: %+v, want allowed", i+1, d)
 		}
 	}
 	// Full: one drop drains in 1 s.
-	d := allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{leaky}})
+	d := allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{leaky}})
 	if d.Allowed || d.Wait != time.Second || d.RetryAfter != time.Second {
 		t.Errorf("leaky alone, full: %+v; want denied, wait 1s, retry after 1s", d)
 	}
@@ -120,15 +121,15 @@ func TestAllowLeakyWaitOnlyWhenTheWindowsAdmit(t *testing.T) {
 // counts the bucket limits apart.
 func TestCheckAllowCountsBuckets(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
-	c, err := ns.CheckAllow(node.AllowRequest{Key: "k", Cost: 2, Limits: []node.Limit{
-		{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 2, RefillTime: time.Minute}},
+	c, err := ns.CheckAllow(ratelimit.AllowRequest{Key: "k", Cost: 2, Limits: []ratelimit.Limit{
+		{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute}},
 		{Size: time.Minute, Limit: 3},
-		{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 5}},
+		{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 5}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Buckets != 2 || c.Cost != 2*node.Micro || len(c.Limits()) != 1 || c.Limits()[0].Size != time.Minute || c.Limits()[0].Limit != 3*node.Micro {
+	if c.Buckets != 2 || c.Cost != 2*ratelimit.Micro || len(c.Limits()) != 1 || c.Limits()[0].Size != time.Minute || c.Limits()[0].Limit != 3*ratelimit.Micro {
 		t.Errorf("CheckAllow = %d buckets, cost %d, limits %+v; want 2 buckets, cost 2e6, one limit of 3e6 a minute", c.Buckets, c.Cost, c.Limits())
 	}
 }
@@ -137,14 +138,14 @@ func TestCheckAllowCountsBuckets(t *testing.T) {
 // naming both; two buckets of different kinds are not the same.
 func TestAllowSameBucketTwice(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
-	tok := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 2, RefillTime: time.Minute}}
-	fix := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 5}}
-	_, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tok, fix, tok}}, nil)
-	var fe *node.FieldError
+	tok := ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 2, RefillTime: time.Minute}}
+	fix := ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 5}}
+	_, err := ns.AllowAt(epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{tok, fix, tok}}, nil)
+	var fe *ratelimit.FieldError
 	if !errors.As(err, &fe) || fe.Field != "limits[2].token" || !strings.Contains(err.Error(), "same token bucket as limits[0]") {
 		t.Errorf("the same token bucket twice: %v; want limits[2].token named the same as limits[0]", err)
 	}
-	if d, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{tok, fix}}, nil); err != nil || !d.Allowed {
+	if d, err := ns.AllowAt(epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{tok, fix}}, nil); err != nil || !d.Allowed {
 		t.Errorf("a token and a fixed bucket: %+v, %v; want allowed", d, err)
 	}
 }
@@ -154,18 +155,18 @@ func TestAllowSameBucketTwice(t *testing.T) {
 // and each is counted once.
 func TestAllowBucketsInAnyOrder(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
-	fix := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 1e6}}
-	leaky := node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 1e6, Interval: time.Hour}}
+	fix := ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Hour, Limit: 1e6}}
+	leaky := ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 1e6, Interval: time.Hour}}
 	const workers, each = 8, 20000
 	done := make(chan error, workers)
 	for w := range workers {
-		lims := []node.Limit{fix, leaky}
+		lims := []ratelimit.Limit{fix, leaky}
 		if w%2 == 1 {
-			lims = []node.Limit{leaky, fix}
+			lims = []ratelimit.Limit{leaky, fix}
 		}
 		go func() {
 			for range each {
-				if d, err := ns.AllowAt(epoch, node.AllowRequest{Key: "k", Cost: 1, Limits: lims}, nil); err != nil || !d.Allowed {
+				if d, err := ns.AllowAt(epoch, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: lims}, nil); err != nil || !d.Allowed {
 					done <- fmt.Errorf("%+v, %v", d, err)
 					return
 				}
@@ -184,7 +185,7 @@ func TestAllowBucketsInAnyOrder(t *testing.T) {
 			t.Fatal("Allows on the same buckets in opposite orders still running after a minute (deadlocked)")
 		}
 	}
-	d := allow(t, ns, epoch, node.AllowRequest{Key: "k", Cost: 0, Limits: []node.Limit{fix}})
+	d := allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 0, Limits: []ratelimit.Limit{fix}})
 	if d.Limits[0].Before != workers*each {
 		t.Errorf("the fixed bucket counts %v, want %d", d.Limits[0].Before, workers*each)
 	}
@@ -248,9 +249,9 @@ func TestCopyWindowsCountsRefusedKeys(t *testing.T) {
 // smallest size, beside a bucket, is decided like any window.
 func TestAllowSmallestWindowWithABucket(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second, time.Minute), nil)
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{
 		{Size: time.Second, Limit: 1},
-		{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 5}},
+		{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 5}},
 	}}
 	if d := allow(t, ns, epoch, req); !d.Allowed {
 		t.Fatalf("first: %+v, want allowed", d)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestReclaimMarksRemovedEntries: a writer that found an entry before a
@@ -29,7 +31,7 @@ func TestReclaimMarksRemovedEntries(t *testing.T) {
 	if !e.dead.Load() {
 		t.Fatal("reclaimed entry not marked dead")
 	}
-	if _, err := ns.addLocked(e, e.slot(0), at.UnixNano(), int64(time.Second), Micro); !errors.Is(err, errDead) {
+	if _, err := ns.addLocked(e, e.slot(0), at.UnixNano(), int64(time.Second), ratelimit.Micro); !errors.Is(err, errDead) {
 		t.Errorf("addLocked on a reclaimed entry = %v, want errDead", err)
 	}
 	e2, err := ns.acquire("k")
@@ -84,7 +86,7 @@ func TestTableGrowsAndShrinks(t *testing.T) {
 // which holds only if every block lays them out there.
 func TestEntryBlockLayout(t *testing.T) {
 	for n := 1; n <= MaxWindowSizes; n++ {
-		for _, key := range []string{"k", "sixteen-byte-key", string(make([]byte, 64)), string(make([]byte, 65)), string(make([]byte, MaxKeyLen))} {
+		for _, key := range []string{"k", "sixteen-byte-key", string(make([]byte, 64)), string(make([]byte, 65)), string(make([]byte, ratelimit.MaxKeyLen))} {
 			e := newEntry(key, n)
 			if e.key != key {
 				t.Fatalf("newEntry(%d-byte key, %d).key differs", len(key), n)

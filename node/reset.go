@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // A reset forgets a key's sliding-window counts: every window that still
@@ -30,7 +32,7 @@ type ResetWindow struct {
 // ascending. An estimator namespace cannot forget one key
 // (ErrEstimatorKind); a key that is not valid is an ErrInvalidKey.
 func (ns *Namespace) ResetKeyAt(t time.Time, key string, dst []ResetWindow) ([]ResetWindow, error) {
-	if err := ValidateKey(key); err != nil {
+	if err := ratelimit.ValidateKey(key); err != nil {
 		return dst, err
 	}
 	if ns.est != nil {
@@ -40,7 +42,7 @@ func (ns *Namespace) ResetKeyAt(t time.Time, key string, dst []ResetWindow) ([]R
 	tn := t.UnixNano()
 	n := len(dst)
 	for _, size := range ns.sizes {
-		ws := WindowStart(tn, time.Duration(size))
+		ws := ratelimit.WindowStart(tn, time.Duration(size))
 		dst = append(dst, ResetWindow{Size: time.Duration(size), Start: ws - size}, ResetWindow{Size: time.Duration(size), Start: ws})
 	}
 	e := ns.shards.find(ns.shards.hash(key), key)
@@ -53,7 +55,7 @@ func (ns *Namespace) ResetKeyAt(t time.Time, key string, dst []ResetWindow) ([]R
 		return dst, nil
 	}
 	for i, size := range ns.sizes {
-		ws := WindowStart(tn, time.Duration(size))
+		ws := ratelimit.WindowStart(tn, time.Duration(size))
 		cur, prev := e.slot(i).buckets(ws, size)
 		w := dst[n+2*i:]
 		for j, b := range [2]*bucket{prev, cur} {
@@ -107,21 +109,21 @@ func (ns *Namespace) SetResetOthers(key string, ws []ResetWindow) {
 // the field as buckets[i]...; a sliding-window limit is an
 // ErrInvalidLimit on buckets[i], and an estimator namespace, which holds
 // no buckets, refuses them (ErrEstimatorKind).
-func (ns *Namespace) CheckResetBuckets(limits []Limit) error {
+func (ns *Namespace) CheckResetBuckets(limits []ratelimit.Limit) error {
 	if len(limits) > MaxLimits {
 		return fieldErr("buckets", ErrInvalidLimit, "at most %d buckets, got %d", MaxLimits, len(limits))
 	}
-	var buf [MaxLimits]Limit
+	var buf [MaxLimits]ratelimit.Limit
 	ls := buf[:len(limits)]
 	for i := range limits {
-		if limits[i].Kind == WindowLimit {
+		if limits[i].Kind == ratelimit.WindowLimit {
 			return fieldErr(fmt.Sprintf("buckets[%d]", i), ErrInvalidLimit,
 				"is a sliding window: buckets names token, leaky or fixed buckets (a reset that names no bucket and no lease forgets the sliding windows)")
 		}
 		ls[i] = limits[i]
 		ls[i].WaitTimeout, ls[i].Strict = 0, false
 		if err := checkBucketLimit(ls, i); err != nil {
-			if fe, ok := err.(*FieldError); ok {
+			if fe, ok := err.(*ratelimit.FieldError); ok {
 				fe.Field = "buckets" + strings.TrimPrefix(fe.Field, "limits")
 				fe.Reason = strings.ReplaceAll(fe.Reason, "limits[", "buckets[")
 			}
@@ -129,7 +131,7 @@ func (ns *Namespace) CheckResetBuckets(limits []Limit) error {
 		}
 	}
 	if ns.est != nil && len(limits) > 0 {
-		return fieldErr("buckets[0]."+limits[0].Kind.field(), ErrEstimatorKind,
+		return fieldErr("buckets[0]."+kindField(limits[0].Kind), ErrEstimatorKind,
 			"namespace %q is an estimator namespace, which holds no buckets", ns.cfg.Name)
 	}
 	return nil
@@ -140,12 +142,12 @@ func (ns *Namespace) CheckResetBuckets(limits []Limit) error {
 // local-only namespace's reset; a syncing one's goes through
 // BucketTx.Reset). A bucket the node does not hold is left alone: it
 // is new when it is next used.
-func (ns *Namespace) ResetBucketsAt(t time.Time, key string, limits []Limit) error {
-	if err := ValidateKey(key); err != nil {
+func (ns *Namespace) ResetBucketsAt(t time.Time, key string, limits []ratelimit.Limit) error {
+	if err := ratelimit.ValidateKey(key); err != nil {
 		return err
 	}
 	var buf [MaxLimits]heldBucket
-	req := AllowRequest{Key: key, Limits: limits}
+	req := ratelimit.AllowRequest{Key: key, Limits: limits}
 	hs := appendHeld(buf[:0], &req)
 	tn := t.UnixNano()
 	if err := ns.buckets.lockAll(hs, key, tn, false); err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestResetBucketsAt: a reset makes each bucket it names a new one at its
@@ -14,14 +15,14 @@ import (
 func TestResetBucketsAt(t *testing.T) {
 	clock := newFakeClock(time.Unix(1_800_000_000, 0))
 	ns := newNS(t, localConfig(time.Minute), clock)
-	kinds := []node.Limit{
-		{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 2, RefillTime: time.Hour}},
-		{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 2, Interval: time.Hour}},
-		{Kind: node.FixedLimit, Fixed: node.FixedBucket{Limit: 2, Period: time.Hour}},
+	kinds := []ratelimit.Limit{
+		{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 2, RefillTime: time.Hour}},
+		{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 2, Interval: time.Hour}},
+		{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Limit: 2, Period: time.Hour}},
 	}
-	allow := func(key string, l node.Limit) bool {
+	allow := func(key string, l ratelimit.Limit) bool {
 		t.Helper()
-		d, err := ns.AllowAt(clock.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: []node.Limit{l}}, nil)
+		d, err := ns.AllowAt(clock.Now(), ratelimit.AllowRequest{Key: key, Cost: 1, Limits: []ratelimit.Limit{l}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,20 +65,20 @@ func TestResetBucketsAt(t *testing.T) {
 // estimator namespace refuses every bucket.
 func TestCheckResetBuckets(t *testing.T) {
 	ns := newNS(t, localConfig(time.Minute), nil)
-	token := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 2, RefillTime: time.Hour}, Strict: true}
-	leaky := node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 2, Interval: time.Hour}, WaitTimeout: time.Hour}
-	if err := ns.CheckResetBuckets([]node.Limit{token, leaky}); err != nil {
+	token := ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 2, RefillTime: time.Hour}, Strict: true}
+	leaky := ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 2, Interval: time.Hour}, WaitTimeout: time.Hour}
+	if err := ns.CheckResetBuckets([]ratelimit.Limit{token, leaky}); err != nil {
 		t.Errorf("a token and a leaky bucket (a wait_timeout too long for an Allow ignored): %v", err)
 	}
-	wantFieldError(t, ns.CheckResetBuckets([]node.Limit{token, {Size: time.Minute, Limit: 1}}), "buckets[1]", node.ErrInvalidLimit)
+	wantFieldError(t, ns.CheckResetBuckets([]ratelimit.Limit{token, {Size: time.Minute, Limit: 1}}), "buckets[1]", node.ErrInvalidLimit)
 	bad := token
 	bad.Token.RefillTime = 0
-	wantFieldError(t, ns.CheckResetBuckets([]node.Limit{bad}), "buckets[0].token.refill_time", node.ErrInvalidLimit)
-	wantFieldError(t, ns.CheckResetBuckets([]node.Limit{leaky, token, token}), "buckets[2].token", node.ErrInvalidLimit)
-	many := make([]node.Limit, node.MaxLimits+1)
+	wantFieldError(t, ns.CheckResetBuckets([]ratelimit.Limit{bad}), "buckets[0].token.refill_time", node.ErrInvalidLimit)
+	wantFieldError(t, ns.CheckResetBuckets([]ratelimit.Limit{leaky, token, token}), "buckets[2].token", node.ErrInvalidLimit)
+	many := make([]ratelimit.Limit, node.MaxLimits+1)
 	wantFieldError(t, ns.CheckResetBuckets(many), "buckets", node.ErrInvalidLimit)
 	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
-	wantFieldError(t, est.CheckResetBuckets([]node.Limit{leaky}), "buckets[0].leaky", node.ErrEstimatorKind)
+	wantFieldError(t, est.CheckResetBuckets([]ratelimit.Limit{leaky}), "buckets[0].leaky", node.ErrEstimatorKind)
 }
 
 // TestLeasesClear: Clear frees every lease of its key this table holds,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestResetKeyAtCancelsEveryWindow: ResetKeyAt appends, after what dst
@@ -27,10 +28,10 @@ func TestResetKeyAtCancelsEveryWindow(t *testing.T) {
 	e := epoch.UnixNano()
 	want := []node.ResetWindow{
 		sentinel,
-		{Size: time.Second, Start: e, Own: 2 * node.Micro},
-		{Size: time.Second, Start: e + int64(time.Second), Own: 3 * node.Micro},
+		{Size: time.Second, Start: e, Own: 2 * ratelimit.Micro},
+		{Size: time.Second, Start: e + int64(time.Second), Own: 3 * ratelimit.Micro},
 		{Size: time.Minute, Start: e - int64(time.Minute), Own: 0},
-		{Size: time.Minute, Start: e, Own: 5 * node.Micro},
+		{Size: time.Minute, Start: e, Own: 5 * ratelimit.Micro},
 	}
 	if len(ws) != len(want) {
 		t.Fatalf("ResetKeyAt = %+v, want %+v", ws, want)
@@ -67,7 +68,7 @@ func TestResetKeyAtKeyNotHeld(t *testing.T) {
 		t.Errorf("%d keys after the reset of a key not held, want 0", n)
 	}
 	_, err = ns.ResetKeyAt(at, "", nil)
-	wantFieldError(t, err, "key", node.ErrInvalidKey)
+	wantFieldError(t, err, "key", ratelimit.ErrInvalidKey)
 	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
 	_, err = est.ResetKeyAt(at, "k", nil)
 	wantFieldError(t, err, "key", node.ErrEstimatorKind)
@@ -93,7 +94,7 @@ func TestSetResetOthers(t *testing.T) {
 	}
 	for _, size := range []time.Duration{time.Second, time.Minute} {
 		cur, _ := kl.Window(size)
-		kl.SetOthers(cur, 5*node.Micro)
+		kl.SetOthers(cur, 5*ratelimit.Micro)
 	}
 	kl.Unlock()
 	for _, size := range []time.Duration{time.Second, time.Minute} {
@@ -101,7 +102,7 @@ func TestSetResetOthers(t *testing.T) {
 			t.Fatalf("%v rate after the fetch = %v, want 7", size, got)
 		}
 	}
-	ws = append(ws, node.ResetWindow{Size: time.Hour, Start: epoch.UnixNano(), Own: node.Micro})
+	ws = append(ws, node.ResetWindow{Size: time.Hour, Start: epoch.UnixNano(), Own: ratelimit.Micro})
 	ns.SetResetOthers("k", ws)
 	ns.SetResetOthers("none", ws)
 	for _, size := range []time.Duration{time.Second, time.Minute} {
@@ -118,9 +119,9 @@ func TestSetResetOthers(t *testing.T) {
 // buckets; one more is refused.
 func TestCheckResetBucketsAtMaxLimits(t *testing.T) {
 	ns := newNS(t, localConfig(time.Minute), nil)
-	ls := make([]node.Limit, node.MaxLimits+1)
+	ls := make([]ratelimit.Limit, node.MaxLimits+1)
 	for i := range ls {
-		ls[i] = node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: float64(i + 1), RefillTime: time.Hour}}
+		ls[i] = ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: float64(i + 1), RefillTime: time.Hour}}
 	}
 	if err := ns.CheckResetBuckets(ls[:node.MaxLimits]); err != nil {
 		t.Errorf("%d buckets: %v, want accepted", node.MaxLimits, err)

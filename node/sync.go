@@ -4,6 +4,8 @@ import (
 	"math"
 	"time"
 	"unicode/utf8"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // The methods in this file are for the package that syncs a namespace with
@@ -74,7 +76,7 @@ func (ns *Namespace) collectDirty(now time.Time, dst []Pending) []Pending {
 func (ns *Namespace) collectEntry(e *entry, tn int64, dst []Pending) []Pending {
 	for i := range ns.sizes {
 		size := ns.sizes[i]
-		ws := WindowStart(tn, time.Duration(size))
+		ws := ratelimit.WindowStart(tn, time.Duration(size))
 		p := e.slot(i).p.Load()
 		if p == nil || p.start < ws-size {
 			continue
@@ -144,7 +146,7 @@ func (ns *Namespace) collectInterest(now time.Time, dst []Window) []Window {
 	ns.each(func(key string, e *entry) {
 		for i := range ns.sizes {
 			size := ns.sizes[i]
-			ws := WindowStart(tn, time.Duration(size))
+			ws := ratelimit.WindowStart(tn, time.Duration(size))
 			s := e.slot(i)
 			if p := s.p.Load(); p == nil || p.start < ws-size {
 				continue
@@ -173,7 +175,7 @@ func (ns *Namespace) interestWindow(now time.Time, key string, size time.Duratio
 		return Window{}, false, false
 	}
 	sz := int64(size)
-	ws := WindowStart(now.UnixNano(), size)
+	ws := ratelimit.WindowStart(now.UnixNano(), size)
 	sl := e.slot(i)
 	switch p := sl.p.Load(); {
 	case start > ws:
@@ -196,7 +198,7 @@ func (ns *Namespace) learnWindow(now time.Time, key string, size time.Duration, 
 		return Window{}, false, false, false
 	}
 	sz := int64(size)
-	switch ws := WindowStart(now.UnixNano(), size); {
+	switch ws := ratelimit.WindowStart(now.UnixNano(), size); {
 	case start > ws:
 		return Window{}, false, true, false
 	case start != ws && start != ws-sz:
@@ -311,7 +313,7 @@ func (ns *Namespace) reclaimEntry(e *entry, tn int64) bool {
 	live := false
 	for i := range ns.sizes {
 		size := ns.sizes[i]
-		ws := WindowStart(tn, time.Duration(size))
+		ws := ratelimit.WindowStart(tn, time.Duration(size))
 		s := e.slot(i)
 		p := s.p.Load()
 		switch {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestInterestWindowOfAKeyLastTouchedInThePreviousWindow: a key counted
@@ -53,12 +54,12 @@ func TestKeysFillMaxBytesExactly(t *testing.T) {
 // increment of it counts and answers its rate.
 func TestIncrementOfMaxValueCounts(t *testing.T) {
 	ns := newNS(t, localConfig(time.Second), nil)
-	r, err := ns.IncrementAt(epoch, "k", time.Second, node.MaxValue, nil)
-	if err != nil || len(r) != 1 || r[0].Rate != node.MaxValue {
-		t.Fatalf("IncrementAt(MaxValue) = %+v, %v; want the rate %v", r, err, node.MaxValue)
+	r, err := ns.IncrementAt(epoch, "k", time.Second, ratelimit.MaxValue, nil)
+	if err != nil || len(r) != 1 || r[0].Rate != ratelimit.MaxValue {
+		t.Fatalf("IncrementAt(MaxValue) = %+v, %v; want the rate %v", r, err, ratelimit.MaxValue)
 	}
-	if got := rateOf(t, ns, epoch, "k", time.Second); got != node.MaxValue {
-		t.Errorf("rate after counting MaxValue = %v, want %v", got, node.MaxValue)
+	if got := rateOf(t, ns, epoch, "k", time.Second); got != ratelimit.MaxValue {
+		t.Errorf("rate after counting MaxValue = %v, want %v", got, ratelimit.MaxValue)
 	}
 }
 
@@ -66,8 +67,8 @@ func TestIncrementOfMaxValueCounts(t *testing.T) {
 // bucket (what the cluster is told) is the tokens it took: 1 of 3; a
 // refused take empties the bucket and so consumes what was left.
 func TestTakeBucketsUsedIsTheTokensTaken(t *testing.T) {
-	const hit = node.Micro
-	spec := node.BucketSpec{Kind: node.TokenLimit, A: 3 * hit, B: int64(time.Second), C: hit}
+	const hit = ratelimit.Micro
+	spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 3 * hit, B: int64(time.Second), C: hit}
 	at := epoch.UnixNano()
 	s := []node.BucketState{spec.Init(at)}
 	used := []int64{0}

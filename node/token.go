@@ -1,40 +1,19 @@
 package node
 
-import "time"
+import (
+	"time"
 
-// TokenBucket is a token bucket's parameters, as in Smyte's ratelimit
-// (RL.REDUCE key max refilltime [REFILL amount] [TAKE n] [AT time]). They
-// are part of the bucket's identity.
-//
-// A new bucket holds Max tokens. Every whole RefillTime since the last
-// refill mark adds RefillAmount tokens, up to Max, and moves the mark by
-// that many RefillTimes (not to the call's time, so partial progress
-// towards the next refill is kept). A take of n is admitted when the
-// tokens before it are at least n; either way the bucket keeps
-// max(tokens − n, 0), so a refused take empties it (Smyte's code does
-// exactly this). A take of 0 only reads.
-type TokenBucket struct {
-	// Max is the most tokens the bucket holds, in (0, MaxValue].
-	Max float64
-	// RefillTime is the time between refills, in (0, MaxBucketDuration].
-	RefillTime time.Duration
-	// RefillAmount is the tokens one refill adds; 0 means Max.
-	RefillAmount float64
-}
+	"github.com/limiterd/limiterd/ratelimit"
+)
 
 // tokenParams is a validated TokenBucket in micro-hits and ns.
 type tokenParams struct {
 	max, refill, amount int64
 }
 
-// Validate reports the first bad parameter as a *FieldError ("max",
-// "refill_time" or "refill_amount") wrapping ErrInvalidLimit.
-func (p TokenBucket) Validate() error {
-	_, err := p.params()
-	return err
-}
-
-func (p TokenBucket) params() (tokenParams, error) {
+// tokenParamsOf validates p, reporting the first bad parameter as a *FieldError
+// ("max", "refill_time" or "refill_amount") wrapping ErrInvalidLimit.
+func tokenParamsOf(p ratelimit.TokenBucket) (tokenParams, error) {
 	var q tokenParams
 	var err error
 	if q.max, err = bucketAmount("max", p.Max); err != nil {
@@ -117,8 +96,8 @@ func (p tokenParams) take(s *bucketVal, found bool, t, n int64, strict bool) buc
 // p. With strict (Smyte's STRICT), a take that leaves the bucket empty
 // restarts its refill clock at t, so a caller that keeps trying stays
 // refused until it pauses a whole refill time.
-func (b *bucketTable) takeTokenAt(t time.Time, key string, p TokenBucket, take float64, strict bool) (bucketStatus, error) {
-	q, err := p.params()
+func (b *bucketTable) takeTokenAt(t time.Time, key string, p ratelimit.TokenBucket, take float64, strict bool) (bucketStatus, error) {
+	q, err := tokenParamsOf(p)
 	if err != nil {
 		return bucketStatus{}, bucketErr(key, err)
 	}
@@ -139,6 +118,6 @@ func (b *bucketTable) takeTokenAt(t time.Time, key string, p TokenBucket, take f
 
 // tokenAt reads key's token bucket p at t without taking (Smyte's RL.GET):
 // Before and Remaining are the tokens.
-func (b *bucketTable) tokenAt(t time.Time, key string, p TokenBucket) (bucketStatus, error) {
+func (b *bucketTable) tokenAt(t time.Time, key string, p ratelimit.TokenBucket) (bucketStatus, error) {
 	return b.takeTokenAt(t, key, p, 0, false)
 }

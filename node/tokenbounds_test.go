@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestStrictTokenReadKeepsTheRefillClock: a read (a take of 0) of an
@@ -13,7 +14,7 @@ import (
 // after the take that emptied it.
 func TestStrictTokenReadKeepsTheRefillClock(t *testing.T) {
 	b := newNS(t, localConfig(time.Second), nil).Buckets()
-	p := node.TokenBucket{Max: 1, RefillTime: 10 * time.Second}
+	p := ratelimit.TokenBucket{Max: 1, RefillTime: 10 * time.Second}
 	if st, err := b.TakeTokenAt(epoch, "k", p, 1, true); err != nil || !st.Allowed {
 		t.Fatalf("first take = %+v, %v; want admitted", st, err)
 	}
@@ -35,14 +36,14 @@ func TestStrictTokenReadKeepsTheRefillClock(t *testing.T) {
 // 5 taken elsewhere leave -2, so a take of 1 waits 3 refills.
 func TestTokenRetryAfterPaysTheDebt(t *testing.T) {
 	ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
-	token := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 3, RefillTime: time.Second, RefillAmount: 1}}
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}
+	token := ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 3, RefillTime: time.Second, RefillAmount: 1}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{token}}
 	// The store answers with the bucket at -2 (and leaves it so), and no
 	// verdict: the node decides from that state.
 	d := exchange(t, ns, epoch, req, func(tx *node.BucketTx) {
 		b := &tx.Buckets[0]
 		s := b.Spec.Init(epoch.UnixNano())
-		b.Spec.Force(&s, epoch.UnixNano(), 5*node.Micro)
+		b.Spec.Force(&s, epoch.UnixNano(), 5*ratelimit.Micro)
 		b.Got, b.Before, b.After, b.Seq = true, s, s, 1
 		tx.Decide = true
 	})

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // TestEngineLayouts: each value type the service shares with the engine
@@ -12,17 +12,17 @@ import (
 // and kinds at the same offsets.
 func TestEngineLayouts(t *testing.T) {
 	for _, c := range []struct{ svc, eng reflect.Type }{
-		{reflect.TypeFor[Rate](), reflect.TypeFor[node.Rate]()},
-		{reflect.TypeFor[Limit](), reflect.TypeFor[node.Limit]()},
-		{reflect.TypeFor[TokenBucket](), reflect.TypeFor[node.TokenBucket]()},
-		{reflect.TypeFor[LeakyBucket](), reflect.TypeFor[node.LeakyBucket]()},
-		{reflect.TypeFor[FixedBucket](), reflect.TypeFor[node.FixedBucket]()},
-		{reflect.TypeFor[LimitStatus](), reflect.TypeFor[node.LimitStatus]()},
+		{reflect.TypeFor[Rate](), reflect.TypeFor[ratelimit.Rate]()},
+		{reflect.TypeFor[Limit](), reflect.TypeFor[ratelimit.Limit]()},
+		{reflect.TypeFor[TokenBucket](), reflect.TypeFor[ratelimit.TokenBucket]()},
+		{reflect.TypeFor[LeakyBucket](), reflect.TypeFor[ratelimit.LeakyBucket]()},
+		{reflect.TypeFor[FixedBucket](), reflect.TypeFor[ratelimit.FixedBucket]()},
+		{reflect.TypeFor[LimitStatus](), reflect.TypeFor[ratelimit.LimitStatus]()},
 	} {
 		sameLayout(t, c.svc, c.eng)
 	}
 	for k := range FixedKind + 1 {
-		if got := node.LimitKind(k).String(); got != k.String() {
+		if got := ratelimit.LimitKind(k).String(); got != k.String() {
 			t.Errorf("kind %d: the engine's %q, the service's %q", k, got, k.String())
 		}
 	}

@@ -12,7 +12,7 @@
 //	limits (their count, then each limit's window_size and limit)
 //
 // so the first error of a bad request is the same whatever the
-// namespace's mode. Errors are *node.FieldError values (aliased here as
+// namespace's mode. Errors are *ratelimit.FieldError values (aliased here as
 // FieldError) naming the field and wrapping a sentinel, which fronts map to
 // their protocol's codes with errors.Is. What a front cannot decode (a
 // malformed timestamp on the wire, say) it reports itself, before calling.

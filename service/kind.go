@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Kind is a limiter kind: of a Limit, of a LimitStatus, and of a decision
@@ -49,7 +50,7 @@ func limitKinds(limits []Limit) kindSet {
 }
 
 // engineKinds is limitKinds of the engine's limits (a policy's).
-func engineKinds(limits []node.Limit) kindSet {
+func engineKinds(limits []ratelimit.Limit) kindSet {
 	var s kindSet
 	for i := range limits {
 		s |= only(Kind(limits[i].Kind))

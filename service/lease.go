@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -121,7 +122,7 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest, last *route) 
 		return Acquired{}, err
 	}
 	defer r.exit()
-	if err := node.ValidateKey(req.Key); err != nil {
+	if err := ratelimit.ValidateKey(req.Key); err != nil {
 		return Acquired{}, err
 	}
 	if req.Limit < 1 {

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Mode is how a namespace shares its counts with the other nodes.
@@ -73,4 +74,4 @@ func (rt *routes) info(ns *node.Namespace) NamespaceInfo {
 
 // FormatDuration writes d as the config and the JSON API write durations
 // ("60s", "250ms"), for a front's messages.
-func FormatDuration(d time.Duration) string { return node.FormatDuration(d) }
+func FormatDuration(d time.Duration) string { return ratelimit.FormatDuration(d) }

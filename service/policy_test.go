@@ -10,6 +10,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/service"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -19,7 +20,7 @@ import (
 // and 1 min in the mode of syncRate (over a new in-memory store when it
 // syncs), holding policies, in shadow mode when shadow. It returns the
 // service, the node and the clock.
-func newPolicyService(tb testing.TB, syncRate float64, policies map[string]node.Policy, shadow bool) (*service.Service, *node.Node, *fakeclock.Clock) {
+func newPolicyService(tb testing.TB, syncRate float64, policies map[string]ratelimit.Policy, shadow bool) (*service.Service, *node.Node, *fakeclock.Clock) {
 	tb.Helper()
 	clock := fakeclock.New(now)
 	mode := modeOf(tb, syncRate)
@@ -51,14 +52,14 @@ func newPolicyService(tb testing.TB, syncRate float64, policies map[string]node.
 }
 
 // engineLimits returns ls as the engine's limits (a policy's).
-func engineLimits(ls ...service.Limit) []node.Limit {
-	out := make([]node.Limit, len(ls))
+func engineLimits(ls ...service.Limit) []ratelimit.Limit {
+	out := make([]ratelimit.Limit, len(ls))
 	for i, l := range ls {
-		out[i] = node.Limit{Size: l.Size, Limit: l.Limit, Kind: node.LimitKind(l.Kind), Strict: l.Strict,
-			Token:       node.TokenBucket{Max: l.Token.Max, RefillTime: l.Token.RefillTime, RefillAmount: l.Token.RefillAmount},
-			Leaky:       node.LeakyBucket{Size: l.Leaky.Size, Interval: l.Leaky.Interval},
+		out[i] = ratelimit.Limit{Size: l.Size, Limit: l.Limit, Kind: ratelimit.LimitKind(l.Kind), Strict: l.Strict,
+			Token:       ratelimit.TokenBucket{Max: l.Token.Max, RefillTime: l.Token.RefillTime, RefillAmount: l.Token.RefillAmount},
+			Leaky:       ratelimit.LeakyBucket{Size: l.Leaky.Size, Interval: l.Leaky.Interval},
 			WaitTimeout: l.WaitTimeout,
-			Fixed:       node.FixedBucket{Period: l.Fixed.Period, Limit: l.Fixed.Limit}}
+			Fixed:       ratelimit.FixedBucket{Period: l.Fixed.Period, Limit: l.Fixed.Limit}}
 	}
 	return out
 }
@@ -89,7 +90,7 @@ func TestPolicyDecidesAsListedLimits(t *testing.T) {
 				continue
 			}
 			t.Run(m.name+"/"+tc.name, func(t *testing.T) {
-				pol, _, pc := newPolicyService(t, m.syncRate, map[string]node.Policy{"login": {Limits: engineLimits(tc.limits...)}}, false)
+				pol, _, pc := newPolicyService(t, m.syncRate, map[string]ratelimit.Policy{"login": {Limits: engineLimits(tc.limits...)}}, false)
 				lst, _, lc := newPolicyService(t, m.syncRate, nil, false)
 				allowed, refused := 0, 0
 				for i := range 12 {
@@ -127,7 +128,7 @@ func TestPolicyDecidesAsListedLimits(t *testing.T) {
 // limits too is refused on "policy"; neither, as before, on "limits".
 func TestPolicyErrors(t *testing.T) {
 	ctx := context.Background()
-	s, _, _ := newPolicyService(t, -1, map[string]node.Policy{"login": {Limits: engineLimits(lim(time.Minute, 3))}}, false)
+	s, _, _ := newPolicyService(t, -1, map[string]ratelimit.Policy{"login": {Limits: engineLimits(lim(time.Minute, 3))}}, false)
 	for _, tc := range []struct {
 		name   string
 		req    service.AllowRequest
@@ -164,7 +165,7 @@ func TestPolicyErrors(t *testing.T) {
 func TestPolicyChangeTakesTheNextCall(t *testing.T) {
 	ctx := context.Background()
 	cfg := func(limit float64) node.Config {
-		return node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, Policies: map[string]node.Policy{"login": {Limits: engineLimits(lim(time.Minute, limit))}}}
+		return node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, Policies: map[string]ratelimit.Policy{"login": {Limits: engineLimits(lim(time.Minute, limit))}}}
 	}
 	clock := fakeclock.New(now)
 	n, err := node.New([]node.Config{cfg(2)}, clock)
@@ -220,7 +221,7 @@ func TestDryRun(t *testing.T) {
 	for _, m := range modes {
 		for _, where := range []string{"policy", "namespace"} {
 			t.Run(m.name+"/"+where, func(t *testing.T) {
-				pol := map[string]node.Policy{"login": {Limits: engineLimits(lim(time.Minute, 2)), Shadow: where == "policy"}}
+				pol := map[string]ratelimit.Policy{"login": {Limits: engineLimits(lim(time.Minute, 2)), Shadow: where == "policy"}}
 				base, _, _ := newPolicyService(t, m.syncRate, pol, where == "namespace")
 				rec := &recorder{}
 				s := base.Observe(service.FrontGRPC, rec)
@@ -276,7 +277,7 @@ func TestDryRun(t *testing.T) {
 // have waited for answers at once, reporting the refusal.
 func TestDryRunDoesNotWait(t *testing.T) {
 	ctx := context.Background()
-	pol := map[string]node.Policy{"drip": {Limits: engineLimits(leaky(1, time.Second, 30*time.Second)), Shadow: true}}
+	pol := map[string]ratelimit.Policy{"drip": {Limits: engineLimits(leaky(1, time.Second, 30*time.Second)), Shadow: true}}
 	s, _, _ := newPolicyService(t, -1, pol, false)
 	if d, err := s.Allow(ctx, service.AllowRequest{Key: "k", Policy: "drip"}, nil); err != nil || !d.WouldAllow {
 		t.Fatalf("first drop: %+v, %v", d, err)
@@ -304,9 +305,9 @@ func TestPolicyConcurrent(t *testing.T) {
 	ctx := context.Background()
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			pol := map[string]node.Policy{"p": {Limits: engineLimits(lim(time.Minute, 100), fixed(time.Minute, 1000), token(1000, time.Minute))}}
+			pol := map[string]ratelimit.Policy{"p": {Limits: engineLimits(lim(time.Minute, 100), fixed(time.Minute, 1000), token(1000, time.Minute))}}
 			if m.syncRate == 0 {
-				pol["p"] = node.Policy{Limits: engineLimits(lim(time.Minute, 100))}
+				pol["p"] = ratelimit.Policy{Limits: engineLimits(lim(time.Minute, 100))}
 			}
 			s, _, _ := newPolicyService(t, m.syncRate, pol, false)
 			var admitted atomicCount

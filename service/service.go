@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -145,7 +146,7 @@ func (s *Service) target(ctx context.Context, op auth.Op, last *route, ks kindSe
 		return r, t, err
 	}
 	if t, err = at(ks, r.ns, t); err == nil {
-		if err = node.ValidateKey(key); err == nil {
+		if err = ratelimit.ValidateKey(key); err == nil {
 			err = checkSize(r.ns, size)
 		}
 	}
@@ -182,7 +183,7 @@ func checkSize(ns *node.Namespace, size time.Duration) error {
 
 // checkValue validates a hit count named field.
 func checkValue(field string, v float64) error {
-	_, err := node.ToMicroField(field, v)
+	_, err := ratelimit.ToMicroField(field, v)
 	return err
 }
 
@@ -270,7 +271,7 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	// namespace up to its key cap and refuse every writer's new key.
 	var (
 		ks     kindSet
-		limits []node.Limit
+		limits []ratelimit.Limit
 		shadow bool
 		r      route
 		t      time.Time
@@ -296,7 +297,7 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	// The cost and the limits: node's rules, checked here so that they
 	// come after the namespace, time and key in every mode; then whether
 	// the mode serves the limits' kinds.
-	ar := node.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: limits, CountRejected: req.CountRejected}
+	ar := ratelimit.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: limits, CountRejected: req.CountRejected}
 	if _, err := r.ns.CheckAllow(ar); err != nil {
 		return Decision{Limits: dst}, err
 	}
@@ -329,7 +330,7 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 // is ErrUnknownPolicy on "policy"), then the time in the range of its
 // limits' kinds and the key. It returns the policy's limits and whether
 // it is in shadow mode.
-func (s *Service) policyTarget(ctx context.Context, last *route, req AllowRequest) (route, time.Time, []node.Limit, bool, error) {
+func (s *Service) policyTarget(ctx context.Context, last *route, req AllowRequest) (route, time.Time, []ratelimit.Limit, bool, error) {
 	if err := s.authorize(ctx, req.Namespace, auth.Write); err != nil {
 		return route{}, req.At, nil, false, err
 	}
@@ -352,7 +353,7 @@ func (s *Service) policyTarget(ctx context.Context, last *route, req AllowReques
 func (s *Service) checkAllowStart(r route, ks kindSet, req AllowRequest) (time.Time, error) {
 	t, err := at(ks, r.ns, req.At)
 	if err == nil {
-		err = node.ValidateKey(req.Key)
+		err = ratelimit.ValidateKey(req.Key)
 	}
 	if err != nil {
 		r.exit()

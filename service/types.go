@@ -6,6 +6,7 @@ import (
 
 	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -112,12 +113,12 @@ type Decision struct {
 
 // FieldError names the request field that was wrong and wraps one of the
 // sentinels below.
-type FieldError = node.FieldError
+type FieldError = ratelimit.FieldError
 
 // Sentinel errors, wrapped by every FieldError a call returns.
 var (
-	ErrInvalidKey       = node.ErrInvalidKey
-	ErrInvalidValue     = node.ErrInvalidValue
+	ErrInvalidKey       = ratelimit.ErrInvalidKey
+	ErrInvalidValue     = ratelimit.ErrInvalidValue
 	ErrInvalidWindow    = node.ErrInvalidWindow
 	ErrUnknownWindow    = node.ErrUnknownWindow
 	ErrInvalidLimit     = node.ErrInvalidLimit

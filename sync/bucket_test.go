@@ -11,18 +11,19 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
 var (
-	tokens100 = node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 100, RefillTime: time.Hour}}
-	leaky10   = node.Limit{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 10, Interval: time.Hour}}
+	tokens100 = ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 100, RefillTime: time.Hour}}
+	leaky10   = ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 10, Interval: time.Hour}}
 )
 
-func (n testNode) take(t testing.TB, key string, limits ...node.Limit) node.Decision {
+func (n testNode) take(t testing.TB, key string, limits ...ratelimit.Limit) ratelimit.Decision {
 	t.Helper()
-	d, err := n.sy.Calls().AllowAt(context.Background(), n.ns.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, nil)
+	d, err := n.sy.Calls().AllowAt(context.Background(), n.ns.Now(), ratelimit.AllowRequest{Key: key, Cost: 1, Limits: limits}, nil)
 	if err != nil {
 		t.Fatalf("AllowAt %q: %v", key, err)
 	}
@@ -30,13 +31,13 @@ func (n testNode) take(t testing.TB, key string, limits ...node.Limit) node.Deci
 }
 
 // storeLevel reads a bucket's level in store as a new incarnation would.
-func storeLevel(t testing.TB, store clustersync.BucketStore, clock node.Clock, key string, l node.Limit) float64 {
+func storeLevel(t testing.TB, store clustersync.BucketStore, clock node.Clock, key string, l ratelimit.Limit) float64 {
 	t.Helper()
 	ns, err := node.NewNamespace(node.Config{Name: "api", WindowSizes: []time.Duration{time.Minute}, Shared: true}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := node.AllowRequest{Key: key, Cost: 0, Limits: []node.Limit{l}}
+	req := ratelimit.AllowRequest{Key: key, Cost: 0, Limits: []ratelimit.Limit{l}}
 	c, err := ns.CheckAllow(req)
 	if err != nil {
 		t.Fatal(err)
@@ -51,13 +52,13 @@ func storeLevel(t testing.TB, store clustersync.BucketStore, clock node.Clock, k
 	if err != nil {
 		t.Fatal(err)
 	}
-	return float64(r[0].After.Level) / node.Micro
+	return float64(r[0].After.Level) / ratelimit.Micro
 }
 
 // TestBucketsSynchronousExact: three nodes, eight callers each, on one
 // bucket with no refill, admit exactly its capacity.
 func TestBucketsSynchronousExact(t *testing.T) {
-	for _, l := range []node.Limit{tokens100, leaky10} {
+	for _, l := range []ratelimit.Limit{tokens100, leaky10} {
 		t.Run(l.Kind.String(), func(t *testing.T) {
 			clock := fakeclock.New(start)
 			store := memory.New()
@@ -215,9 +216,9 @@ func TestBucketsOutage(t *testing.T) {
 // if its take was; an older Version is late and decides nothing; a call
 // of a newer Version with a greater Total catches the row up first.
 func TestApplyBucketsReplayAndLate(t *testing.T) {
-	const hit = node.Micro
+	const hit = ratelimit.Micro
 	at := start.Truncate(time.Hour).UnixNano()
-	spec := node.BucketSpec{Kind: node.FixedLimit, A: int64(time.Hour), B: 5 * hit, Key: "f"}
+	spec := node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 5 * hit, Key: "f"}
 	exp := start.Add(time.Hour)
 	rows := []*clustersync.BucketRow{nil}
 	steps := []struct {
@@ -259,7 +260,7 @@ func TestApplyBucketsReplayAndLate(t *testing.T) {
 // row's and decided alone until the new count passed it: 15 admitted of
 // a fixed bucket of 10.)
 func TestBucketsRowMadeAnew(t *testing.T) {
-	fixed10 := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: 2 * time.Second, Limit: 10}}
+	fixed10 := ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: 2 * time.Second, Limit: 10}}
 	clock := fakeclock.New(start.Truncate(2 * time.Second))
 	mem := memory.New(memory.WithClock(clock.Now))
 	store := memory.NewFaulty(mem)
@@ -298,10 +299,10 @@ func TestBucketsRowMadeAnew(t *testing.T) {
 // from the row's state as stored; a catch-up applies the consumption at
 // its LastAt, refills included.
 func TestApplyBucketsStoresWhatTheTakeLeft(t *testing.T) {
-	const hit = node.Micro
+	const hit = ratelimit.Micro
 	h := time.Hour.Nanoseconds()
 	at := start.Truncate(time.Hour).UnixNano()
-	spec := node.BucketSpec{Kind: node.TokenLimit, A: 5 * hit, B: h, C: 5 * hit, Key: "t"}
+	spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 5 * hit, B: h, C: 5 * hit, Key: "t"}
 	exp := start.Add(3 * time.Hour)
 	rows := []*clustersync.BucketRow{nil}
 	steps := []struct {
@@ -359,7 +360,7 @@ func (r *bucketRecorder) Buckets(ctx context.Context, inc string, at, take int64
 // atomically), and each row is kept for the bucket's hold time and two
 // sync periods past the tick.
 func TestBucketsTickOneCallPerKey(t *testing.T) {
-	fixed10 := node.Limit{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Minute, Limit: 10}}
+	fixed10 := ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 10}}
 	clock := fakeclock.New(start)
 	rec := &bucketRecorder{Store: memory.New()}
 	n := newNode(t, "a", 0.1, rec, clock, clustersync.Config{})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // A node's side of the buckets across the cluster (see bucket.go for the
@@ -31,11 +32,11 @@ const maxBucketCalls = 16
 
 // errNoBuckets is the reason of a bucket limit in a namespace whose store
 // cannot hold buckets.
-func (bk bucketSync) errNoBuckets(req *node.AllowRequest) error {
+func (bk bucketSync) errNoBuckets(req *ratelimit.AllowRequest) error {
 	s := bk.s
 	for i, l := range req.Limits {
-		if l.Kind != node.WindowLimit {
-			return &node.FieldError{Field: fmt.Sprintf("limits[%d]", i), Err: node.ErrNotLocal,
+		if l.Kind != ratelimit.WindowLimit {
+			return &ratelimit.FieldError{Field: fmt.Sprintf("limits[%d]", i), Err: node.ErrNotLocal,
 				Reason: fmt.Sprintf("the store of namespace %q cannot hold %ss; use a local-only namespace or another store", s.name, l.Kind)}
 		}
 	}
@@ -43,22 +44,22 @@ func (bk bucketSync) errNoBuckets(req *node.AllowRequest) error {
 }
 
 // allowBuckets serves an Allow with bucket limits (checked: c).
-func (bk bucketSync) allow(ctx context.Context, t time.Time, req node.AllowRequest, c *node.AllowCheck, dst []node.LimitStatus) (node.Decision, error) {
+func (bk bucketSync) allow(ctx context.Context, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	s := bk.s
 	bs, ok := s.store.(BucketStore)
 	if !ok {
-		return node.Decision{Limits: dst}, bk.errNoBuckets(&req)
+		return ratelimit.Decision{Limits: dst}, bk.errNoBuckets(&req)
 	}
 	if !s.sync {
 		if !s.ns.BucketsSynced(&req) && s.storeUp() {
 			if err := bk.readBuckets(ctx, bs, t, req, c); err != nil {
-				return node.Decision{Limits: dst}, err
+				return ratelimit.Decision{Limits: dst}, err
 			}
 		}
 		return s.ns.AllowAt(t, req, dst)
 	}
 	if c.Buckets != len(req.Limits) {
-		return node.Decision{Limits: dst}, &node.FieldError{Field: "limits", Err: node.ErrNotLocal,
+		return ratelimit.Decision{Limits: dst}, &ratelimit.FieldError{Field: "limits", Err: node.ErrNotLocal,
 			Reason: fmt.Sprintf("namespace %q is synchronous: its store decides buckets and sliding windows apart, so one Allow cannot hold both; send them in two calls", s.name)}
 	}
 	return s.ns.ExchangeBuckets(t, req, c, dst, func(tx *node.BucketTx) error {
@@ -80,7 +81,7 @@ func (bk bucketSync) allow(ctx context.Context, t time.Time, req node.AllowReque
 // readBuckets reads the store's state of req's buckets into the node (a
 // periodic namespace's first call on them). A store that fails leaves
 // them as they are: the call is decided locally and the tick tries again.
-func (bk bucketSync) readBuckets(ctx context.Context, bs BucketStore, t time.Time, req node.AllowRequest, c *node.AllowCheck) error {
+func (bk bucketSync) readBuckets(ctx context.Context, bs BucketStore, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck) error {
 	_, err := bk.s.ns.ExchangeBuckets(t, req, c, nil, func(tx *node.BucketTx) error {
 		bk.callLocked(ctx, bs, tx.Buckets, t, 0, false)
 		return nil

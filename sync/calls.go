@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Calls serves the calls of one namespace in its mode, as the service
@@ -18,12 +19,12 @@ import (
 type Calls interface {
 	// IncrementAt counts value for key at t and appends the rates after
 	// counting to dst (node.Namespace.IncrementAt).
-	IncrementAt(ctx context.Context, t time.Time, key string, size time.Duration, value float64, dst []node.Rate) ([]node.Rate, error)
+	IncrementAt(ctx context.Context, t time.Time, key string, size time.Duration, value float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error)
 	// RateAt appends key's rates at t as if curDiff more were counted
 	// (node.Namespace.RateAt).
-	RateAt(ctx context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []node.Rate) ([]node.Rate, error)
+	RateAt(ctx context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error)
 	// AllowAt decides req at t (node.Namespace.AllowAt).
-	AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error)
+	AllowAt(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error)
 	// AcquireLease takes a lease of key at now (node.Leases.Acquire);
 	// limit and ttl are valid.
 	AcquireLease(ctx context.Context, now time.Time, key string, limit int64, ttl time.Duration) (node.LeaseGrant, error)
@@ -35,7 +36,7 @@ type Calls interface {
 	// ResetAt forgets key's sliding-window counts at t.
 	ResetAt(ctx context.Context, t time.Time, key string) error
 	// ResetBucketsAt puts key's buckets of limits back at rest at t.
-	ResetBucketsAt(ctx context.Context, t time.Time, key string, limits []node.Limit) error
+	ResetBucketsAt(ctx context.Context, t time.Time, key string, limits []ratelimit.Limit) error
 	// ClearLeasesAt ends every lease of key at t, reporting whether any
 	// was held.
 	ClearLeasesAt(ctx context.Context, t time.Time, key string) (bool, error)
@@ -47,15 +48,15 @@ func LocalCalls(ns *node.Namespace) Calls { return local{ns} }
 // local is a local namespace's Calls.
 type local struct{ ns *node.Namespace }
 
-func (l local) IncrementAt(_ context.Context, t time.Time, key string, size time.Duration, value float64, dst []node.Rate) ([]node.Rate, error) {
+func (l local) IncrementAt(_ context.Context, t time.Time, key string, size time.Duration, value float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
 	return l.ns.IncrementAt(t, key, size, value, dst)
 }
 
-func (l local) RateAt(_ context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []node.Rate) ([]node.Rate, error) {
+func (l local) RateAt(_ context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
 	return l.ns.RateAt(t, key, size, curDiff, dst)
 }
 
-func (l local) AllowAt(_ context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+func (l local) AllowAt(_ context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	return l.ns.AllowAt(t, req, dst)
 }
 
@@ -77,7 +78,7 @@ func (l local) ResetAt(_ context.Context, t time.Time, key string) error {
 	return err
 }
 
-func (l local) ResetBucketsAt(_ context.Context, t time.Time, key string, limits []node.Limit) error {
+func (l local) ResetBucketsAt(_ context.Context, t time.Time, key string, limits []ratelimit.Limit) error {
 	return l.ns.ResetBucketsAt(t, key, limits)
 }
 
@@ -106,7 +107,7 @@ func (c shared) ResetAt(ctx context.Context, t time.Time, key string) error {
 	return resets{c.s}.key(ctx, t, key)
 }
 
-func (c shared) ResetBucketsAt(ctx context.Context, t time.Time, key string, limits []node.Limit) error {
+func (c shared) ResetBucketsAt(ctx context.Context, t time.Time, key string, limits []ratelimit.Limit) error {
 	return resets{c.s}.buckets(ctx, t, key, limits)
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // The write-through calls of a synchronous namespace (sync_rate = 0). Each
@@ -52,8 +53,8 @@ func (s *Syncer) observe(caller context.Context, err error) {
 // IncrementAt counts value for key at t like node.Namespace.IncrementAt,
 // writes this node's new totals through and answers with the store's merged
 // rates.
-func (wt *synchronous) IncrementAt(ctx context.Context, t time.Time, key string, size time.Duration, value float64, dst []node.Rate) ([]node.Rate, error) {
-	m, err := node.ToMicro(value)
+func (wt *synchronous) IncrementAt(ctx context.Context, t time.Time, key string, size time.Duration, value float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
+	m, err := ratelimit.ToMicro(value)
 	if err != nil {
 		return dst, err
 	}
@@ -61,7 +62,7 @@ func (wt *synchronous) IncrementAt(ctx context.Context, t time.Time, key string,
 	if err != nil {
 		return dst, err
 	}
-	if err := node.ValidateKey(key); err != nil {
+	if err := ratelimit.ValidateKey(key); err != nil {
 		return dst, err
 	}
 	c := newCall(kindExchange, t)
@@ -75,8 +76,8 @@ func (wt *synchronous) IncrementAt(ctx context.Context, t time.Time, key string,
 
 // RateAt answers like node.Namespace.RateAt with the store's current
 // totals for key (falling back to local counts), counting nothing.
-func (wt *synchronous) RateAt(ctx context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []node.Rate) ([]node.Rate, error) {
-	m, err := node.ToMicroField("cur_diff", curDiff)
+func (wt *synchronous) RateAt(ctx context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
+	m, err := ratelimit.ToMicroField("cur_diff", curDiff)
 	if err != nil {
 		return dst, err
 	}
@@ -84,7 +85,7 @@ func (wt *synchronous) RateAt(ctx context.Context, t time.Time, key string, size
 	if err != nil {
 		return dst, err
 	}
-	if err := node.ValidateKey(key); err != nil {
+	if err := ratelimit.ValidateKey(key); err != nil {
 		return dst, err
 	}
 	c := newCall(kindExchange, t)
@@ -198,11 +199,11 @@ func (s *Syncer) fallback(err error) {
 // the decision uses the totals read back by one push-and-fetch, which
 // other nodes may race. A ctx that ends while the call queues returns its
 // error, nothing counted (group.go).
-func (wt *synchronous) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+func (wt *synchronous) AllowAt(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	s := wt.s
 	chk, err := s.ns.CheckAllow(req)
 	if err != nil {
-		return node.Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	if chk.Buckets > 0 {
 		return bucketSync{s}.allow(ctx, t, req, &chk, dst)
@@ -213,8 +214,8 @@ func (wt *synchronous) AllowAt(ctx context.Context, t time.Time, req node.AllowR
 	if group || !decides {
 		// Bring the others' totals up to date, then decide here; or have
 		// the store decide, with the Allows that queue meanwhile.
-		if err := node.ValidateKey(req.Key); err != nil {
-			return node.Decision{Limits: dst}, err
+		if err := ratelimit.ValidateKey(req.Key); err != nil {
+			return ratelimit.Decision{Limits: dst}, err
 		}
 		kind := kindAllowLocal
 		if group {
@@ -224,13 +225,13 @@ func (wt *synchronous) AllowAt(ctx context.Context, t time.Time, req node.AllowR
 		defer freeCall(c)
 		c.req, c.chk, c.dec.Limits = req, chk, dst
 		if err := wt.run(ctx, req.Key, c); err != nil {
-			return node.Decision{Limits: dst}, err
+			return ratelimit.Decision{Limits: dst}, err
 		}
 		return c.dec, c.err
 	}
 	k, err := s.ns.LockKey(t, req.Key)
 	if err != nil {
-		return node.Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	defer k.Unlock()
 	if !s.storeUp() {
@@ -245,7 +246,7 @@ func (wt *synchronous) AllowAt(ctx context.Context, t time.Time, req node.AllowR
 // with the store's verdict and the others' totals it read. When the call
 // fails the decision is taken from local counts and the rows sent stay
 // dirty. The caller has checked storeUp.
-func (s *Syncer) decideInStore(ctx context.Context, aa AtomicAllower, k *node.KeyLock, req node.AllowRequest, chk *node.AllowCheck, dst []node.LimitStatus) node.Decision {
+func (s *Syncer) decideInStore(ctx context.Context, aa AtomicAllower, k *node.KeyLock, req ratelimit.AllowRequest, chk *node.AllowCheck, dst []ratelimit.LimitStatus) ratelimit.Decision {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	version := s.versions.Next()

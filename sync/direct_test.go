@@ -9,6 +9,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -58,8 +59,8 @@ func testSynchronousAllow(t *testing.T, store func(*memory.Store) clustersync.St
 	for i := range nodeCount {
 		nodes = append(nodes, newNode(t, fmt.Sprintf("n%d", i), 0, store(mem), clock, clustersync.Config{}))
 	}
-	req := node.AllowRequest{Key: "k", Cost: 1, CountRejected: countRejected,
-		Limits: []node.Limit{{Size: time.Second, Limit: 100}, {Size: time.Minute, Limit: 10}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, CountRejected: countRejected,
+		Limits: []ratelimit.Limit{{Size: time.Second, Limit: 100}, {Size: time.Minute, Limit: 10}}}
 	allowed := 0
 	for i := range 30 {
 		d, err := nodes[i%nodeCount].sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
@@ -89,9 +90,9 @@ func testSynchronousAllow(t *testing.T, store func(*memory.Store) clustersync.St
 	if countRejected {
 		want = 30
 	}
-	ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
-	if got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"}); err != nil || got != want*node.Micro {
-		t.Errorf("store holds %v hits (%v), want %d", float64(got)/node.Micro, err, want)
+	ws := ratelimit.WindowStart(clock.Now().UnixNano(), time.Minute)
+	if got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"}); err != nil || got != want*ratelimit.Micro {
+		t.Errorf("store holds %v hits (%v), want %d", float64(got)/ratelimit.Micro, err, want)
 	}
 	for i, n := range nodes {
 		var tick node.Tick
@@ -111,7 +112,7 @@ func TestSynchronousAllowStoreFails(t *testing.T) {
 			mem := memory.New()
 			faulty := memory.NewFaulty(st.store(mem))
 			n := newNode(t, "a", 0, faulty.Store(), clock, clustersync.Config{CallTimeout: 10 * time.Millisecond})
-			req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 3}}}
+			req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 3}}}
 			allow := func() bool {
 				t.Helper()
 				d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
@@ -129,9 +130,9 @@ func TestSynchronousAllowStoreFails(t *testing.T) {
 			if err := n.sy.SyncOnce(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
-			if got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"}); err != nil || got != 3*node.Micro {
-				t.Errorf("store holds %v hits (%v) after the tick, want 3", float64(got)/node.Micro, err)
+			ws := ratelimit.WindowStart(clock.Now().UnixNano(), time.Minute)
+			if got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"}); err != nil || got != 3*ratelimit.Micro {
+				t.Errorf("store holds %v hits (%v) after the tick, want 3", float64(got)/ratelimit.Micro, err)
 			}
 		})
 	}
@@ -141,8 +142,8 @@ func TestSynchronousAllowStoreFails(t *testing.T) {
 func TestSynchronousRateAtCurDiff(t *testing.T) {
 	n := newNode(t, "a", 0, memory.New(), fakeclock.New(start), clustersync.Config{})
 	_, err := n.sy.Calls().RateAt(context.Background(), start, "k", 0, 2e9, nil)
-	var fe *node.FieldError
-	if !errors.As(err, &fe) || fe.Field != "cur_diff" || !errors.Is(err, node.ErrInvalidValue) {
+	var fe *ratelimit.FieldError
+	if !errors.As(err, &fe) || fe.Field != "cur_diff" || !errors.Is(err, ratelimit.ErrInvalidValue) {
 		t.Errorf("RateAt with cur_diff 2e9: error %v, want a FieldError for cur_diff wrapping ErrInvalidValue", err)
 	}
 }
@@ -154,9 +155,9 @@ func BenchmarkSynchronousCall(b *testing.B) {
 	clock := fakeclock.New(start)
 	n := newNode(b, "a", 0, memory.New(), clock, clustersync.Config{})
 	ctx := context.Background()
-	rates := make([]node.Rate, 0, 2)
-	statuses := make([]node.LimitStatus, 0, 2)
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}}
+	rates := make([]ratelimit.Rate, 0, 2)
+	statuses := make([]ratelimit.LimitStatus, 0, 2)
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}}
 	for _, bc := range []struct {
 		name string
 		call func() error

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Escalation: a periodic namespace's Allow at synchronous quality where it
@@ -75,7 +76,7 @@ func (s *Syncer) presumedDown() bool {
 // it is clear of every limit, in the store (when it is an AtomicAllower)
 // near one; see the comment above. Its answers and errors are those of
 // node.Namespace.AllowAt.
-func (pd *periodic) allowNear(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+func (pd *periodic) allowNear(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	s := pd.s
 	if !s.escalate || s.presumedDown() {
 		return s.ns.AllowAt(t, req, dst)
@@ -92,18 +93,18 @@ func (pd *periodic) allowNear(ctx context.Context, t time.Time, req node.AllowRe
 // allowInStore is allowNear's call near a limit. It is a function of its
 // own so that its large frame is not on the stack of every call: a deeper
 // stack than a goroutine starts with costs a copy of it on every call.
-func (pd *periodic) allowInStore(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+func (pd *periodic) allowInStore(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	s := pd.s
 	if !s.storeUp() {
 		return s.ns.AllowAt(t, req, dst)
 	}
 	chk, err := s.ns.CheckAllow(req)
 	if err != nil {
-		return node.Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	k, err := s.ns.LockKey(t, req.Key)
 	if err != nil {
-		return node.Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	defer k.Unlock()
 	s.m.Escalated(s.name)

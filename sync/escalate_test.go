@@ -12,6 +12,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -49,9 +50,9 @@ func periodicPair(t *testing.T, store clustersync.Store, clock *fakeclock.Clock,
 	return mk("a", esc), mk("b", nil), esc
 }
 
-func allowOne(t *testing.T, n testNode, key string, limit float64) node.Decision {
+func allowOne(t *testing.T, n testNode, key string, limit float64) ratelimit.Decision {
 	t.Helper()
-	req := node.AllowRequest{Key: key, Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: limit}}}
+	req := ratelimit.AllowRequest{Key: key, Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: limit}}}
 	d, err := n.sy.Calls().AllowAt(context.Background(), n.ns.Now(), req, nil)
 	if err != nil {
 		t.Fatalf("allow %q: %v", key, err)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Group commit of the synchronous calls of one key. A call holds the key
@@ -106,11 +107,11 @@ type call struct {
 	m     int64
 	rate  bool
 	extra int64
-	rates []node.Rate
+	rates []ratelimit.Rate
 	// Allow kinds.
-	req node.AllowRequest
+	req ratelimit.AllowRequest
 	chk node.AllowCheck
-	dec node.Decision
+	dec ratelimit.Decision
 	err error
 
 	// Guarded by the shard's mutex: taken by a group, or asked to lead.
@@ -217,7 +218,7 @@ func (wt *synchronous) take(q *keyQueue) []*call {
 func (wt *synchronous) sameWindows(a, b int64) bool {
 	s := wt.s
 	for _, size := range s.ns.Sizes() {
-		if node.WindowStart(a, size) != node.WindowStart(b, size) {
+		if ratelimit.WindowStart(a, size) != ratelimit.WindowStart(b, size) {
 			return false
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -40,12 +41,12 @@ func BenchmarkHotKeyAllowRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := node.AllowRequest{Key: "hot", Cost: 1, Limits: []node.Limit{{Size: time.Second, Limit: 1e9}}}
+	req := ratelimit.AllowRequest{Key: "hot", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1e9}}}
 	b.ReportAllocs()
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		var dst []node.LimitStatus
+		var dst []ratelimit.LimitStatus
 		for pb.Next() {
 			d, err := sy.Calls().AllowAt(context.Background(), time.Now(), req, dst[:0])
 			if err != nil || !d.Allowed {

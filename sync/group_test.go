@@ -14,7 +14,7 @@ import (
 
 	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/internal/fakeclock"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
@@ -90,7 +90,7 @@ func TestGroupHotKeyExact(t *testing.T) {
 				goroutines = 16
 				calls      = 12 // 576 calls for 100 admissions
 			)
-			req := node.AllowRequest{Key: "hot", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: limit}}}
+			req := ratelimit.AllowRequest{Key: "hot", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: limit}}}
 			var admitted atomic.Int64
 			var wg gosync.WaitGroup
 			for _, n := range nodes {
@@ -142,12 +142,12 @@ func TestGroupHotKeyExact(t *testing.T) {
 // a node that never wrote reads it.
 func wantStored(t *testing.T, store clustersync.Store, key string, at time.Time, want float64) {
 	t.Helper()
-	k := clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: node.WindowStart(at.UnixNano(), time.Minute), Key: key}
+	k := clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ratelimit.WindowStart(at.UnixNano(), time.Minute), Key: key}
 	others := make([]int64, 1)
 	if err := store.Fetch(context.Background(), clustersync.NewIncarnation("reader"), []clustersync.WindowKey{k}, others); err != nil {
 		t.Fatal(err)
 	}
-	if got := float64(others[0]) / node.Micro; got != want {
+	if got := float64(others[0]) / ratelimit.Micro; got != want {
 		t.Errorf("stored total of %q = %v, want %v", key, got, want)
 	}
 }
@@ -163,7 +163,7 @@ func TestGroupAnswersInOrder(t *testing.T) {
 	var mu gosync.Mutex
 	var incs, allows []float64
 	var wg gosync.WaitGroup
-	req := node.AllowRequest{Key: "a", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 300}}}
+	req := ratelimit.AllowRequest{Key: "a", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 300}}}
 	for g := range goroutines {
 		wg.Go(func() {
 			for range calls {
@@ -213,7 +213,7 @@ func TestGroupSharesStoreCall(t *testing.T) {
 	clock := fakeclock.New(start)
 	f := memory.NewFaulty(memory.New())
 	n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Minute})
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 5}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 5}}}
 	f.Hang()
 	var admitted atomic.Int64
 	var wg gosync.WaitGroup
@@ -249,7 +249,7 @@ func TestGroupAtMostMaxGroup(t *testing.T) {
 	clock := fakeclock.New(start)
 	f := memory.NewFaulty(memory.New())
 	n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Minute})
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 1e6}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 1e6}}}
 	f.Hang()
 	var wg gosync.WaitGroup
 	allow := func() {
@@ -297,13 +297,13 @@ func TestGroupBeyondExactSumsOneAtATime(t *testing.T) {
 				n.increment(t, "k", tc.sign*1e9)
 			}
 			// own: ±9e15 micro-hits, and the first Allow's 1 hit.
-			own := int64(tc.sign*9e15) + node.Micro
+			own := int64(tc.sign*9e15) + ratelimit.Micro
 			own = max(own, -own)
-			cost := float64((exact-own-tc.below)/2) / node.Micro
+			cost := float64((exact-own-tc.below)/2) / ratelimit.Micro
 			f.Hang()
 			var wg gosync.WaitGroup
 			allow := func(cost float64) {
-				req := node.AllowRequest{Key: "k", Cost: cost, Limits: []node.Limit{{Size: time.Minute, Limit: 1e9}}, CountRejected: true}
+				req := ratelimit.AllowRequest{Key: "k", Cost: cost, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 1e9}}, CountRejected: true}
 				if _, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
 					t.Error(err)
 				}
@@ -330,12 +330,12 @@ func TestGroupCancelled(t *testing.T) {
 	clock := fakeclock.New(start)
 	f := memory.NewFaulty(memory.New())
 	n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Minute})
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 5}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 5}}}
 	f.Hang()
 	leaderCtx, cancelLeader := context.WithCancel(context.Background())
 	defer cancelLeader()
 	type answer struct {
-		d   node.Decision
+		d   ratelimit.Decision
 		err error
 	}
 	leader, queued := make(chan answer, 1), make(chan answer, 1)
@@ -384,7 +384,7 @@ func TestGroupStoreDown(t *testing.T) {
 	clock := fakeclock.New(start)
 	f := memory.NewFaulty(memory.New())
 	n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Second})
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 20}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 20}}}
 	f.Fail(nil)
 	var admitted atomic.Int64
 	var wg gosync.WaitGroup
@@ -439,7 +439,7 @@ func TestGroupIncrementOrder(t *testing.T) {
 		{size: time.Minute, value: 4, want: []float64{6}},
 		{rate: true, size: time.Minute, value: 0, want: []float64{6}},
 	}
-	got := make([][]node.Rate, len(steps))
+	got := make([][]ratelimit.Rate, len(steps))
 	var wg gosync.WaitGroup
 	for i, s := range steps {
 		wg.Go(func() {
@@ -484,21 +484,21 @@ func TestGroupAllowOrder(t *testing.T) {
 	f := memory.NewFaulty(memory.New())
 	n := newNode(t, "n", 0, f, clock, clustersync.Config{CallTimeout: time.Minute})
 	f.Hang()
-	perSec := func(l float64) node.Limit { return node.Limit{Size: time.Second, Limit: l} }
-	perMin := func(l float64) node.Limit { return node.Limit{Size: time.Minute, Limit: l} }
+	perSec := func(l float64) ratelimit.Limit { return ratelimit.Limit{Size: time.Second, Limit: l} }
+	perMin := func(l float64) ratelimit.Limit { return ratelimit.Limit{Size: time.Minute, Limit: l} }
 	steps := []struct {
-		req       node.AllowRequest
+		req       ratelimit.AllowRequest
 		allowed   bool
 		wantRates []float64
 	}{
-		{node.AllowRequest{Cost: 1, Limits: []node.Limit{perMin(100)}}, true, []float64{1}}, // the leader, alone
-		{node.AllowRequest{Cost: 1, Limits: []node.Limit{perMin(3)}}, true, []float64{2}},
-		{node.AllowRequest{Cost: 1, Limits: []node.Limit{perSec(1)}}, false, []float64{2}},
-		{node.AllowRequest{Cost: 1, Limits: []node.Limit{perSec(10), perMin(3)}}, true, []float64{3, 3}},
-		{node.AllowRequest{Cost: 2, CountRejected: true, Limits: []node.Limit{perMin(3)}}, false, []float64{5}},
-		{node.AllowRequest{Cost: 0, Limits: []node.Limit{perSec(5), perMin(5)}}, true, []float64{5, 5}},
+		{ratelimit.AllowRequest{Cost: 1, Limits: []ratelimit.Limit{perMin(100)}}, true, []float64{1}}, // the leader, alone
+		{ratelimit.AllowRequest{Cost: 1, Limits: []ratelimit.Limit{perMin(3)}}, true, []float64{2}},
+		{ratelimit.AllowRequest{Cost: 1, Limits: []ratelimit.Limit{perSec(1)}}, false, []float64{2}},
+		{ratelimit.AllowRequest{Cost: 1, Limits: []ratelimit.Limit{perSec(10), perMin(3)}}, true, []float64{3, 3}},
+		{ratelimit.AllowRequest{Cost: 2, CountRejected: true, Limits: []ratelimit.Limit{perMin(3)}}, false, []float64{5}},
+		{ratelimit.AllowRequest{Cost: 0, Limits: []ratelimit.Limit{perSec(5), perMin(5)}}, true, []float64{5, 5}},
 	}
-	got := make([]node.Decision, len(steps))
+	got := make([]ratelimit.Decision, len(steps))
 	var wg gosync.WaitGroup
 	for i, s := range steps {
 		s.req.Key = "k"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -14,11 +14,11 @@ import (
 // (its previous window weighs 1), the minute's previous window weighs
 // (60 − 15) / 60 = 0.75. Totals and limits are in hits.
 func TestDecideGroup(t *testing.T) {
-	const hit = node.Micro
+	const hit = ratelimit.Micro
 	minute := start.Truncate(time.Minute)
 	at := minute.Add(15 * time.Second).UnixNano()
 	window := func(size time.Duration, cur, prev int64) clustersync.GroupWindow {
-		s := node.WindowStart(at, size)
+		s := ratelimit.WindowStart(at, size)
 		return clustersync.GroupWindow{Size: size,
 			Cur:  clustersync.Row{WindowKey: clustersync.WindowKey{Namespace: "api", Size: size, Start: s, Key: "k"}, Total: cur * hit},
 			Prev: clustersync.Row{WindowKey: clustersync.WindowKey{Namespace: "api", Size: size, Start: s - int64(size)}, Total: prev * hit}}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -28,7 +29,7 @@ func TestGroupDecidedInTheStoreIsNoFallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 1e6}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 1e6}}}
 	allow := func() {
 		if _, err := sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
 			t.Error(err)
@@ -65,14 +66,14 @@ func TestGroupDecidedInTheStoreIsNoFallback(t *testing.T) {
 func TestResetBucketsAtLeavesTheKeyUnlocked(t *testing.T) {
 	clock := fakeclock.New(start)
 	a := newNode(t, "a", 0.1, memory.New(memory.WithClock(clock.Now)), clock, clustersync.Config{})
-	token := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 4, RefillTime: time.Hour}}
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}
+	token := ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 4, RefillTime: time.Hour}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{token}}
 	done := make(chan float64, 1)
 	go func() {
 		if _, err := a.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil); err != nil {
 			t.Error(err)
 		}
-		if err := a.sy.Calls().ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); err != nil {
+		if err := a.sy.Calls().ResetBucketsAt(context.Background(), clock.Now(), "k", []ratelimit.Limit{token}); err != nil {
 			t.Error(err)
 		}
 		d, err := a.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)

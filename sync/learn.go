@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Learning the keys the node does not hold. An escalating namespace on a
@@ -62,7 +62,7 @@ func (tk ticker) knownSizes(t time.Time) uint32 {
 	tn := t.UnixNano()
 	var mask uint32
 	for i, size := range s.learn.sizes {
-		if node.WindowStart(tn, size)-int64(size) >= since+int64(s.learn.skew) {
+		if ratelimit.WindowStart(tn, size)-int64(size) >= since+int64(s.learn.skew) {
 			mask |= 1 << i
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -53,7 +54,7 @@ func TestLearnKeysFromChanges(t *testing.T) {
 		t.Fatalf("nobody-second refused: %+v", d)
 	}
 	escalations(t, 2)
-	minute := node.AllowRequest{Key: "nobody-minute", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 100}}}
+	minute := ratelimit.AllowRequest{Key: "nobody-minute", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 100}}}
 	if d, err := a.sy.Calls().AllowAt(context.Background(), a.ns.Now(), minute, nil); err != nil || !d.Allowed {
 		t.Fatalf("nobody-minute: %+v, %v", d, err)
 	}

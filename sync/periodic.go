@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // periodic serves a periodic namespace's calls: counted in the node,
@@ -22,23 +22,23 @@ func (pd *periodic) tick(time.Time) {}
 
 func (pd *periodic) forget(string) {}
 
-func (pd *periodic) IncrementAt(_ context.Context, t time.Time, key string, size time.Duration, value float64, dst []node.Rate) ([]node.Rate, error) {
+func (pd *periodic) IncrementAt(_ context.Context, t time.Time, key string, size time.Duration, value float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
 	return pd.s.ns.IncrementAt(t, key, size, value, dst)
 }
 
-func (pd *periodic) RateAt(_ context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []node.Rate) ([]node.Rate, error) {
+func (pd *periodic) RateAt(_ context.Context, t time.Time, key string, size time.Duration, curDiff float64, dst []ratelimit.Rate) ([]ratelimit.Rate, error) {
 	return pd.s.ns.RateAt(t, key, size, curDiff, dst)
 }
 
 // AllowAt decides req at t: with bucket limits as bucketsync.go says;
 // of sliding windows alone in the node, or near a limit in the store
 // when the namespace escalates.
-func (pd *periodic) AllowAt(ctx context.Context, t time.Time, req node.AllowRequest, dst []node.LimitStatus) (node.Decision, error) {
+func (pd *periodic) AllowAt(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	for _, l := range req.Limits {
-		if l.Kind != node.WindowLimit {
+		if l.Kind != ratelimit.WindowLimit {
 			chk, err := pd.s.ns.CheckAllow(req)
 			if err != nil {
-				return node.Decision{Limits: dst}, err
+				return ratelimit.Decision{Limits: dst}, err
 			}
 			return bucketSync{pd.s}.allow(ctx, t, req, &chk, dst)
 		}

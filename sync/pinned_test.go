@@ -10,6 +10,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -49,9 +50,9 @@ func TestBucketsRefusedByAStoreWithout(t *testing.T) {
 	cs := &countingStore{Store: memory.New()}
 	clock := fakeclock.New(start)
 	b := newNode(t, "b", 0.1, plainChanges{cs}, clock, clustersync.Config{NoEscalate: true})
-	req := node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{{Size: time.Minute, Limit: 5}, leaky10, tokens100}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 5}, leaky10, tokens100}}
 	_, err := b.sy.Calls().AllowAt(context.Background(), clock.Now(), req, nil)
-	var fe *node.FieldError
+	var fe *ratelimit.FieldError
 	if !errors.As(err, &fe) || fe.Field != "limits[1]" || !errors.Is(err, node.ErrNotLocal) || !strings.Contains(err.Error(), "cannot hold leaky buckets") {
 		t.Errorf("Allow with a window, a leaky and a token bucket: %v; want limits[1] refused, the store holding no leaky buckets", err)
 	}
@@ -93,9 +94,9 @@ func TestSynchronousAllowAtomicOnly(t *testing.T) {
 //     (the first refill is 60 s after the call) and a take of 9 is
 //     refused.
 func TestApplyBucketsNewRowStartsAtLastTake(t *testing.T) {
-	const hit = node.Micro
+	const hit = ratelimit.Micro
 	at := start.UnixNano()
-	spec := node.BucketSpec{Kind: node.TokenLimit, A: 10 * hit, B: int64(time.Minute), C: 10 * hit, Key: "t"}
+	spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 10 * hit, B: int64(time.Minute), C: 10 * hit, Key: "t"}
 	exp := start.Add(time.Hour)
 	apply := func(rows []*clustersync.BucketRow, at, version, total, lastAt, take int64) (bool, clustersync.BucketReply) {
 		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: total, LastAt: lastAt, Version: version, ExpireAt: exp}}

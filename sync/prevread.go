@@ -5,7 +5,7 @@ import (
 	gosync "sync"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // prevReads remembers, per key of a synchronous namespace, when a call
@@ -77,7 +77,7 @@ func (p *prevReads) fresh(key string, t time.Time, sizes []time.Duration, grace 
 	}
 	tn := t.UnixNano()
 	for _, size := range sizes {
-		ws := node.WindowStart(tn, size)
+		ws := ratelimit.WindowStart(tn, size)
 		since := ws
 		if tn >= ws+int64(grace) {
 			since += int64(grace)
@@ -96,7 +96,7 @@ func (p *prevReads) fresh(key string, t time.Time, sizes []time.Duration, grace 
 func (p *prevReads) prune(now time.Time, sizes []time.Duration) {
 	var before int64
 	for i, size := range sizes {
-		if ws := node.WindowStart(now.UnixNano(), size); i == 0 || ws > before {
+		if ws := ratelimit.WindowStart(now.UnixNano(), size); i == 0 || ws > before {
 			before = ws
 		}
 	}

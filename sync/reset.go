@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Resets across the cluster.
@@ -92,11 +93,11 @@ func (rz resets) key(ctx context.Context, t time.Time, key string) error {
 // On a store error the node has reset the buckets, until its next sync
 // takes the store's state back, and the store may not have: the error
 // wraps ErrUnavailable, and taking the reset again completes it.
-func (rz resets) buckets(ctx context.Context, t time.Time, key string, limits []node.Limit) error {
+func (rz resets) buckets(ctx context.Context, t time.Time, key string, limits []ratelimit.Limit) error {
 	s := rz.s
 	bs, ok := s.store.(BucketStore)
 	if !ok {
-		return &node.FieldError{Field: "buckets", Err: node.ErrNotLocal,
+		return &ratelimit.FieldError{Field: "buckets", Err: node.ErrNotLocal,
 			Reason: fmt.Sprintf("the store of namespace %q cannot hold buckets", s.name)}
 	}
 	if len(limits) == 0 {
@@ -106,7 +107,7 @@ func (rz resets) buckets(ctx context.Context, t time.Time, key string, limits []
 	// reset is not taken after it.
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
-	req := node.AllowRequest{Key: key, Limits: limits}
+	req := ratelimit.AllowRequest{Key: key, Limits: limits}
 	_, err := s.ns.ExchangeBuckets(t, req, &node.AllowCheck{Buckets: len(limits)}, nil, func(tx *node.BucketTx) error {
 		tx.Reset = true
 		if _, err := (bucketSync{s}).callLocked(ctx, bs, tx.Buckets, t, 0, true); err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -76,10 +76,10 @@ func TestResetBucketsAt(t *testing.T) {
 	a := newNode(t, "a", 0.1, store, clock, clustersync.Config{})
 	b := newNode(t, "b", 0.1, store, clock, clustersync.Config{})
 	nodes := []testNode{a, b}
-	token := node.Limit{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 4, RefillTime: time.Hour}}
-	take := func(n testNode) node.Decision {
+	token := ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 4, RefillTime: time.Hour}}
+	take := func(n testNode) ratelimit.Decision {
 		t.Helper()
-		d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), node.AllowRequest{Key: "k", Cost: 1, Limits: []node.Limit{token}}, nil)
+		d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{token}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +88,7 @@ func TestResetBucketsAt(t *testing.T) {
 	// left is what a read (a take of 0) says is left at node n.
 	left := func(n testNode) float64 {
 		t.Helper()
-		d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), node.AllowRequest{Key: "k", Cost: 0, Limits: []node.Limit{token}}, nil)
+		d, err := n.sy.Calls().AllowAt(context.Background(), clock.Now(), ratelimit.AllowRequest{Key: "k", Cost: 0, Limits: []ratelimit.Limit{token}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestResetBucketsAt(t *testing.T) {
 		t.Fatalf("tokens left before the reset = %g, want 1", got)
 	}
 	take(b) // not sent yet
-	if err := a.sy.Calls().ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); err != nil {
+	if err := a.sy.Calls().ResetBucketsAt(context.Background(), clock.Now(), "k", []ratelimit.Limit{token}); err != nil {
 		t.Fatal(err)
 	}
 	if got := left(a); got != 4 {
@@ -122,7 +122,7 @@ func TestResetBucketsAt(t *testing.T) {
 	c := newNode(t, "c", 0.1, faulty, clock, clustersync.Config{TickTimeout: time.Second, CallTimeout: time.Second})
 	take(c)
 	faulty.Fail(errors.New("down"))
-	if err := c.sy.Calls().ResetBucketsAt(context.Background(), clock.Now(), "k", []node.Limit{token}); !errors.Is(err, clustersync.ErrUnavailable) {
+	if err := c.sy.Calls().ResetBucketsAt(context.Background(), clock.Now(), "k", []ratelimit.Limit{token}); !errors.Is(err, clustersync.ErrUnavailable) {
 		t.Errorf("a reset through a failing store: %v, want ErrUnavailable", err)
 	}
 	if got := left(c); got != 4 {

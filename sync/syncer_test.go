@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/limiterd/limiterd/internal/config"
 	"log/slog"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/limiterd/limiterd/internal/config"
+	"github.com/limiterd/limiterd/ratelimit"
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
@@ -44,9 +46,9 @@ func newNode(t testing.TB, name string, syncRate float64, store clustersync.Stor
 	return tn
 }
 
-func (n testNode) increment(t testing.TB, key string, v float64) []node.Rate {
+func (n testNode) increment(t testing.TB, key string, v float64) []ratelimit.Rate {
 	t.Helper()
-	var rs []node.Rate
+	var rs []ratelimit.Rate
 	var err error
 	if n.sy != nil && n.sy.Mode() == clustersync.Mode(clustersync.Synchronous{}) {
 		rs, err = n.sy.Calls().IncrementAt(context.Background(), n.ns.Now(), key, 0, v, nil)
@@ -100,8 +102,8 @@ func TestPeriodicConverges(t *testing.T) {
 				t.Errorf("node %d key %s: rate = %v, want %v", i, key, got, want)
 			}
 		}
-		if got, _ := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: node.WindowStart(start.UnixNano(), time.Minute), Key: key}); float64(got)/node.Micro != want {
-			t.Errorf("store window %s = %v, want %v", key, float64(got)/node.Micro, want)
+		if got, _ := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ratelimit.WindowStart(start.UnixNano(), time.Minute), Key: key}); float64(got)/ratelimit.Micro != want {
+			t.Errorf("store window %s = %v, want %v", key, float64(got)/ratelimit.Micro, want)
 		}
 	}
 }
@@ -183,12 +185,12 @@ func TestStoreHangsIncrementsContinue(t *testing.T) {
 			if err := n.sy.SyncOnce(context.Background()); err != nil {
 				t.Fatalf("SyncOnce after heal: %v", err)
 			}
-			ws := node.WindowStart(start.UnixNano(), time.Minute)
+			ws := ratelimit.WindowStart(start.UnixNano(), time.Minute)
 			for k := range 5 {
 				key := fmt.Sprintf("k%d", k)
 				got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: key})
-				if err != nil || got != 200*node.Micro {
-					t.Errorf("store %s = %v (%v), want exactly 200 hits", key, float64(got)/node.Micro, err)
+				if err != nil || got != 200*ratelimit.Micro {
+					t.Errorf("store %s = %v (%v), want exactly 200 hits", key, float64(got)/ratelimit.Micro, err)
 				}
 			}
 		})
@@ -209,11 +211,11 @@ func TestShutdownPushesEverything(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	ws := node.WindowStart(start.UnixNano(), time.Second)
+	ws := ratelimit.WindowStart(start.UnixNano(), time.Second)
 	for i := range 10 {
 		got, _ := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Second, Start: ws, Key: fmt.Sprintf("k%d", i)})
-		if got != 10*node.Micro {
-			t.Errorf("k%d stored %v, want 10", i, float64(got)/node.Micro)
+		if got != 10*ratelimit.Micro {
+			t.Errorf("k%d stored %v, want 10", i, float64(got)/ratelimit.Micro)
 		}
 	}
 }
@@ -421,10 +423,10 @@ func TestSynchronousOutageFailsFast(t *testing.T) {
 	if err := n.sy.SyncOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
+	ws := ratelimit.WindowStart(clock.Now().UnixNano(), time.Minute)
 	got, err := mem.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
-	if err != nil || got != 1005*node.Micro {
-		t.Fatalf("store = %v (%v), want exactly 1005 hits", float64(got)/node.Micro, err)
+	if err != nil || got != 1005*ratelimit.Micro {
+		t.Fatalf("store = %v (%v), want exactly 1005 hits", float64(got)/ratelimit.Micro, err)
 	}
 }
 
@@ -520,10 +522,10 @@ func TestFailedPushThatLandedIsRepaired(t *testing.T) {
 			if err := tick(); err != nil {
 				t.Fatal(err)
 			}
-			ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
+			ws := ratelimit.WindowStart(clock.Now().UnixNano(), time.Minute)
 			got, err := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
-			if err != nil || got != 1*node.Micro {
-				t.Fatalf("store = %v hits (%v), want 1", float64(got)/node.Micro, err)
+			if err != nil || got != 1*ratelimit.Micro {
+				t.Fatalf("store = %v hits (%v), want 1", float64(got)/ratelimit.Micro, err)
 			}
 		})
 	}
@@ -601,7 +603,7 @@ func TestSynchronousCallReadsClosedWindowsOnce(t *testing.T) {
 			t.Errorf("%s: sent %d current and %d previous windows, want 2 and %d", what, cur, prev, wantPrev)
 		}
 	}
-	secondRate := func(what string, rs []node.Rate, want float64) {
+	secondRate := func(what string, rs []ratelimit.Rate, want float64) {
 		t.Helper()
 		if got := rs[0].Rate; got < want-1e-6 || got > want+1e-6 {
 			t.Errorf("%s: 1 s rate %v, want %v", what, got, want)
@@ -611,10 +613,10 @@ func TestSynchronousCallReadsClosedWindowsOnce(t *testing.T) {
 	// pushPrev stores inc's total of k's previous window of size.
 	pushPrev := func(inc string, size time.Duration, total float64) (start int64) {
 		t.Helper()
-		start = node.WindowStart(clock.Now().UnixNano(), size) - int64(size)
+		start = ratelimit.WindowStart(clock.Now().UnixNano(), size) - int64(size)
 		row := clustersync.Row{
 			WindowKey: clustersync.WindowKey{Namespace: "api", Size: size, Start: start, Key: "k"},
-			Total:     int64(total * node.Micro), Version: 1, ExpireAt: clock.Now().Add(time.Hour),
+			Total:     int64(total * ratelimit.Micro), Version: 1, ExpireAt: clock.Now().Add(time.Hour),
 		}
 		if err := store.Push(context.Background(), inc, []clustersync.Row{row}); err != nil {
 			t.Fatal(err)
@@ -707,10 +709,10 @@ func TestSynchronousFailedCallThatLandedIsRepaired(t *testing.T) {
 	store.armed = false
 	clock.Add(callTimeout) // past the back-off
 	n.increment(t, "k", -1)
-	ws := node.WindowStart(clock.Now().UnixNano(), time.Minute)
+	ws := ratelimit.WindowStart(clock.Now().UnixNano(), time.Minute)
 	got, err := store.Window(context.Background(), clustersync.WindowKey{Namespace: "api", Size: time.Minute, Start: ws, Key: "k"})
-	if err != nil || got != 1*node.Micro {
-		t.Fatalf("store = %v hits (%v), want 1", float64(got)/node.Micro, err)
+	if err != nil || got != 1*ratelimit.Micro {
+		t.Fatalf("store = %v hits (%v), want 1", float64(got)/ratelimit.Micro, err)
 	}
 }
 

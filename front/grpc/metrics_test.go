@@ -17,6 +17,7 @@ import (
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/internal/reqmetrics/metricstest"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/service"
 )
 
@@ -114,7 +115,7 @@ func TestUnaryMetrics(t *testing.T) {
 // dry_run and would_allow false, and the decision metrics count one
 // would-be refusal (decision dry_run_denied) beside two admitted calls.
 func TestDryRunMetrics(t *testing.T) {
-	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, Policies: map[string]node.Policy{"login": {Limits: []node.Limit{{Size: time.Minute, Limit: 2}}, Shadow: true}}}
+	cfg := node.Config{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, Policies: map[string]ratelimit.Policy{"login": {Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 2}}, Shadow: true}}}
 	c, reg := newMetricsServer(t, cfg)
 	for i := range 3 {
 		resp, err := c.Allow(t.Context(), &limiterv1.AllowRequest{Key: "k", Policy: "login"})

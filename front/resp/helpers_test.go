@@ -9,6 +9,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/service"
 )
 
@@ -21,9 +22,9 @@ var minute = time.Unix(1_700_000_040, 0).UTC()
 func testNamespaces() []node.Config {
 	return []node.Config{
 		node.DefaultConfig(),
-		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, Policies: map[string]node.Policy{
-			"login": {Limits: []node.Limit{{Size: time.Hour, Limit: 2}}},
-			"trial": {Limits: []node.Limit{{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 1}}}, Shadow: true},
+		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, Policies: map[string]ratelimit.Policy{
+			"login": {Limits: []ratelimit.Limit{{Size: time.Hour, Limit: 2}}},
+			"trial": {Limits: []ratelimit.Limit{{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Hour, Limit: 1}}}, Shadow: true},
 		}},
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/service"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -253,7 +254,7 @@ func firstCalls(calls []Call, nodes int, warm int64, size time.Duration) int64 {
 			if c.Seq >= warm {
 				n++
 			}
-		} else if at, ok := last[c.Key]; ok && node.WindowStart(at, size) < node.WindowStart(c.At, size)-int64(size) {
+		} else if at, ok := last[c.Key]; ok && ratelimit.WindowStart(at, size) < ratelimit.WindowStart(c.At, size)-int64(size) {
 			c.Back = true
 		}
 		last[c.Key] = c.At

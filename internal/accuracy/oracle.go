@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Call is one Allow decision as the cluster took it.
@@ -74,7 +74,7 @@ func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) 
 		return cmp.Or(cmp.Compare(a.At, b.At), cmp.Compare(a.Seq, b.Seq))
 	})
 	sz := int64(size)
-	lim := float64(limit) * node.Micro
+	lim := float64(limit) * ratelimit.Micro
 	keys := map[int32]*window{}
 	type kw struct {
 		key   int32
@@ -86,10 +86,10 @@ func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) 
 	for _, c := range calls {
 		w := keys[c.Key]
 		if w == nil {
-			w = &window{start: node.WindowStart(c.At, size)}
+			w = &window{start: ratelimit.WindowStart(c.At, size)}
 			keys[c.Key] = w
 		}
-		ws := node.WindowStart(c.At, size)
+		ws := ratelimit.WindowStart(c.At, size)
 		switch {
 		case ws == w.start:
 		case ws == w.start+sz:
@@ -97,16 +97,16 @@ func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) 
 		case ws > w.start:
 			w.prev, w.cur, w.start = 0, 0, ws
 		}
-		rate := node.SlidingRate(w.cur, w.prev, size, c.At-ws)
-		oracle := rate+node.Micro <= lim
+		rate := ratelimit.SlidingRate(w.cur, w.prev, size, c.At-ws)
+		oracle := rate+ratelimit.Micro <= lim
 		if c.Allowed {
-			w.cur += node.Micro
+			w.cur += ratelimit.Micro
 		}
 		if c.At < from.UnixNano() {
 			continue // fed to the oracle, not judged
 		}
 		v.Calls++
-		if oracle && rate+2*node.Micro > lim {
+		if oracle && rate+2*ratelimit.Micro > lim {
 			v.AtLimit++
 		}
 		if c.Back {
@@ -142,7 +142,7 @@ func Judge(calls []Call, size time.Duration, limit float64, from, to time.Time) 
 			sum += n
 		}
 	}
-	for s := node.WindowStart(from.UnixNano()+sz-1, size); s+sz <= to.UnixNano(); s += sz {
+	for s := ratelimit.WindowStart(from.UnixNano()+sz-1, size); s+sz <= to.UnixNano(); s += sz {
 		v.Windows++
 	}
 	if v.Windows > 0 {

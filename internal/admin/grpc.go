@@ -10,7 +10,7 @@ import (
 	adminv1 "github.com/limiterd/limiterd/api/proto/limiter/admin/v1"
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/internal/config"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -105,19 +105,19 @@ func limitConfig(l *limiterv1.Limit) config.LimitConfig {
 }
 
 // apiLimit is a policy's limit as the API writes it.
-func apiLimit(l node.Limit) *limiterv1.Limit {
+func apiLimit(l ratelimit.Limit) *limiterv1.Limit {
 	switch l.Kind {
-	case node.TokenLimit:
+	case ratelimit.TokenLimit:
 		amount := l.Token.RefillAmount
 		return &limiterv1.Limit{Kind: &limiterv1.Limit_Token{Token: &limiterv1.TokenBucket{Max: l.Token.Max,
 			RefillTime: durationpb.New(l.Token.RefillTime), RefillAmount: &amount, Strict: l.Strict}}}
-	case node.LeakyLimit:
+	case ratelimit.LeakyLimit:
 		lb := &limiterv1.LeakyBucket{Size: l.Leaky.Size, Interval: durationpb.New(l.Leaky.Interval)}
 		if l.WaitTimeout > 0 {
 			lb.WaitTimeout = durationpb.New(l.WaitTimeout)
 		}
 		return &limiterv1.Limit{Kind: &limiterv1.Limit_Leaky{Leaky: lb}}
-	case node.FixedLimit:
+	case ratelimit.FixedLimit:
 		return &limiterv1.Limit{Kind: &limiterv1.Limit_Fixed{Fixed: &limiterv1.FixedBucket{Period: durationpb.New(l.Fixed.Period), Limit: l.Fixed.Limit}}}
 	}
 	return &limiterv1.Limit{WindowSize: durationpb.New(l.Size), Limit: l.Limit}

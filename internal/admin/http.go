@@ -19,6 +19,7 @@ import (
 	"time"
 
 	adminv1 "github.com/limiterd/limiterd/api/proto/limiter/admin/v1"
+	"github.com/limiterd/limiterd/ratelimit"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -107,7 +108,7 @@ func (a *API) registerHTTP(mux *http.ServeMux) {
 				}
 			}
 			for _, s := range c.WindowSizes {
-				info.WindowSizes = append(info.WindowSizes, node.FormatDuration(s))
+				info.WindowSizes = append(info.WindowSizes, ratelimit.FormatDuration(s))
 			}
 			out = append(out, info)
 		}

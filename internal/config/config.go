@@ -20,6 +20,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/confval"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -673,7 +674,7 @@ func (c *Config) Validate() error {
 			errs = append(errs, validatePolicies(field, c.Namespaces[i].Policies)...)
 		}
 		if err := nc.Validate(); err != nil {
-			var fe *node.FieldError
+			var fe *ratelimit.FieldError
 			if errors.As(err, &fe) {
 				bad(field+"."+fe.Field, "%s", fe.Reason)
 			} else {
@@ -726,7 +727,7 @@ func validateStore(name string, s StoreConfig, getenv func(string) string) (Stor
 	resolved, err := resolveStoreSecrets(s, getenv)
 	if err == nil {
 		if _, err = decodeStoreOptions(resolved); err != nil {
-			var fe *node.FieldError
+			var fe *ratelimit.FieldError
 			if errors.As(err, &fe) {
 				err = &Error{Field: fe.Field, Reason: fe.Reason}
 			} else if _, ok := errors.AsType[*Error](err); !ok {
@@ -847,9 +848,9 @@ func (c *Config) NodeConfigs() []node.Config {
 }
 
 // mixed reports whether limits hold sliding windows and buckets.
-func mixed(limits []node.Limit) bool {
-	windows := slices.ContainsFunc(limits, func(l node.Limit) bool { return l.Kind == node.WindowLimit })
-	buckets := slices.ContainsFunc(limits, func(l node.Limit) bool { return l.Kind != node.WindowLimit })
+func mixed(limits []ratelimit.Limit) bool {
+	windows := slices.ContainsFunc(limits, func(l ratelimit.Limit) bool { return l.Kind == ratelimit.WindowLimit })
+	buckets := slices.ContainsFunc(limits, func(l ratelimit.Limit) bool { return l.Kind != ratelimit.WindowLimit })
 	return windows && buckets
 }
 

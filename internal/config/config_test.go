@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	clustersync "github.com/limiterd/limiterd/sync"
 	"maps"
 	"math"
 	"os"
@@ -15,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
+	clustersync "github.com/limiterd/limiterd/sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -221,11 +223,11 @@ func TestConfigFullExample(t *testing.T) {
 	want := []node.Config{
 		{Name: "default", WindowSizes: []time.Duration{time.Second, time.Minute}, MaxKeys: 500, MaxBytes: 16 << 20, OnFull: node.OnFullEvict},
 		{Name: "api", WindowSizes: []time.Duration{100 * time.Millisecond, time.Second, time.Hour}, Shared: true, LeaseIdle: 400 * time.Millisecond, MaxLeaseTTL: 10 * time.Minute,
-			Shadow: true, Policies: map[string]node.Policy{
-				"login": {Shadow: true, Limits: []node.Limit{{Size: time.Second, Limit: 5},
-					{Kind: node.TokenLimit, Token: node.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 2}, Strict: true}}},
-				"export": {Limits: []node.Limit{{Kind: node.LeakyLimit, Leaky: node.LeakyBucket{Size: 3, Interval: 30 * time.Second}, WaitTimeout: 5 * time.Second},
-					{Kind: node.FixedLimit, Fixed: node.FixedBucket{Period: time.Hour, Limit: 100}}}},
+			Shadow: true, Policies: map[string]ratelimit.Policy{
+				"login": {Shadow: true, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 5},
+					{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 10, RefillTime: time.Minute, RefillAmount: 2}, Strict: true}}},
+				"export": {Limits: []ratelimit.Limit{{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 3, Interval: 30 * time.Second}, WaitTimeout: 5 * time.Second},
+					{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Hour, Limit: 100}}}},
 			}},
 		{Name: "billing", WindowSizes: []time.Duration{time.Minute}, Shared: true, MaxKeys: 2_000_000, MaxLeaseTTL: 90 * time.Second},
 		{Name: "flows", WindowSizes: []time.Duration{time.Second}, Estimator: &node.EstimatorConfig{Hashes: 4, Slots: 65536}},

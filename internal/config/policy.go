@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // PolicyConfig is a namespace's named policy: the limits an Allow naming
@@ -60,29 +60,29 @@ type FixedBucketConfig struct {
 // nodePolicies returns ps as the engine's policies, which node.Config's
 // Validate checks. A limit with several kinds set keeps the first of
 // token, leaky and fixed (validatePolicies refuses it).
-func nodePolicies(ps map[string]PolicyConfig) map[string]node.Policy {
+func nodePolicies(ps map[string]PolicyConfig) map[string]ratelimit.Policy {
 	if len(ps) == 0 {
 		return nil
 	}
-	out := make(map[string]node.Policy, len(ps))
+	out := make(map[string]ratelimit.Policy, len(ps))
 	for name, p := range ps {
-		np := node.Policy{Shadow: p.Shadow, Limits: make([]node.Limit, len(p.Limits))}
+		np := ratelimit.Policy{Shadow: p.Shadow, Limits: make([]ratelimit.Limit, len(p.Limits))}
 		for i, l := range p.Limits {
-			nl := node.Limit{Size: time.Duration(l.WindowSize), Limit: l.Limit}
+			nl := ratelimit.Limit{Size: time.Duration(l.WindowSize), Limit: l.Limit}
 			if l.Token != nil {
-				nl.Kind, nl.Strict = node.TokenLimit, l.Token.Strict
-				nl.Token = node.TokenBucket{Max: l.Token.Max, RefillTime: time.Duration(l.Token.RefillTime), RefillAmount: l.Token.RefillAmount}
+				nl.Kind, nl.Strict = ratelimit.TokenLimit, l.Token.Strict
+				nl.Token = ratelimit.TokenBucket{Max: l.Token.Max, RefillTime: time.Duration(l.Token.RefillTime), RefillAmount: l.Token.RefillAmount}
 			}
 			if l.Leaky != nil {
-				if nl.Kind == node.WindowLimit {
-					nl.Kind, nl.WaitTimeout = node.LeakyLimit, time.Duration(l.Leaky.WaitTimeout)
-					nl.Leaky = node.LeakyBucket{Size: l.Leaky.Size, Interval: time.Duration(l.Leaky.Interval)}
+				if nl.Kind == ratelimit.WindowLimit {
+					nl.Kind, nl.WaitTimeout = ratelimit.LeakyLimit, time.Duration(l.Leaky.WaitTimeout)
+					nl.Leaky = ratelimit.LeakyBucket{Size: l.Leaky.Size, Interval: time.Duration(l.Leaky.Interval)}
 				}
 			}
 			if l.Fixed != nil {
-				if nl.Kind == node.WindowLimit {
-					nl.Kind = node.FixedLimit
-					nl.Fixed = node.FixedBucket{Period: time.Duration(l.Fixed.Period), Limit: l.Fixed.Limit}
+				if nl.Kind == ratelimit.WindowLimit {
+					nl.Kind = ratelimit.FixedLimit
+					nl.Fixed = ratelimit.FixedBucket{Period: time.Duration(l.Fixed.Period), Limit: l.Fixed.Limit}
 				}
 			}
 			np.Limits[i] = nl

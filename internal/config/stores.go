@@ -10,7 +10,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
@@ -89,7 +89,7 @@ func decodeStoreOptions(s StoreConfig) (any, error) {
 	if err := validate(); err != nil {
 		// "field: reason", the field as written in YAML: the caller's
 		// path already names the store and its type.
-		var fe *node.FieldError
+		var fe *ratelimit.FieldError
 		if errors.As(err, &fe) {
 			return nil, fe
 		}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"gopkg.in/yaml.v3"
 )
 
@@ -26,7 +26,7 @@ type Duration time.Duration
 const maxSeconds = 1e9
 
 // String returns the duration as a config writes it ("60s", "250ms").
-func (d Duration) String() string { return node.FormatDuration(time.Duration(d)) }
+func (d Duration) String() string { return ratelimit.FormatDuration(time.Duration(d)) }
 
 // MarshalText writes the duration in Go syntax.
 func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }

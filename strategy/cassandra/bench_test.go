@@ -17,6 +17,7 @@ import (
 
 	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -320,7 +321,7 @@ func BenchmarkBuckets(b *testing.B) {
 				calls[0] = bucketCall("bench", specs[k], applied[k], version)
 				began := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
-				ok, err := s.Buckets(ctx, "me", began.UnixNano(), node.Micro, calls, replies)
+				ok, err := s.Buckets(ctx, "me", began.UnixNano(), ratelimit.Micro, calls, replies)
 				cancel()
 				lat = append(lat, time.Since(began))
 				if err != nil || !ok {
@@ -357,7 +358,7 @@ func BenchmarkBucketsContended(b *testing.B) {
 			run := 0
 			for b.Loop() {
 				run++
-				spec := node.BucketSpec{Kind: node.TokenLimit, A: capacity * node.Micro, B: int64(time.Hour), C: capacity * node.Micro,
+				spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: capacity * ratelimit.Micro, B: int64(time.Hour), C: capacity * ratelimit.Micro,
 					Key: fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(b.Name(), "/", "-"), run, time.Now().UnixNano())}
 				r0, t0 := cassandrastore.BucketRetries(s), cassandrastore.BucketTrips(s)
 				var admitted atomic.Int64
@@ -377,7 +378,7 @@ func BenchmarkBucketsContended(b *testing.B) {
 								v := atomic.AddInt64(&version, 1)
 								call := []clustersync.BucketCall{bucketCall("contended", spec, applied, v)}
 								began := time.Now()
-								ok, err := s.Buckets(context.Background(), inc, at, node.Micro, call, replies)
+								ok, err := s.Buckets(context.Background(), inc, at, ratelimit.Micro, call, replies)
 								took := time.Since(began)
 								if err == nil {
 									applied = max(applied, replies[0].Applied)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -17,11 +18,11 @@ var _ clustersync.BucketStore = (*cassandrastore.Store)(nil)
 // bucketSpecs are one bucket of each kind on key, large enough to admit
 // every take of a test or benchmark.
 func bucketSpecs(key string) map[string]node.BucketSpec {
-	const hit = node.Micro
+	const hit = ratelimit.Micro
 	return map[string]node.BucketSpec{
-		"token": {Kind: node.TokenLimit, A: 1e9 * hit, B: int64(time.Second), C: hit, Key: key},
-		"leaky": {Kind: node.LeakyLimit, A: 1e9 * hit, B: int64(time.Hour), C: int64(time.Hour) / 1e9, Key: key},
-		"fixed": {Kind: node.FixedLimit, A: int64(time.Hour), B: 1e9 * hit, Key: key},
+		"token": {Kind: ratelimit.TokenLimit, A: 1e9 * hit, B: int64(time.Second), C: hit, Key: key},
+		"leaky": {Kind: ratelimit.LeakyLimit, A: 1e9 * hit, B: int64(time.Hour), C: int64(time.Hour) / 1e9, Key: key},
+		"fixed": {Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 1e9 * hit, Key: key},
 	}
 }
 
@@ -37,7 +38,7 @@ func TestBuckets(t *testing.T) {
 	c := harness.SharedCassandra(t)
 	e := newEnv(t, c)
 	s := open(t, e.config())
-	const hit = node.Micro
+	const hit = ratelimit.Micro
 	tok := bucketSpecs("k")["token"]
 	fix := bucketSpecs("k")["fixed"]
 	at := time.Now().UnixNano()

@@ -16,7 +16,7 @@ import (
 	gocql "github.com/apache/cassandra-gocql-driver/v2"
 
 	"github.com/limiterd/limiterd/internal/confval"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Defaults of Config, as DefaultConfig sets them. A zero Port, Timeout,
@@ -196,14 +196,14 @@ var identifier = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 var ErrInvalidConfig = errors.New("cassandra: invalid config")
 
 // Validate reports the first invalid field: its error wraps a
-// *node.FieldError naming the field (as written in YAML) and the reason,
+// *ratelimit.FieldError naming the field (as written in YAML) and the reason,
 // which wraps ErrInvalidConfig. Zero fields that have a default are valid.
 func (c Config) Validate() error {
 	c = c.withDefaults()
-	// The package prefix, then a *node.FieldError, so a caller can name
+	// The package prefix, then a *ratelimit.FieldError, so a caller can name
 	// the field without parsing text.
 	bad := func(field, format string, args ...any) error {
-		return fmt.Errorf("cassandra: %w", &node.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidConfig})
+		return fmt.Errorf("cassandra: %w", &ratelimit.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidConfig})
 	}
 	if len(c.Hosts) == 0 {
 		return bad("hosts", "at least one host is required")

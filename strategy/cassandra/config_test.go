@@ -11,7 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -92,9 +92,9 @@ func TestValidate(t *testing.T) {
 		if !strings.HasPrefix(err.Error(), "cassandra: "+tc.field+": ") {
 			t.Errorf("Validate() = %q, want it to name %q", err, tc.field)
 		}
-		var fe *node.FieldError
+		var fe *ratelimit.FieldError
 		if !errors.As(err, &fe) || fe.Field != tc.field || fe.Reason == "" {
-			t.Errorf("Validate() = %#v, want a *node.FieldError with field %q and a reason", err, tc.field)
+			t.Errorf("Validate() = %#v, want a *ratelimit.FieldError with field %q and a reason", err, tc.field)
 		}
 		if !errors.Is(err, cassandrastore.ErrInvalidConfig) {
 			t.Errorf("Validate() = %v, want it to wrap ErrInvalidConfig", err)

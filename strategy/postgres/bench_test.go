@@ -14,6 +14,7 @@ import (
 
 	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -316,9 +317,9 @@ func BenchmarkBuckets(b *testing.B) {
 	const keys = 10_000
 	s := openStore(b, testConfig(harness.SharedPostgres(b).DSN(), pgstore.DefaultTable))
 	for _, spec := range []node.BucketSpec{
-		{Kind: node.TokenLimit, A: 1e9 * hit, B: int64(time.Minute), C: 1e9 * hit},
+		{Kind: ratelimit.TokenLimit, A: 1e9 * hit, B: int64(time.Minute), C: 1e9 * hit},
 		leakySpec("", 1e9*hit, int64(time.Minute)),
-		{Kind: node.FixedLimit, A: int64(time.Minute), B: 1e9 * hit},
+		{Kind: ratelimit.FixedLimit, A: int64(time.Minute), B: 1e9 * hit},
 	} {
 		b.Run("kind="+spec.Kind.String(), func(b *testing.B) {
 			versions := clustersync.NewVersions(time.Now)

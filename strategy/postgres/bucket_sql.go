@@ -114,7 +114,7 @@ const advanceSQL = `
 			ELSIF t - m >= a THEN
 				l := 0;
 				m := t / a;
-				IF t % a < 0 THEN -- floor division, as node.WindowStart
+				IF t % a < 0 THEN -- floor division, as ratelimit.WindowStart
 					m := m - 1;
 				END IF;
 				m := m * a;

@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -20,8 +21,8 @@ import (
 var _ clustersync.BucketStore = (*pgstore.Store)(nil)
 
 const (
-	hit     = node.Micro
-	maxV    = int64(node.MaxValue) * hit // 1e15 micro-hits
+	hit     = ratelimit.Micro
+	maxV    = int64(ratelimit.MaxValue) * hit // 1e15 micro-hits
 	maxDur  = int64(node.MaxBucketDuration)
 	unixNow = int64(1_800_000_000) * int64(time.Second)
 )
@@ -29,9 +30,9 @@ const (
 // leakySpec is a leaky bucket of size micro-hits draining in interval,
 // with node's drip (interval × Micro / size, truncated).
 func leakySpec(key string, size, interval int64) node.BucketSpec {
-	hi, lo := bits.Mul64(uint64(interval), node.Micro)
+	hi, lo := bits.Mul64(uint64(interval), ratelimit.Micro)
 	d, _ := bits.Div64(hi, lo, uint64(size))
-	return node.BucketSpec{Kind: node.LeakyLimit, A: size, B: interval, C: int64(d), Key: key}
+	return node.BucketSpec{Kind: ratelimit.LeakyLimit, A: size, B: interval, C: int64(d), Key: key}
 }
 
 // bucketCheck sends calls to the store and to the reference
@@ -87,16 +88,16 @@ func TestBucketEdges(t *testing.T) {
 	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
 	s, _ := newStore(t, d)
 	specs := []node.BucketSpec{
-		{Kind: node.TokenLimit, A: maxV, B: maxDur, C: 1, Key: "k"},
-		{Kind: node.TokenLimit, A: maxV, B: 1, C: maxV, Key: "k"},
-		{Kind: node.TokenLimit, A: 1, B: maxDur, C: 1, Key: "k", Strict: true},
-		{Kind: node.TokenLimit, A: maxV, B: 7, C: 3, Key: "k", Strict: true},
+		{Kind: ratelimit.TokenLimit, A: maxV, B: maxDur, C: 1, Key: "k"},
+		{Kind: ratelimit.TokenLimit, A: maxV, B: 1, C: maxV, Key: "k"},
+		{Kind: ratelimit.TokenLimit, A: 1, B: maxDur, C: 1, Key: "k", Strict: true},
+		{Kind: ratelimit.TokenLimit, A: maxV, B: 7, C: 3, Key: "k", Strict: true},
 		leakySpec("k", maxV, maxDur),
 		leakySpec("k", 1, 1),
 		leakySpec("k", 3*hit, maxDur),
-		{Kind: node.FixedLimit, A: maxDur, B: maxV, Key: "k"},
-		{Kind: node.FixedLimit, A: 1, B: 1, Key: "k"},
-		{Kind: node.FixedLimit, A: 3 * int64(time.Second), B: 2 * hit, Key: "k"},
+		{Kind: ratelimit.FixedLimit, A: maxDur, B: maxV, Key: "k"},
+		{Kind: ratelimit.FixedLimit, A: 1, B: 1, Key: "k"},
+		{Kind: ratelimit.FixedLimit, A: 3 * int64(time.Second), B: 2 * hit, Key: "k"},
 	}
 	for _, b := range specs {
 		if err := b.Validate(); err != nil {
@@ -147,9 +148,9 @@ func TestBucketEdges(t *testing.T) {
 func TestBucketConcurrentOrders(t *testing.T) {
 	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
 	s, _ := newStore(t, d)
-	x := node.BucketSpec{Kind: node.TokenLimit, A: 50 * hit, B: int64(time.Hour), C: 50 * hit, Key: "k"}
-	y := node.BucketSpec{Kind: node.TokenLimit, A: 80 * hit, B: int64(time.Hour), C: 80 * hit, Key: "k"}
-	f := node.BucketSpec{Kind: node.FixedLimit, A: int64(time.Hour), B: 70 * hit, Key: "k"}
+	x := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 50 * hit, B: int64(time.Hour), C: 50 * hit, Key: "k"}
+	y := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 80 * hit, B: int64(time.Hour), C: 80 * hit, Key: "k"}
+	f := node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 70 * hit, Key: "k"}
 	orders := [][]node.BucketSpec{{x, y, f}, {f, y, x}, {y, f, x}}
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
@@ -200,7 +201,7 @@ func TestBucketConcurrentOrders(t *testing.T) {
 func TestBucketErrors(t *testing.T) {
 	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
 	s, _ := newStore(t, d)
-	b := node.BucketSpec{Kind: node.TokenLimit, A: hit, B: 1, C: hit, Key: "k"}
+	b := node.BucketSpec{Kind: ratelimit.TokenLimit, A: hit, B: 1, C: hit, Key: "k"}
 	call := clustersync.BucketCall{Namespace: "ns", Bucket: b, Life: 1, Version: 1}
 	other := call
 	other.Namespace = "other"
@@ -250,7 +251,7 @@ func TestBucketSchemaUpgrade(t *testing.T) {
 			t.Fatalf("the windows DDL: %v", err)
 		}
 		s := openStore(t, cfg)
-		b := node.BucketSpec{Kind: node.FixedLimit, A: int64(time.Hour), B: 2 * hit, Key: "k"}
+		b := node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 2 * hit, Key: "k"}
 		for i, want := range []bool{true, true, false} {
 			calls := []clustersync.BucketCall{{Namespace: "ns", Bucket: b, Life: 1, Total: int64(i) * hit, Version: int64(i + 1),
 				ExpireAt: time.Now().Add(time.Hour)}}
@@ -271,7 +272,7 @@ func TestBucketPurgeRace(t *testing.T) {
 	s, _ := newStore(t, d)
 	specs := make([]node.BucketSpec, 4)
 	for i := range specs {
-		specs[i] = node.BucketSpec{Kind: node.TokenLimit, A: int64(i+1) * hit, B: int64(time.Second), C: hit, Key: "k"}
+		specs[i] = node.BucketSpec{Kind: ratelimit.TokenLimit, A: int64(i+1) * hit, B: int64(time.Second), C: hit, Key: "k"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/limiterd/limiterd/internal/confval"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Defaults of Config.
@@ -91,7 +91,7 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 var ErrInvalidConfig = errors.New("postgres: invalid config")
 
 // Validate reports the first invalid field: its error wraps a
-// *node.FieldError naming the field (as written in YAML) and the reason,
+// *ratelimit.FieldError naming the field (as written in YAML) and the reason,
 // which wraps ErrInvalidConfig. Empty Schema and Table mean their defaults.
 func (c Config) Validate() error {
 	c = c.withDefaults()
@@ -133,9 +133,9 @@ func checkIdent(field, v string, maxLen int) error {
 }
 
 // configErr is an error of Validate: the package prefix, then a
-// *node.FieldError, so a caller can name the field without parsing text.
+// *ratelimit.FieldError, so a caller can name the field without parsing text.
 func configErr(field, format string, args ...any) error {
-	return fmt.Errorf("postgres: %w", &node.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidConfig})
+	return fmt.Errorf("postgres: %w", &ratelimit.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidConfig})
 }
 
 // withDefaults fills the fields whose zero value means "default".

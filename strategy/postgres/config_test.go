@@ -9,7 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -72,9 +72,9 @@ func TestValidate(t *testing.T) {
 			if err == nil {
 				return
 			}
-			var fe *node.FieldError
+			var fe *ratelimit.FieldError
 			if !errors.As(err, &fe) || fe.Field != tt.field || fe.Reason == "" {
-				t.Errorf("got %#v, want a *node.FieldError with field %s and a reason", err, tt.field)
+				t.Errorf("got %#v, want a *ratelimit.FieldError with field %s and a reason", err, tt.field)
 			}
 			if !errors.Is(err, pgstore.ErrInvalidConfig) {
 				t.Errorf("got %v, want it to wrap ErrInvalidConfig", err)

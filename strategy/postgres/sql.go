@@ -117,7 +117,7 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 // $11 cur total, $12 cur version, $13 cur expire_at, $14 prev size,
 // $15 prev start, $16 prev total, $17 prev version, $18 prev expire_at.
 //
-// The rate is computed in float8 exactly as node.SlidingRate does in Go:
+// The rate is computed in float8 exactly as ratelimit.SlidingRate does in Go:
 // float(cur) + float(prev) × float(size − pos) / float(size), each count
 // being the exact (numeric) sum of own and others' totals.
 const allowSQL = `WITH q AS MATERIALIZED (

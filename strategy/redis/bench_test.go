@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -44,7 +45,7 @@ func BenchmarkTick(b *testing.B) {
 				others := make([]int64, n)
 				// One-minute windows: no row expires during the run, so every
 				// tick measures updates, not re-creations.
-				start := node.WindowStart(time.Now().UnixNano(), time.Minute)
+				start := ratelimit.WindowStart(time.Now().UnixNano(), time.Minute)
 				for i := range rows {
 					keys[i] = wk("bench", fmt.Sprint("user-", i), time.Minute, start)
 					rows[i] = syncerRow(keys[i], int64(i), 1, 100*time.Millisecond)
@@ -248,9 +249,9 @@ func BenchmarkSyncCall(b *testing.B) {
 	addr := redisAddr(b)
 	sizes := []time.Duration{time.Second, time.Minute}
 	buckets := map[string]node.BucketSpec{
-		"bucket-token": {Kind: node.TokenLimit, A: node.MaxValue * node.Micro, B: int64(time.Second), C: node.MaxValue * node.Micro},
-		"bucket-leaky": {Kind: node.LeakyLimit, A: node.MaxValue * node.Micro, B: int64(time.Second), C: 1},
-		"bucket-fixed": {Kind: node.FixedLimit, A: int64(time.Minute), B: node.MaxValue * node.Micro},
+		"bucket-token": {Kind: ratelimit.TokenLimit, A: ratelimit.MaxValue * ratelimit.Micro, B: int64(time.Second), C: ratelimit.MaxValue * ratelimit.Micro},
+		"bucket-leaky": {Kind: ratelimit.LeakyLimit, A: ratelimit.MaxValue * ratelimit.Micro, B: int64(time.Second), C: 1},
+		"bucket-fixed": {Kind: ratelimit.FixedLimit, A: int64(time.Minute), B: ratelimit.MaxValue * ratelimit.Micro},
 	}
 	for _, op := range []string{"go-redis-incr", "increment", "increment-10keys", "allow", "lease-acquire-release", "bucket-token", "bucket-leaky", "bucket-fixed"} {
 		b.Run(op, func(b *testing.B) {
@@ -274,7 +275,7 @@ func BenchmarkSyncCall(b *testing.B) {
 			for i := range keys {
 				keys[i] = fmt.Sprint("user-", i)
 			}
-			limits := []node.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
+			limits := []ratelimit.Limit{{Size: time.Second, Limit: 1e9}, {Size: time.Minute, Limit: 1e9}}
 			// A bucket call's state per key: this incarnation's total and
 			// its versions, as a node keeps them.
 			totals := make([]int64, len(keys))
@@ -287,8 +288,8 @@ func BenchmarkSyncCall(b *testing.B) {
 			lops := make([]clustersync.LeaseOp, 1)
 			lreplies := make([]clustersync.LeaseReply, 1)
 			var leaseSeq int
-			var rates []node.Rate
-			var statuses []node.LimitStatus
+			var rates []ratelimit.Rate
+			var statuses []ratelimit.LimitStatus
 			lat := make([]time.Duration, 0, b.N)
 			call := func(i int) {
 				key := keys[i%len(keys)]
@@ -301,8 +302,8 @@ func BenchmarkSyncCall(b *testing.B) {
 				case "increment", "increment-10keys":
 					rates, err = sy.Calls().IncrementAt(ctx, time.Now(), key, 0, 1, rates[:0])
 				case "allow":
-					var d node.Decision
-					d, err = sy.Calls().AllowAt(ctx, time.Now(), node.AllowRequest{Key: key, Cost: 1, Limits: limits}, statuses[:0])
+					var d ratelimit.Decision
+					d, err = sy.Calls().AllowAt(ctx, time.Now(), ratelimit.AllowRequest{Key: key, Cost: 1, Limits: limits}, statuses[:0])
 					statuses = d.Limits
 				case "lease-acquire-release":
 					now := time.Now().UnixNano()
@@ -329,7 +330,7 @@ func BenchmarkSyncCall(b *testing.B) {
 					bcalls[0].Bucket.Key = key
 					cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
 					var ok bool
-					ok, err = s.Buckets(cctx, "me", at.UnixNano(), node.Micro, bcalls, breplies)
+					ok, err = s.Buckets(cctx, "me", at.UnixNano(), ratelimit.Micro, bcalls, breplies)
 					cancel()
 					if err == nil && !ok {
 						err = fmt.Errorf("%s: take of 1 refused", op)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -64,11 +65,11 @@ func checkBucketCalls(calls []clustersync.BucketCall) error {
 }
 
 // kindArg is a bucket kind as the script takes it.
-func kindArg(k node.LimitKind) string {
+func kindArg(k ratelimit.LimitKind) string {
 	switch k {
-	case node.TokenLimit:
+	case ratelimit.TokenLimit:
 		return "t"
-	case node.LeakyLimit:
+	case ratelimit.LeakyLimit:
 		return "l"
 	}
 	return "f"
@@ -141,9 +142,9 @@ func encodeBuckets(prefix, rp string, at, take int64, calls []clustersync.Bucket
 		forceAt := max(c.LastAt, 0)
 		a.int(bucketsCallForceAt.at(i), forceAt)
 		var forceStart, atStart int64
-		if b.Kind == node.FixedLimit {
-			forceStart = node.WindowStart(forceAt, time.Duration(b.A))
-			atStart = node.WindowStart(at, time.Duration(b.A))
+		if b.Kind == ratelimit.FixedLimit {
+			forceStart = ratelimit.WindowStart(forceAt, time.Duration(b.A))
+			atStart = ratelimit.WindowStart(at, time.Duration(b.A))
 		}
 		a.int(bucketsCallForceStart.at(i), forceStart)
 		a.int(bucketsCallAtStart.at(i), atStart)

@@ -10,29 +10,30 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
 const (
-	hit = node.Micro
+	hit = ratelimit.Micro
 	day = 24 * time.Hour
 )
 
 func tokenBucket(key string, max int64, refill time.Duration, amount int64, strict bool) node.BucketSpec {
-	return node.BucketSpec{Kind: node.TokenLimit, A: max, B: int64(refill), C: amount, Key: key, Strict: strict}
+	return node.BucketSpec{Kind: ratelimit.TokenLimit, A: max, B: int64(refill), C: amount, Key: key, Strict: strict}
 }
 
 // leakyBucket returns a leaky bucket with its drip: interval × Micro /
 // size, truncated.
 func leakyBucket(key string, size int64, interval time.Duration) node.BucketSpec {
-	d := new(big.Int).Mul(big.NewInt(int64(interval)), big.NewInt(node.Micro))
+	d := new(big.Int).Mul(big.NewInt(int64(interval)), big.NewInt(ratelimit.Micro))
 	d.Quo(d, big.NewInt(size))
-	return node.BucketSpec{Kind: node.LeakyLimit, A: size, B: int64(interval), C: d.Int64(), Key: key}
+	return node.BucketSpec{Kind: ratelimit.LeakyLimit, A: size, B: int64(interval), C: d.Int64(), Key: key}
 }
 
 func fixedBucket(key string, period time.Duration, limit int64) node.BucketSpec {
-	return node.BucketSpec{Kind: node.FixedLimit, A: int64(period), B: limit, Key: key}
+	return node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(period), B: limit, Key: key}
 }
 
 // bigBuckets are buckets of key whose arithmetic passes 2^53: refill
@@ -41,14 +42,14 @@ func fixedBucket(key string, period time.Duration, limit int64) node.BucketSpec 
 // ordinary ones.
 func bigBuckets(key string) []node.BucketSpec {
 	return []node.BucketSpec{
-		tokenBucket(key, node.MaxValue*hit, 300*day, 1, false),
+		tokenBucket(key, ratelimit.MaxValue*hit, 300*day, 1, false),
 		tokenBucket(key, 5*hit, 1, 1, false),
 		tokenBucket(key, 3*hit, 366*day, 3*hit, true),
 		tokenBucket(key, 7*hit, 250*time.Millisecond, 2*hit, true),
 		leakyBucket(key, hit, 366*day),
-		leakyBucket(key, node.MaxValue*hit, time.Second),
+		leakyBucket(key, ratelimit.MaxValue*hit, time.Second),
 		leakyBucket(key, 10*hit, time.Second),
-		fixedBucket(key, 366*day, node.MaxValue*hit),
+		fixedBucket(key, 366*day, ratelimit.MaxValue*hit),
 		fixedBucket(key, 300*day, 2*hit),
 		fixedBucket(key, time.Second, 5*hit),
 		fixedBucket(key, 7, 3*hit),
@@ -135,7 +136,7 @@ func testBucketsMatchReference(t *testing.T, s *redisstore.Store, base int64, r 
 				clock -= r.Int64N(int64(time.Hour)) // time going back
 			}
 			at = clock
-			take = []int64{0, 1, hit, 3 * hit / 2, node.MaxValue * hit, r.Int64N(10 * hit)}[r.IntN(6)]
+			take = []int64{0, 1, hit, 3 * hit / 2, ratelimit.MaxValue * hit, r.Int64N(10 * hit)}[r.IntN(6)]
 			key := keys[r.IntN(len(keys))]
 			c.version++
 			for _, j := range r.Perm(len(specs[key]))[:1+r.IntN(3)] {

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -120,10 +120,10 @@ func TestCluster(t *testing.T) {
 		t.Errorf("PushFetch others = %v, want [0 0 250]", others)
 	}
 	// Allow over two sizes of one key: one script, one slot.
-	const m = node.Micro
+	const m = ratelimit.Micro
 	at := int64(30 * time.Second)
 	req := clustersync.AllowRequest{Inc: "c", At: at, Cost: m, Limits: []clustersync.AllowLimit{
-		allowLimit("api", "user-7", time.Second, 10*m, node.WindowStart(at, time.Second), 0, 0, 1),
+		allowLimit("api", "user-7", time.Second, 10*m, ratelimit.WindowStart(at, time.Second), 0, 0, 1),
 		allowLimit("api", "user-7", time.Minute, 10*m, 0, 0, 0, 1),
 	}}
 	mustPush(t, s, "a", row(req.Limits[1].Cur.WindowKey, 9*m, 2))

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 
 	"github.com/limiterd/limiterd/internal/confval"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // DefaultKeyPrefix starts every Redis key unless Config.KeyPrefix says
@@ -75,7 +75,7 @@ func DefaultConfig() Config {
 var ErrInvalidConfig = errors.New("redis: invalid config")
 
 // Validate reports the first invalid field: its error wraps a
-// *node.FieldError naming the field (as written in YAML) and the reason,
+// *ratelimit.FieldError naming the field (as written in YAML) and the reason,
 // which wraps ErrInvalidConfig.
 func (c Config) Validate() error {
 	if len(c.Addrs) == 0 {
@@ -111,9 +111,9 @@ func (c Config) Validate() error {
 }
 
 // configErr is an error of Validate: the package prefix, then a
-// *node.FieldError, so a caller can name the field without parsing text.
+// *ratelimit.FieldError, so a caller can name the field without parsing text.
 func configErr(field, format string, args ...any) error {
-	return fmt.Errorf("redis: %w", &node.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidConfig})
+	return fmt.Errorf("redis: %w", &ratelimit.FieldError{Field: field, Reason: fmt.Sprintf(format, args...), Err: ErrInvalidConfig})
 }
 
 // Open validates cfg and returns a Store on a new client. It does not

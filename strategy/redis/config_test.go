@@ -14,7 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
 )
 
@@ -123,9 +123,9 @@ func TestConfigValidate(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), "redis: "+c.field+": ") {
 			t.Errorf("%s: Validate() = %v, want an error naming %s", c.field, err, c.field)
 		}
-		var fe *node.FieldError
+		var fe *ratelimit.FieldError
 		if !errors.As(err, &fe) || fe.Field != c.field || fe.Reason == "" {
-			t.Errorf("%s: Validate() = %#v, want a *node.FieldError with that field and a reason", c.field, err)
+			t.Errorf("%s: Validate() = %#v, want a *ratelimit.FieldError with that field and a reason", c.field, err)
 		}
 		if !errors.Is(err, redisstore.ErrInvalidConfig) {
 			t.Errorf("%s: Validate() = %v, want it to wrap ErrInvalidConfig", c.field, err)

@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
 	"github.com/limiterd/limiterd/strategy/strategytest"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -604,7 +604,7 @@ func allowLimit(ns, key string, size time.Duration, limit int64, cs, ownCur, own
 // wantAllowed is the AtomicAllower contract computed in Go.
 func wantAllowed(req clustersync.AllowRequest, others [][2]int64) bool {
 	for i, l := range req.Limits {
-		rate := node.SlidingRate(l.Cur.Total+others[i][0], l.Prev.Total+others[i][1], l.Size, req.At-l.Cur.Start)
+		rate := ratelimit.SlidingRate(l.Cur.Total+others[i][0], l.Prev.Total+others[i][1], l.Size, req.At-l.Cur.Start)
 		if rate+float64(req.Cost) > float64(l.Limit) {
 			return false
 		}
@@ -614,7 +614,7 @@ func wantAllowed(req clustersync.AllowRequest, others [][2]int64) bool {
 
 func TestAllow(t *testing.T) {
 	const sec = int64(time.Second)
-	const m = node.Micro
+	const m = ratelimit.Micro
 	cs := 1_700_000_000 * sec
 	cases := []struct {
 		name          string
@@ -670,10 +670,10 @@ func TestAllow(t *testing.T) {
 func TestAllowSeveralLimits(t *testing.T) {
 	s := newStore(t)
 	const sec = int64(time.Second)
-	const m = node.Micro
+	const m = ratelimit.Micro
 	at := 1_700_000_000*sec + 30*sec + sec/2
-	perSec := allowLimit("ml", "k", time.Second, 10*m, node.WindowStart(at, time.Second), 0, 0, 10)
-	perMin := allowLimit("ml", "k", time.Minute, 20*m, node.WindowStart(at, time.Minute), 19*m, 0, 10)
+	perSec := allowLimit("ml", "k", time.Second, 10*m, ratelimit.WindowStart(at, time.Second), 0, 0, 10)
+	perMin := allowLimit("ml", "k", time.Minute, 20*m, ratelimit.WindowStart(at, time.Minute), 19*m, 0, 10)
 	req := clustersync.AllowRequest{Inc: "me", At: at, Cost: 2 * m, Limits: []clustersync.AllowLimit{perSec, perMin}}
 	res, err := s.Allow(ctxT(t), req)
 	if err != nil {
@@ -722,11 +722,11 @@ func TestAllowMatchesContract(t *testing.T) {
 		var others [][2]int64
 		key := fmt.Sprint("k", i)
 		for _, size := range sizes[:1+rng.IntN(len(sizes))] {
-			cs := node.WindowStart(at, size)
+			cs := ratelimit.WindowStart(at, size)
 			oc, op := rng.Int64N(50_000_000)-5_000_000, rng.Int64N(50_000_000)
 			ownC, ownP := rng.Int64N(50_000_000), rng.Int64N(50_000_000)
 			l := allowLimit("mc", key, size, 0, cs, ownC, ownP, 2)
-			rate := node.SlidingRate(ownC+oc, ownP+op, size, at-cs)
+			rate := ratelimit.SlidingRate(ownC+oc, ownP+op, size, at-cs)
 			// Put the limit at, just below or just above the rate + cost.
 			l.Limit = int64(math.Ceil(rate+float64(req.Cost))) + rng.Int64N(3) - 1
 			mustPush(t, s, "other", row(l.Cur.WindowKey, oc, 1), row(l.Prev.WindowKey, op, 1))
@@ -1116,7 +1116,7 @@ func TestAllowMatchesPushScript(t *testing.T) {
 	allow, prefixAllow := newStoreAt(t, addr)
 	batch, prefixBatch := newStoreAt(t, addr)
 	raw := rawClient(t, addr)
-	const m = node.Micro
+	const m = ratelimit.Micro
 	sec, minute := wk("ah", "k", time.Second, 100*int64(time.Second)), wk("ah", "k", time.Minute, 60*int64(time.Second))
 	secPrev, minPrev := sec, minute
 	secPrev.Start -= int64(time.Second)

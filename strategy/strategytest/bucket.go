@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -16,7 +17,7 @@ import (
 // clustersync.ApplyBuckets run here on rows kept in the test: the store
 // must agree with it to the micro-hit and the nanosecond.
 
-const hit = node.Micro
+const hit = ratelimit.Micro
 
 // bucketRef is the reference's rows, by namespace and store key.
 type bucketRef struct {
@@ -92,20 +93,20 @@ func (e *env) tryBuckets(t *testing.T, ref *bucketRef, c *bucketCaller, at, take
 }
 
 func tokenSpec(key string, max, refill time.Duration, amount int64) node.BucketSpec {
-	return node.BucketSpec{Kind: node.TokenLimit, A: int64(max), B: int64(refill), C: amount, Key: key}
+	return node.BucketSpec{Kind: ratelimit.TokenLimit, A: int64(max), B: int64(refill), C: amount, Key: key}
 }
 
 func testBucketArithmetic(t *testing.T, e *env) {
 	ms := int64(time.Millisecond)
-	leaky := node.BucketSpec{Kind: node.LeakyLimit, A: 10 * hit, B: int64(time.Second), C: int64(100 * time.Millisecond), Key: "l"}
+	leaky := node.BucketSpec{Kind: ratelimit.LeakyLimit, A: 10 * hit, B: int64(time.Second), C: int64(100 * time.Millisecond), Key: "l"}
 	for _, tc := range []struct {
 		name string
 		b    node.BucketSpec
 	}{
-		{"token", node.BucketSpec{Kind: node.TokenLimit, A: 5 * hit, B: 100 * ms, C: 2 * hit, Key: "t"}},
-		{"token strict", node.BucketSpec{Kind: node.TokenLimit, A: 3 * hit, B: 50 * ms, C: 3 * hit, Key: "ts", Strict: true}},
+		{"token", node.BucketSpec{Kind: ratelimit.TokenLimit, A: 5 * hit, B: 100 * ms, C: 2 * hit, Key: "t"}},
+		{"token strict", node.BucketSpec{Kind: ratelimit.TokenLimit, A: 3 * hit, B: 50 * ms, C: 3 * hit, Key: "ts", Strict: true}},
 		{"leaky", leaky},
-		{"fixed", node.BucketSpec{Kind: node.FixedLimit, A: 200 * ms, B: 4 * hit, Key: "f"}},
+		{"fixed", node.BucketSpec{Kind: ratelimit.FixedLimit, A: 200 * ms, B: 4 * hit, Key: "f"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := &bucketRef{rows: map[string]*clustersync.BucketRow{}}
@@ -194,7 +195,7 @@ func testBucketAllOrNone(t *testing.T, e *env) {
 	key := e.ns + "both"
 	big := tokenSpec(key, 10*hit, time.Hour, 10*hit)
 	small := tokenSpec(key, 2*hit, time.Hour, 2*hit)
-	fixed := node.BucketSpec{Kind: node.FixedLimit, A: int64(time.Hour), B: 5 * hit, Key: key}
+	fixed := node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 5 * hit, Key: key}
 	take := func(n int64) (bool, []clustersync.BucketReply) {
 		return e.buckets(t, ref, a, at, n, e.bcall(a, big, at), e.bcall(a, small, at), e.bcall(a, fixed, at))
 	}
@@ -234,7 +235,7 @@ func testBucketKeys(t *testing.T, e *env) {
 func testBucketExact(t *testing.T, e *env) {
 	const incs, per = 4, 8
 	spec := tokenSpec(e.ns+"exact", 100*hit, time.Hour, 100*hit)
-	leaky := node.BucketSpec{Kind: node.LeakyLimit, A: 10 * hit, B: int64(time.Hour), C: int64(time.Hour / 10), Key: e.ns + "exact"}
+	leaky := node.BucketSpec{Kind: ratelimit.LeakyLimit, A: 10 * hit, B: int64(time.Hour), C: int64(time.Hour / 10), Key: e.ns + "exact"}
 	for _, b := range []node.BucketSpec{spec, leaky} {
 		var admitted atomic.Int64
 		var wg gosync.WaitGroup

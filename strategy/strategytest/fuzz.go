@@ -24,7 +24,7 @@ import (
 // clustersync.ApplyBuckets (node's advance, take and Force) for buckets,
 // clustersync.ApplyLease for leases; for windows the memory store, which
 // keeps rows by Push's rules and decides Allow and AllowGroup as
-// clustersync.DecideGroup does, and node.SlidingRate, the node's own
+// clustersync.DecideGroup does, and ratelimit.SlidingRate, the node's own
 // sliding formula, for every decision.
 //
 // The input is read byte by byte: an op code, then the op's fields. When

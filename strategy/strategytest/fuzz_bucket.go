@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -77,7 +78,7 @@ func newBucketFuzz(f *fuzzer, bs clustersync.BucketStore) *bucketFuzz {
 	x := &bucketFuzz{fuzzer: f, bs: bs, rows: map[string]*clustersync.BucketRow{}, seq: map[string]int64{}}
 	x.now = f.base + f.src.in(0, int64(time.Minute))
 	for i := range x.specs {
-		x.specs[i] = x.spec(node.TokenLimit + node.LimitKind(i))
+		x.specs[i] = x.spec(ratelimit.TokenLimit + ratelimit.LimitKind(i))
 	}
 	for i := range x.callers {
 		x.callers[i] = x.newCaller()
@@ -118,7 +119,7 @@ func (x *bucketFuzz) step() bool {
 		x.log("caller %d restarts as %s", i, x.callers[i].inc)
 	case bRespec:
 		i := x.src.pick(bucketSlots)
-		x.specs[i] = x.spec(node.TokenLimit + node.LimitKind(x.src.pick(3)))
+		x.specs[i] = x.spec(ratelimit.TokenLimit + ratelimit.LimitKind(x.src.pick(3)))
 		x.log("slot %d: %+v", i, x.specs[i])
 	}
 	return !x.t.Failed()
@@ -149,9 +150,9 @@ func (x *bucketFuzz) tick() {
 		b := x.specs[x.src.pick(bucketSlots)]
 		d := b.B
 		switch b.Kind {
-		case node.LeakyLimit:
+		case ratelimit.LeakyLimit:
 			d = b.C
-		case node.FixedLimit:
+		case ratelimit.FixedLimit:
 			d = b.A
 		}
 		x.now = windowStart(x.now, time.Duration(d)) + d*x.src.in(1, 3) + x.src.in(-1, 1)
@@ -160,7 +161,7 @@ func (x *bucketFuzz) tick() {
 }
 
 // amount reads a take or a consumption: 0, whole, fractional, larger
-// than the capacity, or up to node.MaxValue.
+// than the capacity, or up to ratelimit.MaxValue.
 func (x *bucketFuzz) amount() int64 {
 	switch x.src.pick(8) {
 	case 0:
@@ -169,7 +170,7 @@ func (x *bucketFuzz) amount() int64 {
 		if x.src.chance(192) {
 			return x.src.in(1, 40*hit)
 		}
-		return x.src.in(1, node.MaxValue) * hit
+		return x.src.in(1, ratelimit.MaxValue) * hit
 	case 2, 3:
 		return x.src.in(1, 3) * hit
 	default:
@@ -178,27 +179,27 @@ func (x *bucketFuzz) amount() int64 {
 }
 
 // spec reads a bucket of kind: capacities of up to 20 hits, whole or
-// fractional, or up to node.MaxValue; durations from a microsecond to two
+// fractional, or up to ratelimit.MaxValue; durations from a microsecond to two
 // minutes, or up to the longest, a year. Parameters
 // node would refuse (a leaky drip over the longest duration) give way to
 // a bucket of 5 hits a second.
-func (x *bucketFuzz) spec(kind node.LimitKind) node.BucketSpec {
+func (x *bucketFuzz) spec(kind ratelimit.LimitKind) node.BucketSpec {
 	capacity := x.src.in(1, 20) * hit
 	switch x.src.pick(8) {
 	case 0, 1:
 		capacity = x.src.in(1, 20*hit)
 	case 2:
-		capacity = x.src.in(1, node.MaxValue) * hit
+		capacity = x.src.in(1, ratelimit.MaxValue) * hit
 	}
 	b := node.BucketSpec{Kind: kind}
 	switch kind {
-	case node.TokenLimit:
+	case ratelimit.TokenLimit:
 		b.A, b.B, b.C = capacity, x.src.dur(int64(time.Microsecond)), capacity
 		if x.src.chance(128) {
 			b.C = x.src.in(1, capacity)
 		}
 		b.Strict = x.src.chance(64)
-	case node.LeakyLimit:
+	case ratelimit.LeakyLimit:
 		b.A, b.B = capacity, x.src.dur(int64(10*time.Millisecond))
 		b.C = leakyDrip(b.A, b.B)
 	default:
@@ -207,9 +208,9 @@ func (x *bucketFuzz) spec(kind node.LimitKind) node.BucketSpec {
 	if b.Validate() != nil {
 		b = node.BucketSpec{Kind: kind, A: 5 * hit, B: int64(time.Second), C: 5 * hit}
 		switch kind {
-		case node.LeakyLimit:
+		case ratelimit.LeakyLimit:
 			b.C = leakyDrip(b.A, b.B)
-		case node.FixedLimit:
+		case ratelimit.FixedLimit:
 			b.A, b.B, b.C = int64(time.Second), 5*hit, 0
 		}
 	}
@@ -220,7 +221,7 @@ func (x *bucketFuzz) spec(kind node.LimitKind) node.BucketSpec {
 // interval: interval / size drops, truncated to whole ns (0 when too
 // large: Validate refuses it).
 func leakyDrip(size, interval int64) int64 {
-	hi, lo := bits.Mul64(uint64(interval), node.Micro)
+	hi, lo := bits.Mul64(uint64(interval), ratelimit.Micro)
 	if hi >= uint64(size) {
 		return 0
 	}
@@ -328,9 +329,9 @@ func showCalls(base int64, calls []clustersync.BucketCall) string {
 // between two incarnations, before the generator goes on.
 func bucketSeeds() [][]byte {
 	specs := [bucketSlots]node.BucketSpec{
-		{Kind: node.TokenLimit, A: 2 * hit, B: int64(time.Minute), C: 2 * hit},
-		{Kind: node.LeakyLimit, A: 10 * hit, B: int64(10 * time.Second), C: int64(time.Second)},
-		{Kind: node.FixedLimit, A: int64(time.Second), B: 5 * hit},
+		{Kind: ratelimit.TokenLimit, A: 2 * hit, B: int64(time.Minute), C: 2 * hit},
+		{Kind: ratelimit.LeakyLimit, A: 10 * hit, B: int64(10 * time.Second), C: int64(time.Second)},
+		{Kind: ratelimit.FixedLimit, A: int64(time.Second), B: 5 * hit},
 	}
 	smyte := bucketHeader(specs)
 	for i := range 4 {
@@ -367,13 +368,13 @@ func bucketHeader(specs [bucketSlots]node.BucketSpec) *bucketEncoder {
 // spec spells what bucketFuzz.spec reads back as b.
 func (e *bucketEncoder) spec(b node.BucketSpec) {
 	switch b.Kind {
-	case node.TokenLimit:
+	case ratelimit.TokenLimit:
 		e.in(b.A/hit, 1)
 		e.u8(7) // whole
 		e.dur(b.B, int64(time.Microsecond))
 		e.bool(false) // refill amount = max
 		e.bool(b.Strict)
-	case node.LeakyLimit:
+	case ratelimit.LeakyLimit:
 		e.in(b.A/hit, 1)
 		e.u8(7)
 		e.dur(b.B, int64(10*time.Millisecond))

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -15,7 +15,7 @@ import (
 // of three sizes; FuzzAllow adds Allow and AllowGroup calls, each
 // incarnation sending its exact own totals as a node does. The reference
 // is the memory store, sent the same calls, and for every decision the
-// node's own formula (node.SlidingRate); after every call the sums of the
+// node's own formula (ratelimit.SlidingRate); after every call the sums of the
 // windows it touched are read back from both stores.
 
 // windowSizes are the sizes the sequences use; an Allow checks at most
@@ -358,7 +358,7 @@ func (x *windowFuzz) decide(req *clustersync.AllowRequest) bool {
 		ok = ok && nodeAdmits(req.At, l.Size, l.Cur, l.Prev, l.Cur.Total, got.Others[i], req.Cost, l.Limit)
 	}
 	if got.Allowed != ok {
-		x.fail("Allow = %v; node.SlidingRate decides %v", got.Allowed, ok)
+		x.fail("Allow = %v; ratelimit.SlidingRate decides %v", got.Allowed, ok)
 	}
 	for _, l := range req.Limits {
 		x.checkWindow(l.Cur.WindowKey)
@@ -407,7 +407,7 @@ func (x *windowFuzz) allowGroup() {
 			ok = ok && nodeAdmits(req.At, w.Size, w.Cur, w.Prev, w.Cur.Total+counted, gotOthers[l.Window], e.Cost, l.Limit)
 		}
 		if got[i] != ok {
-			x.fail("AllowGroup entry %d = %v; node.SlidingRate decides %v", i, got[i], ok)
+			x.fail("AllowGroup entry %d = %v; ratelimit.SlidingRate decides %v", i, got[i], ok)
 		}
 		if ok || e.CountRejected {
 			counted += e.Cost
@@ -422,11 +422,11 @@ func (x *windowFuzz) allowGroup() {
 	}
 }
 
-// nodeAdmits is the node's decision of one limit (node.SlidingRate, as
+// nodeAdmits is the node's decision of one limit (ratelimit.SlidingRate, as
 // the node decides from fetched totals): own is this incarnation's total
 // of cur, others the others' totals of cur and prev.
 func nodeAdmits(at int64, size time.Duration, cur, prev clustersync.Row, own int64, others [2]int64, cost, limit int64) bool {
-	r := node.SlidingRate(own+others[0], prev.Total+others[1], size, at-cur.Start)
+	r := ratelimit.SlidingRate(own+others[0], prev.Total+others[1], size, at-cur.Start)
 	return r+float64(cost) <= float64(limit)
 }
 

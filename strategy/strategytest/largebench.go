@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -47,7 +48,7 @@ func BenchIdleKeysTick(b *testing.B, s clustersync.Store, n int, server func() t
 	b.Logf("first tick over %d keys: %v", n, time.Since(start))
 	other := clustersync.NewIncarnation("other")
 	versions := clustersync.NewVersions(time.Now)
-	ws := node.WindowStart(time.Time(clock).UnixNano(), time.Minute)
+	ws := ratelimit.WindowStart(time.Time(clock).UnixNano(), time.Minute)
 	rows := make([]clustersync.Row, changed/2)
 	off := 0
 	var tick, srv, cli time.Duration

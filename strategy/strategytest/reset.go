@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -145,14 +146,14 @@ func testBucketReset(t *testing.T, e *env) {
 	ms := int64(time.Millisecond)
 	for _, b := range []node.BucketSpec{
 		tokenSpec(e.ns+"reset", 3*hit, time.Hour, 3*hit),
-		{Kind: node.LeakyLimit, A: 3 * hit, B: int64(time.Hour), C: int64(time.Hour) / 3, Key: e.ns + "reset"},
-		{Kind: node.FixedLimit, A: int64(time.Hour), B: 3 * hit, Key: e.ns + "reset"},
+		{Kind: ratelimit.LeakyLimit, A: 3 * hit, B: int64(time.Hour), C: int64(time.Hour) / 3, Key: e.ns + "reset"},
+		{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 3 * hit, Key: e.ns + "reset"},
 	} {
 		t.Run(b.Kind.String(), func(t *testing.T) {
 			ref := &bucketRef{rows: map[string]*clustersync.BucketRow{}}
 			a, c := e.caller("a"), e.caller("c")
 			full := func(after clustersync.BucketReply) bool {
-				if b.Kind == node.TokenLimit {
+				if b.Kind == ratelimit.TokenLimit {
 					return after.After.Level == 3*hit
 				}
 				return after.After.Level == 0

@@ -614,7 +614,7 @@ func TestBucketAllowRecordsOwnConsumption(t *testing.T) {
 	for range 3 { // 2 admitted, 1 refused
 		allow(t, ns, at, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{l}})
 	}
-	bs := bucketTick(ns, at).Sync
+	bs := bucketTick(ns, at).Buckets
 	if len(bs) != 1 || bs[0].Own != 2*ratelimit.Micro || bs[0].LastAt != at.UnixNano() {
 		t.Errorf("buckets to sync: %+v, want one with 2 hits of its own, the last at %d", bs, at.UnixNano())
 	}

@@ -166,8 +166,8 @@ func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bo
 
 // ---- a node's side ------------------------------------------------------
 
-// BucketSync is one bucket in an exchange with a store, a BucketTick's or
-// a BucketTx's: what the store needs to apply this incarnation's
+// BucketSync is one bucket in an exchange with a store, a Tick's or a
+// BucketTx's: what the store needs to apply this incarnation's
 // consumption and answer, set by the node, and the store's answer, set by
 // the caller in place.
 type BucketSync struct {
@@ -306,37 +306,20 @@ func (b *bucketTable) restartIfForgotten(id *bucketID, e *bucketEntry, now int64
 	e.acked, e.seq, e.seqAt = 0, 0, now
 }
 
-// A BucketTick is the periodic exchange of a namespace's buckets with a
-// store, in the style of raft's Ready and Advance as a Tick is the
-// windows': TakeBucketTick lists the buckets to sync; the caller sends
-// them and records the store's answers in place (BucketSync's Got,
-// After, Applied, Seq); ApplyBucketTick takes them, the one step that
-// changes the buckets.
-type BucketTick struct {
-	// Sync lists the buckets to sync in key order, so that a key's
-	// buckets, which one store call holds, are next to each other.
-	Sync []BucketSync
-	// sent is when the tick was taken, the time its calls are sent at:
-	// an answer to a call sent before the one taken last is older.
-	sent int64
-}
-
-// TakeBucketTick empties t and lists in it the buckets to sync at now:
-// with all, every bucket held (a periodic namespace reads them all); else
-// only those whose consumption has not all reached the store. The list
-// reuses t's memory.
-func (ns *Namespace) TakeBucketTick(now time.Time, t *BucketTick, all bool) {
-	clear(t.Sync) // drop references to keys
-	t.Sync, t.sent = t.Sync[:0], now.UnixNano()
+// takeBuckets lists in t the buckets to sync at t's time, in key order,
+// so that a key's buckets, which one store call holds, are next to each
+// other: with all, every bucket held (a periodic namespace reads them
+// all); else only those whose consumption has not all reached the store.
+func (ns *Namespace) takeBuckets(t *Tick, all bool) {
 	b := ns.buckets
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.RLock()
 		for id, e := range sh.m {
 			e.mu.Lock()
-			b.restartIfForgotten(&id, e, t.sent)
+			b.restartIfForgotten(&id, e, t.now)
 			if all || e.dirty() {
-				t.Sync = append(t.Sync, BucketSync{
+				t.Buckets = append(t.Buckets, BucketSync{
 					Spec: id.spec(),
 					Life: e.life, Own: e.own, LastAt: e.lastAt,
 				})
@@ -345,17 +328,21 @@ func (ns *Namespace) TakeBucketTick(now time.Time, t *BucketTick, all bool) {
 		}
 		sh.mu.RUnlock()
 	}
-	slices.SortFunc(t.Sync, func(a, b BucketSync) int { return strings.Compare(a.Spec.Key, b.Spec.Key) })
+	slices.SortFunc(t.Buckets, func(a, b BucketSync) int { return strings.Compare(a.Spec.Key, b.Spec.Key) })
 }
 
-// ApplyBucketTick takes, at the namespace's time, the store's answers
-// recorded in t (Got): each bucket's state, this incarnation's
-// consumption it holds and its write count. It skips a bucket no longer
-// held in the life t lists.
-func (ns *Namespace) ApplyBucketTick(t *BucketTick) {
+// applyBuckets takes, at the namespace's time, the store's answers
+// recorded in t.Buckets (Got): each bucket's state, this incarnation's
+// consumption it holds and its write count. An answer to calls sent at
+// t's time is older than one to calls taken later. It skips a bucket no
+// longer held in the life t lists.
+func (ns *Namespace) applyBuckets(t *Tick) {
+	if len(t.Buckets) == 0 {
+		return
+	}
 	now := ns.clock.Now().UnixNano()
-	for i := range t.Sync {
-		b := &t.Sync[i]
+	for i := range t.Buckets {
+		b := &t.Buckets[i]
 		if !b.Got {
 			continue
 		}
@@ -366,7 +353,7 @@ func (ns *Namespace) ApplyBucketTick(t *BucketTick) {
 		}
 		e.mu.Lock()
 		if !e.gone && e.life == b.Life {
-			e.stored(&id, b.After, b.Applied, b.Seq, t.sent, now)
+			e.stored(&id, b.After, b.Applied, b.Seq, t.now, now)
 		}
 		e.mu.Unlock()
 	}

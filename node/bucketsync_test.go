@@ -100,7 +100,7 @@ func TestBucketExchangeAndTick(t *testing.T) {
 	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{fixed}}
 	own := func() int64 {
 		t.Helper()
-		bs := bucketTick(ns, epoch).Sync
+		bs := bucketTick(ns, epoch).Buckets
 		if len(bs) != 1 {
 			t.Fatalf("%d buckets to sync, want 1", len(bs))
 		}
@@ -109,7 +109,7 @@ func TestBucketExchangeAndTick(t *testing.T) {
 	for _, step := range []struct {
 		v    node.Verdict
 		want int64
-	}{{node.VerdictOf(false), 0}, {node.VerdictOf(true), 1}, {node.NoVerdict, 2}} {
+	}{{node.StoreDenied, 0}, {node.StoreAllowed, 1}, {node.NoVerdict, 2}} {
 		exchange(t, ns, epoch, req, func(tx *node.BucketTx) { tx.Decide, tx.Verdict = true, step.v })
 		if got := own(); got != step.want {
 			t.Fatalf("after a take decided with verdict %v: %d counted, want %d", step.v, got, step.want)
@@ -117,7 +117,7 @@ func TestBucketExchangeAndTick(t *testing.T) {
 	}
 	allow(t, ns, epoch, req) // 3 counted here
 	tk := bucketTick(ns, epoch)
-	mine := &tk.Sync[0]
+	mine := &tk.Buckets[0]
 	// The store holds 1 of the 3, and 4 of other nodes.
 	after := mine.Spec.Init(epoch.UnixNano())
 	mine.Spec.Force(&after, epoch.UnixNano(), 5*ratelimit.Micro)
@@ -127,8 +127,8 @@ func TestBucketExchangeAndTick(t *testing.T) {
 	full.Level = 10 * ratelimit.Micro
 	other.Got, other.After, other.Applied, other.Seq = true, full, ratelimit.Micro, 1
 	mine.Got, mine.After, mine.Applied, mine.Seq = true, after, ratelimit.Micro, 1
-	tk.Sync = append([]node.BucketSync{other}, tk.Sync...)
-	ns.ApplyBucketTick(tk)
+	tk.Buckets = append([]node.BucketSync{other}, tk.Buckets...)
+	ns.ApplyTick(tk)
 	// 5 stored + 2 not yet: 3 more fit, then none.
 	if !allow(t, ns, epoch, ratelimit.AllowRequest{Key: "k", Cost: 3, Limits: []ratelimit.Limit{fixed}}).Allowed {
 		t.Error("a take of 3 after the store's 5 and the node's 2 unsent: refused")
@@ -179,8 +179,8 @@ func exchange(t *testing.T, ns *node.Namespace, at time.Time, req ratelimit.Allo
 }
 
 // bucketTick takes a tick of every bucket of ns at t.
-func bucketTick(ns *node.Namespace, at time.Time) *node.BucketTick {
-	tk := new(node.BucketTick)
-	ns.TakeBucketTick(at, tk, true)
+func bucketTick(ns *node.Namespace, at time.Time) *node.Tick {
+	tk := new(node.Tick)
+	ns.TakeTick(at, tk, node.AllBuckets)
 	return tk
 }

@@ -3,7 +3,6 @@ package node
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"time"
 
@@ -26,8 +25,6 @@ const (
 
 // DefaultNamespace is the namespace a request that names none uses.
 const DefaultNamespace = "default"
-
-var namespaceName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // Config configures one namespace.
 type Config struct {
@@ -125,7 +122,7 @@ func DefaultConfig() Config {
 
 // Validate reports the first problem with c as a *FieldError.
 func (c Config) Validate() error {
-	if !namespaceName.MatchString(c.Name) {
+	if !ratelimit.ValidNamespace(c.Name) {
 		return fieldErr("name", ErrInvalidConfig, "namespace name %q must be 1-64 characters of [A-Za-z0-9_.-]", c.Name)
 	}
 	if len(c.WindowSizes) == 0 {
@@ -206,7 +203,7 @@ func (c Config) validatePolicies() error {
 	for _, name := range slices.Sorted(maps.Keys(c.Policies)) {
 		p := c.Policies[name]
 		field := "policies." + name
-		if !namespaceName.MatchString(name) {
+		if !ratelimit.ValidNamespace(name) {
 			return fieldErr(field, ErrInvalidConfig, "policy name %q must be 1-64 characters of [A-Za-z0-9_.-]", name)
 		}
 		var lims []microLimit

@@ -159,14 +159,14 @@ func (ns *Namespace) SetLearned(w Window, others int64) { ns.setLearned(w, other
 // (so they test it): a lease id, its store id, a call's Counted and
 // Unsent, and one key's part of a tick.
 
-func (l *Leases) NewID(key string) LeaseID { return l.newID(key) }
-func (id LeaseID) StoreID() string         { return id.storeID() }
+func (l *Leases) NewID(key string) ratelimit.LeaseID { return l.newID(key) }
+func StoreID(id ratelimit.LeaseID) string            { return storeID(id) }
 
 func (l *Leases) SetRead(now time.Time, key string, held, next int64) error {
 	return l.ApplyTick(now, &LeaseTick{Key: key, Counted: true, KeyHeld: held, KeyNext: next})
 }
 
-func (l *Leases) ReleaseElsewhere(now time.Time, id LeaseID, until int64) error {
+func (l *Leases) ReleaseElsewhere(now time.Time, id ratelimit.LeaseID, until int64) error {
 	return l.ApplyTick(now, &LeaseTick{Key: id.Key, ID: id, Unsent: true, Until: until})
 }
 
@@ -243,3 +243,6 @@ func ValidateBucket(p any) error {
 	}
 	return err
 }
+
+// Len returns the number of keys the table holds.
+func (l *Leases) Len() int64 { return l.n.Load() }

@@ -151,14 +151,6 @@ const (
 	StoreDenied
 )
 
-// VerdictOf returns StoreAllowed or StoreDenied.
-func VerdictOf(allowed bool) Verdict {
-	if allowed {
-		return StoreAllowed
-	}
-	return StoreDenied
-}
-
 // Decide completes an Allow checked by CheckAllow under the key lock. With
 // NoVerdict the decision is taken here from the key's totals; otherwise the
 // store's verdict stands. It counts the cost in every size when allowed or

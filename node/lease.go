@@ -4,14 +4,12 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"math"
 	gosync "sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/limiterd/limiterd/ratelimit"
 )
@@ -34,101 +32,20 @@ const (
 	MaxLeaseTTLCap = 7 * 24 * time.Hour
 )
 
-// ErrInvalidLease is wrapped by the error of a lease id that is not one
-// limiterd made, or names another namespace than its call.
-var ErrInvalidLease = errors.New("node: invalid lease")
-
 // ErrForeignLease is wrapped (with ErrNotLocal) by the error of a
 // release or renewal, in a local-only namespace, of a lease another node
 // (or an earlier run of this one) granted.
 var ErrForeignLease = fmt.Errorf("%w: lease granted by another node", ErrNotLocal)
 
-// LeaseID is what a lease id carries: its namespace and key, the table
-// (holder) that granted it, a serial unique in that table and a secret
-// drawn at random for the lease. The serials are sequential, so a caller
-// holding one lease knows the serials of the others; the secret is what
-// it cannot guess: a release or renewal needs the lease's own (the table
-// and the stores keep it with the lease, as part of its store id), so an id
-// changed to carry another lease's serial names no lease.
-type LeaseID struct {
-	Namespace, Key         string
-	Holder, Serial, Secret uint64
-}
-
-// leaseIDVersion is the format of String. Version 1 had no secret: such
-// an id is refused (ErrInvalidLease); its lease expires at its TTL.
-const leaseIDVersion = 2
-
-// leaseIDHead is the fixed part of an encoded id: version, holder, serial
-// and secret.
-const leaseIDHead = 1 + 3*8
-
-// String encodes id as the opaque lease a caller holds (URL-safe base64).
-func (id LeaseID) String() string {
-	b := make([]byte, 0, leaseIDHead+binary.MaxVarintLen64+len(id.Namespace)+len(id.Key))
-	b = append(b, leaseIDVersion)
-	b = binary.BigEndian.AppendUint64(b, id.Holder)
-	b = binary.BigEndian.AppendUint64(b, id.Serial)
-	b = binary.BigEndian.AppendUint64(b, id.Secret)
-	b = binary.AppendUvarint(b, uint64(len(id.Namespace)))
-	b = append(b, id.Namespace...)
-	b = append(b, id.Key...)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
 // storeID is the part of id a store keeps per lease of a key: the holder,
 // serial and secret, 32 characters. A store finds a lease by it, so an id
 // whose secret is not the lease's finds none.
-func (id LeaseID) storeID() string {
+func storeID(id ratelimit.LeaseID) string {
 	var b [24]byte
 	binary.BigEndian.PutUint64(b[:8], id.Holder)
 	binary.BigEndian.PutUint64(b[8:16], id.Serial)
 	binary.BigEndian.PutUint64(b[16:], id.Secret)
 	return base64.RawURLEncoding.EncodeToString(b[:])
-}
-
-// ParseLeaseID decodes a lease as String made it; an error is a
-// *FieldError on "lease" wrapping ErrInvalidLease.
-func ParseLeaseID(s string) (LeaseID, error) {
-	bad := func(why string) (LeaseID, error) {
-		return LeaseID{}, fieldErr("lease", ErrInvalidLease, "not a lease limiterd granted: %s", why)
-	}
-	if s == "" {
-		return bad("empty")
-	}
-	if len(s) > 2*ratelimit.MaxKeyLen {
-		return bad("too long")
-	}
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
-		return bad("not URL-safe base64")
-	}
-	if len(b) < leaseIDHead+1 || b[0] != leaseIDVersion {
-		return bad("unknown format")
-	}
-	id := LeaseID{Holder: binary.BigEndian.Uint64(b[1:9]), Serial: binary.BigEndian.Uint64(b[9:17]),
-		Secret: binary.BigEndian.Uint64(b[17:25])}
-	n, w := binary.Uvarint(b[leaseIDHead:])
-	rest := b[leaseIDHead+max(w, 0):]
-	if w <= 0 || n > uint64(len(rest)) {
-		return bad("truncated")
-	}
-	id.Namespace, id.Key = string(rest[:n]), string(rest[n:])
-	if !namespaceName.MatchString(id.Namespace) || id.Key == "" || len(id.Key) > ratelimit.MaxKeyLen || !utf8.ValidString(id.Key) {
-		return bad("malformed namespace or key")
-	}
-	return id, nil
-}
-
-// LeaseGrant is the answer of an acquisition.
-type LeaseGrant struct {
-	// OK reports whether a lease was granted: ID, until Expiry.
-	OK     bool
-	ID     LeaseID
-	Expiry int64
-	// Held is the key's leases held after the call, as this node knows
-	// them; Next the earliest expiry among them (0: none or unknown).
-	Held, Next int64
 }
 
 // ownLease is one of this node's leases: its expiry and its id's secret.
@@ -234,24 +151,21 @@ func (l *Leases) setMaxKeys(n int) {
 	l.maxKeys.Store(int64(n))
 }
 
-// Len is the number of keys held.
-func (l *Leases) Len() int64 { return l.n.Load() }
-
 func (l *Leases) shard(key string) *leaseShard {
 	return &l.shards[maphash.String(l.seed, key)%leaseShards]
 }
 
 // newID returns a new lease id of key, unique in the table, with a secret
 // drawn at random.
-func (l *Leases) newID(key string) LeaseID {
+func (l *Leases) newID(key string) ratelimit.LeaseID {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: l.serial.Add(1), Secret: binary.BigEndian.Uint64(b[:])}
+	return ratelimit.LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: l.serial.Add(1), Secret: binary.BigEndian.Uint64(b[:])}
 }
 
 // mine reports whether o is the lease id names: its secret is id's (one
 // comparison of two words, whose time tells nothing of either).
-func (o ownLease) mine(id LeaseID) bool { return o.secret == id.Secret }
+func (o ownLease) mine(id ratelimit.LeaseID) bool { return o.secret == id.Secret }
 
 // lockKey returns key's entry, created if create, with its shard locked
 // (nil and unlocked when absent and not created). The caller unlocks.
@@ -278,14 +192,14 @@ func (l *Leases) lockKey(key string, now int64, create bool) (*leaseShard, *leas
 
 // Acquire grants a lease of key until now + ttl if fewer than limit are
 // held: this node's own and the others' as last synced.
-func (l *Leases) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (LeaseGrant, error) {
+func (l *Leases) Acquire(now time.Time, key string, limit int64, ttl time.Duration) (ratelimit.LeaseGrant, error) {
 	t := now.UnixNano()
 	sh, k, err := l.lockKey(key, t, true)
 	if err != nil {
-		return LeaseGrant{}, err
+		return ratelimit.LeaseGrant{}, err
 	}
 	defer sh.mu.Unlock()
-	g := LeaseGrant{Held: k.held()}
+	g := ratelimit.LeaseGrant{Held: k.held()}
 	if g.Held >= limit {
 		g.Next = k.next()
 		return g, nil
@@ -307,7 +221,7 @@ func addTTL(t int64, ttl time.Duration) int64 {
 // Release frees id, which this table granted (ErrForeignLease
 // otherwise), and reports whether it was live. When record, the release
 // is kept for the next sync to send (the store may hold the lease).
-func (l *Leases) Release(now time.Time, id LeaseID, record bool) (bool, error) {
+func (l *Leases) Release(now time.Time, id ratelimit.LeaseID, record bool) (bool, error) {
 	if id.Holder != l.holder {
 		return false, l.foreign()
 	}
@@ -323,7 +237,7 @@ func (l *Leases) Release(now time.Time, id LeaseID, record bool) (bool, error) {
 	}
 	delete(k.own, id.Serial)
 	if record {
-		k.note(id.storeID(), o.exp)
+		k.note(storeID(id), o.exp)
 	}
 	return true, nil
 }
@@ -342,22 +256,22 @@ func (k *leaseKey) note(storeID string, until int64) {
 // releaseElsewhere records the release of a lease this table did not
 // grant, for the next sync to send (until: when it stops mattering), and
 // counts one fewer of the others' leases of its key at once.
-func (l *Leases) releaseElsewhere(now time.Time, id LeaseID, until int64) error {
+func (l *Leases) releaseElsewhere(now time.Time, id ratelimit.LeaseID, until int64) error {
 	sh, k, err := l.lockKey(id.Key, now.UnixNano(), true)
 	if err != nil {
 		return err
 	}
 	defer sh.mu.Unlock()
-	if _, seen := k.releases[id.storeID()]; !seen && k.others > 0 {
+	if _, seen := k.releases[storeID(id)]; !seen && k.others > 0 {
 		k.others--
 	}
-	k.note(id.storeID(), until)
+	k.note(storeID(id), until)
 	return nil
 }
 
 // Renew sets id's expiry to now + ttl if it is live here; id must be
 // this table's (ErrForeignLease otherwise).
-func (l *Leases) Renew(now time.Time, id LeaseID, ttl time.Duration) (ok bool, expiry int64, err error) {
+func (l *Leases) Renew(now time.Time, id ratelimit.LeaseID, ttl time.Duration) (ok bool, expiry int64, err error) {
 	if id.Holder != l.holder {
 		return false, 0, l.foreign()
 	}

@@ -18,18 +18,18 @@ func TestLeaseIDRoundTrip(t *testing.T) {
 	l := node.NewLeases("ns-1", 0)
 	for _, key := range []string{"k", "a:b{c}", "ключ", strings.Repeat("x", ratelimit.MaxKeyLen)} {
 		id := l.NewID(key)
-		got, err := node.ParseLeaseID(id.String())
+		got, err := ratelimit.ParseLeaseID(id.String())
 		if err != nil {
 			t.Fatalf("ParseLeaseID(%q): %v", id.String(), err)
 		}
 		if got != id {
 			t.Fatalf("round trip of %+v gave %+v", id, got)
 		}
-		if len(id.StoreID()) != 32 {
-			t.Fatalf("StoreID %q: want 32 characters", id.StoreID())
+		if len(node.StoreID(id)) != 32 {
+			t.Fatalf("StoreID %q: want 32 characters", node.StoreID(id))
 		}
 	}
-	if a, b := l.NewID("k"), l.NewID("k"); a.StoreID() == b.StoreID() {
+	if a, b := l.NewID("k"), l.NewID("k"); node.StoreID(a) == node.StoreID(b) {
 		t.Fatal("two leases of one key share a store id")
 	}
 	if node.NewLeases("ns-1", 0).NewID("k").Holder == l.NewID("k").Holder {
@@ -59,7 +59,7 @@ func TestLeaseIDForgedSerial(t *testing.T) {
 	}
 	forged := mine.ID
 	forged.Serial = victim.ID.Serial
-	parsed, err := node.ParseLeaseID(forged.String())
+	parsed, err := ratelimit.ParseLeaseID(forged.String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,13 +91,13 @@ func TestParseLeaseIDRejects(t *testing.T) {
 		"version 1":  "AQ" + good[2:], // the format without a secret
 		"version 3":  "Aw" + good[2:],
 		"too long":   strings.Repeat("A", 3*ratelimit.MaxKeyLen),
-		"no key":     node.LeaseID{Namespace: "ns", Holder: 1, Serial: 1}.String(),
-		"bad ns":     node.LeaseID{Namespace: "a b", Key: "k", Holder: 1, Serial: 1}.String(),
-		"bad utf8":   node.LeaseID{Namespace: "ns", Key: "\xff", Holder: 1, Serial: 1}.String(),
+		"no key":     ratelimit.LeaseID{Namespace: "ns", Holder: 1, Serial: 1}.String(),
+		"bad ns":     ratelimit.LeaseID{Namespace: "a b", Key: "k", Holder: 1, Serial: 1}.String(),
+		"bad utf8":   ratelimit.LeaseID{Namespace: "ns", Key: "\xff", Holder: 1, Serial: 1}.String(),
 	} {
-		_, err := node.ParseLeaseID(s)
+		_, err := ratelimit.ParseLeaseID(s)
 		var fe *ratelimit.FieldError
-		if !errors.As(err, &fe) || fe.Field != "lease" || !errors.Is(err, node.ErrInvalidLease) {
+		if !errors.As(err, &fe) || fe.Field != "lease" || !errors.Is(err, ratelimit.ErrInvalidLease) {
 			t.Errorf("%s: ParseLeaseID(%q) = %v, want a FieldError on lease wrapping ErrInvalidLease", name, s, err)
 		}
 	}
@@ -107,13 +107,13 @@ func FuzzParseLeaseID(f *testing.F) {
 	f.Add(node.NewLeases("ns", 0).NewID("key").String())
 	f.Add("AQ")
 	f.Fuzz(func(t *testing.T, s string) {
-		id, err := node.ParseLeaseID(s)
+		id, err := ratelimit.ParseLeaseID(s)
 		if err != nil {
 			return
 		}
 		// Whatever parses is a lease of a valid namespace and key, and
 		// encodes back to an id that parses the same.
-		again, err := node.ParseLeaseID(id.String())
+		again, err := ratelimit.ParseLeaseID(id.String())
 		if err != nil || again != id {
 			t.Fatalf("%q parsed as %+v, which re-parses as %+v, %v", s, id, again, err)
 		}
@@ -123,7 +123,7 @@ func FuzzParseLeaseID(f *testing.F) {
 func TestLeasesLimitReleaseExpiry(t *testing.T) {
 	l := node.NewLeases("ns", 0)
 	now := t0
-	var ids []node.LeaseID
+	var ids []ratelimit.LeaseID
 	for i := range 3 {
 		g, err := l.Acquire(now.Add(time.Duration(i)*time.Second), "k", 3, 10*time.Second)
 		if err != nil || !g.OK || g.Held != int64(i+1) {
@@ -221,7 +221,7 @@ func TestLeasesSync(t *testing.T) {
 		t.Fatal("release of g1")
 	}
 	got = l.Collect(t0, false, nil)
-	if len(got) != 1 || got[0].Releases[g1.ID.StoreID()] != g1.Expiry {
+	if len(got) != 1 || got[0].Releases[node.StoreID(g1.ID)] != g1.Expiry {
 		t.Fatalf("Collect after release: %+v", got)
 	}
 	all := []bool{true} // g3, granted after the first sync

@@ -58,13 +58,13 @@ func TestLeaseIDRefusalReasons(t *testing.T) {
 		{"no key", rawLeaseID(2, "ns"), "malformed namespace or key"},
 		{"unfinished length", rawLeaseIDTail([]byte{0x80}), "truncated"}, // a varint's continuation byte, then nothing
 	} {
-		_, err := node.ParseLeaseID(tc.s)
+		_, err := ratelimit.ParseLeaseID(tc.s)
 		var fe *ratelimit.FieldError
-		if !errors.As(err, &fe) || !errors.Is(err, node.ErrInvalidLease) || !strings.Contains(fe.Reason, tc.reason) {
+		if !errors.As(err, &fe) || !errors.Is(err, ratelimit.ErrInvalidLease) || !strings.Contains(fe.Reason, tc.reason) {
 			t.Errorf("%s: ParseLeaseID = %v, want a FieldError wrapping ErrInvalidLease saying %q", tc.name, err, tc.reason)
 		}
 	}
-	if id, err := node.ParseLeaseID(rawLeaseID(2, "nsk")); err != nil || id.Namespace != "ns" || id.Key != "k" {
+	if id, err := ratelimit.ParseLeaseID(rawLeaseID(2, "nsk")); err != nil || id.Namespace != "ns" || id.Key != "k" {
 		t.Errorf("a one-byte key: %+v, %v; want ns/k", id, err)
 	}
 }
@@ -82,7 +82,7 @@ func TestLeaseReleaseKeptUntilItsExpiry(t *testing.T) {
 		t.Fatalf("Release: %v, %v", ok, err)
 	}
 	exp := time.Unix(0, g.Expiry)
-	if got := l.Collect(exp.Add(-1), false, nil); len(got) != 1 || got[0].Releases[g.ID.StoreID()] != g.Expiry {
+	if got := l.Collect(exp.Add(-1), false, nil); len(got) != 1 || got[0].Releases[node.StoreID(g.ID)] != g.Expiry {
 		t.Fatalf("Collect 1ns before the expiry: %+v, want the release", got)
 	}
 	if got := l.Collect(exp, false, nil); len(got) != 0 {
@@ -223,8 +223,8 @@ func TestLeasesReleaseElsewhere(t *testing.T) {
 		t.Errorf("Acquire after the release elsewhere: %+v, want granted with 2 held (1 other, this)", g)
 	}
 	s := leaseSyncOf(t, l, "k")
-	if len(s.Releases) != 1 || s.Releases[g1.ID.StoreID()] != until {
-		t.Errorf("releases to send: %v, want %s until %d", s.Releases, g1.ID.StoreID(), until)
+	if len(s.Releases) != 1 || s.Releases[node.StoreID(g1.ID)] != until {
+		t.Errorf("releases to send: %v, want %s until %d", s.Releases, node.StoreID(g1.ID), until)
 	}
 
 	// No others counted: the count stays at zero.
@@ -245,7 +245,7 @@ func TestLeasesReleaseElsewhere(t *testing.T) {
 func TestLeaseIDLongNamespaceRoundTrip(t *testing.T) {
 	ns := strings.Repeat("n", 64)
 	id := node.NewLeases(ns, 0).NewID("k")
-	got, err := node.ParseLeaseID(id.String())
+	got, err := ratelimit.ParseLeaseID(id.String())
 	if err != nil || got != id {
 		t.Fatalf("round trip of %+v: %+v, %v", id, got, err)
 	}

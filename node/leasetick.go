@@ -3,6 +3,8 @@ package node
 import (
 	"slices"
 	"time"
+
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // A LeaseTick is one exchange of a namespace's leases with a store, in
@@ -28,7 +30,7 @@ type LeaseTick struct {
 	// its own (periodic); otherwise the store decides them from then on
 	// (synchronous).
 	Key       string
-	ID        LeaseID
+	ID        ratelimit.LeaseID
 	All, Keep bool
 
 	// A tick's ops, in the order to send them, a key's together: op i is
@@ -81,10 +83,10 @@ func (l *Leases) TakeTick(now time.Time, t *LeaseTick) {
 	t.StoreID, t.Mine = "", false
 	t.Unsent, t.Until, t.Counted, t.KeyHeld, t.KeyNext = false, 0, false, 0, 0
 	if t.Key != "" {
-		if t.ID == (LeaseID{}) {
+		if t.ID == (ratelimit.LeaseID{}) {
 			t.ID = l.newID(t.Key)
 		}
-		t.StoreID, t.Mine = t.ID.storeID(), t.ID.Holder == l.holder
+		t.StoreID, t.Mine = storeID(t.ID), t.ID.Holder == l.holder
 		t.ready()
 		return
 	}
@@ -113,7 +115,7 @@ func (l *Leases) TakeTick(now time.Time, t *LeaseTick) {
 	// at 1: 0 is no write.
 	for i, serial := range t.serial {
 		if serial != 0 {
-			t.OpID[i] = LeaseID{Holder: l.holder, Serial: serial, Secret: t.secret[i]}.storeID()
+			t.OpID[i] = storeID(ratelimit.LeaseID{Holder: l.holder, Serial: serial, Secret: t.secret[i]})
 		}
 	}
 	t.ready()

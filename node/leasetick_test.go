@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // opsOf returns the range of t's ops on key (lo == hi: none), checking
@@ -46,7 +47,7 @@ func answer(lt *node.LeaseTick, lo, hi int, held, next int64) {
 // send.
 func TestLeaseTickListsOpsByKey(t *testing.T) {
 	l := node.NewLeases("ns", 0)
-	var gs []node.LeaseGrant
+	var gs []ratelimit.LeaseGrant
 	for range 3 {
 		g, err := l.Acquire(t0, "a", 5, time.Minute)
 		if err != nil || !g.OK {
@@ -67,9 +68,9 @@ func TestLeaseTickListsOpsByKey(t *testing.T) {
 	if len(lt.OpKey) != 3 || len(lt.Got) != 3 || len(lt.OK) != 3 || len(lt.Held) != 3 || len(lt.Next) != 3 {
 		t.Fatalf("tick: %+v; want a's 3 ops with room for their answers", lt)
 	}
-	if lt.OpKey[0] != "a" || !lt.OpRelease[0] || lt.OpID[0] != gs[0].ID.StoreID() || lt.OpUntil[0] != gs[0].Expiry {
+	if lt.OpKey[0] != "a" || !lt.OpRelease[0] || lt.OpID[0] != node.StoreID(gs[0].ID) || lt.OpUntil[0] != gs[0].Expiry {
 		t.Errorf("op 0: %s %s until %d (release %v); want a's release of %s until %d",
-			lt.OpKey[0], lt.OpID[0], lt.OpUntil[0], lt.OpRelease[0], gs[0].ID.StoreID(), gs[0].Expiry)
+			lt.OpKey[0], lt.OpID[0], lt.OpUntil[0], lt.OpRelease[0], node.StoreID(gs[0].ID), gs[0].Expiry)
 	}
 	writes := map[string]int64{}
 	for i := 1; i < 3; i++ {
@@ -79,8 +80,8 @@ func TestLeaseTickListsOpsByKey(t *testing.T) {
 		writes[lt.OpID[i]] = lt.OpUntil[i]
 	}
 	for _, g := range gs[1:] {
-		if writes[g.ID.StoreID()] != g.Expiry {
-			t.Errorf("writes %v; want %s until %d", writes, g.ID.StoreID(), g.Expiry)
+		if writes[node.StoreID(g.ID)] != g.Expiry {
+			t.Errorf("writes %v; want %s until %d", writes, node.StoreID(g.ID), g.Expiry)
 		}
 	}
 
@@ -174,7 +175,7 @@ func TestLeaseTickCall(t *testing.T) {
 	l := node.NewLeases("ns", 0)
 	lt := node.LeaseTick{Key: "k"}
 	l.TakeTick(t0, &lt)
-	if lt.ID.Namespace != "ns" || lt.ID.Key != "k" || !lt.Mine || lt.StoreID != lt.ID.StoreID() || len(lt.StoreID) != 32 {
+	if lt.ID.Namespace != "ns" || lt.ID.Key != "k" || !lt.Mine || lt.StoreID != node.StoreID(lt.ID) || len(lt.StoreID) != 32 {
 		t.Fatalf("new lease: %+v, store id %q, mine %v", lt.ID, lt.StoreID, lt.Mine)
 	}
 	if len(lt.OpKey) != 0 || len(lt.Got) != 0 {
@@ -189,8 +190,8 @@ func TestLeaseTickCall(t *testing.T) {
 	other := node.NewLeases("ns", 0).NewID("k")
 	call := node.LeaseTick{Key: "k", ID: other}
 	l.TakeTick(t0, &call)
-	if call.Mine || call.StoreID != other.StoreID() {
-		t.Errorf("another table's lease: mine %v, store id %q; want not mine, %q", call.Mine, call.StoreID, other.StoreID())
+	if call.Mine || call.StoreID != node.StoreID(other) {
+		t.Errorf("another table's lease: mine %v, store id %q; want not mine, %q", call.Mine, call.StoreID, node.StoreID(other))
 	}
 	call.Unsent, call.Until = true, t0.Add(time.Minute).UnixNano()
 	if err := l.ApplyTick(t0, &call); err != nil {
@@ -198,7 +199,7 @@ func TestLeaseTickCall(t *testing.T) {
 	}
 	tick := node.LeaseTick{}
 	l.TakeTick(t0, &tick)
-	if len(tick.OpKey) != 1 || !tick.OpRelease[0] || tick.OpID[0] != other.StoreID() || tick.OpUntil[0] != call.Until {
+	if len(tick.OpKey) != 1 || !tick.OpRelease[0] || tick.OpID[0] != node.StoreID(other) || tick.OpUntil[0] != call.Until {
 		t.Errorf("tick after an unsent release: %+v; want its release", tick)
 	}
 

@@ -49,9 +49,6 @@ func New(cfgs []Config, clock Clock) (*Node, error) {
 	return n, nil
 }
 
-// Clock returns the node's clock.
-func (n *Node) Clock() Clock { return n.clock }
-
 // Namespace returns the namespace called name; "" means DefaultNamespace.
 func (n *Node) Namespace(name string) (*Namespace, error) {
 	if name == "" {

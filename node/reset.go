@@ -182,8 +182,8 @@ func (l *Leases) Clear(now time.Time, key string, record bool) int {
 	n := len(k.own)
 	for serial, o := range k.own {
 		if record {
-			id := LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: serial, Secret: o.secret}
-			k.note(id.storeID(), o.exp)
+			id := ratelimit.LeaseID{Namespace: l.name, Key: key, Holder: l.holder, Serial: serial, Secret: o.secret}
+			k.note(storeID(id), o.exp)
 		}
 		delete(k.own, serial)
 	}

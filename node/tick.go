@@ -5,14 +5,15 @@ import (
 	"time"
 )
 
-// A Tick is one exchange of a namespace's sliding windows with a store,
-// in the style of raft's Ready and Advance: TakeTick lists what the
-// namespace changed since its last push (Push) and the windows whose
-// other nodes' totals it needs (Read); the caller writes and reads the
-// store and records the outcome in the same Tick (Version, Others, Got);
+// A Tick is one exchange of a namespace's sliding windows and buckets
+// with a store, in the style of raft's Ready and Advance: TakeTick lists
+// what the namespace changed since its last push (Push), the windows
+// whose other nodes' totals it needs (Read) and the buckets to sync
+// (Buckets); the caller writes and reads the store and records the
+// outcome in the same Tick (Version, Others, Got, each bucket's answer);
 // ApplyTick applies it, the one step that changes the namespace. A caller
 // may also fill Read itself (windows it found by key, say) before filling
-// Others and Got.
+// Others and Got, or Changes.
 type Tick struct {
 	// Push lists the windows whose own totals changed since their last
 	// push.
@@ -30,9 +31,33 @@ type Tick struct {
 	// of changes), which ApplyTick finds without walking the keys and
 	// applies after Read, in order: a later change of a window is newer.
 	Changes []KeyTotal
+	// Buckets lists the buckets to sync in key order, so that a key's
+	// buckets, which one store call holds, are next to each other; the
+	// caller records the store's answers in place.
+	Buckets []BucketSync
 
+	// now is when the tick was taken, the time its calls are sent at: an
+	// answer to calls sent before the ones taken last is older.
 	now int64
 }
+
+// TickParts selects what TakeTick lists.
+type TickParts uint8
+
+// The parts of a Tick.
+const (
+	// PushWindows lists the windows whose own totals changed since their
+	// last push.
+	PushWindows TickParts = 1 << iota
+	// ReadWindows lists the current and previous windows of every key
+	// touched in either: those whose other nodes' totals the node needs.
+	ReadWindows
+	// DirtyBuckets lists the buckets whose consumption has not all
+	// reached the store; AllBuckets every bucket held (a periodic
+	// namespace reads them all).
+	DirtyBuckets
+	AllBuckets
+)
 
 // KeyTotal is the other nodes' total of one window of a key, as a
 // change log reports it.
@@ -60,20 +85,23 @@ type KeyTotal struct {
 // window stays dirty until a push of it succeeds.
 const Uncertain = -1
 
-// TakeTick empties t (Changes too) and lists in it, at now, the windows to push (with
-// push) and the windows to read (with read), with room for their
-// outcome. The lists reuse t's memory.
-func (ns *Namespace) TakeTick(now time.Time, t *Tick, push, read bool) {
-	clear(t.Push) // drop references to entries
+// TakeTick empties t (Changes too) and lists in it, at now, the parts
+// asked for, with room for their outcome. The lists reuse t's memory.
+func (ns *Namespace) TakeTick(now time.Time, t *Tick, parts TickParts) {
+	clear(t.Push) // drop references to entries and keys
 	clear(t.Read)
 	clear(t.Changes)
-	t.Push, t.Read, t.Changes = t.Push[:0], t.Read[:0], t.Changes[:0]
+	clear(t.Buckets)
+	t.Push, t.Read, t.Changes, t.Buckets = t.Push[:0], t.Read[:0], t.Changes[:0], t.Buckets[:0]
 	t.now = now.UnixNano()
-	if push {
+	if parts&PushWindows != 0 {
 		t.Push = ns.collectDirty(now, t.Push)
 	}
-	if read {
+	if parts&ReadWindows != 0 {
 		t.Read = ns.collectInterest(now, t.Read)
+	}
+	if parts&(DirtyBuckets|AllBuckets) != 0 {
+		ns.takeBuckets(t, parts&AllBuckets != 0)
 	}
 	t.ready()
 }
@@ -91,7 +119,8 @@ func (t *Tick) ready() {
 // ApplyTick records t's outcome in the namespace: each window pushed as
 // stored with its version (a push completed after a newer one does not
 // move the mark back), each failed one as uncertain, each window read
-// with the others' total.
+// with the others' total, each bucket the store answered for, then the
+// changes.
 func (ns *Namespace) ApplyTick(t *Tick) {
 	for i, p := range t.Push {
 		switch v := t.Version[i]; {
@@ -106,6 +135,7 @@ func (ns *Namespace) ApplyTick(t *Tick) {
 			ns.setOthers(w, t.Others[i])
 		}
 	}
+	ns.applyBuckets(t)
 	now := time.Unix(0, t.now)
 	for i := range t.Changes {
 		c := &t.Changes[i]

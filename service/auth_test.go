@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/auth"
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/service"
 )
 
@@ -188,7 +188,7 @@ func TestAuthorizationBeforeNamespace(t *testing.T) {
 	elsewhere := auth.WithPrincipal(bg, auth.NewPrincipal("p", []string{"default"}, auth.Read|auth.Write))
 	granted := auth.WithPrincipal(bg, auth.NewPrincipal("p", []string{unknown}, auth.Read|auth.Write))
 	limits := []service.Limit{lim(time.Minute, 100)}
-	lease := node.LeaseID{Namespace: unknown, Key: "k", Holder: 1, Serial: 1}.String()
+	lease := ratelimit.LeaseID{Namespace: unknown, Key: "k", Holder: 1, Serial: 1}.String()
 	calls := map[string]func(ctx context.Context) error{
 		"Increment": func(ctx context.Context) error {
 			_, err := s.Increment(ctx, service.IncrementRequest{Namespace: unknown, Key: "k"}, nil)

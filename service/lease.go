@@ -151,8 +151,8 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest, last *route) 
 // lease parses a lease, checks that ctx's caller may write in its
 // namespace and resolves it. A caller without credentials learns nothing
 // of the lease, not even whether it is well formed.
-func (s *Service) lease(ctx context.Context, lease string, last *route) (route, node.LeaseID, error) {
-	id, err := node.ParseLeaseID(lease)
+func (s *Service) lease(ctx context.Context, lease string, last *route) (route, ratelimit.LeaseID, error) {
+	id, err := ratelimit.ParseLeaseID(lease)
 	if err != nil {
 		if aerr := s.authorize(ctx, "", 0); errors.Is(aerr, ErrUnauthenticated) {
 			return route{}, id, aerr

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/service"
 	"github.com/limiterd/limiterd/strategy/memory"
 )
@@ -61,13 +62,13 @@ func TestLeaseForgedSerial(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			s, _ := newService(t, m.syncRate)
 			req := service.AcquireRequest{Key: "k", Limit: 2, TTL: 10 * time.Second}
-			var ids []node.LeaseID
+			var ids []ratelimit.LeaseID
 			for range 2 {
 				a, err := s.Acquire(ctx, req)
 				if err != nil || !a.OK {
 					t.Fatalf("acquire: %+v, %v", a, err)
 				}
-				id, err := node.ParseLeaseID(a.Lease)
+				id, err := ratelimit.ParseLeaseID(a.Lease)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -133,7 +133,7 @@ var (
 	// hold (INVALID_ARGUMENT on "policy").
 	ErrUnknownPolicy = errors.New("service: unknown policy")
 	// ErrInvalidLease: a lease id limiterd did not make.
-	ErrInvalidLease = node.ErrInvalidLease
+	ErrInvalidLease = ratelimit.ErrInvalidLease
 	// ErrUnavailable: the store a synchronous call needs cannot be
 	// reached (wrapped by errors that are no FieldError).
 	ErrUnavailable = clustersync.ErrUnavailable

@@ -72,7 +72,7 @@ func (bk bucketSync) allow(ctx context.Context, t time.Time, req ratelimit.Allow
 		// next call of this node holds it (BucketReply.Applied) and counts
 		// it once. Meanwhile the node decides.
 		if allowed, err := bk.callLocked(ctx, bs, tx.Buckets, t, c.Cost, false); err == nil {
-			tx.Verdict = node.VerdictOf(allowed)
+			tx.Verdict = verdict(allowed)
 		}
 		return nil
 	})
@@ -141,9 +141,13 @@ func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
 		return nil
 	}
 	tick := &s.btick
-	s.ns.TakeBucketTick(now, tick, all)
-	defer clear(tick.Sync)
-	if len(tick.Sync) == 0 {
+	parts := node.DirtyBuckets
+	if all {
+		parts = node.AllBuckets
+	}
+	s.ns.TakeTick(now, tick, parts)
+	defer clear(tick.Buckets)
+	if len(tick.Buckets) == 0 {
 		return nil
 	}
 	version := s.versions.Next()
@@ -154,12 +158,12 @@ func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
 		first error
 		fails int
 	)
-	for lo := 0; lo < len(tick.Sync); {
+	for lo := 0; lo < len(tick.Buckets); {
 		hi := lo + 1
-		for hi < len(tick.Sync) && tick.Sync[hi].Spec.Key == tick.Sync[lo].Spec.Key {
+		for hi < len(tick.Buckets) && tick.Buckets[hi].Spec.Key == tick.Buckets[lo].Spec.Key {
 			hi++
 		}
-		group := tick.Sync[lo:hi]
+		group := tick.Buckets[lo:hi]
 		lo = hi
 		sem <- struct{}{}
 		if ctx.Err() != nil {
@@ -186,9 +190,9 @@ func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
 		})
 	}
 	wg.Wait()
-	s.ns.ApplyBucketTick(tick)
+	s.ns.ApplyTick(tick)
 	if first != nil {
-		return fmt.Errorf("sync: sync %d of %d buckets of namespace %q: %w", fails, len(tick.Sync), s.name, first)
+		return fmt.Errorf("sync: sync %d of %d buckets of namespace %q: %w", fails, len(tick.Buckets), s.name, first)
 	}
 	return ctx.Err()
 }

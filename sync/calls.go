@@ -27,12 +27,12 @@ type Calls interface {
 	AllowAt(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error)
 	// AcquireLease takes a lease of key at now (node.Leases.Acquire);
 	// limit and ttl are valid.
-	AcquireLease(ctx context.Context, now time.Time, key string, limit int64, ttl time.Duration) (node.LeaseGrant, error)
+	AcquireLease(ctx context.Context, now time.Time, key string, limit int64, ttl time.Duration) (ratelimit.LeaseGrant, error)
 	// ReleaseLease ends the lease id at now; pending is set when the
 	// release waits for the store.
-	ReleaseLease(ctx context.Context, now time.Time, id node.LeaseID) (ok, pending bool, err error)
+	ReleaseLease(ctx context.Context, now time.Time, id ratelimit.LeaseID) (ok, pending bool, err error)
 	// RenewLease extends the lease id to now + ttl.
-	RenewLease(ctx context.Context, now time.Time, id node.LeaseID, ttl time.Duration) (ok bool, expiry int64, err error)
+	RenewLease(ctx context.Context, now time.Time, id ratelimit.LeaseID, ttl time.Duration) (ok bool, expiry int64, err error)
 	// ResetAt forgets key's sliding-window counts at t.
 	ResetAt(ctx context.Context, t time.Time, key string) error
 	// ResetBucketsAt puts key's buckets of limits back at rest at t.
@@ -60,16 +60,16 @@ func (l local) AllowAt(_ context.Context, t time.Time, req ratelimit.AllowReques
 	return l.ns.AllowAt(t, req, dst)
 }
 
-func (l local) AcquireLease(_ context.Context, now time.Time, key string, limit int64, ttl time.Duration) (node.LeaseGrant, error) {
+func (l local) AcquireLease(_ context.Context, now time.Time, key string, limit int64, ttl time.Duration) (ratelimit.LeaseGrant, error) {
 	return l.ns.Leases().Acquire(now, key, limit, ttl)
 }
 
-func (l local) ReleaseLease(_ context.Context, now time.Time, id node.LeaseID) (bool, bool, error) {
+func (l local) ReleaseLease(_ context.Context, now time.Time, id ratelimit.LeaseID) (bool, bool, error) {
 	ok, err := l.ns.Leases().Release(now, id, false)
 	return ok, false, err
 }
 
-func (l local) RenewLease(_ context.Context, now time.Time, id node.LeaseID, ttl time.Duration) (bool, int64, error) {
+func (l local) RenewLease(_ context.Context, now time.Time, id ratelimit.LeaseID, ttl time.Duration) (bool, int64, error) {
 	return l.ns.Leases().Renew(now, id, ttl)
 }
 
@@ -91,15 +91,15 @@ func (l local) ClearLeasesAt(_ context.Context, t time.Time, key string) (bool, 
 // leases (leasesync.go) and resets (reset.go).
 type shared struct{ s *Syncer }
 
-func (c shared) AcquireLease(ctx context.Context, now time.Time, key string, limit int64, ttl time.Duration) (node.LeaseGrant, error) {
+func (c shared) AcquireLease(ctx context.Context, now time.Time, key string, limit int64, ttl time.Duration) (ratelimit.LeaseGrant, error) {
 	return leaseSync{c.s}.acquire(ctx, now, key, limit, ttl)
 }
 
-func (c shared) ReleaseLease(ctx context.Context, now time.Time, id node.LeaseID) (bool, bool, error) {
+func (c shared) ReleaseLease(ctx context.Context, now time.Time, id ratelimit.LeaseID) (bool, bool, error) {
 	return leaseSync{c.s}.release(ctx, now, id)
 }
 
-func (c shared) RenewLease(ctx context.Context, now time.Time, id node.LeaseID, ttl time.Duration) (bool, int64, error) {
+func (c shared) RenewLease(ctx context.Context, now time.Time, id ratelimit.LeaseID, ttl time.Duration) (bool, int64, error) {
 	return leaseSync{c.s}.renew(ctx, now, id, ttl)
 }
 

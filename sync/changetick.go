@@ -116,7 +116,7 @@ func (tk ticker) fetchChanges(ctx context.Context, now time.Time) error {
 		s.log.Debug("change cursor not read", "err", err)
 		start = ""
 	}
-	s.ns.TakeTick(now, &s.tick, false, true)
+	s.ns.TakeTick(now, &s.tick, node.ReadWindows)
 	err = tk.fetch(ctx)
 	s.ns.ApplyTick(&s.tick)
 	if err != nil {
@@ -184,7 +184,7 @@ func (tk ticker) fetchFreshWindows(ctx context.Context) error {
 		return nil
 	}
 	t := &s.tick
-	s.ns.TakeTick(s.ns.Now(), t, false, false)
+	s.ns.TakeTick(s.ns.Now(), t, 0)
 	t.Read = append(t.Read, c.fresh...)
 	t.Others = append(t.Others[:0], make([]int64, len(t.Read))...)
 	t.Got = append(t.Got[:0], make([]bool, len(t.Read))...)
@@ -209,7 +209,7 @@ func (tk ticker) applyChanges(now time.Time) {
 	c := &s.ch
 	t := &s.tick
 	for rest := c.changes; len(rest) > 0; {
-		s.ns.TakeTick(now, t, false, false)
+		s.ns.TakeTick(now, t, 0)
 		for i := range rest {
 			ch := &rest[i]
 			t.Changes = append(t.Changes, node.KeyTotal{Key: ch.Key, Size: ch.Size, Start: ch.Start, Others: ch.Others, Learn: tk.learns(ch)})

@@ -279,7 +279,7 @@ func (s *Syncer) decideInStore(ctx context.Context, aa AtomicAllower, k *node.Ke
 		k.SetOthers(cur, res.Others[j][0])
 		k.SetOthers(prev, res.Others[j][1])
 	}
-	d := k.Decide(req, chk, node.VerdictOf(res.Allowed), dst)
+	d := k.Decide(req, chk, verdict(res.Allowed), dst)
 	// The store wrote prev as sent and cur with the cost when it was
 	// counted, which is exactly this node's total now.
 	for _, l := range areq.Limits {
@@ -298,4 +298,12 @@ func (s *Syncer) callRow(k *node.KeyLock, p node.Pending, version int64) Row {
 		return s.row(p, v)
 	}
 	return s.row(p, version)
+}
+
+// verdict is a store's decision as the node takes it.
+func verdict(allowed bool) node.Verdict {
+	if allowed {
+		return node.StoreAllowed
+	}
+	return node.StoreDenied
 }

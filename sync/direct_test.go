@@ -96,7 +96,7 @@ func testSynchronousAllow(t *testing.T, store func(*memory.Store) clustersync.St
 	}
 	for i, n := range nodes {
 		var tick node.Tick
-		if n.ns.TakeTick(clock.Now(), &tick, true, false); len(tick.Push) != 0 {
+		if n.ns.TakeTick(clock.Now(), &tick, node.PushWindows); len(tick.Push) != 0 {
 			t.Errorf("node %d: %d windows dirty, want 0", i, len(tick.Push))
 		}
 	}

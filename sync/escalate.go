@@ -173,7 +173,7 @@ func (pd *periodic) fetchWindows(ctx context.Context, windows []node.Window, key
 		return
 	}
 	t := &s.tick
-	s.ns.TakeTick(s.ns.Now(), t, false, false)
+	s.ns.TakeTick(s.ns.Now(), t, 0)
 	t.Read, t.Others = append(t.Read, windows...), append(t.Others, others...)
 	for range windows {
 		t.Got = append(t.Got, true)

@@ -384,7 +384,7 @@ func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []
 		k.SetOthers(prev, others[i][1])
 	}
 	for i, c := range batch {
-		c.dec = k.Decide(c.req, &c.chk, node.VerdictOf(allowed[i]), c.dec.Limits)
+		c.dec = k.Decide(c.req, &c.chk, verdict(allowed[i]), c.dec.Limits)
 	}
 	// The store wrote prev as sent and cur with every counted cost: this
 	// node's totals now.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -26,7 +27,7 @@ func newLeaseNode(t testing.TB, name string, syncRate float64, onDown clustersyn
 	return testNode{ns: ns, sy: sy}
 }
 
-func (n testNode) acquire(t testing.TB, key string, limit int64) node.LeaseGrant {
+func (n testNode) acquire(t testing.TB, key string, limit int64) ratelimit.LeaseGrant {
 	t.Helper()
 	g, err := n.sy.Calls().AcquireLease(context.Background(), n.ns.Now(), key, limit, time.Minute)
 	if err != nil {
@@ -35,7 +36,7 @@ func (n testNode) acquire(t testing.TB, key string, limit int64) node.LeaseGrant
 	return g
 }
 
-func (n testNode) release(t testing.TB, id node.LeaseID) (ok, pending bool) {
+func (n testNode) release(t testing.TB, id ratelimit.LeaseID) (ok, pending bool) {
 	t.Helper()
 	ok, pending, err := n.sy.Calls().ReleaseLease(context.Background(), n.ns.Now(), id)
 	if err != nil {
@@ -62,7 +63,7 @@ func TestLeasesSynchronousExact(t *testing.T) {
 	clock := fakeclock.New(start)
 	mem := memory.New()
 	nodes := []testNode{newLeaseNode(t, "a", 0, "", mem, clock), newLeaseNode(t, "b", 0, "", mem, clock), newLeaseNode(t, "c", 0, "", mem, clock)}
-	var held []node.LeaseID
+	var held []ratelimit.LeaseID
 	for i := range 12 {
 		if g := nodes[i%3].acquire(t, "k", 5); g.OK {
 			held = append(held, g.ID)
@@ -106,7 +107,7 @@ func TestLeasesSynchronousOutage(t *testing.T) {
 	if _, err := refuse.sy.Calls().AcquireLease(context.Background(), clock.Now(), "k", 10, time.Minute); !errors.Is(err, clustersync.ErrUnavailable) {
 		t.Fatalf("acquire while down, refuse: %v, want ErrUnavailable", err)
 	}
-	var granted []node.LeaseID
+	var granted []ratelimit.LeaseID
 	for range 3 {
 		g := local.acquire(t, "k", 2)
 		if g.OK {
@@ -179,7 +180,7 @@ func TestLeasesPeriodic(t *testing.T) {
 	mem := memory.New()
 	a := newLeaseNode(t, "a", 1, "", mem, clock)
 	b := newLeaseNode(t, "b", 1, "", mem, clock)
-	var fromA []node.LeaseID
+	var fromA []ratelimit.LeaseID
 	for range 3 {
 		fromA = append(fromA, a.acquire(t, "k", 4).ID)
 	}

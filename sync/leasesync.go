@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Leases through a Syncer.
@@ -69,11 +70,11 @@ func (lz leaseSync) releaseUntil(now time.Time) int64 {
 // AcquireLease takes a lease of key at now: in the store (synchronous) or
 // in the node (periodic), as the comment above says. ttl and limit are
 // valid (the service checked them).
-func (lz leaseSync) acquire(ctx context.Context, now time.Time, key string, limit int64, ttl time.Duration) (node.LeaseGrant, error) {
+func (lz leaseSync) acquire(ctx context.Context, now time.Time, key string, limit int64, ttl time.Duration) (ratelimit.LeaseGrant, error) {
 	s := lz.s
 	ls, err := lz.leaseStore()
 	if err != nil {
-		return node.LeaseGrant{}, err
+		return ratelimit.LeaseGrant{}, err
 	}
 	leases := s.ns.Leases()
 	if !s.sync {
@@ -84,7 +85,7 @@ func (lz leaseSync) acquire(ctx context.Context, now time.Time, key string, limi
 			if err == nil {
 				read := node.LeaseTick{Key: key, Counted: true, KeyHeld: r[0].Held, KeyNext: r[0].Next}
 				if err := leases.ApplyTick(now, &read); err != nil {
-					return node.LeaseGrant{}, err
+					return ratelimit.LeaseGrant{}, err
 				}
 			}
 		}
@@ -98,7 +99,7 @@ func (lz leaseSync) acquire(ctx context.Context, now time.Time, key string, limi
 		r, err := lz.leaseCall(ctx, ls, now, LeaseOp{Kind: LeaseAcquire, Namespace: s.name, Key: key,
 			ID: t.StoreID, Limit: limit, Expiry: exp})
 		if err == nil {
-			g := node.LeaseGrant{OK: r[0].OK, Held: r[0].Held, Next: r[0].Next}
+			g := ratelimit.LeaseGrant{OK: r[0].OK, Held: r[0].Held, Next: r[0].Next}
 			if g.OK {
 				g.ID, g.Expiry = t.ID, exp
 			}
@@ -108,10 +109,10 @@ func (lz leaseSync) acquire(ctx context.Context, now time.Time, key string, limi
 		// first): the tick releases it.
 		t.Unsent, t.Until = true, exp
 		if rerr := leases.ApplyTick(now, &t); rerr != nil {
-			return node.LeaseGrant{}, rerr
+			return ratelimit.LeaseGrant{}, rerr
 		}
 		if ctx.Err() != nil {
-			return node.LeaseGrant{}, ctx.Err()
+			return ratelimit.LeaseGrant{}, ctx.Err()
 		}
 		cerr = err
 	} else {
@@ -120,12 +121,12 @@ func (lz leaseSync) acquire(ctx context.Context, now time.Time, key string, limi
 	if s.cfg.OnStoreDown == StoreDownLocal {
 		return leases.Acquire(now, key, limit, ttl)
 	}
-	return node.LeaseGrant{}, cerr
+	return ratelimit.LeaseGrant{}, cerr
 }
 
 // ReleaseLease frees id at now and reports whether it was live; pending
 // when the store could not be told yet (the tick tells it).
-func (lz leaseSync) release(ctx context.Context, now time.Time, id node.LeaseID) (ok, pending bool, err error) {
+func (lz leaseSync) release(ctx context.Context, now time.Time, id ratelimit.LeaseID) (ok, pending bool, err error) {
 	s := lz.s
 	ls, err := lz.leaseStore()
 	if err != nil {
@@ -160,7 +161,7 @@ func (lz leaseSync) release(ctx context.Context, now time.Time, id node.LeaseID)
 }
 
 // RenewLease sets id to expire ttl after now, if it is live.
-func (lz leaseSync) renew(ctx context.Context, now time.Time, id node.LeaseID, ttl time.Duration) (bool, int64, error) {
+func (lz leaseSync) renew(ctx context.Context, now time.Time, id ratelimit.LeaseID, ttl time.Duration) (bool, int64, error) {
 	s := lz.s
 	ls, err := lz.leaseStore()
 	if err != nil {

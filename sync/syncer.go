@@ -170,9 +170,9 @@ type Syncer struct {
 	rows   []Row
 	keys   []WindowKey
 	others []int64
-	match  []int // per tick.Push: its index in tick.Read, or -1
-	idx    []int // per key of a Fetch batch: its index in tick.Read
-	btick  node.BucketTick
+	match  []int     // per tick.Push: its index in tick.Read, or -1
+	idx    []int     // per key of a Fetch batch: its index in tick.Read
+	btick  node.Tick // of the buckets
 	ltick  node.LeaseTick
 	ch     changeTick // with a ChangeReader store (changetick.go)
 }
@@ -319,7 +319,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 		// A plain push: the others' sums of the windows pushed change only
 		// by the others' writes, which the change read reports.
 		tk.beginChanges(now)
-		s.ns.TakeTick(now, &s.tick, true, false)
+		s.ns.TakeTick(now, &s.tick, node.PushWindows)
 		perr = tk.push(ctx)
 		s.ns.ApplyTick(&s.tick)
 		if ctx.Err() == nil {
@@ -328,17 +328,17 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 			s.ch.requeue(s.ch.keys)
 		}
 	case isPF:
-		s.ns.TakeTick(now, &s.tick, true, true)
+		s.ns.TakeTick(now, &s.tick, node.PushWindows|node.ReadWindows)
 		perr, ferr = tk.pushFetch(ctx, pf)
 		s.ns.ApplyTick(&s.tick)
 	default:
-		s.ns.TakeTick(now, &s.tick, true, false)
+		s.ns.TakeTick(now, &s.tick, node.PushWindows)
 		perr = tk.push(ctx)
 		s.ns.ApplyTick(&s.tick)
 		if ctx.Err() == nil {
 			// Read after the push: a key first touched meanwhile is read
 			// at once.
-			s.ns.TakeTick(now, &s.tick, false, true)
+			s.ns.TakeTick(now, &s.tick, node.ReadWindows)
 			ferr = tk.fetch(ctx)
 			s.ns.ApplyTick(&s.tick)
 		}
@@ -373,7 +373,7 @@ func (s *Syncer) Fetch(ctx context.Context) error {
 	defer s.tickMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.TickTimeout)
 	defer cancel()
-	s.ns.TakeTick(s.ns.Now(), &s.tick, false, true)
+	s.ns.TakeTick(s.ns.Now(), &s.tick, node.ReadWindows)
 	err := ticker{s}.fetch(ctx)
 	s.ns.ApplyTick(&s.tick)
 	return err
@@ -385,7 +385,7 @@ func (s *Syncer) Flush(ctx context.Context) error {
 	s.tickMu.Lock()
 	defer s.tickMu.Unlock()
 	now := s.ns.Now()
-	s.ns.TakeTick(now, &s.tick, true, false)
+	s.ns.TakeTick(now, &s.tick, node.PushWindows)
 	perr := ticker{s}.push(ctx)
 	s.ns.ApplyTick(&s.tick)
 	return errors.Join(perr, bucketSync{s}.sync(ctx, now, false), leaseSync{s}.sync(ctx, now, false))

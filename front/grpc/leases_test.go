@@ -14,6 +14,7 @@ import (
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/service"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -144,7 +145,7 @@ func TestLeaseRenew(t *testing.T) {
 func TestLeaseBadRequests(t *testing.T) {
 	s := newTestServer(t, fakeclock.New(minute), leaseNamespaces()...)
 	good := s.acquire(t, acquireReq("k", 1, time.Second)).GetLease()
-	nopeLease := node.LeaseID{Namespace: "nope", Key: "k", Holder: 1, Serial: 1}.String()
+	nopeLease := ratelimit.LeaseID{Namespace: "nope", Key: "k", Holder: 1, Serial: 1}.String()
 	acq := func(ns, key string, limit int64, ttl *durationpb.Duration) *limiterv1.AcquireRequest {
 		return &limiterv1.AcquireRequest{Namespace: ns, Key: key, Limit: limit, Ttl: ttl}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	"github.com/limiterd/limiterd/service"
 	"github.com/limiterd/limiterd/strategy/memory"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -133,7 +134,7 @@ func TestLeaseErrorsJSON(t *testing.T) {
 		{"Acquire", `{"key": "k", "limit": 0, "ttl": "1s"}`, 400, "limit"},
 		{"Acquire", `{"namespace": "nope", "key": "k", "limit": 1, "ttl": "1s"}`, 404, ""},
 		// Another node's lease of a local-only namespace: FAILED_PRECONDITION.
-		{"Release", `{"lease": "` + node.LeaseID{Namespace: "default", Key: "k", Holder: 1, Serial: 1}.String() + `"}`, 400, ""},
+		{"Release", `{"lease": "` + ratelimit.LeaseID{Namespace: "default", Key: "k", Holder: 1, Serial: 1}.String() + `"}`, 400, ""},
 	} {
 		code, out := call(t, srv, tc.method, tc.body)
 		if code != tc.code || badField(out) != tc.field || out["message"] == "" {

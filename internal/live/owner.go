@@ -348,11 +348,10 @@ func (o *Owner) applyLocked(ctx context.Context, cfg config.Config) (string, err
 		}
 	}
 	o.stopSyncers(retired)
-	now := o.opts.Node.Clock().Now()
 	for _, r := range change.Replaced {
 		old, nw := o.syncers[r.Old.Name()], created[r.New.Name()]
 		sameStore := old != nil && nw != nil && old.store == nw.store
-		if refused := r.CopyWindows(now, sameStore); refused > 0 {
+		if refused := r.CopyWindows(r.New.Now(), sameStore); refused > 0 {
 			o.opts.Log.Warn("keys not copied to the changed namespace: its key cap is reached", "namespace", r.New.Name(), "keys", refused)
 		}
 	}

@@ -102,16 +102,6 @@ func (ns *Namespace) Config() Config { return ns.cfg }
 // Name returns the namespace's name.
 func (ns *Namespace) Name() string { return ns.cfg.Name }
 
-// Policy returns the policy called name, and whether the namespace holds
-// one. Its limits are the namespace's: the caller must not change them.
-func (ns *Namespace) Policy(name string) (ratelimit.Policy, bool) {
-	p, ok := ns.cfg.Policies[name]
-	return p, ok
-}
-
-// Shadow reports whether every Allow of the namespace is a dry run.
-func (ns *Namespace) Shadow() bool { return ns.cfg.Shadow }
-
 // Now reads the namespace's clock.
 func (ns *Namespace) Now() time.Time { return ns.clock.Now() }
 

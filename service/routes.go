@@ -57,7 +57,8 @@ func buildRoutes(n *node.Node, syncers []*clustersync.Syncer) (*routes, error) {
 	nss := n.Namespaces()
 	rt := &routes{byName: make(map[string]*dest, len(nss))}
 	for _, ns := range nss {
-		rt.byName[ns.Name()] = &dest{ns: ns, calls: clustersync.LocalCalls(ns), tab: rt}
+		cfg := ns.Config()
+		rt.byName[ns.Name()] = &dest{ns: ns, calls: clustersync.LocalCalls(ns), tab: rt, shadow: cfg.Shadow, policies: cfg.Policies}
 	}
 	for _, sy := range syncers {
 		ns := sy.Namespace()

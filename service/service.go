@@ -100,6 +100,10 @@ type dest struct {
 	synced bool   // a syncer serves the calls
 	store  string // the syncer's store
 	tab    *routes
+	// shadow and policies are the namespace's config, which a change
+	// gives a new namespace (and so a new table).
+	shadow   bool
+	policies map[string]ratelimit.Policy
 }
 
 // resolve finds the namespace called name; last is the route the previous
@@ -289,7 +293,7 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 		return Decision{Limits: dst}, err
 	}
 	defer r.exit()
-	shadow = shadow || r.ns.Shadow()
+	shadow = shadow || r.shadow
 	if req.Policy != "" && len(req.Limits) > 0 {
 		return Decision{Limits: dst}, &FieldError{Field: "policy", Err: ErrInvalidLimit,
 			Reason: fmt.Sprintf("give a policy or limits, not both (policy %q with %d limits)", req.Policy, len(req.Limits))}
@@ -338,7 +342,7 @@ func (s *Service) policyTarget(ctx context.Context, last *route, req AllowReques
 	if err != nil {
 		return r, req.At, nil, false, err
 	}
-	p, ok := r.ns.Policy(req.Policy)
+	p, ok := r.policies[req.Policy]
 	if !ok {
 		r.exit()
 		return route{}, req.At, nil, false, &FieldError{Field: "policy", Err: ErrUnknownPolicy,

@@ -85,7 +85,7 @@ func TestTestsCatchMutants(t *testing.T) {
 		{
 			Name: "a namespace's shadow mode ignored",
 			File: "service.go",
-			Old:  "shadow = shadow || r.ns.Shadow()",
+			Old:  "shadow = shadow || r.shadow",
 			New:  "shadow = shadow || false",
 			Test: "TestDryRun",
 		},

@@ -15,7 +15,6 @@ import (
 
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -158,7 +157,7 @@ func storeTokens(t *testing.T, store clustersync.Store, key string, max float64,
 	if !ok {
 		t.Fatalf("%T cannot hold buckets", store)
 	}
-	spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: int64(max * ratelimit.Micro), B: int64(refill), C: int64(max * ratelimit.Micro), Key: key}
+	spec := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: int64(max * ratelimit.Micro), B: int64(refill), C: int64(max * ratelimit.Micro), Key: key}
 	now := time.Now()
 	call := clustersync.BucketCall{Namespace: "api", Bucket: spec, Life: 1, Version: 1, ExpireAt: now.Add(time.Hour)}
 	r := make([]clustersync.BucketReply, 1)

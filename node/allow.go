@@ -90,10 +90,10 @@ func (ns *Namespace) checkAllowRest(req *ratelimit.AllowRequest, lims []microLim
 		return 0, false, fieldErr("cost", ratelimit.ErrInvalidValue, "must not be negative, got %g", req.Cost)
 	}
 	if len(req.Limits) == 0 {
-		return 0, false, fieldErr("limits", ErrInvalidLimit, "at least one limit is required")
+		return 0, false, fieldErr("limits", ratelimit.ErrInvalidLimit, "at least one limit is required")
 	}
 	if len(req.Limits) > MaxLimits {
-		return 0, false, fieldErr("limits", ErrInvalidLimit, "at most %d limits, got %d", MaxLimits, len(req.Limits))
+		return 0, false, fieldErr("limits", ratelimit.ErrInvalidLimit, "at most %d limits, got %d", MaxLimits, len(req.Limits))
 	}
 	for i := range req.Limits {
 		l := &req.Limits[i] // a Limit carries every kind's parameters: no copy
@@ -107,7 +107,7 @@ func (ns *Namespace) checkAllowRest(req *ratelimit.AllowRequest, lims []microLim
 		}
 		switch {
 		case l.Size == 0:
-			return 0, false, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidLimit, "is required")
+			return 0, false, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ratelimit.ErrInvalidLimit, "is required")
 		case l.Size < 0:
 			return 0, false, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidWindow, "must be positive, got %s", l.Size)
 		}
@@ -117,11 +117,11 @@ func (ns *Namespace) checkAllowRest(req *ratelimit.AllowRequest, lims []microLim
 		}
 		m, err := ratelimit.ToMicro(l.Limit)
 		if err != nil || m < 0 {
-			return 0, false, fieldErr(fmt.Sprintf("limits[%d].limit", i), ErrInvalidLimit, "must be a finite number between 0 and %g, got %g", float64(ratelimit.MaxValue), l.Limit)
+			return 0, false, fieldErr(fmt.Sprintf("limits[%d].limit", i), ratelimit.ErrInvalidLimit, "must be a finite number between 0 and %g, got %g", float64(ratelimit.MaxValue), l.Limit)
 		}
 		for _, prev := range lims[:i] {
 			if prev.idx == idx {
-				return 0, false, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ErrInvalidLimit, "window size %s given twice", l.Size)
+				return 0, false, fieldErr(fmt.Sprintf("limits[%d].window_size", i), ratelimit.ErrInvalidLimit, "window size %s given twice", l.Size)
 			}
 		}
 		lims[i] = microLimit{idx: idx, size: int64(l.Size), limit: m}

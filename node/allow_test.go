@@ -186,12 +186,12 @@ func TestAllowInvalid(t *testing.T) {
 		{"negative cost", ratelimit.AllowRequest{Key: "k", Cost: -1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}}}, "cost", ratelimit.ErrInvalidValue},
 		{"NaN cost", ratelimit.AllowRequest{Key: "k", Cost: math.NaN(), Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}}}, "cost", ratelimit.ErrInvalidValue},
 		{"huge cost", ratelimit.AllowRequest{Key: "k", Cost: 2e9, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}}}, "cost", ratelimit.ErrInvalidValue},
-		{"no limits", ratelimit.AllowRequest{Key: "k", Cost: 1}, "limits", node.ErrInvalidLimit},
-		{"17 limits", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: many}, "limits", node.ErrInvalidLimit},
-		{"duplicate size", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}, {Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: 2}}}, "limits[2].window_size", node.ErrInvalidLimit},
-		{"negative limit", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: -1}}}, "limits[0].limit", node.ErrInvalidLimit},
-		{"NaN limit", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: math.NaN()}}}, "limits[1].limit", node.ErrInvalidLimit},
-		{"Inf limit", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: math.Inf(1)}}}, "limits[0].limit", node.ErrInvalidLimit},
+		{"no limits", ratelimit.AllowRequest{Key: "k", Cost: 1}, "limits", ratelimit.ErrInvalidLimit},
+		{"17 limits", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: many}, "limits", ratelimit.ErrInvalidLimit},
+		{"duplicate size", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: 1}, {Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: 2}}}, "limits[2].window_size", ratelimit.ErrInvalidLimit},
+		{"negative limit", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: -1}}}, "limits[0].limit", ratelimit.ErrInvalidLimit},
+		{"NaN limit", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Minute, Limit: 1}, {Size: time.Second, Limit: math.NaN()}}}, "limits[1].limit", ratelimit.ErrInvalidLimit},
+		{"Inf limit", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: time.Second, Limit: math.Inf(1)}}}, "limits[0].limit", ratelimit.ErrInvalidLimit},
 		{"unknown size", ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{{Size: 2 * time.Second, Limit: 1}}}, "limits[0].window_size", node.ErrUnknownWindow},
 	}
 	for _, tt := range tests {

@@ -43,11 +43,11 @@ func checkBucketLimit(limits []ratelimit.Limit, i int) error {
 	field := func(f string) string { return fmt.Sprintf("limits[%d].%s", i, f) }
 	switch {
 	case l.Kind > ratelimit.FixedLimit:
-		return fieldErr(field("kind"), ErrInvalidLimit, "unknown limit kind %d", l.Kind)
+		return fieldErr(field("kind"), ratelimit.ErrInvalidLimit, "unknown limit kind %d", l.Kind)
 	case l.Size != 0:
-		return fieldErr(field("window_size"), ErrInvalidLimit, "must be unset in a %s limit", l.Kind)
+		return fieldErr(field("window_size"), ratelimit.ErrInvalidLimit, "must be unset in a %s limit", l.Kind)
 	case l.Limit != 0:
-		return fieldErr(field("limit"), ErrInvalidLimit, "must be unset in a %s limit", l.Kind)
+		return fieldErr(field("limit"), ratelimit.ErrInvalidLimit, "must be unset in a %s limit", l.Kind)
 	}
 	id, err := bucketIdentity(l)
 	if err != nil {
@@ -56,12 +56,12 @@ func checkBucketLimit(limits []ratelimit.Limit, i int) error {
 		return fe
 	}
 	if l.Kind == ratelimit.LeakyLimit && (l.WaitTimeout < 0 || l.WaitTimeout > ratelimit.MaxWaitTimeout) {
-		return fieldErr(field("leaky.wait_timeout"), ErrInvalidLimit, "must be between 0 and %s, got %s", ratelimit.MaxWaitTimeout, l.WaitTimeout)
+		return fieldErr(field("leaky.wait_timeout"), ratelimit.ErrInvalidLimit, "must be between 0 and %s, got %s", ratelimit.MaxWaitTimeout, l.WaitTimeout)
 	}
 	for j := range limits[:i] {
 		if limits[j].Kind == l.Kind {
 			if prev, _ := bucketIdentity(&limits[j]); prev == id {
-				return fieldErr(field(kindField(l.Kind)), ErrInvalidLimit, "is the same %s as limits[%d]", l.Kind, j)
+				return fieldErr(field(kindField(l.Kind)), ratelimit.ErrInvalidLimit, "is the same %s as limits[%d]", l.Kind, j)
 			}
 		}
 	}
@@ -71,30 +71,16 @@ func checkBucketLimit(limits []ratelimit.Limit, i int) error {
 // bucketIdentity returns the identity of bucket limit l, without its key,
 // or its first bad parameter.
 func bucketIdentity(l *ratelimit.Limit) (bucketID, error) {
-	switch l.Kind {
-	case ratelimit.TokenLimit:
-		q, err := tokenParamsOf(l.Token)
-		return bucketID{kind: kindToken, a: q.max, b: q.refill, c: q.amount}, err
-	case ratelimit.LeakyLimit:
-		q, err := leakyParamsOf(l.Leaky)
-		return bucketID{kind: kindLeaky, a: q.size, b: q.interval, c: q.drip}, err
-	default:
-		q, err := fixedParamsOf(l.Fixed)
-		return bucketID{kind: kindFixed, a: q.period, b: q.limit}, err
-	}
+	spec, err := ratelimit.SpecOf(l)
+	return specID(&spec), err
 }
 
 // bucketStep applies a take of n at t to state s of bucket id (found: s
 // is stored; else a new bucket) and returns the answer.
-func bucketStep(id *bucketID, s *bucketVal, found bool, t, n int64, strict bool) bucketStatus {
-	switch id.kind {
-	case kindToken:
-		return tokenParams{max: id.a, refill: id.b, amount: id.c}.take(s, found, t, n, strict)
-	case kindLeaky:
-		return leakyParams{size: id.a, interval: id.b, drip: id.c}.take(s, found, t, n)
-	default:
-		return fixedParams{period: id.a, limit: id.b}.take(s, found, t, n)
-	}
+func bucketStep(id *bucketID, s *ratelimit.BucketState, found bool, t, n int64, strict bool) ratelimit.BucketStatus {
+	spec := id.spec()
+	spec.Strict = strict
+	return spec.Take(s, found, t, n)
 }
 
 // heldBucket is one bucket limit of an Allow while its bucket is locked.
@@ -102,10 +88,10 @@ type heldBucket struct {
 	i      int // index in the request's limits
 	id     bucketID
 	strict bool
-	wait   time.Duration // a leaky limit's wait timeout
-	e      *bucketEntry  // nil: not held (a read of a new bucket)
-	val    bucketVal     // the state after the take
-	st     bucketStatus
+	wait   time.Duration         // a leaky limit's wait timeout
+	e      *bucketEntry          // nil: not held (a read of a new bucket)
+	val    ratelimit.BucketState // the state after the take
+	st     ratelimit.BucketStatus
 }
 
 // lockAll locks the buckets of hs, all of key, and so on one shard: their
@@ -150,7 +136,7 @@ func (b *bucketTable) lockAll(hs []heldBucket, key string, t int64, create bool)
 				continue
 			}
 			id := &hs[k].id
-			err := b.insert(sh, id, func(s bucketVal, found bool) bucketVal {
+			err := b.insert(sh, id, func(s ratelimit.BucketState, found bool) ratelimit.BucketState {
 				if !found {
 					bucketStep(id, &s, false, t, 0, false)
 				}
@@ -271,7 +257,7 @@ func stepBuckets(hs []heldBucket, tn, cost int64) bool {
 	ok := true
 	for k := range hs {
 		h := &hs[k]
-		h.val = bucketVal{}
+		h.val = ratelimit.BucketState{}
 		if h.e != nil {
 			h.val = h.e.val
 		}
@@ -292,13 +278,13 @@ func commitBuckets(hs []heldBucket, allowed bool, tn int64) {
 		case allowed || !h.st.Allowed:
 			if h.e != nil {
 				h.e.val = h.val
-				if h.st.used != 0 {
-					h.e.own += h.st.used
+				if h.st.Used != 0 {
+					h.e.own += h.st.Used
 					h.e.lastAt = tn
 				}
 			}
 		default:
-			h.val = bucketVal{}
+			h.val = ratelimit.BucketState{}
 			if h.e != nil {
 				h.val = h.e.val
 			}
@@ -335,7 +321,7 @@ func (ns *Namespace) mergeKinds(out ratelimit.Decision, req *ratelimit.AllowRequ
 		}
 		if !st.Allowed {
 			out.RetryAfter = max(out.RetryAfter, st.RetryAfter)
-			if d, ok := st.wait(h.wait); ok && req.Limits[i].Kind == ratelimit.LeakyLimit {
+			if d, ok := st.Wait(h.wait); ok && req.Limits[i].Kind == ratelimit.LeakyLimit {
 				wait = max(wait, d)
 			} else {
 				waitable = false

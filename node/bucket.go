@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"hash/maphash"
-	"math"
-	"math/bits"
 	"strings"
 	gosync "sync"
 	"sync/atomic"
@@ -14,10 +12,6 @@ import (
 
 	"github.com/limiterd/limiterd/ratelimit"
 )
-
-// MaxBucketDuration is the longest refill time, leak interval, drip or
-// fixed period a bucket may have: the longest window size.
-const MaxBucketDuration = MaxWindowSize
 
 // bucketsConfig configures a bucketTable.
 type bucketsConfig struct {
@@ -38,47 +32,6 @@ const bucketCostBase = 240
 // bucketCost is what a bucket of a key of keyLen bytes costs under
 // MaxBytes: 240 bytes + its key's length, the heap it takes.
 func bucketCost(keyLen int) int64 { return bucketCostBase + int64(keyLen) }
-
-// bucketStatus is the answer of a bucket call: what a LimitStatus needs.
-// Amounts are in hits (tokens, drops or counts); durations are measured
-// from the call's time.
-type bucketStatus struct {
-	// Allowed reports whether the take was admitted (always true for a
-	// read or a take of 0).
-	Allowed bool
-	// Never is set when the take exceeds the bucket's capacity (max, size
-	// or limit): waiting cannot help, and RetryAfter is 0.
-	Never bool
-	// Limit is the bucket's capacity: max tokens, size in drops, or limit
-	// per period.
-	Limit float64
-	// Before is the level before the take: tokens in a token bucket (what
-	// Smyte's RL.REDUCE replies), drops in a leaky bucket, the period's
-	// count in a fixed bucket.
-	Before float64
-	// Remaining is what is left to take after the call: tokens, free
-	// drops (size − drops), or limit − count.
-	Remaining float64
-	// ResetAfter is the time until the bucket's next change by time alone:
-	// the next refill (0 when full), the next drip (0 when empty), or the
-	// end of the period.
-	ResetAfter time.Duration
-	// RetryAfter, when refused and not Never, is the least wait after
-	// which the same take is admitted if nothing else is taken.
-	RetryAfter time.Duration
-
-	used int64 // the take's consumption, in micro-hits (see bucketEntry.own)
-}
-
-// wait reports whether a refused take may be retried after waiting at most
-// maxWait (Sidekiq's wait_timeout), and how long to wait. It never says so
-// for an admitted take or a Never.
-func (s bucketStatus) wait(maxWait time.Duration) (time.Duration, bool) {
-	if s.Allowed || s.Never || s.RetryAfter > maxWait {
-		return 0, false
-	}
-	return s.RetryAfter, true
-}
 
 // sleeper is an optional ability of a Clock: waiting d on that clock's
 // time, or until ctx is done. The waiting forms (takeLeakyWait) use it when
@@ -129,16 +82,9 @@ type bucketID struct {
 	a, b, c int64
 }
 
-// bucketVal is a bucket's state: a level in micro-hits (tokens, drops or
-// count) and an instant in Unix ns (last refill mark, last drip mark or
-// period start).
-type bucketVal struct {
-	v, last int64
-}
-
 type bucketEntry struct {
 	mu  gosync.Mutex
-	val bucketVal
+	val ratelimit.BucketState
 	// gone is set by reclaim when it removes the entry: a caller that
 	// locked it meanwhile looks the bucket up again.
 	gone bool
@@ -208,7 +154,7 @@ func (b *bucketTable) shard(key string) *bucketShard {
 // bucket is created (within the cap) and the state step returns is
 // stored; without, nothing is stored. (step takes and returns values, not
 // a pointer, so a read's copy stays on the stack.)
-func (b *bucketTable) apply(id *bucketID, write bool, step func(s bucketVal, found bool) bucketVal) error {
+func (b *bucketTable) apply(id *bucketID, write bool, step func(s ratelimit.BucketState, found bool) ratelimit.BucketState) error {
 	if err := checkKeyLen(id.key); err != nil {
 		return err
 	}
@@ -234,7 +180,7 @@ func (b *bucketTable) apply(id *bucketID, write bool, step func(s bucketVal, fou
 		return ratelimit.ValidateKey(id.key)
 	}
 	if !write {
-		step(bucketVal{}, false)
+		step(ratelimit.BucketState{}, false)
 		return nil
 	}
 	return b.insert(sh, id, step)
@@ -242,7 +188,7 @@ func (b *bucketTable) apply(id *bucketID, write bool, step func(s bucketVal, fou
 
 // insert creates id's bucket under the shard's write lock and runs step
 // on it, unless another call created it meanwhile.
-func (b *bucketTable) insert(sh *bucketShard, id *bucketID, step func(s bucketVal, found bool) bucketVal) error {
+func (b *bucketTable) insert(sh *bucketShard, id *bucketID, step func(s ratelimit.BucketState, found bool) ratelimit.BucketState) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if e := sh.m[*id]; e != nil {
@@ -268,7 +214,7 @@ func (b *bucketTable) insert(sh *bucketShard, id *bucketID, step func(s bucketVa
 		return fieldErr("key", ErrKeyLimit, "namespace %q holds buckets worth its max_bytes of %d bytes (a bucket of a key of %d bytes costs %d)",
 			b.cfg.Name, max, len(id.key), cost)
 	}
-	e := &bucketEntry{val: step(bucketVal{}, false), life: b.newLife()}
+	e := &bucketEntry{val: step(ratelimit.BucketState{}, false), life: b.newLife()}
 	nid := *id
 	nid.key = strings.Clone(id.key)
 	sh.m[nid] = e
@@ -305,7 +251,7 @@ func (b *bucketTable) reclaim(now time.Time) int {
 			}
 			// A bucket whose consumption has not reached the store stays
 			// until it has.
-			if (!e.dirty() || b.unsynced.Load()) && bucketIdle(id, e.val, tn) {
+			if (!e.dirty() || b.unsynced.Load()) && bucketIdle(&id, e.val, tn) {
 				e.gone = true
 				delete(sh.m, id)
 				removed++
@@ -320,16 +266,11 @@ func (b *bucketTable) reclaim(now time.Time) int {
 	return removed
 }
 
-func bucketIdle(id bucketID, s bucketVal, t int64) bool {
-	switch id.kind {
-	case kindToken:
-		return tokenParams{max: id.a, refill: id.b, amount: id.c}.idle(s, t)
-	case kindLeaky:
-		return leakyParams{size: id.a, interval: id.b, drip: id.c}.idle(s, t)
-	case kindFixed:
-		return fixedParams{period: id.a, limit: id.b}.idle(s, t)
-	}
-	return false
+// bucketIdle reports whether s, the state of bucket id, is a new
+// bucket's at t.
+func bucketIdle(id *bucketID, s ratelimit.BucketState, t int64) bool {
+	spec := id.spec()
+	return spec.Idle(s, t)
 }
 
 // sleep waits d on the table's clock, or until ctx is done.
@@ -354,16 +295,6 @@ func sleepOn(ctx context.Context, clock Clock, d time.Duration) error {
 
 // ---- parameter checks and arithmetic shared by the kinds ----------------
 
-// bucketAmount converts a capacity or refill amount to micro-hits: a
-// finite number in [0.000001, MaxValue] after rounding.
-func bucketAmount(field string, v float64) (int64, error) {
-	m, err := ratelimit.ToMicro(v)
-	if err != nil || m < 1 {
-		return 0, fieldErr(field, ErrInvalidLimit, "must be a number between 0.000001 and %g, got %g", float64(ratelimit.MaxValue), v)
-	}
-	return m, nil
-}
-
 // bucketTake converts a take to micro-hits: a finite number in
 // [0, MaxValue].
 func bucketTake(v float64) (int64, error) {
@@ -372,34 +303,6 @@ func bucketTake(v float64) (int64, error) {
 		return 0, fieldErr("take", ratelimit.ErrInvalidValue, "must be a number between 0 and %g, got %g", float64(ratelimit.MaxValue), v)
 	}
 	return m, nil
-}
-
-// bucketDuration checks a refill time, interval or period.
-func bucketDuration(field string, d time.Duration) (int64, error) {
-	if d <= 0 || d > MaxBucketDuration {
-		return 0, fieldErr(field, ErrInvalidLimit, "must be between 1ns and %s, got %s", MaxBucketDuration, d)
-	}
-	return int64(d), nil
-}
-
-// bucketCeilDiv is ⌈a/b⌉ for a >= 0, b > 0.
-func bucketCeilDiv(a, b int64) int64 { return (a + b - 1) / b }
-
-// bucketMulSat is a×b for a, b >= 0, saturated at math.MaxInt64.
-func bucketMulSat(a, b int64) int64 {
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi != 0 || lo > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(lo)
-}
-
-// bucketAddSat is a+b for a, b >= 0, saturated at math.MaxInt64.
-func bucketAddSat(a, b int64) int64 {
-	if a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
 
 // bucketErr returns key's validation error, if any, else err: a bad key is

@@ -353,34 +353,34 @@ func TestBucketInvalidParameters(t *testing.T) {
 		field string
 		want  error
 	}{
-		{"max 0", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = 0 }), 1), "max", node.ErrInvalidLimit},
-		{"max -1", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = -1 }), 1), "max", node.ErrInvalidLimit},
-		{"max NaN", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = nan }), 1), "max", node.ErrInvalidLimit},
-		{"max Inf", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = inf }), 1), "max", node.ErrInvalidLimit},
-		{"max 2e9", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = 2e9 }), 1), "max", node.ErrInvalidLimit},
-		{"max below a micro", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = 1e-7 }), 0), "max", node.ErrInvalidLimit},
-		{"refill_time 0", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillTime = 0 }), 1), "refill_time", node.ErrInvalidLimit},
-		{"refill_time -1s", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillTime = -time.Second }), 1), "refill_time", node.ErrInvalidLimit},
-		{"refill_time too long", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillTime = node.MaxBucketDuration + 1 }), 1), "refill_time", node.ErrInvalidLimit},
-		{"refill_amount -1", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillAmount = -1 }), 1), "refill_amount", node.ErrInvalidLimit},
-		{"refill_amount NaN", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillAmount = nan }), 1), "refill_amount", node.ErrInvalidLimit},
+		{"max 0", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = 0 }), 1), "max", ratelimit.ErrInvalidLimit},
+		{"max -1", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = -1 }), 1), "max", ratelimit.ErrInvalidLimit},
+		{"max NaN", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = nan }), 1), "max", ratelimit.ErrInvalidLimit},
+		{"max Inf", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = inf }), 1), "max", ratelimit.ErrInvalidLimit},
+		{"max 2e9", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = 2e9 }), 1), "max", ratelimit.ErrInvalidLimit},
+		{"max below a micro", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.Max = 1e-7 }), 0), "max", ratelimit.ErrInvalidLimit},
+		{"refill_time 0", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillTime = 0 }), 1), "refill_time", ratelimit.ErrInvalidLimit},
+		{"refill_time -1s", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillTime = -time.Second }), 1), "refill_time", ratelimit.ErrInvalidLimit},
+		{"refill_time too long", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillTime = ratelimit.MaxBucketDuration + 1 }), 1), "refill_time", ratelimit.ErrInvalidLimit},
+		{"refill_amount -1", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillAmount = -1 }), 1), "refill_amount", ratelimit.ErrInvalidLimit},
+		{"refill_amount NaN", tokErr(withTok(func(p *ratelimit.TokenBucket) { p.RefillAmount = nan }), 1), "refill_amount", ratelimit.ErrInvalidLimit},
 		{"token take -1", tokErr(tok, -1), "take", ratelimit.ErrInvalidValue},
 		{"token take NaN", tokErr(tok, nan), "take", ratelimit.ErrInvalidValue},
 		{"token take 2e9", tokErr(tok, 2e9), "take", ratelimit.ErrInvalidValue},
-		{"size 0", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = 0 }), 1), "size", node.ErrInvalidLimit},
-		{"size NaN", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = nan }), 1), "size", node.ErrInvalidLimit},
-		{"size: drip below 1ns", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = 1e9; p.Interval = time.Millisecond }), 1), "size", node.ErrInvalidLimit},
-		{"size: drip too long", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = 1e-6; p.Interval = 24 * time.Hour }), 1), "size", node.ErrInvalidLimit},
-		{"interval 0", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Interval = 0 }), 1), "interval", node.ErrInvalidLimit},
-		{"interval -1", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Interval = -1 }), 1), "interval", node.ErrInvalidLimit},
+		{"size 0", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = 0 }), 1), "size", ratelimit.ErrInvalidLimit},
+		{"size NaN", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = nan }), 1), "size", ratelimit.ErrInvalidLimit},
+		{"size: drip below 1ns", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = 1e9; p.Interval = time.Millisecond }), 1), "size", ratelimit.ErrInvalidLimit},
+		{"size: drip too long", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Size = 1e-6; p.Interval = 24 * time.Hour }), 1), "size", ratelimit.ErrInvalidLimit},
+		{"interval 0", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Interval = 0 }), 1), "interval", ratelimit.ErrInvalidLimit},
+		{"interval -1", leakyErr(withLeaky(func(p *ratelimit.LeakyBucket) { p.Interval = -1 }), 1), "interval", ratelimit.ErrInvalidLimit},
 		{"leaky take -1", leakyErr(leaky, -1), "take", ratelimit.ErrInvalidValue},
-		{"period 0", fixedErr(withFixed(func(p *ratelimit.FixedBucket) { p.Period = 0 }), 1), "period", node.ErrInvalidLimit},
-		{"limit 0", fixedErr(withFixed(func(p *ratelimit.FixedBucket) { p.Limit = 0 }), 1), "limit", node.ErrInvalidLimit},
-		{"limit -Inf", fixedErr(withFixed(func(p *ratelimit.FixedBucket) { p.Limit = -inf }), 1), "limit", node.ErrInvalidLimit},
+		{"period 0", fixedErr(withFixed(func(p *ratelimit.FixedBucket) { p.Period = 0 }), 1), "period", ratelimit.ErrInvalidLimit},
+		{"limit 0", fixedErr(withFixed(func(p *ratelimit.FixedBucket) { p.Limit = 0 }), 1), "limit", ratelimit.ErrInvalidLimit},
+		{"limit -Inf", fixedErr(withFixed(func(p *ratelimit.FixedBucket) { p.Limit = -inf }), 1), "limit", ratelimit.ErrInvalidLimit},
 		{"fixed take Inf", fixedErr(fixed, inf), "take", ratelimit.ErrInvalidValue},
-		{"Validate token", node.ValidateBucket(withTok(func(p *ratelimit.TokenBucket) { p.Max = 0 })), "max", node.ErrInvalidLimit},
-		{"Validate leaky", node.ValidateBucket(withLeaky(func(p *ratelimit.LeakyBucket) { p.Interval = 0 })), "interval", node.ErrInvalidLimit},
-		{"Validate fixed", node.ValidateBucket(withFixed(func(p *ratelimit.FixedBucket) { p.Limit = -1 })), "limit", node.ErrInvalidLimit},
+		{"Validate token", node.ValidateBucket(withTok(func(p *ratelimit.TokenBucket) { p.Max = 0 })), "max", ratelimit.ErrInvalidLimit},
+		{"Validate leaky", node.ValidateBucket(withLeaky(func(p *ratelimit.LeakyBucket) { p.Interval = 0 })), "interval", ratelimit.ErrInvalidLimit},
+		{"Validate fixed", node.ValidateBucket(withFixed(func(p *ratelimit.FixedBucket) { p.Limit = -1 })), "limit", ratelimit.ErrInvalidLimit},
 	} {
 		wantBucketFieldError(t, c.name, c.err, c.field, c.want)
 	}
@@ -578,10 +578,10 @@ func TestBucketsMaxBytesExact(t *testing.T) {
 // MaxBucketDuration, that included.
 func TestBucketDurationBounds(t *testing.T) {
 	b := node.NewBuckets(node.BucketsConfig{Name: "api"}, newFakeClock(epoch))
-	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: node.MaxBucketDuration, Limit: 1}, 1); err != nil {
+	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: ratelimit.MaxBucketDuration, Limit: 1}, 1); err != nil {
 		t.Errorf("a period of MaxBucketDuration: %v", err)
 	}
-	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: node.MaxBucketDuration + 1, Limit: 1}, 1); !errors.Is(err, node.ErrInvalidLimit) {
+	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: ratelimit.MaxBucketDuration + 1, Limit: 1}, 1); !errors.Is(err, ratelimit.ErrInvalidLimit) {
 		t.Errorf("a period past MaxBucketDuration: %v, want ErrInvalidLimit", err)
 	}
 }
@@ -627,7 +627,7 @@ func TestBucketAmountBounds(t *testing.T) {
 	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: time.Minute, Limit: 0.000001}, 0); err != nil {
 		t.Errorf("a limit of 0.000001: %v", err)
 	}
-	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: time.Minute, Limit: 0.0000004}, 0); !errors.Is(err, node.ErrInvalidLimit) {
+	if _, err := b.TakeFixedAt(epoch, "k", ratelimit.FixedBucket{Period: time.Minute, Limit: 0.0000004}, 0); !errors.Is(err, ratelimit.ErrInvalidLimit) {
 		t.Errorf("a limit of 0.0000004: %v, want ErrInvalidLimit", err)
 	}
 }

@@ -12,8 +12,69 @@ import (
 
 type (
 	Buckets      = bucketTable
-	BucketStatus = bucketStatus
+	BucketStatus = ratelimit.BucketStatus
 )
+
+// takeAt takes take (1 by default in the API; 0 only reads) at t from
+// key's bucket of limit l, as an Allow of that one limit decides it.
+func (b *bucketTable) takeAt(t time.Time, key string, l *ratelimit.Limit, take float64) (ratelimit.BucketStatus, error) {
+	spec, err := ratelimit.SpecOf(l)
+	if err != nil {
+		return ratelimit.BucketStatus{}, bucketErr(key, err)
+	}
+	n, err := bucketTake(take)
+	if err != nil {
+		return ratelimit.BucketStatus{}, bucketErr(key, err)
+	}
+	spec.Key = key
+	id := specID(&spec)
+	tn := t.UnixNano()
+	var st ratelimit.BucketStatus
+	err = b.apply(&id, n > 0, func(s ratelimit.BucketState, found bool) ratelimit.BucketState {
+		st = spec.Take(&s, found, tn, n)
+		return s
+	})
+	st.Used = 0 // the cluster's bookkeeping, for Allow only
+	return st, err
+}
+
+// takeTokenAt takes take tokens (Smyte's TAKE) at t (Smyte's AT, which
+// may be historical: a t before the bucket's last refill mark counts as
+// that mark) from key's token bucket p. With strict (Smyte's STRICT), a
+// take that leaves the bucket empty restarts its refill clock at t.
+func (b *bucketTable) takeTokenAt(t time.Time, key string, p ratelimit.TokenBucket, take float64, strict bool) (ratelimit.BucketStatus, error) {
+	return b.takeAt(t, key, &ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: p, Strict: strict}, take)
+}
+
+// tokenAt reads key's token bucket p at t without taking (Smyte's RL.GET).
+func (b *bucketTable) tokenAt(t time.Time, key string, p ratelimit.TokenBucket) (ratelimit.BucketStatus, error) {
+	return b.takeTokenAt(t, key, p, 0, false)
+}
+
+// takeLeakyAt adds take drops at t to key's leaky bucket p.
+func (b *bucketTable) takeLeakyAt(t time.Time, key string, p ratelimit.LeakyBucket, take float64) (ratelimit.BucketStatus, error) {
+	return b.takeAt(t, key, &ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: p}, take)
+}
+
+// takeLeaky is takeLeakyAt at the clock's time.
+func (b *bucketTable) takeLeaky(key string, p ratelimit.LeakyBucket, take float64) (ratelimit.BucketStatus, error) {
+	return b.takeLeakyAt(b.clock.Now(), key, p, take)
+}
+
+// leakyAt reads key's leaky bucket p at t without adding a drop.
+func (b *bucketTable) leakyAt(t time.Time, key string, p ratelimit.LeakyBucket) (ratelimit.BucketStatus, error) {
+	return b.takeLeakyAt(t, key, p, 0)
+}
+
+// takeFixedAt counts take at t in key's fixed bucket p if it fits.
+func (b *bucketTable) takeFixedAt(t time.Time, key string, p ratelimit.FixedBucket, take float64) (ratelimit.BucketStatus, error) {
+	return b.takeAt(t, key, &ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: p}, take)
+}
+
+// fixedAt reads key's fixed bucket p at t without counting.
+func (b *bucketTable) fixedAt(t time.Time, key string, p ratelimit.FixedBucket) (ratelimit.BucketStatus, error) {
+	return b.takeFixedAt(t, key, p, 0)
+}
 
 // Buckets returns the namespace's table of buckets.
 func (ns *Namespace) Buckets() *Buckets { return ns.buckets }
@@ -41,6 +102,3 @@ func (b *Buckets) Leaky(key string, p ratelimit.LeakyBucket) (BucketStatus, erro
 func (b *Buckets) Fixed(key string, p ratelimit.FixedBucket) (BucketStatus, error) {
 	return b.fixedAt(b.clock.Now(), key, p)
 }
-
-// Wait is wait, for the tests of Sidekiq's wait_timeout.
-func (s BucketStatus) Wait(maxWait time.Duration) (time.Duration, bool) { return s.wait(maxWait) }

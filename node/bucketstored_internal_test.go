@@ -12,23 +12,27 @@ import (
 // answer was taken; sent after it, the row was made anew (a store that
 // lost it), and the answer is taken.
 func TestBucketStoredOrder(t *testing.T) {
-	spec := BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Minute), B: 10 * ratelimit.Micro}
-	id := spec.id()
+	spec := ratelimit.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Minute), B: 10 * ratelimit.Micro}
+	id := specID(&spec)
 	at := time.Unix(1_700_000_000, 0).UnixNano()
 	e := &bucketEntry{life: 1}
-	state := func(n int64) BucketState { s := spec.Init(at); spec.Force(&s, at, n*ratelimit.Micro); return s }
+	state := func(n int64) ratelimit.BucketState {
+		s := spec.Init(at)
+		spec.Force(&s, at, n*ratelimit.Micro)
+		return s
+	}
 	e.stored(&id, state(3), 0, 30, at, at)
 	e.stored(&id, state(1), 0, 29, at-1, at+1) // sent before: late
-	if e.seq != 30 || e.val.v != 3*ratelimit.Micro {
-		t.Fatalf("a late answer taken: seq %d, count %d", e.seq, e.val.v/ratelimit.Micro)
+	if e.seq != 30 || e.val.Level != 3*ratelimit.Micro {
+		t.Fatalf("a late answer taken: seq %d, count %d", e.seq, e.val.Level/ratelimit.Micro)
 	}
 	e.stored(&id, state(1), 0, 29, at, at+1) // sent as the last was taken: late too
-	if e.seq != 30 || e.val.v != 3*ratelimit.Micro {
-		t.Fatalf("an answer sent at the instant the last was taken, taken: seq %d, count %d", e.seq, e.val.v/ratelimit.Micro)
+	if e.seq != 30 || e.val.Level != 3*ratelimit.Micro {
+		t.Fatalf("an answer sent at the instant the last was taken, taken: seq %d, count %d", e.seq, e.val.Level/ratelimit.Micro)
 	}
 	e.stored(&id, state(2), 0, 2, at+1, at+2) // sent after: a new row
-	if e.seq != 2 || e.val.v != 2*ratelimit.Micro {
-		t.Fatalf("a new row's answer ignored: seq %d, count %d", e.seq, e.val.v/ratelimit.Micro)
+	if e.seq != 2 || e.val.Level != 2*ratelimit.Micro {
+		t.Fatalf("a new row's answer ignored: seq %d, count %d", e.seq, e.val.Level/ratelimit.Micro)
 	}
 }
 
@@ -36,8 +40,8 @@ func TestBucketStoredOrder(t *testing.T) {
 // answer, the next call starts a new life carrying only the consumption
 // the store never confirmed; before it, nothing changes.
 func TestBucketRestartIfForgotten(t *testing.T) {
-	spec := BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Minute), B: 10 * ratelimit.Micro}
-	id := spec.id()
+	spec := ratelimit.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Minute), B: 10 * ratelimit.Micro}
+	id := specID(&spec)
 	ns, err := NewNamespace(Config{Name: "t", WindowSizes: []time.Duration{time.Second}, Shared: true}, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -1,9 +1,7 @@
 package node
 
 import (
-	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -20,148 +18,14 @@ import (
 // since, which it applies at once: its own takes are exact, the others'
 // arrive with the next read of the store.
 
-// BucketSpec is one bucket as a store sees it: kind, validated parameters
-// and key. Stores decide with its methods (the reference and Cassandra
-// stores) or with the same integer arithmetic in their own language
-// (Redis's Lua, PostgreSQL's PL/pgSQL), which the conformance suite
-// compares.
-type BucketSpec struct {
-	Kind ratelimit.LimitKind // TokenLimit, LeakyLimit or FixedLimit
-	// The parameters, in micro-hits and ns:
-	//   token: A = max, B = refill time, C = refill amount;
-	//   leaky: A = size, B = interval, C = drip interval;
-	//   fixed: A = period, B = limit (C = 0).
-	A, B, C int64
-	Key     string
-	// Strict is Smyte's STRICT for a token take. It is not part of the
-	// bucket's identity.
-	Strict bool
-}
-
-// BucketState is a bucket's state: a level in micro-hits (tokens, drops
-// or count) and an instant in Unix ns (refill mark, drip mark or period
-// start). A level may pass the bucket's capacity, below 0 tokens or above
-// the size or limit, when the cluster's nodes admitted more between two
-// syncs than it held (see Force).
-type BucketState struct {
-	Level, Mark int64
-}
-
 // spec returns the spec of bucket id (not Strict, which is no part of it).
-func (id *bucketID) spec() BucketSpec {
-	return BucketSpec{Kind: ratelimit.LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: id.key}
+func (id *bucketID) spec() ratelimit.BucketSpec {
+	return ratelimit.BucketSpec{Kind: ratelimit.LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: id.key}
 }
 
-func (b *BucketSpec) id() bucketID {
+// specID is the identity of bucket b.
+func specID(b *ratelimit.BucketSpec) bucketID {
 	return bucketID{key: b.Key, kind: bucketKind(b.Kind), a: b.A, b: b.B, c: b.C}
-}
-
-// StoreKey returns the bucket's name in a store: kind and parameters,
-// then the key, so two buckets never share one.
-func (b *BucketSpec) StoreKey() string {
-	buf := make([]byte, 0, 48+len(b.Key))
-	buf = append(buf, "tlf"[b.Kind-ratelimit.TokenLimit])
-	for _, v := range [...]int64{b.A, b.B, b.C} {
-		buf = append(buf, '/')
-		buf = strconv.AppendInt(buf, v, 10)
-	}
-	buf = append(buf, '/')
-	return string(append(buf, b.Key...))
-}
-
-// Validate reports whether b is a bucket limitd could have built.
-func (b *BucketSpec) Validate() error {
-	var err error
-	switch b.Kind {
-	case ratelimit.TokenLimit:
-		_, err = tokenParamsOf(ratelimit.TokenBucket{Max: fromMicro(b.A), RefillTime: time.Duration(b.B), RefillAmount: fromMicro(b.C)})
-	case ratelimit.LeakyLimit:
-		var q leakyParams
-		q, err = leakyParamsOf(ratelimit.LeakyBucket{Size: fromMicro(b.A), Interval: time.Duration(b.B)})
-		if err == nil && q.drip != b.C {
-			err = fmt.Errorf("leaky bucket: drip %d, want %d", b.C, q.drip)
-		}
-	case ratelimit.FixedLimit:
-		_, err = fixedParamsOf(ratelimit.FixedBucket{Period: time.Duration(b.A), Limit: fromMicro(b.B)})
-	default:
-		err = fmt.Errorf("bucket kind %s", b.Kind)
-	}
-	return err
-}
-
-// Hold is how long after its last call a bucket's state can still differ
-// from a new one's: twice its time from empty to idle (a full refill, a
-// whole drain, a period), leaving room for the cluster's excess.
-func (b *BucketSpec) Hold() time.Duration {
-	var d int64
-	switch b.Kind {
-	case ratelimit.TokenLimit:
-		d = bucketMulSat(bucketCeilDiv(b.A, b.C), b.B)
-	case ratelimit.LeakyLimit:
-		d = b.B + b.C
-	default:
-		d = b.A
-	}
-	return time.Duration(bucketMulSat(d, 2))
-}
-
-// Init returns a new bucket's state at t.
-func (b *BucketSpec) Init(t int64) BucketState {
-	var s bucketVal
-	id := b.id()
-	bucketStep(&id, &s, false, t, 0, false)
-	return stateOf(s)
-}
-
-func (s BucketState) val() bucketVal { return bucketVal{v: s.Level, last: s.Mark} }
-
-func stateOf(v bucketVal) BucketState { return BucketState{Level: v.v, Mark: v.last} }
-
-// Force brings s to t and applies n micro-hits of consumption decided
-// elsewhere (another node's admitted takes, or this node's while the
-// store was away): n tokens taken, n drops added, n counted, even past
-// the capacity. A t before the state's mark counts as the mark.
-func (b *BucketSpec) Force(s *BucketState, t, n int64) {
-	val := s.val()
-	v := &val
-	defer func() { *s = stateOf(val) }()
-	switch b.Kind {
-	case ratelimit.TokenLimit:
-		tokenParams{max: b.A, refill: b.B, amount: b.C}.advance(v, t)
-		v.v -= n
-	case ratelimit.LeakyLimit:
-		leakyParams{size: b.A, interval: b.B, drip: b.C}.advance(v, t)
-		v.v += n
-	default:
-		fixedParams{period: b.A, limit: b.B}.advance(v, t)
-		v.v += n
-	}
-}
-
-// TakeBuckets decides a take of n micro-hits at t from every bucket of bs,
-// whose states are ss (ss[i] of bs[i]), as one Allow does: admitted by
-// all or by none. A bucket that refuses keeps the state its refusal gives
-// it (a token bucket is emptied); one that would admit while another
-// refuses is left unchanged. used[i] is set to what the take consumed of
-// bucket i. It reports whether the take was admitted.
-func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bool {
-	ok := true
-	next := make([]bucketVal, len(bs))
-	sts := make([]bucketStatus, len(bs))
-	for i := range bs {
-		id := bs[i].id()
-		next[i] = ss[i].val()
-		sts[i] = bucketStep(&id, &next[i], true, t, n, bs[i].Strict)
-		ok = ok && sts[i].Allowed
-	}
-	for i := range bs {
-		used[i] = 0
-		if ok || !sts[i].Allowed {
-			ss[i] = stateOf(next[i])
-			used[i] = sts[i].used
-		}
-	}
-	return ok
 }
 
 // ---- a node's side ------------------------------------------------------
@@ -172,7 +36,7 @@ func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bo
 // the caller in place.
 type BucketSync struct {
 	// Spec is the bucket (in a BucketTx, Strict as the Allow asks).
-	Spec BucketSpec
+	Spec ratelimit.BucketSpec
 	// Life is the node's life of the bucket, Own this incarnation's
 	// consumption in that life and LastAt the time of its last part (Unix
 	// ns, 0: none).
@@ -183,7 +47,7 @@ type BucketSync struct {
 	// the call left, Applied this incarnation's consumption it holds in
 	// Life, Seq the row's write count.
 	Got           bool
-	Before, After BucketState
+	Before, After ratelimit.BucketState
 	Applied, Seq  int64
 }
 
@@ -248,7 +112,7 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c 
 		}
 		for i := range hs {
 			if b := &tx.Buckets[i]; b.Got {
-				hs[i].e.val = b.Before.val()
+				hs[i].e.val = b.Before
 			}
 		}
 		ok := stepBuckets(hs, tn, c.Cost)
@@ -274,7 +138,7 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c 
 // last was taken, and of a lower write count, is older and ignored; a call
 // sent after it that finds a lower count found the row made anew (expired
 // while the store was away, say), and is taken. The caller holds e.mu.
-func (e *bucketEntry) stored(id *bucketID, after BucketState, applied, seq, sent, now int64) {
+func (e *bucketEntry) stored(id *bucketID, after ratelimit.BucketState, applied, seq, sent, now int64) {
 	if seq < e.seq && sent <= e.seqAt {
 		return
 	}
@@ -285,7 +149,7 @@ func (e *bucketEntry) stored(id *bucketID, after BucketState, applied, seq, sent
 	e.acked = applied
 	spec := id.spec()
 	spec.Force(&after, now, e.own-applied)
-	e.val = after.val()
+	e.val = after
 }
 
 // restartIfForgotten starts a new life of e when the store may have let
@@ -346,7 +210,7 @@ func (ns *Namespace) applyBuckets(t *Tick) {
 		if !b.Got {
 			continue
 		}
-		id := b.Spec.id()
+		id := specID(&b.Spec)
 		e := ns.buckets.lookup(&id)
 		if e == nil {
 			continue

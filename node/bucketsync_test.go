@@ -16,34 +16,34 @@ func TestBucketDebt(t *testing.T) {
 	sec := int64(time.Second)
 	for _, tc := range []struct {
 		name   string
-		spec   node.BucketSpec
+		spec   ratelimit.BucketSpec
 		force  int64
 		payoff int64 // ns after which a take of 1 is admitted again
 	}{
 		// 3 tokens, 1 per second: 5 taken elsewhere leave -2, so a take
 		// of 1 needs 3 refills.
-		{"token", node.BucketSpec{Kind: ratelimit.TokenLimit, A: 3 * hit, B: sec, C: hit}, 5 * hit, 3 * sec},
+		{"token", ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 3 * hit, B: sec, C: hit}, 5 * hit, 3 * sec},
 		// 2 drops, one drains per second: 4 added leave 4, so 1 more fits
 		// after 3 drips.
-		{"leaky", node.BucketSpec{Kind: ratelimit.LeakyLimit, A: 2 * hit, B: 2 * sec, C: sec}, 4 * hit, 3 * sec},
+		{"leaky", ratelimit.BucketSpec{Kind: ratelimit.LeakyLimit, A: 2 * hit, B: 2 * sec, C: sec}, 4 * hit, 3 * sec},
 		// 2 per 10 s: 3 counted elsewhere refuse until the next period.
-		{"fixed", node.BucketSpec{Kind: ratelimit.FixedLimit, A: 10 * sec, B: 2 * hit}, 3 * hit, 10 * sec},
+		{"fixed", ratelimit.BucketSpec{Kind: ratelimit.FixedLimit, A: 10 * sec, B: 2 * hit}, 3 * hit, 10 * sec},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			start := int64(1_800_000_000) * sec
-			s := []node.BucketState{tc.spec.Init(start)}
+			s := []ratelimit.BucketState{tc.spec.Init(start)}
 			tc.spec.Force(&s[0], start, tc.force)
 			used := []int64{0}
 			for _, at := range []int64{start, start + tc.payoff - 1} {
 				before := s[0]
-				if node.TakeBuckets([]node.BucketSpec{tc.spec}, s, used, at, hit) {
+				if ratelimit.TakeBuckets([]ratelimit.BucketSpec{tc.spec}, s, used, at, hit) {
 					t.Fatalf("a take of 1 at +%v admitted from a bucket in debt %+v", time.Duration(at-start), before)
 				}
 				if tc.spec.Kind == ratelimit.TokenLimit && at == start && s[0].Level != before.Level {
 					t.Errorf("a refused take forgave the debt: level %d, was %d", s[0].Level, before.Level)
 				}
 			}
-			if !node.TakeBuckets([]node.BucketSpec{tc.spec}, s, used, start+tc.payoff, hit) || used[0] != hit {
+			if !ratelimit.TakeBuckets([]ratelimit.BucketSpec{tc.spec}, s, used, start+tc.payoff, hit) || used[0] != hit {
 				t.Errorf("a take of 1 at +%v: refused or used %d, want admitted, used %d", time.Duration(tc.payoff), used[0], hit)
 			}
 		})
@@ -68,7 +68,7 @@ func TestBucketSpecForStores(t *testing.T) {
 	} {
 		ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
 		req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{tc.limit}}
-		var spec node.BucketSpec
+		var spec ratelimit.BucketSpec
 		exchange(t, ns, epoch, req, func(tx *node.BucketTx) { spec = tx.Buckets[0].Spec })
 		if got := spec.StoreKey(); got != tc.key {
 			t.Errorf("%s: store key %q, want %q", tc.limit.Kind, got, tc.key)
@@ -146,7 +146,7 @@ func TestBucketsSynced(t *testing.T) {
 	if ns.BucketsSynced(&req) {
 		t.Fatal("a bucket not held: synced")
 	}
-	var spec node.BucketSpec
+	var spec ratelimit.BucketSpec
 	exchange(t, ns, epoch, req, func(tx *node.BucketTx) { spec = tx.Buckets[0].Spec })
 	if ns.BucketsSynced(&req) {
 		t.Fatal("a bucket held, never answered for: synced")

@@ -230,17 +230,18 @@ func (l *Leases) Synced(now time.Time, s LeaseSync, stored []bool, keep, counted
 // ValidateBucket validates a token, leaky or fixed bucket's parameters as
 // an Allow does.
 func ValidateBucket(p any) error {
-	var err error
+	var l ratelimit.Limit
 	switch p := p.(type) {
 	case ratelimit.TokenBucket:
-		_, err = tokenParamsOf(p)
+		l = ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: p}
 	case ratelimit.LeakyBucket:
-		_, err = leakyParamsOf(p)
+		l = ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: p}
 	case ratelimit.FixedBucket:
-		_, err = fixedParamsOf(p)
+		l = ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: p}
 	default:
 		panic(fmt.Sprintf("ValidateBucket(%T)", p))
 	}
+	_, err := ratelimit.SpecOf(&l)
 	return err
 }
 

@@ -33,9 +33,9 @@ func TestTestsCatchMutants(t *testing.T) {
 		},
 		{
 			Name: "a refill that reaches Max exactly passes it",
-			File: "token.go",
-			Old:  "if n >= bucketCeilDiv(p.max-s.v, p.amount) {",
-			New:  "if n > bucketCeilDiv(p.max-s.v, p.amount) {",
+			File: "../ratelimit/bucketmath.go",
+			Old:  "if n >= bucketCeilDiv(p.max-s.Level, p.amount) {",
+			New:  "if n > bucketCeilDiv(p.max-s.Level, p.amount) {",
 			Test: "TestTokenBucketRefillStopsAtMax",
 		},
 		{

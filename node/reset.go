@@ -111,13 +111,13 @@ func (ns *Namespace) SetResetOthers(key string, ws []ResetWindow) {
 // no buckets, refuses them (ErrEstimatorKind).
 func (ns *Namespace) CheckResetBuckets(limits []ratelimit.Limit) error {
 	if len(limits) > MaxLimits {
-		return fieldErr("buckets", ErrInvalidLimit, "at most %d buckets, got %d", MaxLimits, len(limits))
+		return fieldErr("buckets", ratelimit.ErrInvalidLimit, "at most %d buckets, got %d", MaxLimits, len(limits))
 	}
 	var buf [MaxLimits]ratelimit.Limit
 	ls := buf[:len(limits)]
 	for i := range limits {
 		if limits[i].Kind == ratelimit.WindowLimit {
-			return fieldErr(fmt.Sprintf("buckets[%d]", i), ErrInvalidLimit,
+			return fieldErr(fmt.Sprintf("buckets[%d]", i), ratelimit.ErrInvalidLimit,
 				"is a sliding window: buckets names token, leaky or fixed buckets (a reset that names no bucket and no lease forgets the sliding windows)")
 		}
 		ls[i] = limits[i]
@@ -165,7 +165,7 @@ func (ns *Namespace) ResetBucketsAt(t time.Time, key string, limits []ratelimit.
 // resetAt sets e to a new bucket's state at t. The caller holds e.mu.
 func (e *bucketEntry) resetAt(id *bucketID, t int64) {
 	spec := id.spec()
-	e.val = spec.Init(t).val()
+	e.val = spec.Init(t)
 }
 
 // Clear frees every lease of key this table granted, and counts none of

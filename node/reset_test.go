@@ -70,13 +70,13 @@ func TestCheckResetBuckets(t *testing.T) {
 	if err := ns.CheckResetBuckets([]ratelimit.Limit{token, leaky}); err != nil {
 		t.Errorf("a token and a leaky bucket (a wait_timeout too long for an Allow ignored): %v", err)
 	}
-	wantFieldError(t, ns.CheckResetBuckets([]ratelimit.Limit{token, {Size: time.Minute, Limit: 1}}), "buckets[1]", node.ErrInvalidLimit)
+	wantFieldError(t, ns.CheckResetBuckets([]ratelimit.Limit{token, {Size: time.Minute, Limit: 1}}), "buckets[1]", ratelimit.ErrInvalidLimit)
 	bad := token
 	bad.Token.RefillTime = 0
-	wantFieldError(t, ns.CheckResetBuckets([]ratelimit.Limit{bad}), "buckets[0].token.refill_time", node.ErrInvalidLimit)
-	wantFieldError(t, ns.CheckResetBuckets([]ratelimit.Limit{leaky, token, token}), "buckets[2].token", node.ErrInvalidLimit)
+	wantFieldError(t, ns.CheckResetBuckets([]ratelimit.Limit{bad}), "buckets[0].token.refill_time", ratelimit.ErrInvalidLimit)
+	wantFieldError(t, ns.CheckResetBuckets([]ratelimit.Limit{leaky, token, token}), "buckets[2].token", ratelimit.ErrInvalidLimit)
 	many := make([]ratelimit.Limit, node.MaxLimits+1)
-	wantFieldError(t, ns.CheckResetBuckets(many), "buckets", node.ErrInvalidLimit)
+	wantFieldError(t, ns.CheckResetBuckets(many), "buckets", ratelimit.ErrInvalidLimit)
 	est := newNS(t, node.Config{Name: "est", WindowSizes: []time.Duration{time.Minute}, Estimator: &node.EstimatorConfig{Hashes: 2, Slots: 16}}, nil)
 	wantFieldError(t, est.CheckResetBuckets([]ratelimit.Limit{leaky}), "buckets[0].leaky", node.ErrEstimatorKind)
 }

@@ -126,7 +126,7 @@ func TestCheckResetBucketsAtMaxLimits(t *testing.T) {
 	if err := ns.CheckResetBuckets(ls[:node.MaxLimits]); err != nil {
 		t.Errorf("%d buckets: %v, want accepted", node.MaxLimits, err)
 	}
-	wantFieldError(t, ns.CheckResetBuckets(ls), "buckets", node.ErrInvalidLimit)
+	wantFieldError(t, ns.CheckResetBuckets(ls), "buckets", ratelimit.ErrInvalidLimit)
 }
 
 // TestCheckResetBucketsNoneInEstimator: a reset that names no bucket is

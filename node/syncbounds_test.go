@@ -68,14 +68,14 @@ func TestIncrementOfMaxValueCounts(t *testing.T) {
 // refused take empties the bucket and so consumes what was left.
 func TestTakeBucketsUsedIsTheTokensTaken(t *testing.T) {
 	const hit = ratelimit.Micro
-	spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 3 * hit, B: int64(time.Second), C: hit}
+	spec := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 3 * hit, B: int64(time.Second), C: hit}
 	at := epoch.UnixNano()
-	s := []node.BucketState{spec.Init(at)}
+	s := []ratelimit.BucketState{spec.Init(at)}
 	used := []int64{0}
-	if !node.TakeBuckets([]node.BucketSpec{spec}, s, used, at, hit) || used[0] != hit {
+	if !ratelimit.TakeBuckets([]ratelimit.BucketSpec{spec}, s, used, at, hit) || used[0] != hit {
 		t.Errorf("a take of 1 of 3 tokens: used %d, want admitted, used %d", used[0], hit)
 	}
-	if node.TakeBuckets([]node.BucketSpec{spec}, s, used, at, 3*hit) || used[0] != 2*hit {
+	if ratelimit.TakeBuckets([]ratelimit.BucketSpec{spec}, s, used, at, 3*hit) || used[0] != 2*hit {
 		t.Errorf("a take of 3 of 2 tokens: used %d, want refused, used %d (emptied)", used[0], 2*hit)
 	}
 }

@@ -12,7 +12,6 @@ import (
 var (
 	ErrInvalidWindow    = errors.New("node: invalid window size")
 	ErrUnknownWindow    = errors.New("node: window size not configured")
-	ErrInvalidLimit     = errors.New("node: invalid limit")
 	ErrInvalidConfig    = errors.New("node: invalid namespace config")
 	ErrUnknownNamespace = errors.New("node: unknown namespace")
 	ErrKeyLimit         = errors.New("node: active key limit reached")

@@ -18,6 +18,7 @@ import (
 var (
 	ErrInvalidKey   = errors.New("ratelimit: invalid key")
 	ErrInvalidValue = errors.New("ratelimit: invalid value")
+	ErrInvalidLimit = errors.New("ratelimit: invalid limit")
 )
 
 // Micro is the number of micro-hits in one hit. Counts are kept everywhere as
@@ -74,6 +75,9 @@ func errValue(field string, v float64) error {
 	}
 	return fieldErr(field, ErrInvalidValue, "|value| must be at most %g, got %g", float64(MaxValue), v)
 }
+
+// fromMicro converts micro-hits to hits.
+func fromMicro(m int64) float64 { return float64(m) / Micro }
 
 // ValidateKey checks a key: non-empty valid UTF-8 of at most MaxKeyLen bytes.
 func ValidateKey(key string) error {

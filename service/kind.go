@@ -74,7 +74,7 @@ func (s kindSet) one() Kind {
 // atRange is the range of times every kind of s accepts: the narrowest
 // of their ranges.
 func (s kindSet) atRange(ns *node.Namespace) (past, future time.Duration) {
-	past, future = node.MaxBucketDuration, MaxFuture
+	past, future = ratelimit.MaxBucketDuration, MaxFuture
 	for k := range kinds {
 		if s&only(Kind(k)) != 0 && kinds[k].atRange != nil {
 			p, f := kinds[k].atRange(ns)
@@ -120,7 +120,7 @@ var kinds = [...]rules{
 // update (node: a bucket's time never moves backwards), so an old time
 // never undoes a later take; it only refills or drains nothing.
 func bucketAtRange(*node.Namespace) (time.Duration, time.Duration) {
-	return node.MaxBucketDuration, MaxFuture
+	return ratelimit.MaxBucketDuration, MaxFuture
 }
 
 // String names the kind.

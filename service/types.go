@@ -121,7 +121,7 @@ var (
 	ErrInvalidValue     = ratelimit.ErrInvalidValue
 	ErrInvalidWindow    = node.ErrInvalidWindow
 	ErrUnknownWindow    = node.ErrUnknownWindow
-	ErrInvalidLimit     = node.ErrInvalidLimit
+	ErrInvalidLimit     = ratelimit.ErrInvalidLimit
 	ErrUnknownNamespace = node.ErrUnknownNamespace
 	ErrKeyLimit         = node.ErrKeyLimit
 	// ErrFailedPrecondition: the request is valid but the namespace's mode

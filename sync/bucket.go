@@ -4,23 +4,23 @@ import (
 	"context"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // Buckets across the cluster (token, leaky and fixed).
 //
 // A store keeps one row per bucket: its shared state (level and mark, as
-// node.BucketState), a write count Seq, and per incarnation a record of
+// ratelimit.BucketState), a write count Seq, and per incarnation a record of
 // the consumption it applied from that incarnation: {Life, Applied,
 // Version}. Every call carries the caller's own consumption of the bucket
 // as an absolute total (Total, in the node's life Life of the bucket) and
 // a Version that grows with every call of the incarnation. The store:
 //
 //  1. catches up: when Total is more than the record's Applied, it applies
-//     the difference to the state (node.BucketSpec.Force, at LastAt) and
+//     the difference to the state (ratelimit.BucketSpec.Force, at LastAt) and
 //     records Total. Consumption the node counted while the store was away
 //     thus arrives once, whenever a call gets through;
-//  2. decides the take (if any) with node.TakeBuckets, all buckets of the
+//  2. decides the take (if any) with ratelimit.TakeBuckets, all buckets of the
 //     call or none, and adds what it consumed to Applied;
 //  3. records Version.
 //
@@ -36,7 +36,7 @@ import (
 //
 // A reset (BucketCall.Reset, a Reset of the bucket) is a call like any
 // other that, after the catch-up of step 1, replaces the shared state by
-// a new bucket's at the call's time (node.BucketSpec.Init(at)) and bumps
+// a new bucket's at the call's time (ratelimit.BucketSpec.Init(at)) and bumps
 // Seq. The records stay as they are, so the totals they hold are never
 // applied again: what every incarnation consumed before the reset (the
 // caller's own included, caught up first) is forgotten, and what another
@@ -49,7 +49,7 @@ import (
 // BucketCall is one bucket of a BucketStore call.
 type BucketCall struct {
 	Namespace string
-	Bucket    node.BucketSpec
+	Bucket    ratelimit.BucketSpec
 	// Life is the caller's life of the bucket: it grows when the node
 	// holds the bucket anew.
 	Life int64
@@ -72,7 +72,7 @@ type BucketCall struct {
 type BucketReply struct {
 	// Before is the state the take was decided from (after the catch-up);
 	// After the state the call left, what a node takes as the bucket's.
-	Before, After node.BucketState
+	Before, After ratelimit.BucketState
 	// Applied is the caller's consumption in its Life the store now
 	// holds, the take's included.
 	Applied int64
@@ -94,7 +94,7 @@ type BucketStore interface {
 
 // BucketRow is a bucket's row as the reference implementation keeps it.
 type BucketRow struct {
-	State    node.BucketState
+	State    ratelimit.BucketState
 	Seq      int64
 	Incs     map[string]BucketInc
 	ExpireAt time.Time
@@ -112,8 +112,8 @@ type BucketInc struct {
 // replies. changed[i] reports whether rows[i] must be written back.
 func ApplyBuckets(inc string, at, take int64, calls []BucketCall, rows []*BucketRow, replies []BucketReply, changed []bool) (allowed bool) {
 	n := len(calls)
-	specs := make([]node.BucketSpec, 0, n)
-	states := make([]node.BucketState, 0, n)
+	specs := make([]ratelimit.BucketSpec, 0, n)
+	states := make([]ratelimit.BucketState, 0, n)
 	replayOK, replays := true, 0
 	for i := range calls {
 		c := &calls[i]
@@ -166,7 +166,7 @@ func ApplyBuckets(inc string, at, take int64, calls []BucketCall, rows []*Bucket
 		allowed = false // a call partly replayed decides nothing
 	default:
 		used := make([]int64, n)
-		allowed = node.TakeBuckets(specs, states, used, at, take)
+		allowed = ratelimit.TakeBuckets(specs, states, used, at, take)
 		for i := range calls {
 			if states[i] != rows[i].State || used[i] != 0 {
 				rows[i].State = states[i]

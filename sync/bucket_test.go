@@ -218,7 +218,7 @@ func TestBucketsOutage(t *testing.T) {
 func TestApplyBucketsReplayAndLate(t *testing.T) {
 	const hit = ratelimit.Micro
 	at := start.Truncate(time.Hour).UnixNano()
-	spec := node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 5 * hit, Key: "f"}
+	spec := ratelimit.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 5 * hit, Key: "f"}
 	exp := start.Add(time.Hour)
 	rows := []*clustersync.BucketRow{nil}
 	steps := []struct {
@@ -302,7 +302,7 @@ func TestApplyBucketsStoresWhatTheTakeLeft(t *testing.T) {
 	const hit = ratelimit.Micro
 	h := time.Hour.Nanoseconds()
 	at := start.Truncate(time.Hour).UnixNano()
-	spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 5 * hit, B: h, C: 5 * hit, Key: "t"}
+	spec := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 5 * hit, B: h, C: 5 * hit, Key: "t"}
 	exp := start.Add(3 * time.Hour)
 	rows := []*clustersync.BucketRow{nil}
 	steps := []struct {

@@ -96,7 +96,7 @@ func TestSynchronousAllowAtomicOnly(t *testing.T) {
 func TestApplyBucketsNewRowStartsAtLastTake(t *testing.T) {
 	const hit = ratelimit.Micro
 	at := start.UnixNano()
-	spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 10 * hit, B: int64(time.Minute), C: 10 * hit, Key: "t"}
+	spec := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 10 * hit, B: int64(time.Minute), C: 10 * hit, Key: "t"}
 	exp := start.Add(time.Hour)
 	apply := func(rows []*clustersync.BucketRow, at, version, total, lastAt, take int64) (bool, clustersync.BucketReply) {
 		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: total, LastAt: lastAt, Version: version, ExpireAt: exp}}

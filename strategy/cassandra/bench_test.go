@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -302,7 +301,7 @@ func BenchmarkBuckets(b *testing.B) {
 	const nkeys = 1000
 	for _, kind := range []string{"token", "leaky", "fixed"} {
 		b.Run("kind="+kind, func(b *testing.B) {
-			specs := make([]node.BucketSpec, nkeys)
+			specs := make([]ratelimit.BucketSpec, nkeys)
 			for i := range specs {
 				specs[i] = bucketSpecs(fmt.Sprintf("user-%04d", i))[kind]
 			}
@@ -358,7 +357,7 @@ func BenchmarkBucketsContended(b *testing.B) {
 			run := 0
 			for b.Loop() {
 				run++
-				spec := node.BucketSpec{Kind: ratelimit.TokenLimit, A: capacity * ratelimit.Micro, B: int64(time.Hour), C: capacity * ratelimit.Micro,
+				spec := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: capacity * ratelimit.Micro, B: int64(time.Hour), C: capacity * ratelimit.Micro,
 					Key: fmt.Sprintf("%s-%d-%d", strings.ReplaceAll(b.Name(), "/", "-"), run, time.Now().UnixNano())}
 				r0, t0 := cassandrastore.BucketRetries(s), cassandrastore.BucketTrips(s)
 				var admitted atomic.Int64

@@ -42,7 +42,7 @@ func newBucketCQL(cfg Config) bucketCQL {
 
 // createBucketTableCQL is the table of buckets: one partition per key of
 // a namespace, one row per bucket of that key (kind and parameters, as
-// node.BucketSpec.StoreKey names it), so a call's buckets are one
+// ratelimit.BucketSpec.StoreKey names it), so a call's buckets are one
 // partition, which one lightweight transaction reads and writes. incs
 // holds each incarnation's record (life, applied, version); frozen, so
 // that rewriting it leaves no tombstones. Rows are overwritten in place

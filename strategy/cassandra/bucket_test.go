@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	cassandrastore "github.com/limiterd/limiterd/strategy/cassandra"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -17,9 +16,9 @@ var _ clustersync.BucketStore = (*cassandrastore.Store)(nil)
 
 // bucketSpecs are one bucket of each kind on key, large enough to admit
 // every take of a test or benchmark.
-func bucketSpecs(key string) map[string]node.BucketSpec {
+func bucketSpecs(key string) map[string]ratelimit.BucketSpec {
 	const hit = ratelimit.Micro
-	return map[string]node.BucketSpec{
+	return map[string]ratelimit.BucketSpec{
 		"token": {Kind: ratelimit.TokenLimit, A: 1e9 * hit, B: int64(time.Second), C: hit, Key: key},
 		"leaky": {Kind: ratelimit.LeakyLimit, A: 1e9 * hit, B: int64(time.Hour), C: int64(time.Hour) / 1e9, Key: key},
 		"fixed": {Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 1e9 * hit, Key: key},
@@ -27,7 +26,7 @@ func bucketSpecs(key string) map[string]node.BucketSpec {
 }
 
 // bucketCall is inc's call for b: its consumption so far is applied.
-func bucketCall(ns string, b node.BucketSpec, applied, version int64) clustersync.BucketCall {
+func bucketCall(ns string, b ratelimit.BucketSpec, applied, version int64) clustersync.BucketCall {
 	return clustersync.BucketCall{Namespace: ns, Bucket: b, Life: 1, Total: applied, Version: version, ExpireAt: time.Now().Add(time.Hour)}
 }
 

@@ -31,7 +31,7 @@
 // It is a clustersync.BucketStore. Token, leaky and fixed buckets live in
 // a second table, <table>_buckets: one partition per namespace and key,
 // one row per bucket of that key (clustering column: kind and parameters
-// as node.BucketSpec.StoreKey names them), holding the shared state
+// as ratelimit.BucketSpec.StoreKey names them), holding the shared state
 // (level, mark), a write count seq, the latest ExpireAt and a frozen map
 // of each incarnation's record (life, applied, version). Buckets decides
 // in Go with clustersync.ApplyBuckets, exactly as the reference does: it

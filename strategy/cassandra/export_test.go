@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 )
 
 // ExecCQL runs one statement on s's session, for tests.
@@ -39,7 +39,7 @@ func BucketTrips(s *Store) int64 { return s.bucketTrips.Load() }
 
 // BucketTTL returns the TTL in seconds of the row of bucket b in
 // namespace ns.
-func BucketTTL(ctx context.Context, s *Store, ns string, b node.BucketSpec) (int, error) {
+func BucketTTL(ctx context.Context, s *Store, ns string, b ratelimit.BucketSpec) (int, error) {
 	sess, err := s.session(ctx)
 	if err != nil {
 		return 0, err

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -316,7 +315,7 @@ func BenchmarkLeases(b *testing.B) {
 func BenchmarkBuckets(b *testing.B) {
 	const keys = 10_000
 	s := openStore(b, testConfig(harness.SharedPostgres(b).DSN(), pgstore.DefaultTable))
-	for _, spec := range []node.BucketSpec{
+	for _, spec := range []ratelimit.BucketSpec{
 		{Kind: ratelimit.TokenLimit, A: 1e9 * hit, B: int64(time.Minute), C: 1e9 * hit},
 		leakySpec("", 1e9*hit, int64(time.Minute)),
 		{Kind: ratelimit.FixedLimit, A: int64(time.Minute), B: 1e9 * hit},

@@ -47,7 +47,7 @@ func bucketSchemaSQL(n bucketNames) string {
 -- incarnation rows with them. The function applies one BucketStore call.
 CREATE TABLE IF NOT EXISTS %[1]s (
     namespace   text COLLATE "C" NOT NULL,
-    bkey        bytea NOT NULL,           -- node.BucketSpec.StoreKey()
+    bkey        bytea NOT NULL,           -- ratelimit.BucketSpec.StoreKey()
     level       bigint NOT NULL,          -- micro-hits: tokens, drops or count
     mark        bigint NOT NULL,          -- Unix ns: refill mark, drip mark or period start
     seq         bigint NOT NULL,          -- write count
@@ -136,7 +136,7 @@ const advanceSQL = `
 //     row is a new bucket (its stale records are deleted);
 //  3. catch up (and, for a reset, take a new bucket's state at the
 //     call's time, computed by the caller), decide the take with
-//     node.TakeBuckets's all-or-none rule, and write back the rows that
+//     ratelimit.TakeBuckets's all-or-none rule, and write back the rows that
 //     changed.
 //
 // %[1]s function, %[2]s bucket table, %[3]s record table, %[4]s advance.
@@ -177,7 +177,7 @@ BEGIN
 	FOR i IN 1 .. n LOOP
 		k := p_kind[i]; a := p_a[i]; b := p_b[i]; c := p_c[i];
 		IF ex[i] <= now() THEN
-			-- Absent: a new bucket (node.BucketSpec.Init), at the
+			-- Absent: a new bucket (ratelimit.BucketSpec.Init), at the
 			-- caller's first consumption when it counted some.
 			IF sq[i] > 0 THEN
 				DELETE FROM %[3]s AS x WHERE x.namespace = p_ns AND x.bkey = p_key[i];
@@ -219,7 +219,7 @@ BEGIN
 				rl[i] := p_life[i]; ra[i] := 0;
 			END IF;
 			IF p_total[i] > ra[i] THEN
-				-- Catch up (node.BucketSpec.Force at LastAt).
+				-- Catch up (ratelimit.BucketSpec.Force at LastAt).
 				l := lv[i]; m := mk[i]; t := greatest(p_last_at[i], 0);
 				%[4]s
 				IF k = 1 THEN
@@ -249,7 +249,7 @@ BEGIN
 	ELSIF replays > 0 THEN
 		allowed := false; -- a call partly replayed decides nothing
 	ELSE
-		-- node.TakeBuckets: every bucket's take, then all or none.
+		-- ratelimit.TakeBuckets: every bucket's take, then all or none.
 		FOR i IN 1 .. n LOOP
 			k := p_kind[i]; a := p_a[i]; b := p_b[i]; c := p_c[i];
 			l := lv[i]; m := mk[i]; t := p_at;

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/limiterd/limiterd/integration/harness"
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -23,16 +22,16 @@ var _ clustersync.BucketStore = (*pgstore.Store)(nil)
 const (
 	hit     = ratelimit.Micro
 	maxV    = int64(ratelimit.MaxValue) * hit // 1e15 micro-hits
-	maxDur  = int64(node.MaxBucketDuration)
+	maxDur  = int64(ratelimit.MaxBucketDuration)
 	unixNow = int64(1_800_000_000) * int64(time.Second)
 )
 
 // leakySpec is a leaky bucket of size micro-hits draining in interval,
 // with node's drip (interval × Micro / size, truncated).
-func leakySpec(key string, size, interval int64) node.BucketSpec {
+func leakySpec(key string, size, interval int64) ratelimit.BucketSpec {
 	hi, lo := bits.Mul64(uint64(interval), ratelimit.Micro)
 	d, _ := bits.Div64(hi, lo, uint64(size))
-	return node.BucketSpec{Kind: ratelimit.LeakyLimit, A: size, B: interval, C: int64(d), Key: key}
+	return ratelimit.BucketSpec{Kind: ratelimit.LeakyLimit, A: size, B: interval, C: int64(d), Key: key}
 }
 
 // bucketCheck sends calls to the store and to the reference
@@ -45,7 +44,7 @@ type bucketCheck struct {
 	v    int64
 }
 
-func (c *bucketCheck) call(t *testing.T, inc string, life int64, at, take int64, specs []node.BucketSpec, totals []int64, lastAt int64) bool {
+func (c *bucketCheck) call(t *testing.T, inc string, life int64, at, take int64, specs []ratelimit.BucketSpec, totals []int64, lastAt int64) bool {
 	t.Helper()
 	calls := make([]clustersync.BucketCall, len(specs))
 	for i, b := range specs {
@@ -87,7 +86,7 @@ func (c *bucketCheck) call(t *testing.T, inc string, life int64, at, take int64,
 func TestBucketEdges(t *testing.T) {
 	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
 	s, _ := newStore(t, d)
-	specs := []node.BucketSpec{
+	specs := []ratelimit.BucketSpec{
 		{Kind: ratelimit.TokenLimit, A: maxV, B: maxDur, C: 1, Key: "k"},
 		{Kind: ratelimit.TokenLimit, A: maxV, B: 1, C: maxV, Key: "k"},
 		{Kind: ratelimit.TokenLimit, A: 1, B: maxDur, C: 1, Key: "k", Strict: true},
@@ -108,7 +107,7 @@ func TestBucketEdges(t *testing.T) {
 		t.Run(fmt.Sprint(start), func(t *testing.T) {
 			for i, b := range specs {
 				c := &bucketCheck{s: s, ns: fmt.Sprintf("edges%d/%d", start, i), rows: map[string]*clustersync.BucketRow{}}
-				one := []node.BucketSpec{b}
+				one := []ratelimit.BucketSpec{b}
 				ta, tb := []int64{0}, []int64{0}
 				at := start
 				for j, step := range []struct{ dt, take, debt int64 }{
@@ -148,10 +147,10 @@ func TestBucketEdges(t *testing.T) {
 func TestBucketConcurrentOrders(t *testing.T) {
 	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
 	s, _ := newStore(t, d)
-	x := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 50 * hit, B: int64(time.Hour), C: 50 * hit, Key: "k"}
-	y := node.BucketSpec{Kind: ratelimit.TokenLimit, A: 80 * hit, B: int64(time.Hour), C: 80 * hit, Key: "k"}
-	f := node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 70 * hit, Key: "k"}
-	orders := [][]node.BucketSpec{{x, y, f}, {f, y, x}, {y, f, x}}
+	x := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 50 * hit, B: int64(time.Hour), C: 50 * hit, Key: "k"}
+	y := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 80 * hit, B: int64(time.Hour), C: 80 * hit, Key: "k"}
+	f := ratelimit.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 70 * hit, Key: "k"}
+	orders := [][]ratelimit.BucketSpec{{x, y, f}, {f, y, x}, {y, f, x}}
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -201,7 +200,7 @@ func TestBucketConcurrentOrders(t *testing.T) {
 func TestBucketErrors(t *testing.T) {
 	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
 	s, _ := newStore(t, d)
-	b := node.BucketSpec{Kind: ratelimit.TokenLimit, A: hit, B: 1, C: hit, Key: "k"}
+	b := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: hit, B: 1, C: hit, Key: "k"}
 	call := clustersync.BucketCall{Namespace: "ns", Bucket: b, Life: 1, Version: 1}
 	other := call
 	other.Namespace = "other"
@@ -251,7 +250,7 @@ func TestBucketSchemaUpgrade(t *testing.T) {
 			t.Fatalf("the windows DDL: %v", err)
 		}
 		s := openStore(t, cfg)
-		b := node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 2 * hit, Key: "k"}
+		b := ratelimit.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 2 * hit, Key: "k"}
 		for i, want := range []bool{true, true, false} {
 			calls := []clustersync.BucketCall{{Namespace: "ns", Bucket: b, Life: 1, Total: int64(i) * hit, Version: int64(i + 1),
 				ExpireAt: time.Now().Add(time.Hour)}}
@@ -270,9 +269,9 @@ func TestBucketSchemaUpgrade(t *testing.T) {
 func TestBucketPurgeRace(t *testing.T) {
 	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
 	s, _ := newStore(t, d)
-	specs := make([]node.BucketSpec, 4)
+	specs := make([]ratelimit.BucketSpec, 4)
 	for i := range specs {
-		specs[i] = node.BucketSpec{Kind: ratelimit.TokenLimit, A: int64(i+1) * hit, B: int64(time.Second), C: hit, Key: "k"}
+		specs[i] = ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: int64(i+1) * hit, B: int64(time.Second), C: hit, Key: "k"}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
@@ -281,7 +280,7 @@ func TestBucketPurgeRace(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			inc := fmt.Sprintf("n%d", g)
-			order := append([]node.BucketSpec(nil), specs...)
+			order := append([]ratelimit.BucketSpec(nil), specs...)
 			for v := int64(1); ctx.Err() == nil; v++ {
 				order[0], order[(g+int(v))%len(order)] = order[(g+int(v))%len(order)], order[0]
 				cs := make([]clustersync.BucketCall, len(order))

@@ -47,7 +47,7 @@ func ExampleSchemaSQL() {
 	// -- incarnation rows with them. The function applies one BucketStore call.
 	// CREATE TABLE IF NOT EXISTS "ratelimit"."limiterd_windows_bkt" (
 	//     namespace   text COLLATE "C" NOT NULL,
-	//     bkey        bytea NOT NULL,           -- node.BucketSpec.StoreKey()
+	//     bkey        bytea NOT NULL,           -- ratelimit.BucketSpec.StoreKey()
 	//     level       bigint NOT NULL,          -- micro-hits: tokens, drops or count
 	//     mark        bigint NOT NULL,          -- Unix ns: refill mark, drip mark or period start
 	//     seq         bigint NOT NULL,          -- write count

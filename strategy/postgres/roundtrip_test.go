@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -110,7 +109,7 @@ func testRoundTrips(t *testing.T, d pgdb) {
 		{"Allow", func() error { _, err := s.Allow(ctx, allowReq("a", "k", 10, 1, 0, 0, 9)); return err }, "[batch/2]"},
 		{"Buckets", func() error {
 			_, err := s.Buckets(ctx, "a", 1, 1, []clustersync.BucketCall{{Namespace: "ns", Life: 1, Version: 1,
-				Bucket: node.BucketSpec{Kind: ratelimit.TokenLimit, A: 1, B: 1, C: 1, Key: "k"}}}, make([]clustersync.BucketReply, 1))
+				Bucket: ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 1, B: 1, C: 1, Key: "k"}}}, make([]clustersync.BucketReply, 1))
 			return err
 		}, "[query]"},
 		{"Leases", func() error { return s.Leases(ctx, 1, leaseOps(2, 64), make([]clustersync.LeaseReply, 128)) }, "[query]"},

@@ -248,7 +248,7 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 func BenchmarkSyncCall(b *testing.B) {
 	addr := redisAddr(b)
 	sizes := []time.Duration{time.Second, time.Minute}
-	buckets := map[string]node.BucketSpec{
+	buckets := map[string]ratelimit.BucketSpec{
 		"bucket-token": {Kind: ratelimit.TokenLimit, A: ratelimit.MaxValue * ratelimit.Micro, B: int64(time.Second), C: ratelimit.MaxValue * ratelimit.Micro},
 		"bucket-leaky": {Kind: ratelimit.LeakyLimit, A: ratelimit.MaxValue * ratelimit.Micro, B: int64(time.Second), C: 1},
 		"bucket-fixed": {Kind: ratelimit.FixedLimit, A: int64(time.Minute), B: ratelimit.MaxValue * ratelimit.Micro},

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -82,7 +81,7 @@ func kindArg(k ratelimit.LimitKind) string {
 //
 // A window's hash has a number where this one has "b"; the namespace is
 // length-prefixed and StoreKey injective, so no two hashes share a key.
-func appendBucketsKey(buf []byte, prefix string, tag [tagLen]byte, ns string, b *node.BucketSpec) []byte {
+func appendBucketsKey(buf []byte, prefix string, tag [tagLen]byte, ns string, b *ratelimit.BucketSpec) []byte {
 	buf = append(buf, prefix...)
 	buf = append(buf, ":{"...)
 	buf = append(buf, tag[:]...)
@@ -95,7 +94,7 @@ func appendBucketsKey(buf []byte, prefix string, tag [tagLen]byte, ns string, b 
 }
 
 // bucketsKey returns the Redis key of bucket b's hash in namespace ns.
-func bucketsKey(prefix, ns string, b *node.BucketSpec) string {
+func bucketsKey(prefix, ns string, b *ratelimit.BucketSpec) string {
 	return string(appendBucketsKey(nil, prefix, bucketTag(ns, bucketOf(ns, b.Key)), ns, b))
 }
 
@@ -153,7 +152,7 @@ func encodeBuckets(prefix, rp string, at, take int64, calls []clustersync.Bucket
 		a.int(bucketsCallVersion.at(i), c.Version)
 		a.int(bucketsCallExpire.at(i), unixMilliCeil(c.ExpireAt))
 		a.args[bucketsCallReset.at(i)] = "0"
-		var reset node.BucketState
+		var reset ratelimit.BucketState
 		if c.Reset {
 			a.args[bucketsCallReset.at(i)] = "1"
 			reset = b.Init(at)
@@ -186,8 +185,8 @@ func decodeBuckets(reply []int64, replies []clustersync.BucketReply) (bool, erro
 	}
 	for i := range replies {
 		replies[i] = clustersync.BucketReply{
-			Before:  node.BucketState{Level: reply[bucketsReplyBeforeLevel.at(i)], Mark: reply[bucketsReplyBeforeMark.at(i)]},
-			After:   node.BucketState{Level: reply[bucketsReplyAfterLevel.at(i)], Mark: reply[bucketsReplyAfterMark.at(i)]},
+			Before:  ratelimit.BucketState{Level: reply[bucketsReplyBeforeLevel.at(i)], Mark: reply[bucketsReplyBeforeMark.at(i)]},
+			After:   ratelimit.BucketState{Level: reply[bucketsReplyAfterLevel.at(i)], Mark: reply[bucketsReplyAfterMark.at(i)]},
 			Applied: reply[bucketsReplyApplied.at(i)],
 			Seq:     reply[bucketsReplySeq.at(i)],
 		}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	redisstore "github.com/limiterd/limiterd/strategy/redis"
 	clustersync "github.com/limiterd/limiterd/sync"
@@ -20,28 +19,28 @@ const (
 	day = 24 * time.Hour
 )
 
-func tokenBucket(key string, max int64, refill time.Duration, amount int64, strict bool) node.BucketSpec {
-	return node.BucketSpec{Kind: ratelimit.TokenLimit, A: max, B: int64(refill), C: amount, Key: key, Strict: strict}
+func tokenBucket(key string, max int64, refill time.Duration, amount int64, strict bool) ratelimit.BucketSpec {
+	return ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: max, B: int64(refill), C: amount, Key: key, Strict: strict}
 }
 
 // leakyBucket returns a leaky bucket with its drip: interval × Micro /
 // size, truncated.
-func leakyBucket(key string, size int64, interval time.Duration) node.BucketSpec {
+func leakyBucket(key string, size int64, interval time.Duration) ratelimit.BucketSpec {
 	d := new(big.Int).Mul(big.NewInt(int64(interval)), big.NewInt(ratelimit.Micro))
 	d.Quo(d, big.NewInt(size))
-	return node.BucketSpec{Kind: ratelimit.LeakyLimit, A: size, B: int64(interval), C: d.Int64(), Key: key}
+	return ratelimit.BucketSpec{Kind: ratelimit.LeakyLimit, A: size, B: int64(interval), C: d.Int64(), Key: key}
 }
 
-func fixedBucket(key string, period time.Duration, limit int64) node.BucketSpec {
-	return node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(period), B: limit, Key: key}
+func fixedBucket(key string, period time.Duration, limit int64) ratelimit.BucketSpec {
+	return ratelimit.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(period), B: limit, Key: key}
 }
 
 // bigBuckets are buckets of key whose arithmetic passes 2^53: refill
 // times, drips and periods of 300 and 366 days (above 2^53 ns), a
 // capacity of MaxValue, and refills of 1 ns or 1 micro-hit, next to
 // ordinary ones.
-func bigBuckets(key string) []node.BucketSpec {
-	return []node.BucketSpec{
+func bigBuckets(key string) []ratelimit.BucketSpec {
+	return []ratelimit.BucketSpec{
 		tokenBucket(key, ratelimit.MaxValue*hit, 300*day, 1, false),
 		tokenBucket(key, 5*hit, 1, 1, false),
 		tokenBucket(key, 3*hit, 366*day, 3*hit, true),
@@ -93,7 +92,7 @@ func TestBucketsMatchReference(t *testing.T) {
 func testBucketsMatchReference(t *testing.T, s *redisstore.Store, base int64, r *rand.Rand) {
 	ctx := ctxT(t)
 	const ns = "ref"
-	specs := map[string][]node.BucketSpec{"k": bigBuckets("k"), "k\x00{x}": bigBuckets("k\x00{x}")}
+	specs := map[string][]ratelimit.BucketSpec{"k": bigBuckets("k"), "k\x00{x}": bigBuckets("k\x00{x}")}
 	keys := []string{"k", "k\x00{x}"}
 	for _, b := range specs["k"] {
 		if err := b.Validate(); err != nil {

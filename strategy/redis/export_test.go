@@ -5,7 +5,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -22,7 +22,7 @@ func RowField(inc string, k clustersync.WindowKey) string { return rowPrefix(inc
 
 // BucketsKey returns the Redis key of bucket b's hash in namespace ns
 // under prefix.
-func BucketsKey(prefix, ns string, b node.BucketSpec) string {
+func BucketsKey(prefix, ns string, b ratelimit.BucketSpec) string {
 	return bucketsKey(escapePrefix(prefix), ns, &b)
 }
 

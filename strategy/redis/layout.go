@@ -156,7 +156,7 @@ type bucketsCall int
 
 const (
 	bucketsCallKind       bucketsCall = iota // 't', 'l' or 'f'
-	bucketsCallA                             // token max, leaky size, fixed period (node.BucketSpec.A)
+	bucketsCallA                             // token max, leaky size, fixed period (ratelimit.BucketSpec.A)
 	bucketsCallB                             // token refill time, leaky interval, fixed limit
 	bucketsCallC                             // token refill amount, leaky drip, fixed 0
 	bucketsCallStrict                        // '1' for a strict token take, else '0'

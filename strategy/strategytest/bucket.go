@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -37,7 +36,7 @@ func (e *env) caller(name string) *bucketCaller {
 }
 
 // call builds c's call for b, its total as c counted it.
-func (e *env) bcall(c *bucketCaller, b node.BucketSpec, at int64) clustersync.BucketCall {
+func (e *env) bcall(c *bucketCaller, b ratelimit.BucketSpec, at int64) clustersync.BucketCall {
 	return clustersync.BucketCall{Namespace: e.ns, Bucket: b, Life: c.life, Total: c.total[b.StoreKey()],
 		LastAt: at, Version: e.next(), ExpireAt: e.exp}
 }
@@ -92,21 +91,21 @@ func (e *env) tryBuckets(t *testing.T, ref *bucketRef, c *bucketCaller, at, take
 	return allowed, replies, nil
 }
 
-func tokenSpec(key string, max, refill time.Duration, amount int64) node.BucketSpec {
-	return node.BucketSpec{Kind: ratelimit.TokenLimit, A: int64(max), B: int64(refill), C: amount, Key: key}
+func tokenSpec(key string, max, refill time.Duration, amount int64) ratelimit.BucketSpec {
+	return ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: int64(max), B: int64(refill), C: amount, Key: key}
 }
 
 func testBucketArithmetic(t *testing.T, e *env) {
 	ms := int64(time.Millisecond)
-	leaky := node.BucketSpec{Kind: ratelimit.LeakyLimit, A: 10 * hit, B: int64(time.Second), C: int64(100 * time.Millisecond), Key: "l"}
+	leaky := ratelimit.BucketSpec{Kind: ratelimit.LeakyLimit, A: 10 * hit, B: int64(time.Second), C: int64(100 * time.Millisecond), Key: "l"}
 	for _, tc := range []struct {
 		name string
-		b    node.BucketSpec
+		b    ratelimit.BucketSpec
 	}{
-		{"token", node.BucketSpec{Kind: ratelimit.TokenLimit, A: 5 * hit, B: 100 * ms, C: 2 * hit, Key: "t"}},
-		{"token strict", node.BucketSpec{Kind: ratelimit.TokenLimit, A: 3 * hit, B: 50 * ms, C: 3 * hit, Key: "ts", Strict: true}},
+		{"token", ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 5 * hit, B: 100 * ms, C: 2 * hit, Key: "t"}},
+		{"token strict", ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 3 * hit, B: 50 * ms, C: 3 * hit, Key: "ts", Strict: true}},
 		{"leaky", leaky},
-		{"fixed", node.BucketSpec{Kind: ratelimit.FixedLimit, A: 200 * ms, B: 4 * hit, Key: "f"}},
+		{"fixed", ratelimit.BucketSpec{Kind: ratelimit.FixedLimit, A: 200 * ms, B: 4 * hit, Key: "f"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ref := &bucketRef{rows: map[string]*clustersync.BucketRow{}}
@@ -195,7 +194,7 @@ func testBucketAllOrNone(t *testing.T, e *env) {
 	key := e.ns + "both"
 	big := tokenSpec(key, 10*hit, time.Hour, 10*hit)
 	small := tokenSpec(key, 2*hit, time.Hour, 2*hit)
-	fixed := node.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 5 * hit, Key: key}
+	fixed := ratelimit.BucketSpec{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 5 * hit, Key: key}
 	take := func(n int64) (bool, []clustersync.BucketReply) {
 		return e.buckets(t, ref, a, at, n, e.bcall(a, big, at), e.bcall(a, small, at), e.bcall(a, fixed, at))
 	}
@@ -235,8 +234,8 @@ func testBucketKeys(t *testing.T, e *env) {
 func testBucketExact(t *testing.T, e *env) {
 	const incs, per = 4, 8
 	spec := tokenSpec(e.ns+"exact", 100*hit, time.Hour, 100*hit)
-	leaky := node.BucketSpec{Kind: ratelimit.LeakyLimit, A: 10 * hit, B: int64(time.Hour), C: int64(time.Hour / 10), Key: e.ns + "exact"}
-	for _, b := range []node.BucketSpec{spec, leaky} {
+	leaky := ratelimit.BucketSpec{Kind: ratelimit.LeakyLimit, A: 10 * hit, B: int64(time.Hour), C: int64(time.Hour / 10), Key: e.ns + "exact"}
+	for _, b := range []ratelimit.BucketSpec{spec, leaky} {
 		var admitted atomic.Int64
 		var wg gosync.WaitGroup
 		at := e.minute

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -242,13 +242,13 @@ func (s *source) in(lo, hi int64) int64 { return lo + int64(uint64(s.u32())%uint
 
 // dur reads a duration from lo: any ns up to lo + 2^32, whole
 // milliseconds up to two minutes or, seldom, whole seconds up to a year
-// (node.MaxBucketDuration).
+// (ratelimit.MaxBucketDuration).
 func (s *source) dur(lo int64) int64 {
 	switch s.pick(8) {
 	case 0, 1, 2, 3:
 		return s.in(lo, lo+1<<32-1)
 	case 7:
-		return s.in(1, int64(node.MaxBucketDuration/time.Second)) * int64(time.Second)
+		return s.in(1, int64(ratelimit.MaxBucketDuration/time.Second)) * int64(time.Second)
 	}
 	ms := int64(time.Millisecond)
 	return s.in(max(lo/ms, 1), 120_000) * ms

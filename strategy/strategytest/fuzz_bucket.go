@@ -5,7 +5,6 @@ import (
 	"math/bits"
 	"time"
 
-	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
@@ -51,7 +50,7 @@ type bucketFuzz struct {
 	bs      clustersync.BucketStore
 	rows    map[string]*clustersync.BucketRow
 	seq     map[string]int64 // the store's last Seq per bucket
-	specs   [bucketSlots]node.BucketSpec
+	specs   [bucketSlots]ratelimit.BucketSpec
 	callers [3]*fuzzCaller
 	now     int64
 	// answers are the calls' answers, for the seeds' test: admitted, and
@@ -128,7 +127,7 @@ func (x *bucketFuzz) step() bool {
 func (x *bucketFuzz) caller() *fuzzCaller { return x.callers[x.src.pick(len(x.callers))] }
 
 // bucket is slot i's bucket of key k.
-func (x *bucketFuzz) bucket(k, i int) node.BucketSpec {
+func (x *bucketFuzz) bucket(k, i int) ratelimit.BucketSpec {
 	b := x.specs[i]
 	b.Key = bucketKeys[k]
 	return b
@@ -139,7 +138,7 @@ func (x *bucketFuzz) bucket(k, i int) node.BucketSpec {
 func (x *bucketFuzz) tick() {
 	switch x.src.pick(5) {
 	case 4:
-		x.now += x.src.in(0, int64(node.MaxBucketDuration/time.Second)) * int64(time.Second)
+		x.now += x.src.in(0, int64(ratelimit.MaxBucketDuration/time.Second)) * int64(time.Second)
 	case 0:
 		x.now += x.src.in(0, int64(300*time.Millisecond))
 	case 1:
@@ -183,7 +182,7 @@ func (x *bucketFuzz) amount() int64 {
 // minutes, or up to the longest, a year. Parameters
 // node would refuse (a leaky drip over the longest duration) give way to
 // a bucket of 5 hits a second.
-func (x *bucketFuzz) spec(kind ratelimit.LimitKind) node.BucketSpec {
+func (x *bucketFuzz) spec(kind ratelimit.LimitKind) ratelimit.BucketSpec {
 	capacity := x.src.in(1, 20) * hit
 	switch x.src.pick(8) {
 	case 0, 1:
@@ -191,7 +190,7 @@ func (x *bucketFuzz) spec(kind ratelimit.LimitKind) node.BucketSpec {
 	case 2:
 		capacity = x.src.in(1, ratelimit.MaxValue) * hit
 	}
-	b := node.BucketSpec{Kind: kind}
+	b := ratelimit.BucketSpec{Kind: kind}
 	switch kind {
 	case ratelimit.TokenLimit:
 		b.A, b.B, b.C = capacity, x.src.dur(int64(time.Microsecond)), capacity
@@ -206,7 +205,7 @@ func (x *bucketFuzz) spec(kind ratelimit.LimitKind) node.BucketSpec {
 		b.A, b.B = x.src.dur(int64(time.Millisecond)), capacity
 	}
 	if b.Validate() != nil {
-		b = node.BucketSpec{Kind: kind, A: 5 * hit, B: int64(time.Second), C: 5 * hit}
+		b = ratelimit.BucketSpec{Kind: kind, A: 5 * hit, B: int64(time.Second), C: 5 * hit}
 		switch kind {
 		case ratelimit.LeakyLimit:
 			b.C = leakyDrip(b.A, b.B)
@@ -328,7 +327,7 @@ func showCalls(base int64, calls []clustersync.BucketCall) string {
 // second pass, the eleventh waits for a drip), their takes alternating
 // between two incarnations, before the generator goes on.
 func bucketSeeds() [][]byte {
-	specs := [bucketSlots]node.BucketSpec{
+	specs := [bucketSlots]ratelimit.BucketSpec{
 		{Kind: ratelimit.TokenLimit, A: 2 * hit, B: int64(time.Minute), C: 2 * hit},
 		{Kind: ratelimit.LeakyLimit, A: 10 * hit, B: int64(10 * time.Second), C: int64(time.Second)},
 		{Kind: ratelimit.FixedLimit, A: int64(time.Second), B: 5 * hit},
@@ -356,7 +355,7 @@ type bucketEncoder struct{ encoder }
 
 // bucketHeader spells a sequence starting at the base with slots specs
 // (of kinds token, leaky and fixed, whole hits and milliseconds).
-func bucketHeader(specs [bucketSlots]node.BucketSpec) *bucketEncoder {
+func bucketHeader(specs [bucketSlots]ratelimit.BucketSpec) *bucketEncoder {
 	e := &bucketEncoder{}
 	e.in(0, 0) // first time
 	for _, b := range specs {
@@ -366,7 +365,7 @@ func bucketHeader(specs [bucketSlots]node.BucketSpec) *bucketEncoder {
 }
 
 // spec spells what bucketFuzz.spec reads back as b.
-func (e *bucketEncoder) spec(b node.BucketSpec) {
+func (e *bucketEncoder) spec(b ratelimit.BucketSpec) {
 	switch b.Kind {
 	case ratelimit.TokenLimit:
 		e.in(b.A/hit, 1)

@@ -144,7 +144,7 @@ func testReset(t *testing.T, e *env) {
 // reference's.
 func testBucketReset(t *testing.T, e *env) {
 	ms := int64(time.Millisecond)
-	for _, b := range []node.BucketSpec{
+	for _, b := range []ratelimit.BucketSpec{
 		tokenSpec(e.ns+"reset", 3*hit, time.Hour, 3*hit),
 		{Kind: ratelimit.LeakyLimit, A: 3 * hit, B: int64(time.Hour), C: int64(time.Hour) / 3, Key: e.ns + "reset"},
 		{Kind: ratelimit.FixedLimit, A: int64(time.Hour), B: 3 * hit, Key: e.ns + "reset"},

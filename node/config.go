@@ -56,7 +56,7 @@ type Config struct {
 	MaxBytes int64
 	// OnFull is what a new key gets when MaxKeys keys are held: refused
 	// (OnFullRefuse, the default when empty) or the place of an idle key
-	// (OnFullEvict; see Namespace.EvictedKeys for the policy).
+	// (OnFullEvict; evict.go has the policy).
 	OnFull KeyCapPolicy
 	// Estimator, when set, makes the namespace an estimator namespace:
 	// its sliding windows are counted in count-min sketches of a memory

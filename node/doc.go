@@ -22,12 +22,12 @@
 // the current and the previous window, each with this node's own exact
 // total and the other nodes' total as of the last fetch.
 //
-// The explicit-time methods (IncrementAt, RateAt, AllowAt) take the time;
-// the short forms read the injected Clock. Counting an existing key
+// The methods take the time explicitly (IncrementAt, RateAt, AllowAt);
+// the node reads its injected Clock only for its own work. Counting an existing key
 // allocates nothing and takes no lock. Memory follows the keys active in
 // the last two windows: Node.Run frees the rest, and
 // MaxKeys caps new keys, refusing them or, with OnFull = OnFullEvict,
-// evicting an idle key in their favour (see Namespace.EvictedKeys).
+// evicting an idle key in their favour (see Stats.EvictedKeys and evict.go).
 //
 // An estimator namespace (Config.Estimator, local only) counts its windows
 // in count-min sketches of a memory fixed at start instead: estimates never

@@ -15,10 +15,10 @@ import (
 
 // engine are the packages a front must not reach: the service stands
 // between them and every front.
-var engine = []string{"github.com/limiterd/limiterd/node", "github.com/limiterd/limiterd/sync"}
+var engine = []string{"github.com/limiterd/limiterd/node", "github.com/limiterd/limiterd/sync", "github.com/limiterd/limiterd/ratelimit"}
 
 // TestServiceSpeaksItsOwnTypes: no method of *service.Service takes or
-// returns a type of node or sync, nor one that holds such a type where a
+// returns a type of node, sync or ratelimit, nor one that holds such a type where a
 // front can reach it (exported fields, elements, methods of interfaces).
 func TestServiceSpeaksItsOwnTypes(t *testing.T) {
 	st := reflect.TypeFor[*service.Service]()
@@ -84,7 +84,7 @@ func checkType(t *testing.T, where string, ty reflect.Type, seen map[reflect.Typ
 }
 
 // TestFrontsImportOnlyTheService: no file of the fronts' code imports
-// node or sync.
+// node, sync or ratelimit.
 func TestFrontsImportOnlyTheService(t *testing.T) {
 	files := 0
 	err := filepath.WalkDir(filepath.Join("..", "front"), func(path string, d fs.DirEntry, err error) error {

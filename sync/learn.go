@@ -9,7 +9,7 @@ import (
 
 // Learning the keys the node does not hold. An escalating namespace on a
 // ChangeReader store applies every change the others write, inserting
-// the keys it does not hold (node.Namespace.LearnWindow, up to three
+// the keys it does not hold (node.KeyTotal.Learn, up to three
 // quarters of max_keys), instead of dropping them. Once its change reads
 // have run without a gap since before the previous window of a size
 // began, every write to a window of that size that still counts reached

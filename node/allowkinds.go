@@ -70,17 +70,12 @@ func checkBucketLimit(limits []ratelimit.Limit, i int) error {
 
 // bucketIdentity returns the identity of bucket limit l, without its key,
 // or its first bad parameter.
-func bucketIdentity(l *ratelimit.Limit) (bucketID, error) {
-	spec, err := ratelimit.SpecOf(l)
-	return specID(&spec), err
-}
+func bucketIdentity(l *ratelimit.Limit) (bucketID, error) { return ratelimit.SpecOf(l) }
 
 // bucketStep applies a take of n at t to state s of bucket id (found: s
 // is stored; else a new bucket) and returns the answer.
 func bucketStep(id *bucketID, s *ratelimit.BucketState, found bool, t, n int64, strict bool) ratelimit.BucketStatus {
-	spec := id.spec()
-	spec.Strict = strict
-	return spec.Take(s, found, t, n)
+	return id.Take(s, found, t, n, strict)
 }
 
 // heldBucket is one bucket limit of an Allow while its bucket is locked.
@@ -101,7 +96,7 @@ type heldBucket struct {
 // with e nil. unlockAll undoes it.
 func (b *bucketTable) lockAll(hs []heldBucket, key string, t int64, create bool) error {
 	for i := 1; i < len(hs); i++ { // insertion sort: at most MaxLimits
-		for j := i; j > 0 && hs[j].id.less(&hs[j-1].id); j-- {
+		for j := i; j > 0 && bucketLess(&hs[j].id, &hs[j-1].id); j-- {
 			hs[j], hs[j-1] = hs[j-1], hs[j]
 		}
 	}
@@ -160,17 +155,17 @@ func unlockAll(hs []heldBucket) {
 	}
 }
 
-// less orders the identities of one key's buckets.
-func (id *bucketID) less(o *bucketID) bool {
+// bucketLess orders the identities of one key's buckets.
+func bucketLess(id, o *bucketID) bool {
 	switch {
-	case id.kind != o.kind:
-		return id.kind < o.kind
-	case id.a != o.a:
-		return id.a < o.a
-	case id.b != o.b:
-		return id.b < o.b
+	case id.Kind != o.Kind:
+		return id.Kind < o.Kind
+	case id.A != o.A:
+		return id.A < o.A
+	case id.B != o.B:
+		return id.B < o.B
 	}
-	return id.c < o.c
+	return id.C < o.C
 }
 
 // allowKinds is AllowAt for a request with bucket limits; lims are its

@@ -66,21 +66,9 @@ type bucketTable struct {
 	shards   [bucketShards]bucketShard
 }
 
-// bucketKind tells the kinds apart in a bucket's identity.
-type bucketKind uint8
-
-const (
-	kindToken bucketKind = iota + 1
-	kindLeaky
-	kindFixed
-)
-
-// bucketID is a bucket's identity: kind, key and validated parameters.
-type bucketID struct {
-	key     string
-	kind    bucketKind
-	a, b, c int64
-}
+// bucketID is a bucket's identity: kind, key and validated parameters,
+// a spec whose Strict is always false (Strict is the call's).
+type bucketID = ratelimit.BucketSpec
 
 type bucketEntry struct {
 	mu  gosync.Mutex
@@ -155,10 +143,10 @@ func (b *bucketTable) shard(key string) *bucketShard {
 // stored; without, nothing is stored. (step takes and returns values, not
 // a pointer, so a read's copy stays on the stack.)
 func (b *bucketTable) apply(id *bucketID, write bool, step func(s ratelimit.BucketState, found bool) ratelimit.BucketState) error {
-	if err := checkKeyLen(id.key); err != nil {
+	if err := checkKeyLen(id.Key); err != nil {
 		return err
 	}
-	sh := b.shard(id.key)
+	sh := b.shard(id.Key)
 	for {
 		sh.mu.RLock()
 		e := sh.m[*id]
@@ -176,8 +164,8 @@ func (b *bucketTable) apply(id *bucketID, write bool, step func(s ratelimit.Buck
 		}
 		e.mu.Unlock()
 	}
-	if !utf8.ValidString(id.key) {
-		return ratelimit.ValidateKey(id.key)
+	if !utf8.ValidString(id.Key) {
+		return ratelimit.ValidateKey(id.Key)
 	}
 	if !write {
 		step(ratelimit.BucketState{}, false)
@@ -207,16 +195,16 @@ func (b *bucketTable) insert(sh *bucketShard, id *bucketID, step func(s ratelimi
 			break
 		}
 	}
-	if cost, max := bucketCost(len(id.key)), b.maxBytes.Load(); b.bytes.Add(cost) > max {
+	if cost, max := bucketCost(len(id.Key)), b.maxBytes.Load(); b.bytes.Add(cost) > max {
 		b.bytes.Add(-cost)
 		b.n.Add(-1)
 		b.refused.Add(1)
 		return fieldErr("key", ErrKeyLimit, "namespace %q holds buckets worth its max_bytes of %d bytes (a bucket of a key of %d bytes costs %d)",
-			b.cfg.Name, max, len(id.key), cost)
+			b.cfg.Name, max, len(id.Key), cost)
 	}
 	e := &bucketEntry{val: step(ratelimit.BucketState{}, false), life: b.newLife()}
 	nid := *id
-	nid.key = strings.Clone(id.key)
+	nid.Key = strings.Clone(id.Key)
 	sh.m[nid] = e
 	return nil
 }
@@ -255,7 +243,7 @@ func (b *bucketTable) reclaim(now time.Time) int {
 				e.gone = true
 				delete(sh.m, id)
 				removed++
-				freed += bucketCost(len(id.key))
+				freed += bucketCost(len(id.Key))
 			}
 			e.mu.Unlock()
 		}
@@ -269,8 +257,7 @@ func (b *bucketTable) reclaim(now time.Time) int {
 // bucketIdle reports whether s, the state of bucket id, is a new
 // bucket's at t.
 func bucketIdle(id *bucketID, s ratelimit.BucketState, t int64) bool {
-	spec := id.spec()
-	return spec.Idle(s, t)
+	return id.Idle(s, t)
 }
 
 // sleep waits d on the table's clock, or until ctx is done.

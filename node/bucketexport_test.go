@@ -31,7 +31,7 @@ func (b *bucketTable) takeAt(t time.Time, key string, l *ratelimit.Limit, take f
 	tn := t.UnixNano()
 	var st ratelimit.BucketStatus
 	err = b.apply(&id, n > 0, func(s ratelimit.BucketState, found bool) ratelimit.BucketState {
-		st = spec.Take(&s, found, tn, n)
+		st = spec.Take(&s, found, tn, n, l.Strict)
 		return s
 	})
 	st.Used = 0 // the cluster's bookkeeping, for Allow only

@@ -7,15 +7,15 @@ import "testing"
 // buckets in any order cannot deadlock; no bucket comes before itself.
 func TestBucketLockOrder(t *testing.T) {
 	ids := []bucketID{ // ascending
-		{kind: 1, a: 1, b: 9, c: 9},
-		{kind: 1, a: 2, b: 1, c: 1},
-		{kind: 1, a: 2, b: 2, c: 0},
-		{kind: 1, a: 2, b: 2, c: 1},
-		{kind: 2, a: 0, b: 0, c: 0},
+		{Kind: 1, A: 1, B: 9, C: 9},
+		{Kind: 1, A: 2, B: 1, C: 1},
+		{Kind: 1, A: 2, B: 2, C: 0},
+		{Kind: 1, A: 2, B: 2, C: 1},
+		{Kind: 2, A: 0, B: 0, C: 0},
 	}
 	for i := range ids {
 		for j := range ids {
-			if got, want := ids[i].less(&ids[j]), i < j; got != want {
+			if got, want := bucketLess(&ids[i], &ids[j]), i < j; got != want {
 				t.Errorf("%+v less %+v = %v, want %v", ids[i], ids[j], got, want)
 			}
 		}

@@ -18,14 +18,11 @@ import (
 // since, which it applies at once: its own takes are exact, the others'
 // arrive with the next read of the store.
 
-// spec returns the spec of bucket id (not Strict, which is no part of it).
-func (id *bucketID) spec() ratelimit.BucketSpec {
-	return ratelimit.BucketSpec{Kind: ratelimit.LimitKind(id.kind), A: id.a, B: id.b, C: id.c, Key: id.key}
-}
-
-// specID is the identity of bucket b.
+// specID is the identity of bucket b: b without Strict.
 func specID(b *ratelimit.BucketSpec) bucketID {
-	return bucketID{key: b.Key, kind: bucketKind(b.Kind), a: b.A, b: b.B, c: b.C}
+	id := *b
+	id.Strict = false
+	return id
 }
 
 // ---- a node's side ------------------------------------------------------
@@ -95,7 +92,7 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c 
 	for i := range hs {
 		h := &hs[i]
 		ns.buckets.restartIfForgotten(&h.id, h.e, tn)
-		spec := h.id.spec()
+		spec := h.id
 		spec.Strict = h.strict
 		tx.Buckets[i] = BucketSync{Spec: spec, Life: h.e.life, Own: h.e.own, LastAt: h.e.lastAt}
 	}
@@ -147,8 +144,7 @@ func (e *bucketEntry) stored(id *bucketID, after ratelimit.BucketState, applied,
 	// that it applied after the node stopped waiting. It counts once.
 	e.own = max(e.own, applied)
 	e.acked = applied
-	spec := id.spec()
-	spec.Force(&after, now, e.own-applied)
+	id.Force(&after, now, e.own-applied)
 	e.val = after
 }
 
@@ -161,8 +157,7 @@ func (e *bucketEntry) stored(id *bucketID, after ratelimit.BucketState, applied,
 // applies the same consumption to it: a life can start at any time. The
 // caller holds e.mu.
 func (b *bucketTable) restartIfForgotten(id *bucketID, e *bucketEntry, now int64) {
-	spec := id.spec()
-	if !e.synced || now-e.seqAt < int64(spec.Hold()) {
+	if !e.synced || now-e.seqAt < int64(id.Hold()) {
 		return
 	}
 	e.life = b.newLife()
@@ -184,7 +179,7 @@ func (ns *Namespace) takeBuckets(t *Tick, all bool) {
 			b.restartIfForgotten(&id, e, t.now)
 			if all || e.dirty() {
 				t.Buckets = append(t.Buckets, BucketSync{
-					Spec: id.spec(),
+					Spec: id,
 					Life: e.life, Own: e.own, LastAt: e.lastAt,
 				})
 			}
@@ -251,7 +246,7 @@ func appendHeld(hs []heldBucket, req *ratelimit.AllowRequest) []heldBucket {
 			continue
 		}
 		id, _ := bucketIdentity(rl)
-		id.key = req.Key
+		id.Key = req.Key
 		hs = append(hs, heldBucket{i: i, id: id, strict: rl.Strict, wait: rl.WaitTimeout})
 	}
 	return hs
@@ -259,7 +254,7 @@ func appendHeld(hs []heldBucket, req *ratelimit.AllowRequest) []heldBucket {
 
 // lookup returns the entry of id, or nil, unlocked.
 func (b *bucketTable) lookup(id *bucketID) *bucketEntry {
-	sh := b.shard(id.key)
+	sh := b.shard(id.Key)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
 	return sh.m[*id]

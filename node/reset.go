@@ -164,8 +164,7 @@ func (ns *Namespace) ResetBucketsAt(t time.Time, key string, limits []ratelimit.
 
 // resetAt sets e to a new bucket's state at t. The caller holds e.mu.
 func (e *bucketEntry) resetAt(id *bucketID, t int64) {
-	spec := id.spec()
-	e.val = spec.Init(t)
+	e.val = id.Init(t)
 }
 
 // Clear frees every lease of key this table granted, and counts none of

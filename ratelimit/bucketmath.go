@@ -132,9 +132,7 @@ func (b *BucketSpec) Hold() time.Duration {
 // Init returns a new bucket's state at t.
 func (b *BucketSpec) Init(t int64) BucketState {
 	var s BucketState
-	c := *b
-	c.Strict = false
-	c.Take(&s, false, t, 0)
+	b.Take(&s, false, t, 0, false)
 	return s
 }
 
@@ -157,12 +155,13 @@ func (b *BucketSpec) Force(s *BucketState, t, n int64) {
 }
 
 // Take applies a take of n micro-hits at t to s (found: s is stored; else
-// a new bucket's) and returns the answer. A token take with Strict that
-// leaves the bucket empty restarts its refill clock.
-func (b *BucketSpec) Take(s *BucketState, found bool, t, n int64) BucketStatus {
+// a new bucket's) and returns the answer. A token take with strict (the
+// call's, not b's: b may be a bucket's identity) that leaves the bucket
+// empty restarts its refill clock.
+func (b *BucketSpec) Take(s *BucketState, found bool, t, n int64, strict bool) BucketStatus {
 	switch b.Kind {
 	case TokenLimit:
-		return tokenParams{max: b.A, refill: b.B, amount: b.C}.take(s, found, t, n, b.Strict)
+		return tokenParams{max: b.A, refill: b.B, amount: b.C}.take(s, found, t, n, strict)
 	case LeakyLimit:
 		return leakyParams{size: b.A, interval: b.B, drip: b.C}.take(s, found, t, n)
 	default:
@@ -196,7 +195,7 @@ func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bo
 	sts := make([]BucketStatus, len(bs))
 	for i := range bs {
 		next[i] = ss[i]
-		sts[i] = bs[i].Take(&next[i], true, t, n)
+		sts[i] = bs[i].Take(&next[i], true, t, n, bs[i].Strict)
 		ok = ok && sts[i].Allowed
 	}
 	for i := range bs {
@@ -209,13 +208,14 @@ func TakeBuckets(bs []BucketSpec, ss []BucketState, used []int64, t, n int64) bo
 	return ok
 }
 
-// SpecOf returns the spec of bucket limit l, without its key, or its
-// first bad parameter as a *FieldError wrapping ErrInvalidLimit.
+// SpecOf returns the spec of bucket limit l, without its key and Strict
+// (which are no part of its parameters), or its first bad parameter as a
+// *FieldError wrapping ErrInvalidLimit.
 func SpecOf(l *Limit) (BucketSpec, error) {
 	switch l.Kind {
 	case TokenLimit:
 		q, err := tokenParamsOf(l.Token)
-		return BucketSpec{Kind: TokenLimit, A: q.max, B: q.refill, C: q.amount, Strict: l.Strict}, err
+		return BucketSpec{Kind: TokenLimit, A: q.max, B: q.refill, C: q.amount}, err
 	case LeakyLimit:
 		q, err := leakyParamsOf(l.Leaky)
 		return BucketSpec{Kind: LeakyLimit, A: q.size, B: q.interval, C: q.drip}, err

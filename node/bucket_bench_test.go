@@ -126,3 +126,40 @@ func BenchmarkTokenTake(b *testing.B) {
 		ok(bk.TakeToken(key, benchTok, 1, false))
 	})
 }
+
+// BenchmarkAllowAtBucket is an Allow of one bucket limit (of each kind)
+// on existing buckets of the hot key set: the path every front's bucket
+// call takes (validation, the bucket's lock, its arithmetic, the answer).
+func BenchmarkAllowAtBucket(b *testing.B) {
+	for _, k := range []struct {
+		name string
+		l    ratelimit.Limit
+	}{
+		{"token", ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: benchTok}},
+		{"leaky", ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: benchLeaky}},
+		{"fixed", ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: benchFixed}},
+	} {
+		b.Run(k.name, func(b *testing.B) {
+			ns, err := node.NewNamespace(node.Config{Name: "b", WindowSizes: []time.Duration{time.Minute}}, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			keys := make([]string, 1<<10)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("key-%011d", i)
+				if _, err := ns.AllowAt(bucketBenchTime, ratelimit.AllowRequest{Key: keys[i], Cost: 1, Limits: []ratelimit.Limit{k.l}}, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var dst [1]ratelimit.LimitStatus
+			req := ratelimit.AllowRequest{Cost: 1, Limits: []ratelimit.Limit{k.l}}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				req.Key = keys[i&(len(keys)-1)]
+				if _, err := ns.AllowAt(bucketBenchTime.Add(time.Duration(i)), req, dst[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

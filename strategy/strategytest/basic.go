@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -213,19 +214,19 @@ func testKeyEncoding(t *testing.T, e *env) {
 
 func testSubSecond(t *testing.T, e *env) {
 	now := time.Now().UnixNano()
-	s100 := windowStart(now, 200*time.Millisecond) // a multiple of 100 ms and 200 ms
-	s1 := windowStart(now, time.Millisecond)
+	s100 := ratelimit.WindowStart(now, 200*time.Millisecond) // a multiple of 100 ms and 200 ms
+	s1 := ratelimit.WindowStart(now, time.Millisecond)
 	var keys []clustersync.WindowKey
 	for i := range 10 {
 		keys = append(keys, clustersync.WindowKey{Namespace: e.ns, Size: 100 * time.Millisecond, Start: s100 + int64(i)*int64(100*time.Millisecond), Key: "k"})
 	}
 	keys = append(keys,
 		clustersync.WindowKey{Namespace: e.ns, Size: 200 * time.Millisecond, Start: s100, Key: "k"},
-		clustersync.WindowKey{Namespace: e.ns, Size: 101 * time.Millisecond, Start: windowStart(now, 101*time.Millisecond), Key: "k"},
+		clustersync.WindowKey{Namespace: e.ns, Size: 101 * time.Millisecond, Start: ratelimit.WindowStart(now, 101*time.Millisecond), Key: "k"},
 		clustersync.WindowKey{Namespace: e.ns, Size: time.Millisecond, Start: s1, Key: "k"},
 		clustersync.WindowKey{Namespace: e.ns, Size: time.Millisecond, Start: s1 + int64(time.Millisecond), Key: "k"},
 		clustersync.WindowKey{Namespace: e.ns, Size: time.Millisecond, Start: s1 - int64(time.Millisecond), Key: "k"},
-		clustersync.WindowKey{Namespace: e.ns, Size: time.Second, Start: windowStart(s100, time.Second), Key: "k"},
+		clustersync.WindowKey{Namespace: e.ns, Size: time.Second, Start: ratelimit.WindowStart(s100, time.Second), Key: "k"},
 	)
 	e.pushDistinct(t, keys)
 }

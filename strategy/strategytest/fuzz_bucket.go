@@ -154,7 +154,7 @@ func (x *bucketFuzz) tick() {
 		case ratelimit.FixedLimit:
 			d = b.A
 		}
-		x.now = windowStart(x.now, time.Duration(d)) + d*x.src.in(1, 3) + x.src.in(-1, 1)
+		x.now = ratelimit.WindowStart(x.now, time.Duration(d)) + d*x.src.in(1, 3) + x.src.in(-1, 1)
 	}
 	x.log("tick to %d", x.now-x.base)
 }

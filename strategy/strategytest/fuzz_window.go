@@ -125,14 +125,14 @@ func (x *windowFuzz) tick() {
 		x.now -= x.src.in(0, int64(time.Second))
 	case 3:
 		size := windowSizes[x.src.pick(len(windowSizes))]
-		x.now = windowStart(x.now, size) + size.Nanoseconds() + x.src.in(-1, 1)
+		x.now = ratelimit.WindowStart(x.now, size) + size.Nanoseconds() + x.src.in(-1, 1)
 	}
 	x.log("tick to %d", x.now-x.base)
 }
 
 // key is window size of key k holding t, or the window before it.
 func (x *windowFuzz) key(k int, size time.Duration, prev bool) clustersync.WindowKey {
-	start := windowStart(x.now, size)
+	start := ratelimit.WindowStart(x.now, size)
 	if prev {
 		start -= int64(size)
 	}

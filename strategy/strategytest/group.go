@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -211,6 +212,6 @@ func testGroupAllow(t *testing.T, e *env) {
 		if got := admitted.Load(); got != limit/hit {
 			t.Errorf("admitted %d of %d entries, want exactly %d", got, incs*entries, limit/hit)
 		}
-		e.wantWindow(t, windowKey(k, time.Minute, windowStart(at, time.Minute)), limit)
+		e.wantWindow(t, windowKey(k, time.Minute, ratelimit.WindowStart(at, time.Minute)), limit)
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -199,7 +200,7 @@ func (e *env) allowReq(inc string, size time.Duration, limit, cost, cur, prev, a
 // allowLimit returns the limit of window size holding at, for the
 // namespace and key of k, with own totals cur and prev at version v.
 func (e *env) allowLimit(k clustersync.WindowKey, size time.Duration, limit, cur, prev, at, v int64) clustersync.AllowLimit {
-	start := windowStart(at, size)
+	start := ratelimit.WindowStart(at, size)
 	ck := clustersync.WindowKey{Namespace: k.Namespace, Size: size, Start: start, Key: k.Key}
 	pk := ck
 	pk.Start -= int64(size)
@@ -446,7 +447,7 @@ func testAllowExact(t *testing.T, e *env, aa clustersync.AtomicAllower) {
 	if own != limit {
 		t.Errorf("sum of the incarnations' own totals = %d, want %d", own, limit)
 	}
-	e.wantWindow(t, windowKey(k, time.Minute, windowStart(at, time.Minute)), limit)
+	e.wantWindow(t, windowKey(k, time.Minute, ratelimit.WindowStart(at, time.Minute)), limit)
 }
 
 func windowKey(k clustersync.WindowKey, size time.Duration, start int64) clustersync.WindowKey {

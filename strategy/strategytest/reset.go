@@ -87,7 +87,7 @@ func testReset(t *testing.T, e *env) {
 		t.Fatalf("ResetAt: %v", err)
 	}
 	for _, size := range []time.Duration{time.Minute, time.Hour} {
-		for _, start := range []int64{windowStart(now.UnixNano(), size), windowStart(now.UnixNano(), size) - int64(size)} {
+		for _, start := range []int64{ratelimit.WindowStart(now.UnixNano(), size), ratelimit.WindowStart(now.UnixNano(), size) - int64(size)} {
 			e.wantWindow(t, clustersync.WindowKey{Namespace: e.ns, Size: size, Start: start, Key: "k"}, 0)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/ratelimit"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -140,8 +141,8 @@ func newEnv(t *testing.T, newStore func(t *testing.T) clustersync.Store) *env {
 	e := &env{
 		s:      s,
 		ns:     namespace(t),
-		minute: windowStart(now.UnixNano(), time.Minute),
-		hour:   windowStart(now.UnixNano(), time.Hour),
+		minute: ratelimit.WindowStart(now.UnixNano(), time.Minute),
+		hour:   ratelimit.WindowStart(now.UnixNano(), time.Hour),
 		exp:    now.Add(10 * time.Minute),
 	}
 	e.ver.Store(now.UnixMicro())
@@ -174,16 +175,6 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return hex.EncodeToString(b)
-}
-
-// windowStart is floor(t / size) × size.
-func windowStart(t int64, size time.Duration) int64 {
-	s := int64(size)
-	q := t / s
-	if t%s < 0 {
-		q--
-	}
-	return q * s
 }
 
 // inc returns a new incarnation named after name.

@@ -46,7 +46,7 @@ func (bk bucketSync) errNoBuckets(req *ratelimit.AllowRequest) error {
 // allowBuckets serves an Allow with bucket limits (checked: c).
 func (bk bucketSync) allow(ctx context.Context, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	s := bk.s
-	bs, ok := s.store.(BucketStore)
+	bs, ok := s.can.bs, s.can.bs != nil
 	if !ok {
 		return ratelimit.Decision{Limits: dst}, bk.errNoBuckets(&req)
 	}
@@ -136,7 +136,7 @@ func (bk bucketSync) bucketCall(b *node.BucketSync, version int64, t time.Time) 
 // calls are done.
 func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
 	s := bk.s
-	bs, ok := s.store.(BucketStore)
+	bs, ok := s.can.bs, s.can.bs != nil
 	if !ok {
 		return nil
 	}

@@ -144,7 +144,7 @@ func (wt *synchronous) exchange(caller context.Context, k *node.KeyLock, sizes [
 	readPrev := every && !prevFresh && !k.At.After(s.ns.Now())
 	others := make([]int64, len(rows))
 	var err error
-	if pf, ok := s.store.(PushFetcher); ok {
+	if pf := s.can.pf; pf != nil {
 		tctx, end := s.trace(ctx, "PushFetch", len(rows))
 		err = pf.PushFetch(tctx, s.inc, rows, others)
 		end(err)
@@ -208,9 +208,8 @@ func (wt *synchronous) AllowAt(ctx context.Context, t time.Time, req ratelimit.A
 	if chk.Buckets > 0 {
 		return bucketSync{s}.allow(ctx, t, req, &chk, dst)
 	}
-	aa, decides := s.store.(AtomicAllower)
-	_, group := s.store.(GroupAllower)
-	group = group && decides // one call alone goes as AtomicAllower's
+	aa, decides := s.can.aa, s.can.aa != nil
+	group := s.can.ga != nil && decides // one call alone goes as AtomicAllower's
 	if group || !decides {
 		// Bring the others' totals up to date, then decide here; or have
 		// the store decide, with the Allows that queue meanwhile.

@@ -81,7 +81,7 @@ func (pd *periodic) allowNear(ctx context.Context, t time.Time, req ratelimit.Al
 	if !s.escalate || s.presumedDown() {
 		return s.ns.AllowAt(t, req, dst)
 	}
-	m := node.Margin{Blind: pd.blind(), Safety: s.cfg.EscalateSafety, Tighten: s.aa == nil,
+	m := node.Margin{Blind: pd.blind(), Safety: s.cfg.EscalateSafety, Tighten: s.can.aa == nil,
 		Unfetched: t.UnixNano() < pd.newKeysUntil, Known: ticker{s}.knownSizes(t)}
 	d, near, err := s.ns.AllowMarginAt(t, req, m, dst)
 	if err != nil || !near {
@@ -108,7 +108,7 @@ func (pd *periodic) allowInStore(ctx context.Context, t time.Time, req ratelimit
 	}
 	defer k.Unlock()
 	s.m.Escalated(s.name)
-	return s.decideInStore(ctx, s.aa, k, req, &chk, dst), nil
+	return s.decideInStore(ctx, s.can.aa, k, req, &chk, dst), nil
 }
 
 // enqueueFresh queues a key new to the node for its background fetch,

@@ -310,10 +310,10 @@ func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []
 	}
 	if len(batch) == 1 {
 		c := batch[0]
-		c.dec = s.decideInStore(ctx, s.aa, k, c.req, &c.chk, c.dec.Limits)
+		c.dec = s.decideInStore(ctx, s.can.aa, k, c.req, &c.chk, c.dec.Limits)
 		return
 	}
-	ga := s.store.(GroupAllower)
+	ga := s.can.ga
 	all := s.ns.Sizes()
 	var win [node.MaxWindowSizes]int // index in req.Windows + 1 per size of all
 	var costs int64                  // the entries' costs, summed up to 2^53
@@ -347,7 +347,7 @@ func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []
 		// integers (totals of billions of hits): one call at a time.
 		for _, c := range batch {
 			if s.storeUp() {
-				c.dec = s.decideInStore(ctx, s.aa, k, c.req, &c.chk, c.dec.Limits)
+				c.dec = s.decideInStore(ctx, s.can.aa, k, c.req, &c.chk, c.dec.Limits)
 			} else {
 				s.fallback(errPresumedDown)
 				c.dec = k.Decide(c.req, &c.chk, node.NoVerdict, c.dec.Limits)

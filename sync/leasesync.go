@@ -35,7 +35,7 @@ var ErrNoLeaseStore = fmt.Errorf("%w: the store cannot hold leases", node.ErrNot
 
 func (lz leaseSync) leaseStore() (LeaseStore, error) {
 	s := lz.s
-	ls, ok := s.store.(LeaseStore)
+	ls, ok := s.can.ls, s.can.ls != nil
 	if !ok {
 		return nil, fmt.Errorf("%w (namespace %q)", ErrNoLeaseStore, s.name)
 	}
@@ -196,7 +196,7 @@ func (lz leaseSync) renew(ctx context.Context, now time.Time, id ratelimit.Lease
 // whole, is applied as it is answered.
 func (lz leaseSync) sync(ctx context.Context, now time.Time, all bool) error {
 	s := lz.s
-	ls, ok := s.store.(LeaseStore)
+	ls, ok := s.can.ls, s.can.ls != nil
 	if !ok {
 		return nil
 	}

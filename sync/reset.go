@@ -95,7 +95,7 @@ func (rz resets) key(ctx context.Context, t time.Time, key string) error {
 // wraps ErrUnavailable, and taking the reset again completes it.
 func (rz resets) buckets(ctx context.Context, t time.Time, key string, limits []ratelimit.Limit) error {
 	s := rz.s
-	bs, ok := s.store.(BucketStore)
+	bs, ok := s.can.bs, s.can.bs != nil
 	if !ok {
 		return &ratelimit.FieldError{Field: "buckets", Err: node.ErrNotLocal,
 			Reason: fmt.Sprintf("the store of namespace %q cannot hold buckets", s.name)}

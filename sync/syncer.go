@@ -145,13 +145,14 @@ type Syncer struct {
 	// once (see direct.go).
 	downUntil atomic.Int64
 
-	// Escalation of a periodic namespace (see escalate.go): aa is the
-	// store's AtomicAllower (nil if it has none), lastTick the ticks'
-	// duration in ns (the last one's, or more after a longer one), fresh
+	// Escalation of a periodic namespace (see escalate.go): lastTick the
+	// ticks' duration in ns (the last one's, or more after a longer one), fresh
 	// the keys new to the node, fetched at once in the background.
 	escalate bool
-	aa       AtomicAllower
 	lastTick atomic.Int64
+	// can is what the store can do beside Store, found once here so that
+	// no call asks the store's type again.
+	can abilities
 	// fetchedAt (Unix ns, wall clock) is when the last successful tick
 	// started: the others' totals are at least as recent.
 	fetchedAt atomic.Int64
@@ -203,7 +204,7 @@ func NewSyncer(ns *node.Namespace, mode Mode, store Store, inc string, v *Versio
 		ns: ns, mode: mode, sync: sync, store: store, inc: inc, versions: v, cfg: cfg, period: period,
 		log: log.With("namespace", nc.Name), m: m, name: nc.Name,
 	}
-	s.aa, _ = store.(AtomicAllower)
+	s.can = abilitiesOf(store)
 	if sync {
 		s.calls = &synchronous{shared: shared{s}, groups: newGroups(), prevReads: newPrevReads()}
 	} else {
@@ -222,7 +223,7 @@ func NewSyncer(ns *node.Namespace, mode Mode, store Store, inc string, v *Versio
 		}
 		s.calls = pd
 	}
-	s.ch.cr, _ = store.(ChangeReader)
+	s.ch.cr = s.can.cr
 	if s.escalate && s.ch.cr != nil {
 		s.learn.on = true
 		s.learn.skew = period + time.Second
@@ -313,7 +314,7 @@ func (s *Syncer) SyncOnce(ctx context.Context) error {
 	tk := ticker{s}
 	tk.checkEvicted(now)
 	var perr, ferr error
-	pf, isPF := s.store.(PushFetcher)
+	pf, isPF := s.can.pf, s.can.pf != nil
 	switch {
 	case s.ch.cr != nil:
 		// A plain push: the others' sums of the windows pushed change only
@@ -570,3 +571,25 @@ func (s *Syncer) Status() (lastSuccess time.Time, lastErr error) {
 // (syncer.go), the change reads (changetick.go) and the learning of keys
 // not held (learn.go).
 type ticker struct{ s *Syncer }
+
+// abilities are a store's optional interfaces, each nil when it has none.
+type abilities struct {
+	pf PushFetcher
+	aa AtomicAllower
+	ga GroupAllower
+	bs BucketStore
+	ls LeaseStore
+	cr ChangeReader
+}
+
+// abilitiesOf finds store's abilities.
+func abilitiesOf(store Store) abilities {
+	var a abilities
+	a.pf, _ = store.(PushFetcher)
+	a.aa, _ = store.(AtomicAllower)
+	a.ga, _ = store.(GroupAllower)
+	a.bs, _ = store.(BucketStore)
+	a.ls, _ = store.(LeaseStore)
+	a.cr, _ = store.(ChangeReader)
+	return a
+}

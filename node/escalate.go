@@ -21,10 +21,6 @@ type Margin struct {
 	// Safety multiplies the other nodes' expected hits; 1 expects exactly
 	// their recent rate.
 	Safety float64
-	// Tighten refuses, here, a request that fits only inside the margin
-	// (for a store that cannot decide atomically), instead of reporting it
-	// as near.
-	Tighten bool
 	// Unfetched reports a key whose other nodes' totals were never
 	// fetched here as near; otherwise such a key is decided here from the
 	// node's own hits.
@@ -40,8 +36,7 @@ type Margin struct {
 // limit by m. When it would be admitted only inside the margin, or (with
 // m.Unfetched) when the other nodes' totals of its key were never fetched
 // here, it counts nothing and returns near = true: the caller asks the
-// store to decide (or, with m.Tighten, it is refused here, and near is
-// false; a key never fetched is then decided as by AllowAt). A request
+// store to decide. A request
 // that does not fit even by the node's own view is refused here: the
 // others' totals only grow, so the view never exceeds the cluster's count.
 //
@@ -87,11 +82,8 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req ratelimit.AllowRequest, m Ma
 				inside = true
 			}
 		}
-		switch {
-		case !m.Tighten && (inside || unseen):
+		if inside || unseen {
 			return ratelimit.Decision{Limits: dst}, true, nil
-		case inside:
-			dc.refuse(lims, ahead[:n], req.CountRejected)
 		}
 	}
 	e.setOver(!dc.allowed)
@@ -144,27 +136,6 @@ func othersAhead(c, p *bucket, pos, size, age, cost int64, m Margin) float64 {
 		return 0
 	}
 	return max(perWindow*float64(m.Blind)/float64(size)*m.Safety, float64(cost))
-}
-
-// refuse turns an admitting decision into a refusal by the margin: with
-// each limit lowered by ahead[i], the retry is when the cost fits under
-// those lowered limits.
-func (d *decision) refuse(lims []microLimit, ahead []float64, countRejected bool) {
-	d.allowed, d.counted = false, countRejected
-	if !countRejected {
-		for i := range lims {
-			d.cur[i] -= d.cost
-		}
-	}
-	var buf [MaxLimits]microLimit
-	tight := buf[:len(lims)]
-	for i, l := range lims {
-		l.limit = max(l.limit-int64(ahead[i]), d.cost)
-		tight[i] = l
-	}
-	if d.never < 0 {
-		d.retry = retryAfter(d.t, d.cost, tight, d.cur[:len(lims)], d.prev[:len(lims)])
-	}
 }
 
 // OnNewKey sets fn to be told every key the namespace inserts (its own

@@ -24,7 +24,7 @@ func setOthers(t *testing.T, ns *node.Namespace, now time.Time, key string, size
 // TestAllowMarginAt: the node decides alone while the request is clear of
 // the limit by the others' expected hits, reports near inside that margin
 // and for a key never fetched, and refuses alone what its own view
-// refuses; with Tighten the margin refuses.
+// refuses.
 func TestAllowMarginAt(t *testing.T) {
 	const limit = 100
 	// Blind 0.2 s × safety 2 over a 1 s window: the margin is 0.4 windows
@@ -38,7 +38,6 @@ func TestAllowMarginAt(t *testing.T) {
 		fetched     bool
 		own, others float64 // in the current window, at half of it
 		cost        float64
-		tighten     bool
 		// keepUnfetched decides a key never fetched here (Unfetched off).
 		keepUnfetched bool
 		wantNear      bool
@@ -46,13 +45,11 @@ func TestAllowMarginAt(t *testing.T) {
 		wantRateHits  float64 // the key's sliding rate afterwards
 	}{
 		{name: "never fetched", own: 1, cost: 1, wantNear: true, wantRateHits: 1},
-		{name: "never fetched, tighten", own: 1, cost: 1, tighten: true, wantAllowed: true, wantRateHits: 2},
 		{name: "never fetched, not asked about", own: 1, cost: 1, keepUnfetched: true, wantAllowed: true, wantRateHits: 2},
 		// Others at 40 in half a window: 80 per window, 32 expected.
 		{name: "clear", fetched: true, own: 10, others: 40, cost: 1, wantAllowed: true, wantRateHits: 51},
 		{name: "just clear", fetched: true, own: 27, others: 40, cost: 1, wantAllowed: true, wantRateHits: 68},
 		{name: "inside the margin", fetched: true, own: 28, others: 40, cost: 1, wantNear: true, wantRateHits: 68},
-		{name: "inside the margin, tighten", fetched: true, own: 28, others: 40, cost: 1, tighten: true, wantRateHits: 68},
 		{name: "over by the node's own view", fetched: true, own: 60, others: 40, cost: 1, wantRateHits: 100},
 		// No others yet: this node's own rate stands in for theirs (55 in
 		// half a window: 110 per window, 44 expected).
@@ -73,7 +70,6 @@ func TestAllowMarginAt(t *testing.T) {
 				setOthers(t, ns, at, "k", time.Second, ws, int64(tc.others*ratelimit.Micro))
 			}
 			m := m
-			m.Tighten = tc.tighten
 			m.Unfetched = !tc.keepUnfetched
 			d, near, err := ns.AllowMarginAt(at, req(tc.cost), m, nil)
 			if err != nil {

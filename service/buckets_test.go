@@ -51,7 +51,8 @@ func TestBucketsFailedPrecondition(t *testing.T) {
 	}
 }
 
-// windowsOnly is a store that holds windows only.
+// windowsOnly is a store that holds and decides windows only: no
+// buckets, no leases.
 type windowsOnly struct{ s *memory.Store }
 
 func (w windowsOnly) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
@@ -63,6 +64,16 @@ func (w windowsOnly) Fetch(ctx context.Context, inc string, keys []clustersync.W
 }
 
 func (w windowsOnly) Close() error { return w.s.Close() }
+
+func (windowsOnly) Abilities() clustersync.Abilities { return clustersync.Decide }
+
+func (w windowsOnly) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
+	return w.s.Allow(ctx, req)
+}
+
+func (w windowsOnly) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
+	return w.s.AllowGroup(ctx, req, allowed, others)
+}
 
 // TestBucketExactUnderConcurrency: 8 callers × 1,000 takes on a bucket
 // of 100 with no refill admit exactly 100, with and without a window

@@ -66,6 +66,8 @@ func (p plainChanges) Changes(ctx context.Context, inc, ns string, since cluster
 }
 func (p plainChanges) Close() error { return p.s.Close() }
 
+func (plainChanges) Abilities() clustersync.Abilities { return clustersync.Changes }
+
 // changeStores runs a test with a ChangeReader that is a PushFetcher and
 // with one that is not.
 func changeStores(t *testing.T, test func(t *testing.T, cs *countingStore, store clustersync.Store)) {

@@ -30,11 +30,12 @@ import (
 // and on a ChangeReader store learning ends it once the node's change
 // reads cover every window that counts (learn.go).
 
-// On a store that cannot decide atomically (no AtomicAllower: Cassandra)
-// the margin only tightens the node's decision: a request that fits only
-// inside it is refused. While the store is presumed down after a failed
-// call (see direct.go) nothing escalates: the node decides as without
-// escalation, and one call after CallTimeout probes the store again.
+// Only a store that decides atomically (Decide) escalates; on one that
+// cannot (Cassandra) a periodic namespace decides in the node, and a
+// config refuses escalate: auto there. While the store is presumed down
+// after a failed call (see direct.go) nothing escalates: the node decides
+// as without escalation, and one call after CallTimeout probes the store
+// again.
 //
 // A key new to the node is queued for a fetch at once, in the background
 // (fetchFresh, one goroutine started by Run), so it is not blind until the
@@ -81,7 +82,7 @@ func (pd *periodic) allowNear(ctx context.Context, t time.Time, req ratelimit.Al
 	if !s.escalate || s.presumedDown() {
 		return s.ns.AllowAt(t, req, dst)
 	}
-	m := node.Margin{Blind: pd.blind(), Safety: s.cfg.EscalateSafety, Tighten: s.can.aa == nil,
+	m := node.Margin{Blind: pd.blind(), Safety: s.cfg.EscalateSafety,
 		Unfetched: t.UnixNano() < pd.newKeysUntil, Known: ticker{s}.knownSizes(t)}
 	d, near, err := s.ns.AllowMarginAt(t, req, m, dst)
 	if err != nil || !near {

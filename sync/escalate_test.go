@@ -29,6 +29,8 @@ func (e *escalations) Escalated(string) { e.n.Add(1) }
 // no AtomicAllower).
 type plainStore struct{ clustersync.Store }
 
+func (plainStore) Abilities() clustersync.Abilities { return 0 }
+
 // periodicPair is two periodic nodes (sync_rate 0.1 s) of one store; a
 // counts its escalations.
 func periodicPair(t *testing.T, store clustersync.Store, clock *fakeclock.Clock, cfg clustersync.Config) (a, b testNode, esc *escalations) {
@@ -142,14 +144,16 @@ func TestEscalateNearLimit(t *testing.T) {
 }
 
 // TestEscalateWithoutAtomicStore: on a store that cannot decide
-// atomically the margin refuses in the node what only fits inside it.
+// atomically (no Decide declared) nothing escalates, by default too: the
+// node decides alone, as with escalate: never. (A config refuses
+// escalate: auto asked of such a store.)
 func TestEscalateWithoutAtomicStore(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		cfg         clustersync.Config
 		wantAllowed bool
 	}{
-		{"auto", clustersync.Config{}, false},
+		{"default", clustersync.Config{}, true},
 		{"never", clustersync.Config{NoEscalate: true}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

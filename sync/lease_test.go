@@ -217,7 +217,7 @@ func TestLeasesPeriodic(t *testing.T) {
 
 func TestLeasesStoreWithout(t *testing.T) {
 	clock := fakeclock.New(start)
-	n := newLeaseNode(t, "a", 0, "", &recordingStore{mem: memory.New()}, clock)
+	n := newLeaseNode(t, "a", 0, "", &recordingStore{mem: memory.New(), decides: true}, clock)
 	if _, err := n.sy.Calls().AcquireLease(context.Background(), clock.Now(), "k", 1, time.Minute); !errors.Is(err, clustersync.ErrNoLeaseStore) {
 		t.Fatalf("acquire on a store without leases: %v", err)
 	}

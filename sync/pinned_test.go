@@ -73,6 +73,8 @@ func (a atomicOnly) Allow(ctx context.Context, req clustersync.AllowRequest) (cl
 }
 func (a atomicOnly) Close() error { return a.mem.Close() }
 
+func (atomicOnly) Abilities() clustersync.Abilities { return clustersync.Decide }
+
 // TestSynchronousAllowAtomicOnly: over a store that decides one Allow at
 // a time, calls taking turns on three nodes admit exactly the limit, as
 // over one that decides in groups.

@@ -49,7 +49,11 @@ func (c *callStore) Fetch(ctx context.Context, inc string, keys []clustersync.Wi
 
 func (c *callStore) Close() error { return nil }
 
+func (*callStore) Abilities() clustersync.Abilities { return 0 }
+
 type callPushFetcher struct{ *callStore }
+
+func (callPushFetcher) Abilities() clustersync.Abilities { return clustersync.PushFetch }
 
 func (c callPushFetcher) PushFetch(ctx context.Context, inc string, rows []clustersync.Row, others []int64) error {
 	if err := c.push(rows); err != nil {

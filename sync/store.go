@@ -68,6 +68,11 @@ type Store interface {
 
 	// Close releases the store's resources.
 	Close() error
+
+	// Abilities is what the store can do beside these methods: the
+	// optional interfaces below that it implements and that limiterd may
+	// use. It is the same for every store of a type.
+	Abilities() Abilities
 }
 
 // Windower is the optional read of one window's sum over all

@@ -37,7 +37,8 @@ type Config struct {
 	NoJitter bool
 	// NoEscalate keeps every Allow of a periodic namespace local
 	// (escalate: never); by default an Allow asks the store near a
-	// limit (escalate: auto; see escalate.go).
+	// limit (escalate: auto; see escalate.go) when the store can decide
+	// (Decide), and is decided locally when it cannot.
 	NoEscalate bool
 	// OnStoreDown is what a synchronous namespace's Acquire does when its
 	// store cannot be reached: StoreDownRefuse (the default when empty)
@@ -150,8 +151,8 @@ type Syncer struct {
 	// the keys new to the node, fetched at once in the background.
 	escalate bool
 	lastTick atomic.Int64
-	// can is what the store can do beside Store, found once here so that
-	// no call asks the store's type again.
+	// can is what the store declares it can do beside Store, taken once
+	// here so that no call asks the store's type again (abilities.go).
 	can abilities
 	// fetchedAt (Unix ns, wall clock) is when the last successful tick
 	// started: the others' totals are at least as recent.
@@ -204,13 +205,20 @@ func NewSyncer(ns *node.Namespace, mode Mode, store Store, inc string, v *Versio
 		ns: ns, mode: mode, sync: sync, store: store, inc: inc, versions: v, cfg: cfg, period: period,
 		log: log.With("namespace", nc.Name), m: m, name: nc.Name,
 	}
-	s.can = abilitiesOf(store)
+	if s.can, err = abilitiesOf(store); err != nil {
+		return nil, fmt.Errorf("sync: namespace %q: %w", nc.Name, err)
+	}
+	if need := Needs(mode, false); !s.can.declared.Has(need) {
+		return nil, fmt.Errorf("sync: namespace %q: its store cannot serve its mode: it has no %s", nc.Name, need&^s.can.declared)
+	}
 	if sync {
 		s.calls = &synchronous{shared: shared{s}, groups: newGroups(), prevReads: newPrevReads()}
 	} else {
 		s.ttlPad = 2 * period
 		pd := &periodic{shared: shared{s}}
-		if !cfg.NoEscalate {
+		// Escalation asks the store to decide; a config refuses it
+		// explicitly asked of a store that cannot (Needs).
+		if !cfg.NoEscalate && s.can.declared.Has(Decide) {
 			s.escalate = true
 			switch {
 			case cfg.EscalateNewKeys == 0:
@@ -571,25 +579,3 @@ func (s *Syncer) Status() (lastSuccess time.Time, lastErr error) {
 // (syncer.go), the change reads (changetick.go) and the learning of keys
 // not held (learn.go).
 type ticker struct{ s *Syncer }
-
-// abilities are a store's optional interfaces, each nil when it has none.
-type abilities struct {
-	pf PushFetcher
-	aa AtomicAllower
-	ga GroupAllower
-	bs BucketStore
-	ls LeaseStore
-	cr ChangeReader
-}
-
-// abilitiesOf finds store's abilities.
-func abilitiesOf(store Store) abilities {
-	var a abilities
-	a.pf, _ = store.(PushFetcher)
-	a.aa, _ = store.(AtomicAllower)
-	a.ga, _ = store.(GroupAllower)
-	a.bs, _ = store.(BucketStore)
-	a.ls, _ = store.(LeaseStore)
-	a.cr, _ = store.(ChangeReader)
-	return a
-}

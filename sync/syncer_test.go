@@ -255,7 +255,10 @@ func BenchmarkTick100kDirty(b *testing.B) {
 // recordingStore records which windows a tick pushes and fetches; it is
 // not a PushFetcher (recordingPushFetcher is).
 type recordingStore struct {
-	mem      *memory.Store
+	mem *memory.Store
+	// decides declares the memory store's atomic decisions, which a
+	// synchronous namespace needs.
+	decides  bool
 	mu       gosync.Mutex
 	pushed   []clustersync.WindowKey // by Push or PushFetch
 	readBack []clustersync.WindowKey // by PushFetch
@@ -267,6 +270,21 @@ func (r *recordingStore) Window(ctx context.Context, k clustersync.WindowKey) (i
 }
 
 func (r *recordingStore) Close() error { return r.mem.Close() }
+
+func (r *recordingStore) Abilities() clustersync.Abilities {
+	if r.decides {
+		return clustersync.Window | clustersync.Decide
+	}
+	return clustersync.Window
+}
+
+func (r *recordingStore) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
+	return r.mem.Allow(ctx, req)
+}
+
+func (r *recordingStore) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
+	return r.mem.AllowGroup(ctx, req, allowed, others)
+}
 
 func (r *recordingStore) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
 	r.mu.Lock()
@@ -285,6 +303,10 @@ func (r *recordingStore) Fetch(ctx context.Context, inc string, keys []clustersy
 }
 
 type recordingPushFetcher struct{ *recordingStore }
+
+func (r recordingPushFetcher) Abilities() clustersync.Abilities {
+	return r.recordingStore.Abilities() | clustersync.PushFetch
+}
 
 func (r recordingPushFetcher) PushFetch(ctx context.Context, inc string, rows []clustersync.Row, others []int64) error {
 	r.mu.Lock()

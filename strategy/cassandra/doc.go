@@ -23,10 +23,11 @@
 // expires it by itself. SchemaCQL returns the schema for operators who
 // create it themselves (`limiterd schema cassandra`, create_schema: false).
 //
-// The store is not a clustersync.AtomicAllower: a synchronous namespace on
-// Cassandra pushes and reads in one PushFetch and decides locally (the
-// Allows of one key that queue meanwhile share the next PushFetch), so
-// nodes may race near a limit. Nor is it a clustersync.GroupAllower.
+// It cannot decide a sliding window's Allow atomically (Abilities has no
+// clustersync.Decide): the incarnations' totals of a window are rows
+// written apart, with no compare-and-set across them. A synchronous or
+// escalating namespace is therefore refused on it when the config is
+// loaded; periodic namespaces with escalate: never are its mode.
 //
 // It is a clustersync.BucketStore. Token, leaky and fixed buckets live in
 // a second table, <table>_buckets: one partition per namespace and key,

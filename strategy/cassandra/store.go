@@ -127,6 +127,15 @@ func Open(cfg Config) (*Store, error) {
 	}, nil
 }
 
+// Abilities are what a Cassandra store can do. It cannot decide a
+// sliding window's Allow atomically (see the package's doc), and it
+// reads no changes: every tick fetches. Buckets and leases are held
+// under lightweight transactions.
+const Abilities = clustersync.PushFetch | clustersync.Buckets | clustersync.Leases | clustersync.Window
+
+// Abilities returns the package's Abilities.
+func (s *Store) Abilities() clustersync.Abilities { return Abilities }
+
 // Close closes the session. Every call after Close returns an error
 // wrapping clustersync.ErrClosed, a second Close too; calls in flight fail
 // with it.

@@ -251,50 +251,11 @@ func (f *Faulty) Close() error {
 	return f.inner.Close()
 }
 
-// Store returns f as a clustersync.Store that implements
-// clustersync.PushFetcher and clustersync.AtomicAllower only when the
-// inner store does, so that code choosing by type assertion (the Syncer)
-// takes the same path as with the inner store alone.
-func (f *Faulty) Store() clustersync.Store {
-	_, pf := f.inner.(clustersync.PushFetcher)
-	_, aa := f.inner.(clustersync.AtomicAllower)
-	switch {
-	case pf && aa:
-		return f
-	case pf:
-		return faultyPushFetcher{faultyStore{f}}
-	case aa:
-		return faultyAllower{faultyStore{f}}
-	default:
-		return faultyStore{f}
-	}
+// Abilities are the inner store's but change reads, which f does not
+// pass on: a Syncer takes the paths it takes with the inner store alone.
+func (f *Faulty) Abilities() clustersync.Abilities {
+	return f.inner.Abilities() &^ clustersync.Changes
 }
 
-// faultyStore exposes only the Store methods of a Faulty.
-type faultyStore struct{ f *Faulty }
-
-func (s faultyStore) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
-	return s.f.Push(ctx, inc, rows)
-}
-
-func (s faultyStore) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
-	return s.f.Fetch(ctx, inc, keys, others)
-}
-
-func (s faultyStore) Window(ctx context.Context, key clustersync.WindowKey) (int64, error) {
-	return s.f.Window(ctx, key)
-}
-
-func (s faultyStore) Close() error { return s.f.Close() }
-
-type faultyPushFetcher struct{ faultyStore }
-
-func (s faultyPushFetcher) PushFetch(ctx context.Context, inc string, rows []clustersync.Row, others []int64) error {
-	return s.f.PushFetch(ctx, inc, rows, others)
-}
-
-type faultyAllower struct{ faultyStore }
-
-func (s faultyAllower) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	return s.f.Allow(ctx, req)
-}
+// Store returns f as a clustersync.Store.
+func (f *Faulty) Store() clustersync.Store { return f }

@@ -305,23 +305,21 @@ func TestFaultyFailReleasesHungCalls(t *testing.T) {
 // bare is a Store with none of the optional interfaces.
 type bare struct{ clustersync.Store }
 
+func (bare) Abilities() clustersync.Abilities { return 0 }
+
 func TestFaultyStoreView(t *testing.T) {
+	// A Faulty declares its inner store's abilities, so that a Syncer
+	// takes the same path as with the inner store alone.
 	full := memory.NewFaulty(memory.New())
-	if _, ok := full.Store().(clustersync.AtomicAllower); !ok {
-		t.Error("view of a Faulty over memory.Store is not an AtomicAllower")
-	}
-	if _, ok := full.Store().(clustersync.PushFetcher); !ok {
-		t.Error("view of a Faulty over memory.Store is not a PushFetcher")
+	if want := memory.Abilities &^ clustersync.Changes; full.Store().Abilities() != want {
+		t.Errorf("view of a Faulty over memory.Store declares %v, want %v", full.Store().Abilities(), want)
 	}
 
 	mem := memory.New()
 	f := memory.NewFaulty(bare{mem})
 	v := f.Store()
-	if _, ok := v.(clustersync.AtomicAllower); ok {
-		t.Error("view of a Faulty over a bare store is an AtomicAllower")
-	}
-	if _, ok := v.(clustersync.PushFetcher); ok {
-		t.Error("view of a Faulty over a bare store is a PushFetcher")
+	if got := v.Abilities(); got != 0 {
+		t.Errorf("view of a Faulty over a bare store declares %v, want none", got)
 	}
 	ctx := context.Background()
 	if _, err := f.Allow(ctx, clustersync.AllowRequest{}); !errors.Is(err, errors.ErrUnsupported) {

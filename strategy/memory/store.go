@@ -308,6 +308,13 @@ func (s *Store) Len() int {
 	return s.rows
 }
 
+// Abilities are every ability of the clustersync contract: the memory
+// store is the reference the others are tested against.
+const Abilities = clustersync.PushFetch | clustersync.Decide | clustersync.Buckets | clustersync.Leases | clustersync.Changes | clustersync.Window
+
+// Abilities returns the package's Abilities.
+func (s *Store) Abilities() clustersync.Abilities { return Abilities }
+
 // Close drops every row. Every later call, Close included, returns an
 // error wrapping clustersync.ErrClosed.
 func (s *Store) Close() error {

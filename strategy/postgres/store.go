@@ -141,6 +141,13 @@ func New(db DB, cfg Config) *Store {
 	}
 }
 
+// Abilities are what a PostgreSQL store can do: every ability, each
+// decision in one transaction.
+const Abilities = clustersync.PushFetch | clustersync.Decide | clustersync.Buckets | clustersync.Leases | clustersync.Changes | clustersync.Window
+
+// Abilities returns the package's Abilities.
+func (s *Store) Abilities() clustersync.Abilities { return Abilities }
+
 // Close marks the store closed, so every later call returns
 // clustersync.ErrClosed, stops the background purge and closes the pool if
 // Open made it (waiting for calls in flight to release their connections).

@@ -65,6 +65,13 @@ func New(c Client, keyPrefix string) *Store {
 	return &Store{c: c, prefix: escapePrefix(keyPrefix), single: single}
 }
 
+// Abilities are what a Redis store can do: every ability, each decision
+// in one Lua script.
+const Abilities = clustersync.PushFetch | clustersync.Decide | clustersync.Buckets | clustersync.Leases | clustersync.Changes | clustersync.Window
+
+// Abilities returns the package's Abilities.
+func (s *Store) Abilities() clustersync.Abilities { return Abilities }
+
 // Close marks the store closed, so every later call returns
 // clustersync.ErrClosed, and closes the client if Open made it.
 func (s *Store) Close() error {

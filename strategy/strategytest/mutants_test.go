@@ -285,6 +285,8 @@ func (m minimal) Fetch(ctx context.Context, inc string, keys []clustersync.Windo
 
 func (m minimal) Close() error { return m.s.Close() }
 
+func (minimal) Abilities() clustersync.Abilities { return 0 }
+
 // TestMinimalStore: a store with only the required methods passes the
 // suite, which leaves out the optional subtests.
 func TestMinimalStore(t *testing.T) {

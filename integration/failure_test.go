@@ -146,8 +146,7 @@ func openFailCassandra(t *testing.T) *failStore {
 	}
 }
 
-// failConfig has a periodic namespace "api" and a synchronous one
-// "direct" on the store at addr.
+// failConfig has a periodic namespace "api" on the store at addr.
 func failConfig(st *failStore, addr string) string {
 	return fmt.Sprintf(`sync:
   tick_timeout: %s
@@ -159,10 +158,6 @@ namespaces:
   - name: api
     window_sizes: ["1h"]
     sync_rate: %v
-    store: main
-  - name: direct
-    window_sizes: ["1h"]
-    sync_rate: 0
     store: main
 `, failTickTimeout, failCallTimeout, failSyncRate, st.yaml(addr), failSyncRate.Seconds())
 }

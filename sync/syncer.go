@@ -209,7 +209,7 @@ func NewSyncer(ns *node.Namespace, mode Mode, store Store, inc string, v *Versio
 		return nil, fmt.Errorf("sync: namespace %q: %w", nc.Name, err)
 	}
 	if need := Needs(mode, false); !s.can.declared.Has(need) {
-		return nil, fmt.Errorf("sync: namespace %q: its store cannot serve its mode: it has no %s", nc.Name, need&^s.can.declared)
+		return nil, fmt.Errorf("sync: namespace %q: store %q cannot serve a synchronous namespace: it has no %s", nc.Name, cfg.StoreName, need&^s.can.declared)
 	}
 	if sync {
 		s.calls = &synchronous{shared: shared{s}, groups: newGroups(), prevReads: newPrevReads()}

@@ -90,21 +90,34 @@ var namespaces = map[string]Mode{
 	"synchronous-alone": Synchronous,
 }
 
+// served is those of names whose mode st serves: a synchronous
+// namespace needs a store that decides atomically.
+func (st *store) served(names ...string) []string {
+	var out []string
+	for _, ns := range names {
+		if st.atomic || namespaces[ns] != Synchronous {
+			out = append(out, ns)
+		}
+	}
+	return out
+}
+
 func nodeConfig(st *store, addr string) string {
-	return fmt.Sprintf(`sync:
-  tick_timeout: %s
-  call_timeout: %s
-  retry_period: %s
-stores:
-  main: %s
-namespaces:
-  - {name: local, window_sizes: ["2s"], sync_rate: -1}
-  - {name: periodic, window_sizes: ["2s"], sync_rate: %g, store: main}
-  - {name: synchronous, window_sizes: ["2s"], sync_rate: 0, store: main}
-  - {name: count-periodic, window_sizes: ["1h"], sync_rate: %g, store: main}
-  - {name: count-synchronous, window_sizes: ["1h"], sync_rate: 0, store: main}
-  - {name: synchronous-alone, window_sizes: ["2s"], sync_rate: 0, store: main, on_store_down: local}
-`, tickTimeout, callTimeout, retryPeriod, st.yaml(addr), syncRate.Seconds(), syncRate.Seconds())
+	lines := map[string]string{
+		"local":             `{name: local, window_sizes: ["2s"], sync_rate: -1}`,
+		"periodic":          fmt.Sprintf(`{name: periodic, window_sizes: ["2s"], sync_rate: %g, store: main}`, syncRate.Seconds()),
+		"synchronous":       `{name: synchronous, window_sizes: ["2s"], sync_rate: 0, store: main}`,
+		"count-periodic":    fmt.Sprintf(`{name: count-periodic, window_sizes: ["1h"], sync_rate: %g, store: main}`, syncRate.Seconds()),
+		"count-synchronous": `{name: count-synchronous, window_sizes: ["1h"], sync_rate: 0, store: main}`,
+		"synchronous-alone": `{name: synchronous-alone, window_sizes: ["2s"], sync_rate: 0, store: main, on_store_down: local}`,
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "sync:\n  tick_timeout: %s\n  call_timeout: %s\n  retry_period: %s\nstores:\n  main: %s\nnamespaces:\n",
+		tickTimeout, callTimeout, retryPeriod, st.yaml(addr))
+	for _, ns := range st.served("local", "periodic", "synchronous", "count-periodic", "count-synchronous", "synchronous-alone") {
+		fmt.Fprintf(&b, "  - %s\n", lines[ns])
+	}
+	return b.String()
 }
 
 // cluster is three limiterd nodes, each reaching the store through a

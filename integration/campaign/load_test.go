@@ -120,7 +120,7 @@ func startLoad(c *cluster, h *History, prefix string, seed uint64) *load {
 	key := func(s string) string { return prefix + "-" + s }
 	// Sliding windows in the three modes: three clients each, about 60
 	// calls/s offered against 20 per 2 s.
-	for _, ns := range []string{"local", "periodic", "synchronous"} {
+	for _, ns := range c.st.served("local", "periodic", "synchronous") {
 		for range 3 {
 			l.client(next(), 50*time.Millisecond, func(_ *rand.Rand, _ int, cl limiterv1.RateLimiterClient, ctx context.Context) Op {
 				r, err := cl.Allow(ctx, &limiterv1.AllowRequest{Namespace: ns, Key: key("window"),
@@ -143,7 +143,7 @@ func startLoad(c *cluster, h *History, prefix string, seed uint64) *load {
 		{OpFixed, &limiterv1.Limit{Kind: &limiterv1.Limit_Fixed{Fixed: &limiterv1.FixedBucket{
 			Period: durationpb.New(fixedPeriod), Limit: fixedLimit}}}},
 	}
-	for _, ns := range []string{"periodic", "synchronous"} {
+	for _, ns := range c.st.served("periodic", "synchronous") {
 		for _, b := range buckets {
 			for range 2 {
 				l.client(next(), 100*time.Millisecond, func(_ *rand.Rand, _ int, cl limiterv1.RateLimiterClient, ctx context.Context) Op {
@@ -157,7 +157,7 @@ func startLoad(c *cluster, h *History, prefix string, seed uint64) *load {
 	}
 	// Increments whose hits are counted after the run, a new key every
 	// countKeyEvery.
-	for _, ns := range []string{"count-periodic", "count-synchronous"} {
+	for _, ns := range c.st.served("count-periodic", "count-synchronous") {
 		for range 2 {
 			l.client(next(), 40*time.Millisecond, func(_ *rand.Rand, _ int, cl limiterv1.RateLimiterClient, ctx context.Context) Op {
 				k := key(fmt.Sprintf("count-%d", time.Since(l.at)/countKeyEvery))
@@ -171,7 +171,7 @@ func startLoad(c *cluster, h *History, prefix string, seed uint64) *load {
 	// Leases, periodic and synchronous (with on_store_down refuse and
 	// local): four holders of a key spread over the nodes, and in the periodic namespace two holders of a key
 	// of node 0's alone, whose bound is exact.
-	for _, ns := range []string{"periodic", "synchronous", "synchronous-alone"} {
+	for _, ns := range c.st.served("periodic", "synchronous", "synchronous-alone") {
 		for range 4 {
 			l.holder(next(), ns, key("lease"), -1)
 		}

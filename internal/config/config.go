@@ -119,7 +119,8 @@ type NamespaceConfig struct {
 	// "evict" (an idle key's place).
 	OnFull string `yaml:"on_full"`
 	// Escalate is whether a periodic namespace's Allow asks the store to
-	// decide near a limit: "auto" (default) or "never". Other modes
+	// decide near a limit: "auto" or "never"; left out, auto where the
+	// store can decide atomically and never where it cannot. Other modes
 	// ignore it.
 	Escalate string `yaml:"escalate"`
 	// Estimator makes the namespace an estimator namespace: count-min
@@ -689,8 +690,10 @@ func (c *Config) Validate() error {
 			}
 		}
 		if n.Store != "" {
-			if _, ok := c.Stores[n.Store]; !ok {
+			if st, ok := c.Stores[n.Store]; !ok {
 				bad(field+".store", "store %q is not declared under stores", n.Store)
+			} else if f, reason := modeRefused(nc.Name, n, mode, n.Store, st.Type); reason != "" {
+				bad(field+"."+f, "%s", reason)
 			}
 		}
 	}
@@ -852,6 +855,30 @@ func mixed(limits []ratelimit.Limit) bool {
 	windows := slices.ContainsFunc(limits, func(l ratelimit.Limit) bool { return l.Kind == ratelimit.WindowLimit })
 	buckets := slices.ContainsFunc(limits, func(l ratelimit.Limit) bool { return l.Kind != ratelimit.WindowLimit })
 	return windows && buckets
+}
+
+// modeRefused names the field and the reason when the store of type typ
+// cannot serve the namespace's mode (a synchronous namespace, or
+// escalate: auto, needs an atomic decision); reason is "" when it can.
+// escalate left out asks only for what the store can do.
+func modeRefused(ns string, n NamespaceConfig, mode clustersync.Mode, store, typ string) (field, reason string) {
+	has, known := storeAbilities[typ]
+	if !known {
+		return "", "" // reported with the store
+	}
+	field = "sync_rate"
+	if _, periodic := mode.(clustersync.Periodic); periodic {
+		field = "escalate"
+	}
+	need := clustersync.Needs(mode, n.Escalate == "auto")
+	if has.Has(need) {
+		return "", ""
+	}
+	how := map[string]string{
+		"sync_rate": "which a synchronous namespace (sync_rate 0) needs: make it periodic (sync_rate > 0)",
+		"escalate":  "which escalate: auto needs: leave escalate out or set it to never",
+	}[field]
+	return field, fmt.Sprintf("namespace %q: store %q (%s) has no %s, %s, or use a store that has it", ns, store, typ, need&^has, how)
 }
 
 // escalateModes are the values of a namespace's escalate ("": auto).

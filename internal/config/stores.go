@@ -62,6 +62,14 @@ func StoreOptions(s StoreConfig, getenv func(string) string) (any, error) {
 	return decodeStoreOptions(s)
 }
 
+// storeAbilities are what each store type can do, as its package
+// declares it.
+var storeAbilities = map[string]clustersync.Abilities{
+	"redis":     redisstore.Abilities,
+	"postgres":  pgstore.Abilities,
+	"cassandra": cassandrastore.Abilities,
+}
+
 // decodeStoreOptions decodes and validates a store's options over the
 // store's defaults; the one switch over store types is here and in
 // OpenStore.

@@ -115,7 +115,7 @@ func testRollingRestart(t *testing.T, st *failStore) {
 	keys, dkeys := scenarioKeys("rolling", 4), scenarioKeys("rolling-direct", 2)
 	l := startFailLoad(nodes, "api", keys, at, 4)
 	defer l.End()
-	dl := startFailLoad(nodes, "direct", dkeys, at, 2)
+	dl := startDirectLoad(st, nodes, dkeys, at, 2)
 	defer dl.End()
 	waitUntil(t, "every node acknowledges hits", storeWait, func() bool {
 		return l.AcksSince(0, at) > 50 && l.AcksSince(1, at) > 50 && l.AcksSince(2, at) > 50
@@ -134,8 +134,7 @@ func testRollingRestart(t *testing.T, st *failStore) {
 	dl.End()
 	stored, took := settle(t, st, nodes, "api", keys, at, storeWait)
 	checkExact(t, l, stored)
-	dstored, _ := settle(t, st, nodes, "direct", dkeys, at, storeWait)
-	checkExact(t, dl, dstored)
+	dstored := dl.settle(t, st, nodes, dkeys, at, storeWait)
 	report(t, "periodic: acked %d, stored %d; synchronous: acked %d, stored %d; rolling restart took %.1fs; converged %.2fs after the load; failed calls: %s / %s",
 		l.Total(), sum(stored), dl.Total(), sum(dstored), rolled.Seconds(), took.Seconds(), l.Failures(), dl.Failures())
 }
@@ -163,7 +162,7 @@ func testStoreOutage(t *testing.T, st *failStore) {
 	defer l.End()
 	// One synchronous caller: a call waits for the store at most
 	// call_timeout, but also for a call on the same key ahead of it.
-	dl := startFailLoad(nodes, "direct", dkeys, at, 1)
+	dl := startDirectLoad(st, nodes, dkeys, at, 1)
 	defer dl.End()
 	waitUntil(t, "every node pushes", storeWait, func() bool {
 		return pushed(t, nodes[0], "api") >= 4 && pushed(t, nodes[1], "api") >= 4 && pushed(t, nodes[2], "api") >= 4
@@ -210,8 +209,7 @@ func testStoreOutage(t *testing.T, st *failStore) {
 	}
 	stored, _ := settle(t, st, nodes, "api", keys, at, 30*time.Second)
 	checkExact(t, l, stored)
-	dstored, _ := settle(t, st, nodes, "direct", dkeys, at, 30*time.Second)
-	checkExact(t, dl, dstored)
+	dstored := dl.settle(t, st, nodes, dkeys, at, 30*time.Second)
 	checkLate(t, st, append(slices.Clone(nodes), late), "outage-late", at)
 	caughtUp := time.Since(healed)
 	for i, n := range nodes {
@@ -242,7 +240,7 @@ func testPartition(t *testing.T, st *failStore) {
 	keys, dkeys := scenarioKeys("partition", 4), scenarioKeys("partition-direct", 2)
 	l := startFailLoad(nodes, "api", keys, at, 4)
 	defer l.End()
-	dl := startFailLoad(nodes, "direct", dkeys, at, 1) // one caller: see testStoreOutage
+	dl := startDirectLoad(st, nodes, dkeys, at, 1) // one caller: see testStoreOutage
 	defer dl.End()
 	waitUntil(t, "node-0 pushes through the proxy", storeWait, func() bool {
 		return pushed(t, nodes[0], "api") >= 4
@@ -266,8 +264,7 @@ func testPartition(t *testing.T, st *failStore) {
 	p.Heal()
 	stored, took := settle(t, st, nodes, "api", keys, at, 30*time.Second)
 	checkExact(t, l, stored)
-	dstored, _ := settle(t, st, nodes, "direct", dkeys, at, 30*time.Second)
-	checkExact(t, dl, dstored)
+	dstored := dl.settle(t, st, nodes, dkeys, at, 30*time.Second)
 	checkLate(t, st, append(slices.Clone(nodes), late), "partition-late", at)
 	caughtUp := time.Since(healed)
 	if during.goroutines > before.goroutines+50 || during.heapMiB > before.heapMiB+64 {
@@ -294,7 +291,7 @@ func testPartition(t *testing.T, st *failStore) {
 	// shutdown_timeout (its unpushed hits are lost: they are nowhere
 	// else) and exits.
 	p.Cut()
-	for _, ns := range []string{"api", "direct"} {
+	for _, ns := range st.namespaces() {
 		if _, err := nodes[0].Client.Increment(context.Background(), &limiterv1.IncrementRequest{
 			Namespace: ns, Key: "partition-stop", At: timestamppb.New(at)}); err != nil {
 			t.Fatalf("node-0, cut off: Increment: %v", err)
@@ -342,7 +339,7 @@ func startLate(t *testing.T, st *failStore, addr, key string, at time.Time) (*ha
 	ready := time.Since(began)
 	for i := range 20 {
 		ns := "api"
-		if i%4 == 0 {
+		if i%4 == 0 && st.decides {
 			ns = "direct"
 		}
 		if _, err := late.Client.Increment(context.Background(), &limiterv1.IncrementRequest{
@@ -357,10 +354,82 @@ func startLate(t *testing.T, st *failStore, addr, key string, at time.Time) (*ha
 // the store holds startLate's hits.
 func checkLate(t *testing.T, st *failStore, nodes []*harness.Limiterd, key string, at time.Time) {
 	t.Helper()
-	if got, _ := settle(t, st, nodes, "api", []string{key}, at, 30*time.Second); got[0] != 15 {
-		t.Errorf("node-3's 15 periodic hits while the store was out of reach: the store holds %d", got[0])
+	periodic := 20
+	if st.decides {
+		periodic = 15
+		if got, _ := settle(t, st, nodes, "direct", []string{key}, at, 30*time.Second); got[0] != 5 {
+			t.Errorf("node-3's 5 synchronous hits while the store was out of reach: the store holds %d", got[0])
+		}
 	}
-	if got, _ := settle(t, st, nodes, "direct", []string{key}, at, 30*time.Second); got[0] != 5 {
-		t.Errorf("node-3's 5 synchronous hits while the store was out of reach: the store holds %d", got[0])
+	if got, _ := settle(t, st, nodes, "api", []string{key}, at, 30*time.Second); got[0] != int64(periodic) {
+		t.Errorf("node-3's %d periodic hits while the store was out of reach: the store holds %d", periodic, got[0])
 	}
+}
+
+// directLoad is the load of the synchronous namespace "direct": with no
+// load (nil) on a store that does not serve it, every method is a no-op
+// reporting nothing.
+type directLoad struct{ *harness.Load }
+
+// startDirectLoad starts the synchronous namespace's load on a store that
+// serves it.
+func startDirectLoad(st *failStore, nodes []*harness.Limiterd, keys []string, at time.Time, workers int) directLoad {
+	if !st.decides {
+		return directLoad{}
+	}
+	return directLoad{startFailLoad(nodes, "direct", keys, at, workers)}
+}
+
+func (d directLoad) End() {
+	if d.Load != nil {
+		d.Load.End()
+	}
+}
+
+func (d directLoad) Total() int64 {
+	if d.Load == nil {
+		return 0
+	}
+	return d.Load.Total()
+}
+
+func (d directLoad) Slowest() time.Duration {
+	if d.Load == nil {
+		return 0
+	}
+	return d.Load.Slowest()
+}
+
+func (d directLoad) FailedCount(skip int) int {
+	if d.Load == nil {
+		return 0
+	}
+	return d.Load.FailedCount(skip)
+}
+
+func (d directLoad) Failures() string {
+	if d.Load == nil {
+		return "none (no synchronous namespace)"
+	}
+	return d.Load.Failures()
+}
+
+// settle waits until the store holds keys' totals and checks them
+// against what the load acknowledged.
+func (d directLoad) settle(t *testing.T, st *failStore, nodes []*harness.Limiterd, keys []string, at time.Time, timeout time.Duration) []int64 {
+	t.Helper()
+	if d.Load == nil {
+		return nil
+	}
+	stored, _ := settle(t, st, nodes, "direct", keys, at, timeout)
+	checkExact(t, d.Load, stored)
+	return stored
+}
+
+// namespaces are the namespaces failConfig gives st's nodes.
+func (st *failStore) namespaces() []string {
+	if st.decides {
+		return []string{"api", "direct"}
+	}
+	return []string{"api"}
 }

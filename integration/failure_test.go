@@ -56,6 +56,9 @@ type failStore struct {
 	stop, start func()
 	// window reads a window's total over every incarnation.
 	window windower
+	// decides: the store decides atomically, so it serves the
+	// synchronous namespace "direct".
+	decides bool
 }
 
 func TestFailure(t *testing.T) {
@@ -94,7 +97,7 @@ func openFailRedis(t *testing.T) *failStore {
 		yaml: func(addr string) string {
 			return fmt.Sprintf(`{type: redis, addrs: ["%s"], key_prefix: "%s"}`, addr, prefix)
 		},
-		stop: r.Stop, start: r.Start, window: st,
+		stop: r.Stop, start: r.Start, window: st, decides: true,
 	}
 }
 
@@ -118,7 +121,7 @@ func openFailPostgres(t *testing.T) *failStore {
 			v.Host = addr
 			return fmt.Sprintf(`{type: postgres, dsn: "%s"}`, v.String())
 		},
-		stop: p.Stop, start: p.Start, window: st,
+		stop: p.Stop, start: p.Start, window: st, decides: true,
 	}
 }
 
@@ -146,8 +149,13 @@ func openFailCassandra(t *testing.T) *failStore {
 	}
 }
 
-// failConfig has a periodic namespace "api" on the store at addr.
+// failConfig has a periodic namespace "api" on the store at addr, and a
+// synchronous one "direct" when the store decides atomically.
 func failConfig(st *failStore, addr string) string {
+	direct := ""
+	if st.decides {
+		direct = "  - {name: direct, window_sizes: [\"1h\"], sync_rate: 0, store: main}\n"
+	}
 	return fmt.Sprintf(`sync:
   tick_timeout: %s
   call_timeout: %s
@@ -159,7 +167,7 @@ namespaces:
     window_sizes: ["1h"]
     sync_rate: %v
     store: main
-`, failTickTimeout, failCallTimeout, failSyncRate, st.yaml(addr), failSyncRate.Seconds())
+%s`, failTickTimeout, failCallTimeout, failSyncRate, st.yaml(addr), failSyncRate.Seconds(), direct)
 }
 
 // startFailLoad starts a harness.Load over nodes.

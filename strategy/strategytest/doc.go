@@ -22,9 +22,11 @@
 // and keys (keys holding '|', ':', spaces, U+0000, non-ASCII text);
 // sub-second windows; expiry (calling Purge when the store has it);
 // unknown windows reading 0; 100 000-row batches; concurrent pushes;
-// cancelled contexts; errors after Close; and the optional
-// clustersync.Windower, PushFetcher, AtomicAllower, GroupAllower,
-// BucketStore, LeaseStore and ChangeReader where implemented (changes.go:
+// cancelled contexts; errors after Close; and the abilities a store
+// declares (Store.Abilities: clustersync.Windower, PushFetcher,
+// GroupAllower, BucketStore, LeaseStore and ChangeReader), each of which
+// it must implement; for one it does not declare, that a Syncer over it
+// refuses what needs it cleanly or serves without it (changes.go:
 // every write recorded, pushes that land late with older versions
 // reported, pages, concurrent writers, lost and trimmed cursors through
 // the ChangeTrimmer test hook). Group decisions, bucket and lease replies

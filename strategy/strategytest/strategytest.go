@@ -26,84 +26,86 @@ type Purger interface {
 type subtest struct {
 	name string
 	run  func(t *testing.T, e *env)
-	// implemented, when set, says whether a store has the optional
-	// interface the subtest checks.
-	implemented func(clustersync.Store) bool
+	// needs is the ability the subtest checks (0: every store's).
+	needs clustersync.Abilities
 }
 
 // subtests lists the suite in the order Run runs it.
 var subtests = []subtest{
-	{"round trip", testRoundTrip, nil},
-	{"retried push counted once", testRetriedPush, nil},
-	{"older version never overwrites newer", testOlderVersion, nil},
-	{"several incarnations summed", testIncarnationsSummed, nil},
-	{"own rows excluded from fetch", testOwnRowsExcluded, nil},
-	{"exact totals", testExactTotals, nil},
-	{"distinct windows", testDistinctWindows, nil},
-	{"key encoding", testKeyEncoding, nil},
-	{"sub-second windows", testSubSecond, nil},
-	{"unknown keys read zero", testUnknownKeys, nil},
-	{"expiry", testExpiry, nil},
-	{"batch of 100k rows", testLargeBatch, nil},
-	{"concurrent pushes", testConcurrentPushes, nil},
-	{"cancelled context", testCancelledContext, nil},
-	{"closed", testClosed, nil},
-	{"reset", testReset, nil},
-	{"window", testWindow, is[clustersync.Windower]},
-	{"push fetch", testPushFetch, is[clustersync.PushFetcher]},
-	{"atomic allow", testAtomicAllow, is[clustersync.AtomicAllower]},
-	{"group allow", testGroupAllow, is[clustersync.GroupAllower]},
-	{"bucket arithmetic", testBucketArithmetic, is[clustersync.BucketStore]},
-	{"bucket retry takes once", testBucketRetry, is[clustersync.BucketStore]},
-	{"bucket catch up", testBucketCatchUp, is[clustersync.BucketStore]},
-	{"bucket all or none", testBucketAllOrNone, is[clustersync.BucketStore]},
-	{"bucket keys", testBucketKeys, is[clustersync.BucketStore]},
-	{"bucket exact under concurrency", testBucketExact, is[clustersync.BucketStore]},
-	{"bucket expiry", testBucketExpiry, is[clustersync.BucketStore]},
-	{"bucket reset", testBucketReset, is[clustersync.BucketStore]},
-	{"lease arithmetic", testLeaseArithmetic, is[clustersync.LeaseStore]},
-	{"lease batch order", testLeaseBatchOrder, is[clustersync.LeaseStore]},
-	{"lease keys", testLeaseKeys, is[clustersync.LeaseStore]},
-	{"lease exact under concurrency", testLeaseExact, is[clustersync.LeaseStore]},
-	{"lease releases remembered", testLeaseReleasesRemembered, is[clustersync.LeaseStore]},
-	{"lease clear", testLeaseClear, is[clustersync.LeaseStore]},
-	{"changes read", testChangesRead, is[clustersync.ChangeReader]},
-	{"changes late push", testChangesLatePush, is[clustersync.ChangeReader]},
-	{"changes every write", testChangesEveryWrite, is[clustersync.ChangeReader]},
-	{"changes pages", testChangesPages, is[clustersync.ChangeReader]},
-	{"changes concurrent", testChangesConcurrent, is[clustersync.ChangeReader]},
-	{"changes lost", testChangesLost, is[clustersync.ChangeReader]},
+	{"round trip", testRoundTrip, 0},
+	{"retried push counted once", testRetriedPush, 0},
+	{"older version never overwrites newer", testOlderVersion, 0},
+	{"several incarnations summed", testIncarnationsSummed, 0},
+	{"own rows excluded from fetch", testOwnRowsExcluded, 0},
+	{"exact totals", testExactTotals, 0},
+	{"distinct windows", testDistinctWindows, 0},
+	{"key encoding", testKeyEncoding, 0},
+	{"sub-second windows", testSubSecond, 0},
+	{"unknown keys read zero", testUnknownKeys, 0},
+	{"expiry", testExpiry, 0},
+	{"batch of 100k rows", testLargeBatch, 0},
+	{"concurrent pushes", testConcurrentPushes, 0},
+	{"cancelled context", testCancelledContext, 0},
+	{"closed", testClosed, 0},
+	{"reset", testReset, 0},
+	{"window", testWindow, clustersync.Window},
+	{"push fetch", testPushFetch, clustersync.PushFetch},
+	{"atomic allow", testAtomicAllow, clustersync.Decide},
+	{"group allow", testGroupAllow, clustersync.Decide},
+	{"bucket arithmetic", testBucketArithmetic, clustersync.Buckets},
+	{"bucket retry takes once", testBucketRetry, clustersync.Buckets},
+	{"bucket catch up", testBucketCatchUp, clustersync.Buckets},
+	{"bucket all or none", testBucketAllOrNone, clustersync.Buckets},
+	{"bucket keys", testBucketKeys, clustersync.Buckets},
+	{"bucket exact under concurrency", testBucketExact, clustersync.Buckets},
+	{"bucket expiry", testBucketExpiry, clustersync.Buckets},
+	{"bucket reset", testBucketReset, clustersync.Buckets},
+	{"lease arithmetic", testLeaseArithmetic, clustersync.Leases},
+	{"lease batch order", testLeaseBatchOrder, clustersync.Leases},
+	{"lease keys", testLeaseKeys, clustersync.Leases},
+	{"lease exact under concurrency", testLeaseExact, clustersync.Leases},
+	{"lease releases remembered", testLeaseReleasesRemembered, clustersync.Leases},
+	{"lease clear", testLeaseClear, clustersync.Leases},
+	{"changes read", testChangesRead, clustersync.Changes},
+	{"changes late push", testChangesLatePush, clustersync.Changes},
+	{"changes every write", testChangesEveryWrite, clustersync.Changes},
+	{"changes pages", testChangesPages, clustersync.Changes},
+	{"changes concurrent", testChangesConcurrent, clustersync.Changes},
+	{"changes lost", testChangesLost, clustersync.Changes},
 }
 
 // Run runs the conformance suite against the stores newStore returns: one
 // fresh store per subtest, closed when the subtest ends. See the package
 // documentation for what it checks and which inputs it sends.
 //
-// A subtest of an optional interface the store does not implement is not
-// run, nor reported, once a subtest has shown the store's type; when none
-// has (the others were filtered out by -run), it is skipped.
+// What a store declares (Store.Abilities) decides the rest: every subtest
+// of a declared ability runs (and fails when the store does not implement
+// its interface), and for each ability not declared a subtest checks that
+// a Syncer over the store refuses what needs it cleanly, or serves
+// without it. Nothing is skipped.
 func Run(t *testing.T, newStore func(t *testing.T) clustersync.Store) {
 	t.Helper()
-	var sample clustersync.Store // a store made by an earlier subtest
+	probe := newStore(t)
+	if probe == nil {
+		t.Fatal("newStore returned nil")
+	}
+	declared := probe.Abilities()
+	_ = probe.Close()
+	t.Run("declared abilities implemented", func(t *testing.T) {
+		mustSyncer(t, newEnv(t, newStore), periodic, "a") // NewSyncer checks them
+	})
 	for _, st := range subtests {
-		if st.implemented != nil && sample != nil && !st.implemented(sample) {
-			t.Logf("%T does not implement the optional interface of %q", sample, st.name)
+		if !declared.Has(st.needs) {
+			continue // checked below, as refused
+		}
+		t.Run(st.name, func(t *testing.T) { st.run(t, newEnv(t, newStore)) })
+	}
+	for _, w := range withoutAbility {
+		if declared.Has(w.needs) {
 			continue
 		}
-		t.Run(st.name, func(t *testing.T) {
-			e := newEnv(t, newStore)
-			sample = e.s
-			if st.implemented != nil && !st.implemented(e.s) {
-				t.Skipf("%T does not implement the optional interface of %q", e.s, st.name)
-			}
-			st.run(t, e)
-		})
+		t.Run(w.name, func(t *testing.T) { w.run(t, newEnv(t, newStore)) })
 	}
-}
-
-func is[I any](s clustersync.Store) bool {
-	_, ok := s.(I)
-	return ok
 }
 
 // as returns e's store as the optional interface I, failing t when it is

@@ -23,8 +23,9 @@
 // sub-second windows; expiry (calling Purge when the store has it);
 // unknown windows reading 0; 100 000-row batches; concurrent pushes;
 // cancelled contexts; errors after Close; and the optional
-// clustersync.Windower, PushFetcher, AtomicAllower, GroupAllower,
-// BucketStore, LeaseStore and ChangeReader where implemented (changes.go:
+// clustersync.Windower, PushFetcher, GroupAllower (single Allows, groups
+// of one, and groups), BucketStore, LeaseStore and ChangeReader where
+// implemented (changes.go:
 // every write recorded, pushes that land late with older versions
 // reported, pages, concurrent writers, lost and trimmed cursors through
 // the ChangeTrimmer test hook). Group decisions, bucket and lease replies

@@ -51,7 +51,7 @@ var subtests = []subtest{
 	{"reset", testReset, nil},
 	{"window", testWindow, is[clustersync.Windower]},
 	{"push fetch", testPushFetch, is[clustersync.PushFetcher]},
-	{"atomic allow", testAtomicAllow, is[clustersync.AtomicAllower]},
+	{"atomic allow", testAtomicAllow, is[clustersync.GroupAllower]},
 	{"group allow", testGroupAllow, is[clustersync.GroupAllower]},
 	{"bucket arithmetic", testBucketArithmetic, is[clustersync.BucketStore]},
 	{"bucket retry takes once", testBucketRetry, is[clustersync.BucketStore]},

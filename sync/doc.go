@@ -11,8 +11,8 @@
 // failed one is repeated by the next tick. Rows expire at window end +
 // window size + 2 × sync_rate.
 //
-// A Store has Push, Fetch and Close; PushFetcher, AtomicAllower,
-// GroupAllower, Windower and ChangeReader are optional abilities found by
+// A Store has Push, Fetch and Close; PushFetcher, GroupAllower (the
+// store-side Allow; one Allow is a group of one), Windower and ChangeReader are optional abilities found by
 // type assertion. With a ChangeReader (changes.go has its protocol) a tick
 // reads only the windows written since the last one. The
 // strategy/strategytest suite checks a Store against this contract.
@@ -32,7 +32,7 @@
 // escalate when the namespace escalates (escalate: auto, the
 // default; Config.NoEscalate is never): decided in the node while clear of
 // every limit by the hits the other nodes may have counted unseen, decided
-// atomically by the store (an AtomicAllower) inside that margin and for a
+// atomically by the store (a GroupAllower) inside that margin and for a
 // key this node never fetched, refused in the node inside the margin on a
 // store that cannot decide atomically, and decided locally while the store
 // is presumed down (see escalate.go). A key new to the node is fetched at

@@ -30,7 +30,7 @@ import (
 // and on a ChangeReader store learning ends it once the node's change
 // reads cover every window that counts (learn.go).
 
-// On a store that cannot decide atomically (no AtomicAllower: Cassandra)
+// On a store that cannot decide atomically (no GroupAllower: Cassandra)
 // the margin only tightens the node's decision: a request that fits only
 // inside it is refused. While the store is presumed down after a failed
 // call (see direct.go) nothing escalates: the node decides as without
@@ -73,7 +73,7 @@ func (s *Syncer) presumedDown() bool {
 }
 
 // allowNear decides a periodic namespace's Allow at t: in the node while
-// it is clear of every limit, in the store (when it is an AtomicAllower)
+// it is clear of every limit, in the store (when it is a GroupAllower)
 // near one; see the comment above. Its answers and errors are those of
 // node.Namespace.AllowAt.
 func (pd *periodic) allowNear(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
@@ -81,7 +81,7 @@ func (pd *periodic) allowNear(ctx context.Context, t time.Time, req ratelimit.Al
 	if !s.escalate || s.presumedDown() {
 		return s.ns.AllowAt(t, req, dst)
 	}
-	m := node.Margin{Blind: pd.blind(), Safety: s.cfg.EscalateSafety, Tighten: s.can.aa == nil,
+	m := node.Margin{Blind: pd.blind(), Safety: s.cfg.EscalateSafety, Tighten: s.can.ga == nil,
 		Unfetched: t.UnixNano() < pd.newKeysUntil, Known: ticker{s}.knownSizes(t)}
 	d, near, err := s.ns.AllowMarginAt(t, req, m, dst)
 	if err != nil || !near {
@@ -108,7 +108,7 @@ func (pd *periodic) allowInStore(ctx context.Context, t time.Time, req ratelimit
 	}
 	defer k.Unlock()
 	s.m.Escalated(s.name)
-	return s.decideInStore(ctx, s.can.aa, k, req, &chk, dst), nil
+	return s.decideInStore(ctx, k, req, &chk, dst), nil
 }
 
 // enqueueFresh queues a key new to the node for its background fetch,

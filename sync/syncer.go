@@ -67,9 +67,9 @@ type Config struct {
 	Trace StoreTrace
 }
 
-// StoreTrace starts the trace of one store call, op naming it ("Allow",
-// "PushFetch", ...) and items counting the rows, limits or calls it
-// carries. It returns the context to call the store with and the function
+// StoreTrace starts the trace of one store call, op naming it
+// ("AllowGroup", "PushFetch", ...) and items counting the rows or calls
+// it carries. It returns the context to call the store with and the function
 // to call with the call's error.
 type StoreTrace func(ctx context.Context, op string, items int) (context.Context, func(error))
 
@@ -575,7 +575,6 @@ type ticker struct{ s *Syncer }
 // abilities are a store's optional interfaces, each nil when it has none.
 type abilities struct {
 	pf PushFetcher
-	aa AtomicAllower
 	ga GroupAllower
 	bs BucketStore
 	ls LeaseStore
@@ -586,7 +585,6 @@ type abilities struct {
 func abilitiesOf(store Store) abilities {
 	var a abilities
 	a.pf, _ = store.(PushFetcher)
-	a.aa, _ = store.(AtomicAllower)
 	a.ga, _ = store.(GroupAllower)
 	a.bs, _ = store.(BucketStore)
 	a.ls, _ = store.(LeaseStore)

@@ -23,10 +23,10 @@
 // expires it by itself. SchemaCQL returns the schema for operators who
 // create it themselves (`limiterd schema cassandra`, create_schema: false).
 //
-// The store is not a clustersync.AtomicAllower: a synchronous namespace on
+// The store is not a clustersync.GroupAllower: a synchronous namespace on
 // Cassandra pushes and reads in one PushFetch and decides locally (the
 // Allows of one key that queue meanwhile share the next PushFetch), so
-// nodes may race near a limit. Nor is it a clustersync.GroupAllower.
+// nodes may race near a limit.
 //
 // It is a clustersync.BucketStore. Token, leaky and fixed buckets live in
 // a second table, <table>_buckets: one partition per namespace and key,

@@ -22,8 +22,8 @@ const (
 	hanging
 )
 
-// Calls counts the calls made to a Faulty, per method, whatever their
-// outcome. Faulted counts the calls that returned an injected fault
+// Calls counts the calls made to a Faulty, per method (Allow counts
+// AllowGroup), whatever their outcome. Faulted counts the calls that returned an injected fault
 // (Fail, or Hang ended by the call's context).
 type Calls struct {
 	Push, Fetch, Window, PushFetch, Allow, Buckets, Leases, Close int64
@@ -46,11 +46,12 @@ type Calls struct {
 // network resuming). Close is never faulted: it always closes the inner
 // store.
 //
-// Faulty has PushFetch, Allow, Buckets, Leases and Window whatever the inner store: they
-// forward to the inner store's when it has them; otherwise PushFetch runs
-// Push then Fetch (not atomically), and Allow and Window return an error
-// wrapping errors.ErrUnsupported. Use Store for a view that has exactly
-// the optional PushFetcher and AtomicAllower of the inner store.
+// Faulty has PushFetch, AllowGroup, Buckets, Leases and Window whatever
+// the inner store: they forward to the inner store's when it has them;
+// otherwise PushFetch runs Push then Fetch (not atomically), and the
+// others return an error wrapping errors.ErrUnsupported. Use Store for a
+// view that has exactly the optional PushFetcher and GroupAllower of the
+// inner store.
 //
 // Faulty is safe for concurrent use.
 type Faulty struct {
@@ -205,19 +206,6 @@ func (f *Faulty) PushFetch(ctx context.Context, inc string, rows []clustersync.R
 	return f.inner.Fetch(ctx, inc, keys, others)
 }
 
-// Allow forwards to the inner store's Allow unless a fault is injected;
-// an inner store without one makes it fail with errors.ErrUnsupported.
-func (f *Faulty) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	if err := f.gate(ctx, "allow", &f.allow); err != nil {
-		return clustersync.AllowResult{}, err
-	}
-	aa, ok := f.inner.(clustersync.AtomicAllower)
-	if !ok {
-		return clustersync.AllowResult{}, fmt.Errorf("memory: faulty allow: inner store %T: %w", f.inner, errors.ErrUnsupported)
-	}
-	return aa.Allow(ctx, req)
-}
-
 // Buckets forwards to the inner store's Buckets unless a fault is
 // injected; an inner store without one makes it fail with
 // errors.ErrUnsupported.
@@ -252,18 +240,18 @@ func (f *Faulty) Close() error {
 }
 
 // Store returns f as a clustersync.Store that implements
-// clustersync.PushFetcher and clustersync.AtomicAllower only when the
+// clustersync.PushFetcher and clustersync.GroupAllower only when the
 // inner store does, so that code choosing by type assertion (the Syncer)
 // takes the same path as with the inner store alone.
 func (f *Faulty) Store() clustersync.Store {
 	_, pf := f.inner.(clustersync.PushFetcher)
-	_, aa := f.inner.(clustersync.AtomicAllower)
+	_, ga := f.inner.(clustersync.GroupAllower)
 	switch {
-	case pf && aa:
+	case pf && ga:
 		return f
 	case pf:
 		return faultyPushFetcher{faultyStore{f}}
-	case aa:
+	case ga:
 		return faultyAllower{faultyStore{f}}
 	default:
 		return faultyStore{f}
@@ -295,6 +283,6 @@ func (s faultyPushFetcher) PushFetch(ctx context.Context, inc string, rows []clu
 
 type faultyAllower struct{ faultyStore }
 
-func (s faultyAllower) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	return s.f.Allow(ctx, req)
+func (s faultyAllower) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
+	return s.f.AllowGroup(ctx, req, allowed, others)
 }

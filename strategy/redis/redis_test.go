@@ -601,7 +601,7 @@ func allowLimit(ns, key string, size time.Duration, limit int64, cs, ownCur, own
 	}
 }
 
-// wantAllowed is the AtomicAllower contract computed in Go.
+// wantAllowed is a single Allow's decision (a group of one) computed in Go.
 func wantAllowed(req strategytest.OneAllow, others [][2]int64) bool {
 	for i, l := range req.Limits {
 		rate := ratelimit.SlidingRate(l.Cur.Total+others[i][0], l.Prev.Total+others[i][1], l.Size, req.At-l.Cur.Start)

@@ -67,10 +67,6 @@ func (w windowsOnly) Close() error { return w.s.Close() }
 
 func (windowsOnly) Abilities() clustersync.Abilities { return clustersync.Decide }
 
-func (w windowsOnly) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	return w.s.Allow(ctx, req)
-}
-
 func (w windowsOnly) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
 	return w.s.AllowGroup(ctx, req, allowed, others)
 }

@@ -69,7 +69,6 @@ func Needs(mode Mode, escalate bool) Abilities {
 type abilities struct {
 	declared Abilities
 	pf       PushFetcher
-	aa       AtomicAllower
 	ga       GroupAllower
 	bs       BucketStore
 	ls       LeaseStore
@@ -93,8 +92,7 @@ func abilitiesOf(store Store) (abilities, error) {
 		take(PushFetch, ok)
 	}
 	if a.declared.Has(Decide) {
-		a.ga, _ = store.(GroupAllower)
-		a.aa, ok = store.(AtomicAllower)
+		a.ga, ok = store.(GroupAllower)
 		take(Decide, ok)
 	}
 	if a.declared.Has(Buckets) {

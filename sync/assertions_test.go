@@ -11,7 +11,7 @@ import (
 
 // abilityTypes are the store's interfaces: asserting one of them is
 // asking a store's type.
-var abilityTypes = map[string]bool{"Store": true, "PushFetcher": true, "GroupAllower": true, "AtomicAllower": true,
+var abilityTypes = map[string]bool{"Store": true, "PushFetcher": true, "GroupAllower": true,
 	"BucketStore": true, "LeaseStore": true, "ChangeReader": true, "Windower": true}
 
 // storeValue reports whether x names a store: store, or a field store.

@@ -29,7 +29,7 @@ type Change struct {
 //
 // The protocol:
 //
-//   - Every write that applies a row (Push, PushFetch, AtomicAllower.Allow,
+//   - Every write that applies a row (Push, PushFetch, GroupAllower.AllowGroup,
 //     any other) records the row's window in the namespace's change log at
 //     a sequence the STORE assigns when it writes. Versions cannot serve:
 //     they come from each writer's clock and pushes land out of order, so

@@ -3,6 +3,7 @@ package sync
 import (
 	"context"
 	"errors"
+	gosync "sync"
 	"time"
 
 	"github.com/limiterd/limiterd/node"
@@ -193,12 +194,10 @@ func (s *Syncer) fallback(err error) {
 
 // AllowAt decides like node.Namespace.AllowAt. An Allow with bucket
 // limits goes as bucketsync.go says, in a periodic namespace too. For
-// sliding windows, when the store is an AtomicAllower the store decides
-// across the cluster in one atomic step (exact), together with the Allows
-// of the key that queued meanwhile when it is a GroupAllower; otherwise
-// the decision uses the totals read back by one push-and-fetch, which
-// other nodes may race. A ctx that ends while the call queues returns its
-// error, nothing counted (group.go).
+// sliding windows the store decides across the cluster in one atomic step
+// (exact), together with the Allows of the key that queued meanwhile (a
+// synchronous namespace's store decides: NewSyncer). A ctx that ends
+// while the call queues returns its error, nothing counted (group.go).
 func (wt *synchronous) AllowAt(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	s := wt.s
 	chk, err := s.ns.CheckAllow(req)
@@ -208,83 +207,83 @@ func (wt *synchronous) AllowAt(ctx context.Context, t time.Time, req ratelimit.A
 	if chk.Buckets > 0 {
 		return bucketSync{s}.allow(ctx, t, req, &chk, dst)
 	}
-	aa, decides := s.can.aa, s.can.aa != nil
-	group := s.can.ga != nil && decides // one call alone goes as AtomicAllower's
-	if group || !decides {
-		// Bring the others' totals up to date, then decide here; or have
-		// the store decide, with the Allows that queue meanwhile.
-		if err := ratelimit.ValidateKey(req.Key); err != nil {
-			return ratelimit.Decision{Limits: dst}, err
-		}
-		kind := kindAllowLocal
-		if group {
-			kind = kindAllowGroup
-		}
-		c := newCall(kind, t)
-		defer freeCall(c)
-		c.req, c.chk, c.dec.Limits = req, chk, dst
-		if err := wt.run(ctx, req.Key, c); err != nil {
-			return ratelimit.Decision{Limits: dst}, err
-		}
-		return c.dec, c.err
-	}
-	k, err := s.ns.LockKey(t, req.Key)
-	if err != nil {
+	if err := ratelimit.ValidateKey(req.Key); err != nil {
 		return ratelimit.Decision{Limits: dst}, err
 	}
-	defer k.Unlock()
-	if !s.storeUp() {
-		s.fallback(errPresumedDown)
-		return k.Decide(req, &chk, node.NoVerdict, dst), nil
+	c := newCall(kindAllowGroup, t)
+	defer freeCall(c)
+	c.req, c.chk, c.dec.Limits = req, chk, dst
+	if err := wt.run(ctx, req.Key, c); err != nil {
+		return ratelimit.Decision{Limits: dst}, err
 	}
-	return s.decideInStore(ctx, aa, k, req, &chk, dst), nil
+	return c.dec, c.err
 }
 
+// oneAllow is the store call of one Allow: a group of one entry, its
+// windows those of the entry's limits in order. They are pooled, as the
+// store keeps nothing of a call.
+type oneAllow struct {
+	req     GroupAllowRequest
+	entry   [1]GroupEntry
+	windows [node.MaxLimits]GroupWindow
+	limits  [node.MaxLimits]GroupLimit
+	allowed [1]bool
+	others  [node.MaxLimits][2]int64
+}
+
+var oneAllowPool = gosync.Pool{New: func() any { return new(oneAllow) }}
+
 // decideInStore has the store decide req atomically for the key k holds,
-// sending this node's own rows of every limit, and completes the decision
-// with the store's verdict and the others' totals it read. When the call
-// fails the decision is taken from local counts and the rows sent stay
-// dirty. The caller has checked storeUp.
-func (s *Syncer) decideInStore(ctx context.Context, aa AtomicAllower, k *node.KeyLock, req ratelimit.AllowRequest, chk *node.AllowCheck, dst []ratelimit.LimitStatus) ratelimit.Decision {
+// as a group of one, sending this node's own rows of every limit, and
+// completes the decision with the store's verdict and the others' totals
+// it read. When the call fails the decision is taken from local counts
+// and the rows sent stay dirty. The caller has checked storeUp.
+func (s *Syncer) decideInStore(ctx context.Context, k *node.KeyLock, req ratelimit.AllowRequest, chk *node.AllowCheck, dst []ratelimit.LimitStatus) ratelimit.Decision {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	version := s.versions.Next()
-	areq := AllowRequest{Inc: s.inc, At: k.At.UnixNano(), Cost: chk.Cost, CountRejected: req.CountRejected}
-	for _, l := range chk.Limits() {
+	lims := chk.Limits()
+	one := oneAllowPool.Get().(*oneAllow)
+	defer func() {
+		clear(one.windows[:len(lims)]) // drops the rows' strings
+		oneAllowPool.Put(one)
+	}()
+	one.req = GroupAllowRequest{Inc: s.inc, At: k.At.UnixNano(), Windows: one.windows[:len(lims)], Entries: one.entry[:]}
+	for i, l := range lims {
 		cur, prev := k.Window(l.Size)
-		areq.Limits = append(areq.Limits, AllowLimit{
-			Size: l.Size, Limit: l.Limit,
-			Cur: s.row(cur, version), Prev: s.callRow(k, prev, version),
-		})
+		one.windows[i] = GroupWindow{Size: l.Size, Cur: s.row(cur, version), Prev: s.callRow(k, prev, version)}
+		one.limits[i] = GroupLimit{Window: i, Limit: l.Limit}
 	}
-	tctx, end := s.trace(cctx, "Allow", len(areq.Limits))
-	res, err := aa.Allow(tctx, areq)
+	one.entry[0] = GroupEntry{Cost: chk.Cost, CountRejected: req.CountRejected, Limits: one.limits[:len(lims)]}
+	wins, others := one.req.Windows, one.others[:len(lims)]
+	tctx, end := s.trace(cctx, "AllowGroup", 1)
+	err := s.can.ga.AllowGroup(tctx, &one.req, one.allowed[:], others)
 	end(err)
 	s.observe(ctx, err)
-	if err != nil || len(res.Others) != len(areq.Limits) {
+	if err != nil {
 		// The store may have written the rows sent with a new version.
-		for _, l := range areq.Limits {
-			cur, prev := k.Window(l.Size)
+		for i := range wins {
+			cur, prev := k.Window(wins[i].Size)
 			k.Pushed(cur, node.Uncertain)
-			if l.Prev.Version == version {
+			if wins[i].Prev.Version == version {
 				k.Pushed(prev, node.Uncertain)
 			}
 		}
 		s.fallback(err)
 		return k.Decide(req, chk, node.NoVerdict, dst)
 	}
-	for j, l := range areq.Limits {
-		cur, prev := k.Window(l.Size)
-		k.SetOthers(cur, res.Others[j][0])
-		k.SetOthers(prev, res.Others[j][1])
+	for i := range wins {
+		cur, prev := k.Window(wins[i].Size)
+		k.SetOthers(cur, others[i][0])
+		k.SetOthers(prev, others[i][1])
 	}
-	d := k.Decide(req, chk, verdict(res.Allowed), dst)
+	d := k.Decide(req, chk, verdict(one.allowed[0]), dst)
 	// The store wrote prev as sent and cur with the cost when it was
 	// counted, which is exactly this node's total now.
-	for _, l := range areq.Limits {
-		cur, prev := k.Window(l.Size)
+	for i := range wins {
+		cur, prev := k.Window(wins[i].Size)
 		k.Pushed(cur, version)
-		k.Pushed(prev, l.Prev.Version)
+		k.Pushed(prev, wins[i].Prev.Version)
 	}
 	return d
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // allowStores are the three paths of a synchronous Allow: the store
-// decides (AtomicAllower), or one PushFetch or one Push and Fetch bring
+// decides (GroupAllower), or one PushFetch or one Push and Fetch bring
 // the others' totals before the node decides.
 func allowStores() []struct {
 	name  string

@@ -11,11 +11,15 @@
 // failed one is repeated by the next tick. Rows expire at window end +
 // window size + 2 × sync_rate.
 //
-// A Store has Push, Fetch and Close; PushFetcher, AtomicAllower,
-// GroupAllower, Windower and ChangeReader are optional abilities found by
-// type assertion. With a ChangeReader (changes.go has its protocol) a tick
-// reads only the windows written since the last one. The
-// strategy/strategytest suite checks a Store against this contract.
+// A Store has Push, Fetch and Close, and declares what else it can do
+// (Store.Abilities, abilities.go): PushFetcher, GroupAllower (the
+// store-side Allow; one Allow is a group of one), BucketStore,
+// LeaseStore, ChangeReader and Windower. NewSyncer takes the declared
+// interfaces once and refuses a mode the store cannot serve: a
+// synchronous namespace needs the atomic decision (Decide). With a
+// ChangeReader (changes.go has its protocol) a tick reads only the
+// windows written since the last one. The strategy/strategytest suite
+// checks a Store against this contract.
 //
 // A Syncer serves one shared node.Namespace (node.Config.Shared) in a
 // Mode, Periodic or Synchronous, decoded from the config's sync_rate
@@ -30,12 +34,11 @@
 // then fetch the others' totals of the keys touched in the current or
 // previous window. Their Allow calls with only sliding-window limits
 // escalate when the namespace escalates (escalate: auto, the
-// default; Config.NoEscalate is never): decided in the node while clear of
-// every limit by the hits the other nodes may have counted unseen, decided
-// atomically by the store (an AtomicAllower) inside that margin and for a
-// key this node never fetched, refused in the node inside the margin on a
-// store that cannot decide atomically, and decided locally while the store
-// is presumed down (see escalate.go). A key new to the node is fetched at
+// default on a store that decides; Config.NoEscalate is never): decided
+// in the node while clear of every limit by the hits the other nodes may
+// have counted unseen, decided atomically by the store (a GroupAllower)
+// inside that margin and for a key this node never fetched, and decided
+// locally while the store is presumed down (see escalate.go). A key new to the node is fetched at
 // once in the background. Synchronous namespaces (sync_rate = 0) write
 // every IncrementAt, RateAt and AllowAt through and answer
 // with the store's totals, or from local counts when the store does not

@@ -74,7 +74,7 @@ func (s *Syncer) presumedDown() bool {
 }
 
 // allowNear decides a periodic namespace's Allow at t: in the node while
-// it is clear of every limit, in the store (when it is an AtomicAllower)
+// it is clear of every limit, in the store (when it is a GroupAllower)
 // near one; see the comment above. Its answers and errors are those of
 // node.Namespace.AllowAt.
 func (pd *periodic) allowNear(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
@@ -109,7 +109,7 @@ func (pd *periodic) allowInStore(ctx context.Context, t time.Time, req ratelimit
 	}
 	defer k.Unlock()
 	s.m.Escalated(s.name)
-	return s.decideInStore(ctx, s.can.aa, k, req, &chk, dst), nil
+	return s.decideInStore(ctx, k, req, &chk, dst), nil
 }
 
 // enqueueFresh queues a key new to the node for its background fetch,

@@ -26,7 +26,7 @@ type escalations struct {
 func (e *escalations) Escalated(string) { e.n.Add(1) }
 
 // plainStore hides every optional ability of a store (Cassandra's case:
-// no AtomicAllower).
+// no GroupAllower).
 type plainStore struct{ clustersync.Store }
 
 func (plainStore) Abilities() clustersync.Abilities { return 0 }

@@ -29,7 +29,7 @@ import (
 //     after the other in one atomic step; the node then replays the
 //     verdicts in the same order (KeyLock.Decide), so its totals and each
 //     answer follow the same sequence.
-//   - Allow calls on a store that cannot decide (no AtomicAllower): one
+//   - Allow calls on a store that cannot decide (no GroupAllower): one
 //     exchange brings the others' totals, then the node decides each call
 //     in order.
 //
@@ -44,9 +44,6 @@ import (
 // (one caller giving up must not fail the others' decisions), and its
 // caller waits for it: a hit handed to the store is counted once and
 // answered.
-//
-// Stores with AtomicAllower but not GroupAllower (one decision per call)
-// keep one Allow per round trip under the key lock.
 
 // maxGroup bounds the calls one store call decides, and so the time one
 // script or statement holds the store (Redis runs one at a time).
@@ -94,7 +91,6 @@ type callKind uint8
 const (
 	kindExchange   callKind = iota // IncrementAt, RateAt
 	kindAllowGroup                 // AllowAt, decided by the store's GroupAllower
-	kindAllowLocal                 // AllowAt, decided here after one exchange
 )
 
 // call is one synchronous call waiting for, or taken by, a group.
@@ -243,11 +239,6 @@ func (wt *synchronous) runGroup(ctx context.Context, key string, batch []*call) 
 	switch batch[0].kind {
 	case kindExchange:
 		wt.exchangeGroup(ctx, k, batch)
-	case kindAllowLocal:
-		wt.exchange(ctx, k, s.ns.Sizes())
-		for _, c := range batch {
-			c.dec = k.Decide(c.req, &c.chk, node.NoVerdict, c.dec.Limits)
-		}
 	case kindAllowGroup:
 		wt.allowGroup(ctx, k, batch)
 	}
@@ -297,8 +288,8 @@ func (wt *synchronous) exchangeGroup(ctx context.Context, k *node.KeyLock, batch
 }
 
 // allowGroup has the store decide the group's Allows in one atomic step
-// (one call alone goes as AtomicAllower's Allow) and replays its verdicts
-// in order.
+// (one call alone as a group of one, decideInStore) and replays its
+// verdicts in order.
 func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []*call) {
 	s := wt.s
 	if !s.storeUp() {
@@ -310,7 +301,7 @@ func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []
 	}
 	if len(batch) == 1 {
 		c := batch[0]
-		c.dec = s.decideInStore(ctx, s.can.aa, k, c.req, &c.chk, c.dec.Limits)
+		c.dec = s.decideInStore(ctx, k, c.req, &c.chk, c.dec.Limits)
 		return
 	}
 	ga := s.can.ga
@@ -344,10 +335,11 @@ func (wt *synchronous) allowGroup(ctx context.Context, k *node.KeyLock, batch []
 	}
 	if len(req.Windows) == 0 || own+costs >= 1<<53 {
 		// Nothing for the store to decide, or sums beyond float64's exact
-		// integers (totals of billions of hits): one call at a time.
+		// integers (totals of billions of hits): groups of one, which the
+		// store writes exactly whatever their totals.
 		for _, c := range batch {
 			if s.storeUp() {
-				c.dec = s.decideInStore(ctx, s.can.aa, k, c.req, &c.chk, c.dec.Limits)
+				c.dec = s.decideInStore(ctx, k, c.req, &c.chk, c.dec.Limits)
 			} else {
 				s.fallback(errPresumedDown)
 				c.dec = k.Decide(c.req, &c.chk, node.NoVerdict, c.dec.Limits)

@@ -5,23 +5,20 @@ import (
 	"time"
 )
 
-// GroupAllower is the optional store-side Allow of several requests of one
-// key, decided one after the other in one atomic step. A synchronous
-// namespace hands it the Allows of a hot key that queued while the key's
-// previous store call was in flight, so one round trip decides them all
-// (see group.go). It is used only on a store that is also an
-// AtomicAllower, which decides a call that comes alone and the groups
-// whose totals are too large for float64 (beyond 2^53 micro-hits). Stores
-// without it decide one Allow per call (AtomicAllower), or the node
-// decides from fetched totals.
+// GroupAllower is the optional store-side Allow: it decides several
+// requests of one key, one after the other, in one atomic step. Every
+// store-side decision goes through it; a single Allow is a group of one
+// entry. A synchronous namespace hands it the Allows of a hot key that
+// queued while the key's previous store call was in flight, so one round
+// trip decides them all (see group.go). Stores without it cannot decide:
+// the node decides from fetched totals.
 //
 // In one atomic step the store:
 //
 //  1. reads the other incarnations' totals of every window's Cur and Prev;
-//  2. decides the entries in order, each exactly as AtomicAllower decides
-//     one request, against this incarnation's totals as the entries before
-//     it left them: an entry is admitted iff, for every one of its limits
-//     (window w, limit L), in float64,
+//  2. decides the entries in order against this incarnation's totals as
+//     the entries before it left them: an entry is admitted iff, for
+//     every one of its limits (window w, limit L), in float64,
 //     (own(w) + othersCur(w)) + (Prev.Total + othersPrev(w)) × (Size − (At − Cur.Start)) / Size + Cost ≤ L,
 //     where own(w) starts at Windows[w].Cur.Total; when the entry is
 //     admitted, or CountRejected, its Cost is added to own of every window
@@ -31,8 +28,10 @@ import (
 //
 // DecideGroup is that decision in Go, the reference every store must
 // match. The caller serialises the group calls of a key within its
-// incarnation (and sends its exact own totals), and sends totals and costs
-// whose sums stay within ±2^53, where float64 arithmetic is exact.
+// incarnation (and sends its exact own totals). A group of several
+// entries keeps its totals and costs within ±2^53, where float64
+// arithmetic is exact; a group of one may carry any totals, and the
+// store writes its Cur rows exactly (in int64) whatever their size.
 //
 // allowed (len(req.Entries)) and others (len(req.Windows), [0] the current
 // window, [1] the previous one, as read before the writes) are the
@@ -103,8 +102,7 @@ func DecideGroup(req *GroupAllowRequest, others [][2]int64, allowed []bool, cur 
 }
 
 // admits reports whether cost more fits under limit in window w at, with
-// this incarnation's current total own: the sliding formula of
-// AtomicAllower, in float64.
+// this incarnation's current total own: the sliding formula, in float64.
 func admits(w *GroupWindow, at, own int64, others [2]int64, cost, limit int64) bool {
 	cur := float64(own + others[0])
 	prev := float64(w.Prev.Total + others[1])

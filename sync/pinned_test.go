@@ -3,7 +3,6 @@ package sync_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -55,34 +54,6 @@ func TestBucketsRefusedByAStoreWithout(t *testing.T) {
 	var fe *ratelimit.FieldError
 	if !errors.As(err, &fe) || fe.Field != "limits[1]" || !errors.Is(err, node.ErrNotLocal) || !strings.Contains(err.Error(), "cannot hold leaky buckets") {
 		t.Errorf("Allow with a window, a leaky and a token bucket: %v; want limits[1] refused, the store holding no leaky buckets", err)
-	}
-}
-
-// atomicOnly is the memory store deciding one Allow at a time
-// (AtomicAllower), not in groups.
-type atomicOnly struct{ mem *memory.Store }
-
-func (a atomicOnly) Push(ctx context.Context, inc string, rows []clustersync.Row) error {
-	return a.mem.Push(ctx, inc, rows)
-}
-func (a atomicOnly) Fetch(ctx context.Context, inc string, keys []clustersync.WindowKey, others []int64) error {
-	return a.mem.Fetch(ctx, inc, keys, others)
-}
-func (a atomicOnly) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	return a.mem.Allow(ctx, req)
-}
-func (a atomicOnly) Close() error { return a.mem.Close() }
-
-func (atomicOnly) Abilities() clustersync.Abilities { return clustersync.Decide }
-
-// TestSynchronousAllowAtomicOnly: over a store that decides one Allow at
-// a time, calls taking turns on three nodes admit exactly the limit, as
-// over one that decides in groups.
-func TestSynchronousAllowAtomicOnly(t *testing.T) {
-	for _, countRejected := range []bool{false, true} {
-		t.Run(fmt.Sprintf("count_rejected=%v", countRejected), func(t *testing.T) {
-			testSynchronousAllow(t, func(mem *memory.Store) clustersync.Store { return atomicOnly{mem} }, 3, countRejected)
-		})
 	}
 }
 

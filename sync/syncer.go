@@ -68,9 +68,9 @@ type Config struct {
 	Trace StoreTrace
 }
 
-// StoreTrace starts the trace of one store call, op naming it ("Allow",
-// "PushFetch", ...) and items counting the rows, limits or calls it
-// carries. It returns the context to call the store with and the function
+// StoreTrace starts the trace of one store call, op naming it
+// ("AllowGroup", "PushFetch", ...) and items counting the rows or calls
+// it carries. It returns the context to call the store with and the function
 // to call with the call's error.
 type StoreTrace func(ctx context.Context, op string, items int) (context.Context, func(error))
 

@@ -278,10 +278,6 @@ func (r *recordingStore) Abilities() clustersync.Abilities {
 	return clustersync.Window
 }
 
-func (r *recordingStore) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	return r.mem.Allow(ctx, req)
-}
-
 func (r *recordingStore) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
 	return r.mem.AllowGroup(ctx, req, allowed, others)
 }

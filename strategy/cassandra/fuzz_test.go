@@ -10,7 +10,7 @@ import (
 // The store's paths (push.go, fetch.go; bucket.go and lease.go under
 // lightweight transactions) fuzzed against the Go engine, one target per
 // kind it serves (see strategytest.Fuzz): no FuzzAllow, as Cassandra is
-// no AtomicAllower nor GroupAllower. Plain go test runs the seeds and
+// no GroupAllower. Plain go test runs the seeds and
 // testdata/fuzz (the CI smoke); a longer search, one target at a time:
 //
 //	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -fuzzminimizetime 20x -parallel 1 ./strategy/cassandra

@@ -18,7 +18,7 @@ import (
 // contacting Cassandra; the session is created by the first call that
 // needs it and re-created by later calls after a failure.
 //
-// It is not a clustersync.AtomicAllower: deciding an Allow atomically
+// It is not a clustersync.GroupAllower: deciding an Allow atomically
 // would take a lightweight transaction (Paxos, several round trips among
 // the replicas) on a partition holding every window of a key. It is a
 // clustersync.BucketStore and a clustersync.LeaseStore, whose calls do

@@ -23,11 +23,11 @@ var (
 )
 
 // Cassandra cannot decide an Allow atomically without lightweight
-// transactions; the Syncer must not take it for an AtomicAllower.
-func TestNotAtomicAllower(t *testing.T) {
+// transactions; the Syncer must not take it for a GroupAllower.
+func TestNotGroupAllower(t *testing.T) {
 	var s any = (*cassandrastore.Store)(nil)
-	if _, ok := s.(clustersync.AtomicAllower); ok {
-		t.Fatal("*Store implements clustersync.AtomicAllower; want not")
+	if _, ok := s.(clustersync.GroupAllower); ok {
+		t.Fatal("*Store implements clustersync.GroupAllower; want not")
 	}
 }
 

@@ -9,7 +9,7 @@
 //	b, _ := clustersync.NewSyncer(nsB, mode, store, clustersync.NewIncarnation("b"), versions, cfg, nil, nil)
 //
 // Store implements clustersync.Store and the optional PushFetcher,
-// AtomicAllower, GroupAllower, Windower and ChangeReader exactly as
+// GroupAllower, Windower and ChangeReader exactly as
 // package sync documents them (TrimChanges forgets a change log, for
 // tests). A row
 // whose ExpireAt is at or before the store's clock (WithClock) reads as

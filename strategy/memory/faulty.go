@@ -22,8 +22,8 @@ const (
 	hanging
 )
 
-// Calls counts the calls made to a Faulty, per method, whatever their
-// outcome. Faulted counts the calls that returned an injected fault
+// Calls counts the calls made to a Faulty, per method (Allow counts
+// AllowGroup), whatever their outcome. Faulted counts the calls that returned an injected fault
 // (Fail, or Hang ended by the call's context).
 type Calls struct {
 	Push, Fetch, Window, PushFetch, Allow, Buckets, Leases, Close int64
@@ -46,11 +46,12 @@ type Calls struct {
 // network resuming). Close is never faulted: it always closes the inner
 // store.
 //
-// Faulty has PushFetch, Allow, Buckets, Leases and Window whatever the inner store: they
-// forward to the inner store's when it has them; otherwise PushFetch runs
-// Push then Fetch (not atomically), and Allow and Window return an error
-// wrapping errors.ErrUnsupported. Use Store for a view that has exactly
-// the optional PushFetcher and AtomicAllower of the inner store.
+// Faulty has PushFetch, AllowGroup, Buckets, Leases and Window whatever
+// the inner store: they forward to the inner store's when it has them;
+// otherwise PushFetch runs Push then Fetch (not atomically), and the
+// others return an error wrapping errors.ErrUnsupported. Use Store for a
+// view that has exactly the optional PushFetcher and GroupAllower of the
+// inner store.
 //
 // Faulty is safe for concurrent use.
 type Faulty struct {
@@ -203,19 +204,6 @@ func (f *Faulty) PushFetch(ctx context.Context, inc string, rows []clustersync.R
 		keys[i] = rows[i].WindowKey
 	}
 	return f.inner.Fetch(ctx, inc, keys, others)
-}
-
-// Allow forwards to the inner store's Allow unless a fault is injected;
-// an inner store without one makes it fail with errors.ErrUnsupported.
-func (f *Faulty) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	if err := f.gate(ctx, "allow", &f.allow); err != nil {
-		return clustersync.AllowResult{}, err
-	}
-	aa, ok := f.inner.(clustersync.AtomicAllower)
-	if !ok {
-		return clustersync.AllowResult{}, fmt.Errorf("memory: faulty allow: inner store %T: %w", f.inner, errors.ErrUnsupported)
-	}
-	return aa.Allow(ctx, req)
 }
 
 // Buckets forwards to the inner store's Buckets unless a fault is

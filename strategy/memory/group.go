@@ -47,7 +47,7 @@ func (s *Store) AllowGroup(ctx context.Context, req *clustersync.GroupAllowReque
 }
 
 // AllowGroup forwards to the inner store's AllowGroup unless a fault is
-// injected (counted as an Allow call); an inner store without one makes
+// injected (counted as an allow call); an inner store without one makes
 // it fail with errors.ErrUnsupported.
 func (f *Faulty) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
 	if err := f.gate(ctx, "allow", &f.allow); err != nil {

@@ -15,16 +15,16 @@ import (
 )
 
 var (
-	_ clustersync.Store         = (*memory.Store)(nil)
-	_ clustersync.PushFetcher   = (*memory.Store)(nil)
-	_ clustersync.AtomicAllower = (*memory.Store)(nil)
-	_ clustersync.Windower      = (*memory.Store)(nil)
-	_ strategytest.Purger       = (*memory.Store)(nil)
+	_ clustersync.Store        = (*memory.Store)(nil)
+	_ clustersync.PushFetcher  = (*memory.Store)(nil)
+	_ clustersync.GroupAllower = (*memory.Store)(nil)
+	_ clustersync.Windower     = (*memory.Store)(nil)
+	_ strategytest.Purger      = (*memory.Store)(nil)
 
-	_ clustersync.Store         = (*memory.Faulty)(nil)
-	_ clustersync.PushFetcher   = (*memory.Faulty)(nil)
-	_ clustersync.AtomicAllower = (*memory.Faulty)(nil)
-	_ clustersync.Windower      = (*memory.Faulty)(nil)
+	_ clustersync.Store        = (*memory.Faulty)(nil)
+	_ clustersync.PushFetcher  = (*memory.Faulty)(nil)
+	_ clustersync.GroupAllower = (*memory.Faulty)(nil)
+	_ clustersync.Windower     = (*memory.Faulty)(nil)
 )
 
 func TestConformance(t *testing.T) {
@@ -152,8 +152,9 @@ func TestLengthMismatch(t *testing.T) {
 	if got := window(t, s, wk("k")); got != 0 {
 		t.Errorf("PushFetch that failed its check applied its rows: Window = %d, want 0", got)
 	}
-	if _, err := s.Allow(ctx, clustersync.AllowRequest{Inc: "a", Limits: []clustersync.AllowLimit{{}}}); err == nil {
-		t.Error("Allow with a zero window size: got nil error")
+	one := &clustersync.GroupAllowRequest{Inc: "a", Windows: []clustersync.GroupWindow{{}}, Entries: []clustersync.GroupEntry{{}}}
+	if err := s.AllowGroup(ctx, one, make([]bool, 1), make([][2]int64, 1)); err == nil {
+		t.Error("AllowGroup with a zero window size: got nil error")
 	}
 }
 
@@ -189,7 +190,7 @@ func TestFaultyFail(t *testing.T) {
 		"PushFetch": f.PushFetch(ctx, "a", row, make([]int64, 1)),
 	}
 	_, errs["Window"] = f.Window(ctx, wk("k"))
-	_, errs["Allow"] = f.Allow(ctx, clustersync.AllowRequest{Inc: "a"})
+	errs["AllowGroup"] = f.AllowGroup(ctx, &clustersync.GroupAllowRequest{Inc: "a"}, nil, nil)
 	for name, err := range errs {
 		if !errors.Is(err, clustersync.ErrUnavailable) || !errors.Is(err, boom) {
 			t.Errorf("%s while failing: error = %v, want one wrapping ErrUnavailable and the injected error", name, err)
@@ -322,8 +323,8 @@ func TestFaultyStoreView(t *testing.T) {
 		t.Errorf("view of a Faulty over a bare store declares %v, want none", got)
 	}
 	ctx := context.Background()
-	if _, err := f.Allow(ctx, clustersync.AllowRequest{}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Allow over a bare store: error = %v, want ErrUnsupported", err)
+	if err := f.AllowGroup(ctx, &clustersync.GroupAllowRequest{}, nil, nil); !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("AllowGroup over a bare store: error = %v, want ErrUnsupported", err)
 	}
 	// PushFetch over a bare store: Push then Fetch.
 	if err := mem.Push(ctx, "b", []clustersync.Row{{WindowKey: wk("k"), Total: 2, Version: 1}}); err != nil {

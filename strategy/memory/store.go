@@ -14,7 +14,7 @@ import (
 // expired row unless WithPurgeInterval says otherwise.
 const DefaultPurgeInterval = time.Minute
 
-// errSize is returned by Allow for a limit whose window size is not
+// errSize is returned by AllowGroup for a window whose size is not
 // positive: the sliding formula divides by it.
 var errSize = errors.New("memory: allow: window size must be positive")
 
@@ -243,50 +243,6 @@ func (s *Store) PushFetch(ctx context.Context, inc string, rows []clustersync.Ro
 	}
 	s.maybePurge(now)
 	return nil
-}
-
-// Allow decides req atomically, as clustersync.AtomicAllower documents:
-// it reads the others' totals of every limit's current and previous
-// window, admits iff rate + Cost ≤ Limit for every limit (rate computed in
-// float64 by the sliding formula), then writes every limit's Prev row and
-// Cur row (with Cost added when counted), version-checked like Push.
-func (s *Store) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	for _, l := range req.Limits {
-		if l.Size <= 0 {
-			return clustersync.AllowResult{}, errSize
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.check(ctx, "allow"); err != nil {
-		return clustersync.AllowResult{}, err
-	}
-	now := s.now()
-	res := clustersync.AllowResult{Allowed: true, Others: make([][2]int64, len(req.Limits))}
-	for i := range req.Limits {
-		l := &req.Limits[i]
-		oc := s.sum(l.Cur.WindowKey, req.Inc, false, now)
-		op := s.sum(l.Prev.WindowKey, req.Inc, false, now)
-		res.Others[i] = [2]int64{oc, op}
-		cur := float64(l.Cur.Total + oc)
-		prev := float64(l.Prev.Total + op)
-		rate := cur + prev*float64(l.Size-time.Duration(req.At-l.Cur.Start))/float64(l.Size)
-		if rate+float64(req.Cost) > float64(l.Limit) {
-			res.Allowed = false
-		}
-	}
-	counted := res.Allowed || req.CountRejected
-	for i := range req.Limits {
-		l := &req.Limits[i]
-		s.put(req.Inc, &l.Prev, now)
-		cur := l.Cur
-		if counted {
-			cur.Total += req.Cost
-		}
-		s.put(req.Inc, &cur, now)
-	}
-	s.maybePurge(now)
-	return res, nil
 }
 
 // Purge drops every expired row now and returns how many it dropped. It

@@ -15,6 +15,7 @@ import (
 	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/ratelimit"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
+	"github.com/limiterd/limiterd/strategy/strategytest"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -251,8 +252,9 @@ func BenchmarkPushFetch(b *testing.B) {
 	})
 }
 
-// BenchmarkAllow is the store call of a synchronous Allow with one limit:
-// lock the key, read, decide and write, in one round trip.
+// BenchmarkAllow is the store call of a synchronous Allow with one limit
+// (a group of one): lock the key, read, decide and write, in one round
+// trip.
 func BenchmarkAllow(b *testing.B) {
 	const keys = 10_000
 	s := openStore(b, testConfig(harness.SharedPostgres(b).DSN(), pgstore.DefaultTable))
@@ -262,13 +264,13 @@ func BenchmarkAllow(b *testing.B) {
 	ctx := context.Background()
 	latencies(b, func(i int) error {
 		k, v := benchKey(i%keys), versions.Next()
-		req := clustersync.AllowRequest{Inc: "bench/0", At: benchStart.UnixNano(), Cost: 1_000_000,
-			Limits: []clustersync.AllowLimit{{Size: time.Minute, Limit: 1_000_000_000,
+		req := strategytest.OneAllow{Inc: "bench/0", At: benchStart.UnixNano(), Cost: 1_000_000,
+			Limits: []strategytest.OneLimit{{Size: time.Minute, Limit: 1_000_000_000,
 				Cur:  clustersync.Row{WindowKey: wk("api", k, time.Minute, ws), Total: int64(i), Version: v, ExpireAt: benchStart.Add(3 * time.Minute)},
 				Prev: clustersync.Row{WindowKey: wk("api", k, time.Minute, ws-int64(time.Minute)), Total: 5, Version: v, ExpireAt: benchStart.Add(2 * time.Minute)}}}}
 		cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
 		defer cancel()
-		_, err := s.Allow(cctx, req)
+		_, err := strategytest.AllowOne(cctx, s, req)
 		return err
 	})
 }

@@ -1,8 +1,8 @@
 // Package postgres is limiterd's PostgreSQL store: a clustersync.Store,
-// also a clustersync.PushFetcher, a clustersync.AtomicAllower, a
-// clustersync.GroupAllower, a clustersync.BucketStore, a
-// clustersync.LeaseStore and a clustersync.ChangeReader, on PostgreSQL 13
-// or later (xid8 transaction ids) through pgx v5. Import it as pgstore.
+// also a clustersync.PushFetcher, a clustersync.GroupAllower, a
+// clustersync.BucketStore, a clustersync.LeaseStore and a
+// clustersync.ChangeReader, on PostgreSQL 13 or later (xid8 transaction
+// ids) through pgx v5. Import it as pgstore.
 //
 // The change read (changes.go): every write stamps its rows with its
 // transaction's id; a read takes the rows stamped at or after the xmin of
@@ -59,7 +59,8 @@
 // server's clock.
 //
 // Push, Fetch and PushFetch take one statement per batch of rows (large
-// calls on a pool run a few at once); Allow decides in one round trip
+// calls on a pool run a few at once); AllowGroup decides a single Allow
+// (a group of one) or a group in one round trip, one statement shape,
 // under a per-key advisory lock. A store made by Open deletes expired
 // rows every Config.PurgeInterval; with New, call Store.Purge.
 //

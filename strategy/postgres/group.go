@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -11,9 +13,17 @@ import (
 )
 
 // AllowGroup decides req's entries in order, as clustersync.GroupAllower
-// specifies, in one round trip: like Allow, the key's advisory lock and
-// then one statement (groupAllowSQL), sent as one pipeline in one
-// transaction.
+// specifies (a single Allow is a group of one), in one round trip: a
+// transaction of two statements sent as one pipeline. The first takes a
+// transaction-scoped advisory lock on the request's (namespace, key), so
+// the decisions on one key are serialised across nodes (row locks could
+// not do it: the other incarnations' rows may not exist yet); the second
+// (groupAllowSQL), whose snapshot therefore sees every decision committed
+// before it, reads the other incarnations' totals, decides in float8 and
+// writes the version-checked rows. Committing releases the lock. Under
+// READ COMMITTED this never fails with a serialization error, and rows
+// are written in primary-key order, as by Push, so it cannot deadlock
+// with a concurrent Push.
 //
 // All rows of req must be windows of one (namespace, key), with distinct
 // sizes.
@@ -61,7 +71,7 @@ func (s *Store) AllowGroup(ctx context.Context, req *clustersync.GroupAllowReque
 	}
 	b := &pgx.Batch{}
 	b.Queue(s.q.lock, lockKey(s.lockNS, ns, key))
-	b.Queue(fmt.Sprintf(groupAllowSQL, s.cfg.tableName(), sat("w.oc"), sat("w.op")), req.Inc, ns, []byte(key),
+	b.Queue(s.q.allow, req.Inc, ns, []byte(key),
 		size, pos, curStart, curTotal, curVersion, curExp, prevStart, prevTotal, prevVersion, prevExp,
 		cost, countRejected, limits)
 	br := s.db.SendBatch(ctx, b)
@@ -143,7 +153,9 @@ func checkGroup(req *clustersync.GroupAllowRequest) error {
 }
 
 // groupAllowSQL decides a GroupAllowRequest after the key's advisory lock
-// is held, as allowSQL decides one request: w reads the others' totals of
+// is held (a separate, earlier statement of the same transaction, so this
+// statement's snapshot sees every decision committed before it): the
+// one statement shape of every Allow. w reads the others' totals of
 // every window; the recursive s decides the entries one after the other,
 // carrying the costs counted so far; then the rows are written in
 // primary-key order and the others' totals and verdicts returned (kind 0:
@@ -156,8 +168,10 @@ func checkGroup(req *clustersync.GroupAllowRequest) error {
 // expire_at; per entry: $14 cost, $15 count_rejected; $16 the limits,
 // entry by entry, one per window (NULL: none).
 //
-// Rates are float8 computed as allowSQL computes them, so as
-// clustersync.DecideGroup does in Go.
+// The rate is computed in float8 as clustersync.DecideGroup computes it
+// in Go: float(cur) + float(prev) × float(size − pos) / float(size), each
+// count being the exact (numeric) sum of own and others' totals; the Cur
+// row's total is that exact sum too, whatever its size.
 const groupAllowSQL = `WITH RECURSIVE w AS MATERIALIZED (
 	SELECT q.*,
 		coalesce((SELECT sum(t.total) FROM %[1]s t
@@ -203,3 +217,19 @@ const groupAllowSQL = `WITH RECURSIVE w AS MATERIALIZED (
 SELECT 0::int8, w.ord, %[2]s, %[3]s FROM w
 UNION ALL
 SELECT 1::int8, s.e, CASE WHEN s.allowed THEN 1::int8 ELSE 0::int8 END, 0::int8 FROM s WHERE s.e > 0`
+
+// lockKey is the advisory lock of one (namespace, key) of the table named
+// table: FNV-1a 64 of the parts, each preceded by its length (8 bytes,
+// little-endian) to keep them apart. Every node must compute the same key,
+// so this function must never change; a collision only makes two keys wait
+// for each other.
+func lockKey(table, ns, key string) int64 {
+	buf := make([]byte, 0, 3*8+len(table)+len(ns)+len(key))
+	for _, part := range [3]string{table, ns, key} {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(len(part)))
+		buf = append(buf, part...)
+	}
+	h := fnv.New64a()
+	h.Write(buf) // never fails
+	return int64(h.Sum64())
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/limiterd/limiterd/ratelimit"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
+	"github.com/limiterd/limiterd/strategy/strategytest"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -106,7 +107,7 @@ func testRoundTrips(t *testing.T, d pgdb) {
 		{"Fetch 5000", func() error { return s.Fetch(ctx, "a", keys(5000), make([]int64, 5000)) }, "[query]"},
 		{"PushFetch", func() error { return s.PushFetch(ctx, "a", rows(2), make([]int64, 2)) }, "[query]"},
 		{"Window", func() error { _, err := s.Window(ctx, k); return err }, "[queryrow]"},
-		{"Allow", func() error { _, err := s.Allow(ctx, allowReq("a", "k", 10, 1, 0, 0, 9)); return err }, "[batch/2]"},
+		{"Allow", func() error { _, err := strategytest.AllowOne(ctx, s, allowReq("a", "k", 10, 1, 0, 0, 9)); return err }, "[batch/2]"},
 		{"Buckets", func() error {
 			_, err := s.Buckets(ctx, "a", 1, 1, []clustersync.BucketCall{{Namespace: "ns", Life: 1, Version: 1,
 				Bucket: ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 1, B: 1, C: 1, Key: "k"}}}, make([]clustersync.BucketReply, 1))

@@ -16,8 +16,8 @@ type queries struct {
 	fetch  string
 	pfetch string // push and fetch in one statement
 	window string
-	lock   string // the per-key advisory lock of Allow
-	allow  string
+	lock   string // the per-key advisory lock of AllowGroup
+	allow  string // AllowGroup's decision (groupAllowSQL)
 	purge  string
 	// The change read (changes.go).
 	cursor, changes string
@@ -92,7 +92,7 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 		window: fmt.Sprintf(`SELECT coalesce(%[2]s, 0) FROM %[1]s
 	WHERE namespace = $1 AND size_ns = $2 AND start_ns = $3 AND key = $4`, table, sat("sum(total)")),
 		lock:  `SELECT pg_advisory_xact_lock($1::int8)`,
-		allow: fmt.Sprintf(allowSQL, table, sat("o.oc"), sat("o.op")),
+		allow: fmt.Sprintf(groupAllowSQL, table, sat("w.oc"), sat("w.op")),
 		purge: fmt.Sprintf(`DELETE FROM %[1]s WHERE ctid = ANY(ARRAY(
 	SELECT ctid FROM %[1]s WHERE expire_at < now() LIMIT $1 FOR UPDATE SKIP LOCKED))`, table),
 		buckets: fmt.Sprintf(`SELECT * FROM %s($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`, bn.fn),
@@ -107,54 +107,3 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 		leaseLockNS:   ln.lockNS,
 	}
 }
-
-// allowSQL decides an AllowRequest after the key's advisory lock is held
-// (a separate, earlier statement of the same transaction, so this
-// statement's snapshot sees every decision committed before it).
-//
-// $1 inc, $2 namespace, $3 key, $4 cost, $5 count_rejected; per limit:
-// $6 size, $7 limit, $8 pos (At − Cur.Start), $9 cur size, $10 cur start,
-// $11 cur total, $12 cur version, $13 cur expire_at, $14 prev size,
-// $15 prev start, $16 prev total, $17 prev version, $18 prev expire_at.
-//
-// The rate is computed in float8 exactly as ratelimit.SlidingRate does in Go:
-// float(cur) + float(prev) × float(size − pos) / float(size), each count
-// being the exact (numeric) sum of own and others' totals.
-const allowSQL = `WITH q AS MATERIALIZED (
-	SELECT * FROM unnest($6::int8[], $7::int8[], $8::int8[],
-		$9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::timestamptz[],
-		$14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::timestamptz[])
-		WITH ORDINALITY AS q(size, lim, pos,
-			cur_size, cur_start, cur_total, cur_version, cur_exp,
-			prev_size, prev_start, prev_total, prev_version, prev_exp, ord)
-), o AS MATERIALIZED (
-	SELECT q.*,
-		coalesce((SELECT sum(t.total) FROM %[1]s t
-			WHERE t.namespace = $2::text AND t.size_ns = q.cur_size AND t.start_ns = q.cur_start
-				AND t.key = $3::bytea AND t.incarnation <> $1::text), 0) AS oc,
-		coalesce((SELECT sum(t.total) FROM %[1]s t
-			WHERE t.namespace = $2::text AND t.size_ns = q.prev_size AND t.start_ns = q.prev_start
-				AND t.key = $3::bytea AND t.incarnation <> $1::text), 0) AS op
-	FROM q
-), d AS MATERIALIZED (
-	SELECT coalesce(bool_and(
-		(o.cur_total + o.oc)::float8
-			+ (o.prev_total + o.op)::float8 * (o.size - o.pos)::float8 / o.size::float8
-			+ $4::int8::float8 <= o.lim::float8), true) AS allowed
-	FROM o
-), w AS (
-	INSERT INTO %[1]s AS t (namespace, size_ns, start_ns, key, incarnation, total, version, expire_at, changed)
-	SELECT $2::text, v.size_ns, v.start_ns, $3::bytea, $1::text, v.total, v.version, v.expire_at, pg_current_xact_id()::text::int8
-	FROM o CROSS JOIN d CROSS JOIN LATERAL (VALUES
-		(o.prev_size, o.prev_start, o.prev_total, o.prev_version, o.prev_exp),
-		(o.cur_size, o.cur_start,
-			o.cur_total + CASE WHEN d.allowed OR $5::bool THEN $4::int8 ELSE 0 END,
-			o.cur_version, o.cur_exp)
-	) AS v(size_ns, start_ns, total, version, expire_at)
-	ORDER BY v.size_ns, v.start_ns
-	ON CONFLICT (namespace, size_ns, start_ns, key, incarnation) DO UPDATE
-	SET total = excluded.total, version = excluded.version,
-		expire_at = greatest(t.expire_at, excluded.expire_at), changed = excluded.changed
-	WHERE t.version < excluded.version
-)
-SELECT d.allowed, o.ord, %[2]s, %[3]s FROM o CROSS JOIN d ORDER BY o.ord`

@@ -21,8 +21,8 @@ import (
 // for concurrent use, so a Store on one must be called by one goroutine at
 // a time (tests do this to run inside a transaction they roll back).
 //
-// Allow relies on READ COMMITTED (each statement of its transaction takes a
-// new snapshot); Open sets default_transaction_isolation on its
+// AllowGroup relies on READ COMMITTED (each statement of its transaction
+// takes a new snapshot); Open sets default_transaction_isolation on its
 // connections, and a DB passed to New must run at that level too.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
@@ -32,7 +32,7 @@ type DB interface {
 }
 
 // Store is a clustersync.Store on PostgreSQL. It also implements
-// clustersync.PushFetcher, clustersync.AtomicAllower,
+// clustersync.PushFetcher, clustersync.GroupAllower,
 // clustersync.BucketStore and clustersync.LeaseStore. It is safe for
 // concurrent use when its DB is (a pool is).
 type Store struct {
@@ -40,7 +40,7 @@ type Store struct {
 	pool   *pgxpool.Pool // the pool Open made; nil after New
 	cfg    Config
 	q      queries
-	lockNS string // table identity mixed into Allow's advisory lock keys
+	lockNS string // table identity mixed into AllowGroup's advisory lock keys
 	par    int    // statements one call may run at once (1 unless db is a pool)
 	log    *slog.Logger
 
@@ -72,7 +72,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pc.MaxConns = int32(cfg.PoolSize)
 	}
 	rp := pc.ConnConfig.RuntimeParams
-	// Allow needs READ COMMITTED: its decision statement must see what the
+	// AllowGroup needs READ COMMITTED: its decision statement must see what the
 	// holder of the key's lock committed before it.
 	rp["default_transaction_isolation"] = "read committed"
 	if cfg.StatementTimeout > 0 {

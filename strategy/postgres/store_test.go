@@ -16,13 +16,14 @@ import (
 
 	"github.com/limiterd/limiterd/integration/harness"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
+	"github.com/limiterd/limiterd/strategy/strategytest"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
 var (
-	_ clustersync.Store         = (*pgstore.Store)(nil)
-	_ clustersync.PushFetcher   = (*pgstore.Store)(nil)
-	_ clustersync.AtomicAllower = (*pgstore.Store)(nil)
+	_ clustersync.Store        = (*pgstore.Store)(nil)
+	_ clustersync.PushFetcher  = (*pgstore.Store)(nil)
+	_ clustersync.GroupAllower = (*pgstore.Store)(nil)
 
 	_ pgstore.DB = (*pgxpool.Pool)(nil)
 	_ pgstore.DB = (*pgx.Conn)(nil)
@@ -309,11 +310,11 @@ func testPushFetch(t *testing.T, d pgdb) {
 }
 
 // allowReq builds a one-limit request for a 1 s window at 1700000000.25 s.
-func allowReq(inc, key string, limit, cost, ownCur, ownPrev, version int64) clustersync.AllowRequest {
+func allowReq(inc, key string, limit, cost, ownCur, ownPrev, version int64) strategytest.OneAllow {
 	start := 1700000000 * sec
-	return clustersync.AllowRequest{
+	return strategytest.OneAllow{
 		Inc: inc, At: start + sec/4, Cost: cost,
-		Limits: []clustersync.AllowLimit{{
+		Limits: []strategytest.OneLimit{{
 			Size: time.Second, Limit: limit,
 			Cur:  row(wk("api", key, time.Second, start), ownCur, version),
 			Prev: row(wk("api", key, time.Second, start-sec), ownPrev, version),
@@ -330,7 +331,7 @@ func testAllow(t *testing.T, d pgdb) {
 	push(t, s, "b", row(cur, 4, 1), row(prev, 8, 1))
 
 	// rate = (1 + 4) + (0 + 8) × 0.75 = 11; 11 + 2 ≤ 13 admits.
-	res, err := s.Allow(ctx, allowReq("a", "k", 13, 2, 1, 0, 10))
+	res, err := strategytest.AllowOne(ctx, s, allowReq("a", "k", 13, 2, 1, 0, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func testAllow(t *testing.T, d pgdb) {
 		t.Fatalf("prev window after admit: got %d, want 8 (own prev row 0 written)", got)
 	}
 	// Now own total is 3: rate = 7 + 6 = 13; 13 + 1 > 13 refuses, not counted.
-	res, err = s.Allow(ctx, allowReq("a", "k", 13, 1, 3, 0, 11))
+	res, err = strategytest.AllowOne(ctx, s, allowReq("a", "k", 13, 1, 3, 0, 11))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,25 +358,25 @@ func testAllow(t *testing.T, d pgdb) {
 	// CountRejected counts the cost of a refusal.
 	req := allowReq("a", "k", 13, 1, 3, 0, 12)
 	req.CountRejected = true
-	if res, err = s.Allow(ctx, req); err != nil || res.Allowed {
+	if res, err = strategytest.AllowOne(ctx, s, req); err != nil || res.Allowed {
 		t.Fatalf("got %+v, %v; want refused", res, err)
 	}
 	if got := window(t, s, cur); got != 8 {
 		t.Fatalf("cur window after counted refusal: got %d, want 8", got)
 	}
 	// An old version decides but does not overwrite.
-	if res, err = s.Allow(ctx, allowReq("a", "k", 1000, 1, 0, 0, 5)); err != nil || !res.Allowed {
+	if res, err = strategytest.AllowOne(ctx, s, allowReq("a", "k", 1000, 1, 0, 0, 5)); err != nil || !res.Allowed {
 		t.Fatalf("got %+v, %v; want allowed", res, err)
 	}
 	if got := window(t, s, cur); got != 8 {
 		t.Fatalf("cur window after stale allow: got %d, want 8", got)
 	}
 	// The boundary: rate + cost == limit admits.
-	if res, err = s.Allow(ctx, allowReq("c", "edge", 10, 10, 0, 0, 1)); err != nil || !res.Allowed {
+	if res, err = strategytest.AllowOne(ctx, s, allowReq("c", "edge", 10, 10, 0, 0, 1)); err != nil || !res.Allowed {
 		t.Fatalf("rate + cost == limit: got %+v, %v; want allowed", res, err)
 	}
 	// No limits: allowed, no store access needed.
-	if res, err = s.Allow(ctx, clustersync.AllowRequest{Inc: "a", Cost: 1}); err != nil || !res.Allowed {
+	if res, err = strategytest.AllowOne(ctx, s, strategytest.OneAllow{Inc: "a", Cost: 1}); err != nil || !res.Allowed {
 		t.Fatalf("no limits: got %+v, %v; want allowed", res, err)
 	}
 }
@@ -385,17 +386,17 @@ func testAllowSeveralLimits(t *testing.T, d pgdb) {
 	ctx := ctxT(t)
 	start := 1700000040 * sec
 	at := start + 30*sec // half of the minute window
-	mk := func(size time.Duration, limit, own, v int64) clustersync.AllowLimit {
+	mk := func(size time.Duration, limit, own, v int64) strategytest.OneLimit {
 		cs := at / int64(size) * int64(size)
-		return clustersync.AllowLimit{Size: size, Limit: limit,
+		return strategytest.OneLimit{Size: size, Limit: limit,
 			Cur:  row(wk("ns", "k", size, cs), own, v),
 			Prev: row(wk("ns", "k", size, cs-int64(size)), 0, v)}
 	}
 	push(t, s, "b", row(wk("ns", "k", time.Minute, at/int64(time.Minute)*int64(time.Minute)), 50, 1))
 	// The 1 s limit has room, the 1 min limit (50 + 1 > 50) has not.
-	req := clustersync.AllowRequest{Inc: "a", At: at, Cost: 1,
-		Limits: []clustersync.AllowLimit{mk(time.Second, 10, 0, 2), mk(time.Minute, 50, 0, 2)}}
-	res, err := s.Allow(ctx, req)
+	req := strategytest.OneAllow{Inc: "a", At: at, Cost: 1,
+		Limits: []strategytest.OneLimit{mk(time.Second, 10, 0, 2), mk(time.Minute, 50, 0, 2)}}
+	res, err := strategytest.AllowOne(ctx, s, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +405,7 @@ func testAllowSeveralLimits(t *testing.T, d pgdb) {
 	}
 	req.Limits[1].Limit = 51
 	req.Limits[0].Cur.Version, req.Limits[1].Cur.Version = 3, 3
-	if res, err = s.Allow(ctx, req); err != nil || !res.Allowed {
+	if res, err = strategytest.AllowOne(ctx, s, req); err != nil || !res.Allowed {
 		t.Fatalf("got %+v, %v; want allowed", res, err)
 	}
 	if got := window(t, s, req.Limits[0].Cur.WindowKey); got != 1 {
@@ -415,9 +416,9 @@ func testAllowSeveralLimits(t *testing.T, d pgdb) {
 	}
 	// Rows of two keys cannot be decided under one lock.
 	bad := req
-	bad.Limits = append([]clustersync.AllowLimit(nil), req.Limits...)
+	bad.Limits = append([]strategytest.OneLimit(nil), req.Limits...)
 	bad.Limits[1].Cur.Key = "other"
-	if _, err := s.Allow(ctx, bad); err == nil {
+	if _, err := strategytest.AllowOne(ctx, s, bad); err == nil {
 		t.Error("rows of two keys: no error")
 	}
 }
@@ -455,7 +456,7 @@ func testAllowExactAcrossIncarnations(t *testing.T, d pgdb) {
 				var own, version int64
 				for range 3 * limit {
 					version++
-					res, err := stores[n].Allow(ctx, allowReq(inc, key, limit, 1, own, 0, version))
+					res, err := strategytest.AllowOne(ctx, stores[n], allowReq(inc, key, limit, 1, own, 0, version))
 					if err != nil {
 						errs <- err
 						return
@@ -501,7 +502,7 @@ func testClosed(t *testing.T, d pgdb) {
 		"Close":     s.Close(),
 	}
 	_, checks["Window"] = s.Window(ctx, k)
-	_, checks["Allow"] = s.Allow(ctx, allowReq("a", "b", 1, 1, 0, 0, 1))
+	_, checks["Allow"] = strategytest.AllowOne(ctx, s, allowReq("a", "b", 1, 1, 0, 0, 1))
 	_, checks["Purge"] = s.Purge(ctx)
 	for name, err := range checks {
 		if !errors.Is(err, clustersync.ErrClosed) {
@@ -530,7 +531,7 @@ func TestOutage(t *testing.T) {
 		},
 		"Window": func(ctx context.Context) error { _, err := s.Window(ctx, k); return err },
 		"Allow": func(ctx context.Context) error {
-			_, err := s.Allow(ctx, allowReq("a", "key", 1, 1, 0, 0, 1))
+			_, err := strategytest.AllowOne(ctx, s, allowReq("a", "key", 1, 1, 0, 0, 1))
 			return err
 		},
 		"Purge": func(ctx context.Context) error { _, err := s.Purge(ctx); return err },
@@ -591,7 +592,7 @@ func testContext(t *testing.T, d pgdb) {
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = s.Allow(ctx, allowReq("a", "k", 10, 1, 1, 0, 5))
+	_, err = strategytest.AllowOne(ctx, s, allowReq("a", "k", 10, 1, 1, 0, 5))
 	if !errors.Is(err, clustersync.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Allow blocked past its deadline: got %v, want ErrUnavailable wrapping DeadlineExceeded", err)
 	}
@@ -601,7 +602,7 @@ func testContext(t *testing.T, d pgdb) {
 	// Another key is not blocked.
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
-	if _, err := s.Allow(ctx2, allowReq("a", "other", 10, 1, 0, 0, 5)); err != nil {
+	if _, err := strategytest.AllowOne(ctx2, s, allowReq("a", "other", 10, 1, 0, 0, 5)); err != nil {
 		t.Errorf("Allow of another key: %v", err)
 	}
 }
@@ -690,7 +691,7 @@ func testNewOnTx(t *testing.T, d pgdb) {
 	if got := fetch(t, s, "a", k)[0]; got != 4 {
 		t.Errorf("Fetch in tx: got %d, want 4", got)
 	}
-	res, err := s.Allow(ctx, allowReq("a", "k", 100, 1, 0, 0, 1))
+	res, err := strategytest.AllowOne(ctx, s, allowReq("a", "k", 100, 1, 0, 0, 1))
 	if err != nil || !res.Allowed {
 		t.Errorf("Allow in tx: %+v, %v", res, err)
 	}

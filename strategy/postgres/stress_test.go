@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/limiterd/limiterd/integration/harness"
+	"github.com/limiterd/limiterd/strategy/strategytest"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -150,9 +151,9 @@ func TestConcurrentNoDeadlock(t *testing.T) {
 				i := rng.IntN(keys)
 				cur := clustersync.Row{WindowKey: key(i, sec), Total: rng.Int64N(1e9), Version: v, ExpireAt: live}
 				prev := clustersync.Row{WindowKey: key(i, 0), Total: rng.Int64N(1e9), Version: v, ExpireAt: live}
-				req := clustersync.AllowRequest{Inc: inc, At: sec + sec/3, Cost: 1_000_000, CountRejected: true,
-					Limits: []clustersync.AllowLimit{{Size: time.Second, Limit: 5e9, Cur: cur, Prev: prev}}}
-				if _, err := s.Allow(callCtx, req); err != nil {
+				req := strategytest.OneAllow{Inc: inc, At: sec + sec/3, Cost: 1_000_000, CountRejected: true,
+					Limits: []strategytest.OneLimit{{Size: time.Second, Limit: 5e9, Cur: cur, Prev: prev}}}
+				if _, err := strategytest.AllowOne(callCtx, s, req); err != nil {
 					fail("allow", err)
 					return
 				}

@@ -1,10 +1,15 @@
 -- Decides a group of Allow requests of one key in order, atomically
--- (clustersync.GroupAllower): reads the others' totals of every window
--- once, decides each entry against this incarnation's totals as the
--- entries before it left them, then writes every window's previous row
--- as sent and its current row with every counted cost, as the allow
--- script writes one request's rows, and notes them in the change logs. The client sends only groups whose
--- totals and costs stay below 2^53, where doubles are exact.
+-- (clustersync.GroupAllower; a single Allow is a group of one): reads the
+-- others' totals of every window once, decides each entry against this
+-- incarnation's totals as the entries before it left them, then writes
+-- every window's previous row as sent and its current row with every
+-- counted cost, and notes them in the change logs. Like the key script it
+-- takes fields and rows ready-made: a previous window stored exactly as
+-- sent is only read, a current window goes through replace when it can,
+-- and only other rows build put. When every entry counts, the current
+-- total comes ready-made too (exact int64, whatever its size); otherwise
+-- it is summed here, so the client sends such groups only with totals and
+-- costs below 2^53, where doubles are exact.
 local put
 local sf, rf = ARGV[GROUP_HEAD_SUM_FIELD], ARGV[GROUP_HEAD_ROW_FIELD]
 local wp, key = sub(rf, 1, #rf - #sf + 1), sub(sf, 2) -- rf is wp .. key, sf '=' .. key
@@ -33,7 +38,7 @@ for w = 1, nw do
   prevPart[w] = 0
   if prev ~= 0 then prevPart[w] = prev * (size - ARGV[a + GROUP_WINDOW_POS]) / size end
 end
-local counted = 0
+local counted, all = 0, true
 for e = 1, ne do
   local a = ebase + (e - 1) * ew
   local cost = ARGV[a + GROUP_ENTRY_COST] + 0
@@ -47,7 +52,11 @@ for e = 1, ne do
   else
     out[nw * GROUP_REPLY_WIDTH + e] = 0
   end
-  if allowed or ARGV[a + GROUP_ENTRY_COUNT_REJECTED] == '1' then counted = counted + cost end
+  if allowed or ARGV[a + GROUP_ENTRY_COUNT_REJECTED] == '1' then
+    counted = counted + cost
+  elseif cost ~= 0 then
+    all = false
+  end
 end
 for w = 1, nw do
   local a = GROUP_HEAD_WIDTH + (w - 1) * GROUP_WINDOW_WIDTH
@@ -64,7 +73,11 @@ for w = 1, nw do
   end
   local hc, rc = KEYS[k + GROUP_KEYS_CUR], reads[k + GROUP_KEYS_CUR]
   local t = ARGV[a + GROUP_WINDOW_CUR_TOTAL]
-  if counted ~= 0 then t = format('%d', own[w] + counted) end
+  if all then
+    t = ARGV[a + GROUP_WINDOW_CUR_ALL]
+  elseif counted ~= 0 then
+    t = format('%d', own[w] + counted)
+  end
   local v, exp = ARGV[a + GROUP_WINDOW_CUR_VERSION], ARGV[a + GROUP_WINDOW_CUR_EXPIRE]
   local lg, pre = logOf(hc)
   note(lg, wp, pre, key)

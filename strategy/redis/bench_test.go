@@ -232,7 +232,8 @@ func (c fixedClock) Now() time.Time { return time.Time(c) }
 // current windows, and of its 2 previous ones for the first call after a
 // boundary and the first one 250 ms after it), "increment-10keys" the same
 // over 10 keys (hot keys: nearly every call sends the current windows
-// only), "allow" is Syncer.AllowAt over both sizes (one Allow script).
+// only), "allow" is Syncer.AllowAt over both sizes (one call of the allow
+// script, a group of one).
 // "bucket-token", "bucket-leaky" and "bucket-fixed" are one store Buckets
 // call (one script) taking 1 from one bucket of that kind, in one
 // incarnation, as a synchronous bucket limit makes it.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/ratelimit"
+	"github.com/limiterd/limiterd/strategy/strategytest"
 	clustersync "github.com/limiterd/limiterd/sync"
 )
 
@@ -122,12 +123,12 @@ func TestCluster(t *testing.T) {
 	// Allow over two sizes of one key: one script, one slot.
 	const m = ratelimit.Micro
 	at := int64(30 * time.Second)
-	req := clustersync.AllowRequest{Inc: "c", At: at, Cost: m, Limits: []clustersync.AllowLimit{
+	req := strategytest.OneAllow{Inc: "c", At: at, Cost: m, Limits: []strategytest.OneLimit{
 		allowLimit("api", "user-7", time.Second, 10*m, ratelimit.WindowStart(at, time.Second), 0, 0, 1),
 		allowLimit("api", "user-7", time.Minute, 10*m, 0, 0, 0, 1),
 	}}
 	mustPush(t, s, "a", row(req.Limits[1].Cur.WindowKey, 9*m, 2))
-	res, err := s.Allow(ctx, req)
+	res, err := strategytest.AllowOne(ctx, s, req)
 	if err != nil || !res.Allowed {
 		t.Fatalf("Allow = %+v, %v; want allowed", res, err)
 	}
@@ -136,7 +137,7 @@ func TestCluster(t *testing.T) {
 		req.Limits[i].Cur.Total, req.Limits[i].Cur.Version = m, 2
 		req.Limits[i].Prev.Version = 2
 	}
-	if res, err = s.Allow(ctx, req); err != nil || res.Allowed {
+	if res, err = strategytest.AllowOne(ctx, s, req); err != nil || res.Allowed {
 		t.Fatalf("second Allow = %+v, %v; want denied", res, err)
 	}
 	if n := window(t, s, req.Limits[1].Cur.WindowKey); n != 10*m {

@@ -1,6 +1,7 @@
 // Package redis is limiterd's Redis store: a clustersync.Store, with the
-// optional clustersync.PushFetcher, clustersync.AtomicAllower,
-// clustersync.GroupAllower, clustersync.BucketStore,
+// optional clustersync.PushFetcher, clustersync.GroupAllower (one
+// allow script, a single Allow being a group of one),
+// clustersync.BucketStore,
 // clustersync.LeaseStore and clustersync.ChangeReader, on a standalone
 // server, Sentinel or Redis Cluster (Redis ≥ 7.0). Import it as
 // redisstore.
@@ -54,17 +55,18 @@
 //
 //	store.go            Store, New, Close
 //	push.go             Push, PushFetch, Fetch, Window: batches, grouping by hash
-//	allow.go            Allow
+//	group.go            AllowGroup: a single Allow or a group, one script
 //	buckets.go          Buckets: the bucket hashes' keys, the script's arguments
 //	leases.go           Leases: the lease keys, times, grouping by key
 //	encode.go           the scripts' arguments and replies
 //	layout.go           where each argument and reply value is, shared with the Lua
+//	                    (the allow script's: group_layout.go)
 //	script.go, *.lua    the scripts and how they run
 //	errors.go           which errors mean unavailable
 //	keys.go             hash keys, fields, buckets
 //	changes.go          Changes: the change logs (lib.lua), cursors
 //
-// Change logs (ChangeReader): each call of the push, key and allow
+// Change logs (ChangeReader): each call of the push, key and allowgroup
 // scripts adds to a sorted set of each bucket it wrote,
 // "<prefix>:{<tag>}:<bucket>:<len(ns)>:<ns>:c", one member listing the
 // windows it wrote there, scored by a sequence the script takes from

@@ -196,64 +196,6 @@ func decodeRows(reply []int64, n int, others []int64) error {
 	return nil
 }
 
-// encodeAllow encodes the allow script's call for req, whose rows are
-// windows of one (namespace, key), under key prefix and row prefix rp.
-func encodeAllow(prefix, rp string, req *clustersync.AllowRequest) scriptCall {
-	n := len(req.Limits)
-	first := &req.Limits[0].Cur
-	keys := make([]string, allowKeys(0).at(n))
-	a := newArgv(allowLimit(0).at(n))
-	s := newStrs(2*n*hashKeyLen(prefix, first.Namespace)+1+2*len(first.Key)+len(rp)+n*(3*20+2), len(keys)+2+n)
-	hk := newKeyHasher(prefix, first.Namespace, first.Key)
-	for i := range req.Limits {
-		l := &req.Limits[i]
-		s.b = hk.appendKey(s.b, l.Cur.Size, l.Cur.Start)
-		s.cut(&keys[allowKeysCur.at(i)])
-		s.b = hk.appendKey(s.b, l.Prev.Size, l.Prev.Start)
-		s.cut(&keys[allowKeysPrev.at(i)])
-	}
-	s.appendFields(rp, first.Key, a.str(int(allowHeadSumField)), a.str(int(allowHeadRowField)))
-	a.int(int(allowHeadCost), req.Cost)
-	a.args[allowHeadCountRejected] = "0"
-	if req.CountRejected {
-		a.args[allowHeadCountRejected] = "1"
-	}
-	for i := range req.Limits {
-		l := &req.Limits[i]
-		a.int(allowLimitLimit.at(i), l.Limit)
-		a.int(allowLimitSize.at(i), int64(l.Size))
-		a.int(allowLimitPos.at(i), req.At-l.Cur.Start)
-		a.int(allowLimitCurTotal.at(i), l.Cur.Total)
-		a.int(allowLimitCurCounted.at(i), l.Cur.Total+req.Cost)
-		a.int(allowLimitCurVersion.at(i), l.Cur.Version)
-		a.int(allowLimitCurExpire.at(i), expireArg(&l.Cur))
-		prevExp := expireArg(&l.Prev)
-		a.int(allowLimitPrevTotal.at(i), l.Prev.Total)
-		a.int(allowLimitPrevVersion.at(i), l.Prev.Version)
-		a.int(allowLimitPrevExpire.at(i), prevExp)
-		s.b = appendRow(s.b, l.Prev.Total, l.Prev.Version, prevExp)
-		s.cut(a.str(allowLimitPrevRow.at(i)))
-	}
-	s.done()
-	return scriptCall{keys: keys, args: a.args}
-}
-
-// decodeAllow returns the result of the allow script's reply for n
-// limits.
-func decodeAllow(reply []int64, n int) (clustersync.AllowResult, error) {
-	if len(reply) != allowReplyCurSum.at(n) {
-		return clustersync.AllowResult{}, fmt.Errorf("unexpected reply %v for %d limits", reply, n)
-	}
-	res := clustersync.AllowResult{Allowed: reply[allowReplyHeadAllowed] == 1, Others: make([][2]int64, n)}
-	for i := range res.Others {
-		res.Others[i] = [2]int64{
-			reply[allowReplyCurSum.at(i)] - reply[allowReplyCurOwn.at(i)],
-			reply[allowReplyPrevSum.at(i)] - reply[allowReplyPrevOwn.at(i)],
-		}
-	}
-	return res, nil
-}
-
 // others1 returns a window's sum minus one incarnation's total, from the
 // sum field and the incarnation's row as stored ("" for none).
 func others1(sum, row string) (int64, error) {

@@ -164,66 +164,57 @@ return out`, scriptCall{})
 		}
 	})
 
-	req := clustersync.AllowRequest{Inc: "inc", At: 1_500, Cost: 3, CountRejected: true}
+	req := &clustersync.GroupAllowRequest{Inc: "inc", At: 1_500}
 	for i, size := range []time.Duration{1000, 60_000} {
 		n := int64(10 * (i + 1))
-		req.Limits = append(req.Limits, clustersync.AllowLimit{
-			Size: size, Limit: n + 1,
+		w := clustersync.GroupWindow{Size: size,
 			Cur:  rw("n", "k", size, 1000, n+2, n+3),
-			Prev: rw("n", "k", size, 1000-int64(size), n+4, n+5),
-		})
-		req.Limits[i].Prev.ExpireAt = exp.Add(time.Duration(n) * time.Millisecond)
+			Prev: rw("n", "k", size, 1000-int64(size), n+4, n+5)}
+		w.Prev.ExpireAt = exp.Add(time.Duration(n) * time.Millisecond)
+		req.Windows = append(req.Windows, w)
+	}
+	req.Entries = []clustersync.GroupEntry{
+		{Cost: 3, CountRejected: true, Limits: []clustersync.GroupLimit{{Window: 1, Limit: 21}}},
+		{Cost: 4, Limits: []clustersync.GroupLimit{{Window: 0, Limit: 11}, {Window: 1, Limit: 22}}},
 	}
 
-	t.Run("allow", func(t *testing.T) {
-		call := encodeAllow("p", rp, &req)
-		got := named(probe(t, c, "allow", probeLib+`
-`+adds("''", "ARGV[ALLOW_HEAD_", "sum field", "row field", "cost", "count rejected")+`
-for l = 1, #KEYS / ALLOW_KEYS_WIDTH do
-  local a = ALLOW_HEAD_WIDTH + (l - 1) * ALLOW_LIMIT_WIDTH
-  local k = (l - 1) * ALLOW_KEYS_WIDTH
-  add(l .. ' cur hash', KEYS[k + ALLOW_KEYS_CUR])
-  add(l .. ' prev hash', KEYS[k + ALLOW_KEYS_PREV])
-  `+adds("l .. ' '", "ARGV[a + ALLOW_LIMIT_", "limit", "size", "pos", "cur total", "cur counted", "cur version", "cur expire",
+	t.Run("allowgroup", func(t *testing.T) {
+		call := encodeAllowGroup("p", rp, req)
+		got := named(probe(t, c, "allowgroup", probeLib+`
+`+adds("''", "ARGV[GROUP_HEAD_", "sum field", "row field")+`
+local nw = #KEYS / GROUP_KEYS_WIDTH
+for w = 1, nw do
+  local a = GROUP_HEAD_WIDTH + (w - 1) * GROUP_WINDOW_WIDTH
+  local k = (w - 1) * GROUP_KEYS_WIDTH
+  add(w .. ' cur hash', KEYS[k + GROUP_KEYS_CUR])
+  add(w .. ' prev hash', KEYS[k + GROUP_KEYS_PREV])
+  `+adds("w .. ' '", "ARGV[a + GROUP_WINDOW_", "size", "pos", "cur total", "cur all", "cur version", "cur expire",
 			"prev total", "prev version", "prev expire", "prev row")+`
 end
+local ebase = GROUP_HEAD_WIDTH + nw * GROUP_WINDOW_WIDTH
+for e = 1, (#ARGV - ebase) / (GROUP_ENTRY_WIDTH + nw) do
+  local a = ebase + (e - 1) * (GROUP_ENTRY_WIDTH + nw)
+  `+adds("'e' .. e .. ' '", "ARGV[a + GROUP_ENTRY_", "cost", "count rejected")+`
+  for w = 1, nw do add('e' .. e .. ' limit ' .. w, ARGV[a + GROUP_ENTRY_WIDTH + w]) end
+end
 return out`, call))
-		want := map[string]string{"sum field": "=k", "row field": rp + "k", "cost": "3", "count rejected": "1"}
-		for i, l := range req.Limits {
-			pe := expireArg(&l.Prev)
+		want := map[string]string{"sum field": "=k", "row field": rp + "k",
+			"e1 cost": "3", "e1 count rejected": "1", "e1 limit 1": "", "e1 limit 2": "21",
+			"e2 cost": "4", "e2 count rejected": "0", "e2 limit 1": "11", "e2 limit 2": "22"}
+		for i, w := range req.Windows {
+			pe := expireArg(&w.Prev)
 			for name, v := range map[string]any{
-				"cur hash": redisKey("p", &l.Cur.WindowKey), "prev hash": redisKey("p", &l.Prev.WindowKey),
-				"limit": l.Limit, "size": int64(l.Size), "pos": 500,
-				"cur total": l.Cur.Total, "cur counted": l.Cur.Total + 3, "cur version": l.Cur.Version, "cur expire": "1800000000123",
-				"prev total": l.Prev.Total, "prev version": l.Prev.Version, "prev expire": pe,
-				"prev row": fmt.Sprint(l.Prev.Total, ":", l.Prev.Version, ":", pe),
+				"cur hash": redisKey("p", &w.Cur.WindowKey), "prev hash": redisKey("p", &w.Prev.WindowKey),
+				"size": int64(w.Size), "pos": 500,
+				"cur total": w.Cur.Total, "cur all": w.Cur.Total + 7, "cur version": w.Cur.Version, "cur expire": "1800000000123",
+				"prev total": w.Prev.Total, "prev version": w.Prev.Version, "prev expire": pe,
+				"prev row": fmt.Sprint(w.Prev.Total, ":", w.Prev.Version, ":", pe),
 			} {
 				want[fmt.Sprint(i+1, " ", name)] = fmt.Sprint(v)
 			}
 		}
 		if !maps.Equal(got, want) {
-			t.Errorf("the allow script reads\n%v\nwant\n%v", got, want)
-		}
-	})
-
-	t.Run("allow reply", func(t *testing.T) {
-		v := probe(t, c, "allow", `
-local out = {}
-out[ALLOW_REPLY_HEAD_ALLOWED] = '1'
-for l = 1, 2 do
-  local o = ALLOW_REPLY_HEAD_WIDTH + (l - 1) * ALLOW_REPLY_WIDTH
-  out[o + ALLOW_REPLY_CUR_SUM], out[o + ALLOW_REPLY_CUR_OWN] = tostring(1000 * l), tostring(l)
-  out[o + ALLOW_REPLY_PREV_SUM], out[o + ALLOW_REPLY_PREV_OWN] = tostring(100 * l), tostring(10 * l)
-end
-return out`, scriptCall{})
-		reply := make([]int64, len(v))
-		for i := range v {
-			fmt.Sscan(v[i].(string), &reply[i])
-		}
-		res, err := decodeAllow(reply, 2)
-		want := clustersync.AllowResult{Allowed: true, Others: [][2]int64{{999, 90}, {1998, 180}}}
-		if err != nil || res.Allowed != want.Allowed || !slices.Equal(res.Others, want.Others) {
-			t.Errorf("decodeAllow(%v) = %+v, %v; want %+v", reply, res, err, want)
+			t.Errorf("the allowgroup script reads\n%v\nwant\n%v", got, want)
 		}
 	})
 }

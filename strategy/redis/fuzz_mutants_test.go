@@ -23,12 +23,21 @@ func TestFuzzCatchesMutants(t *testing.T) {
 		Caught: "last ops",
 	}, {
 		// An Allow is refused when it reaches its limit exactly.
-		Name:   "allow.lua decision: >= for >",
-		File:   "allow.lua",
-		Old:    "if rate + cost > ARGV[a + ALLOW_LIMIT_LIMIT] + 0 then",
-		New:    "if rate + cost >= ARGV[a + ALLOW_LIMIT_LIMIT] + 0 then",
+		Name:   "allowgroup.lua decision: >= for >",
+		File:   "allowgroup.lua",
+		Old:    "+ prevPart[w] + cost > lim + 0 then",
+		New:    "+ prevPart[w] + cost >= lim + 0 then",
 		Test:   "FuzzAllow",
 		Caught: "last ops",
+	}, {
+		// A counted cost is added to the current total in doubles: a
+		// total beyond 2^53 is written rounded.
+		Name:   "allowgroup.lua total: summed in Lua",
+		File:   "allowgroup.lua",
+		Old:    "  if all then",
+		New:    "  if false then",
+		Test:   "TestConformance/atomic_allow/large_totals_written_exactly",
+		Caught: "sum over every incarnation of",
 	}, {
 		// An acquire is granted one lease past the limit.
 		Name:   "leases.lua acquire: <= for <",

@@ -6,9 +6,9 @@ import (
 	"github.com/limiterd/limiterd/strategy/strategytest"
 )
 
-// The store's arithmetic (allow.lua, allowgroup.lua, buckets.lua,
-// leases.lua, push.lua) fuzzed against the Go engine, one target per kind
-// (see strategytest.Fuzz). Plain go test runs the seeds and
+// The store's arithmetic (allowgroup.lua, buckets.lua, leases.lua,
+// push.lua) fuzzed against the Go engine, one target per kind (see
+// strategytest.Fuzz). Plain go test runs the seeds and
 // testdata/fuzz (the CI smoke); a longer search, one target at a time:
 //
 //	go test -run '^$' -fuzz '^FuzzBuckets$' -fuzztime 10m -fuzzminimizetime 20x -parallel 1 ./strategy/redis

@@ -10,7 +10,8 @@ import (
 var allowGroupScript = newScript("allowgroup")
 
 // AllowGroup decides req's entries in order in one script call, as
-// clustersync.GroupAllower specifies. All rows of req must be windows of
+// clustersync.GroupAllower specifies: the store's one Allow script (a
+// single Allow is a group of one). All rows of req must be windows of
 // one (namespace, key): on a cluster they then share a hash slot.
 func (s *Store) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
 	if s.closed.Load() {
@@ -70,11 +71,16 @@ func encodeAllowGroup(prefix, rp string, req *clustersync.GroupAllowRequest) scr
 		s.cut(&keys[groupKeysPrev.at(i)])
 	}
 	s.appendFields(rp, first.Key, a.str(int(groupHeadSumField)), a.str(int(groupHeadRowField)))
+	var costs int64
+	for i := range req.Entries {
+		costs += req.Entries[i].Cost
+	}
 	for i := range req.Windows {
 		w := &req.Windows[i]
 		a.int(groupWindowSize.at(i), int64(w.Size))
 		a.int(groupWindowPos.at(i), req.At-w.Cur.Start)
 		a.int(groupWindowCurTotal.at(i), w.Cur.Total)
+		a.int(groupWindowCurAll.at(i), w.Cur.Total+costs)
 		a.int(groupWindowCurVersion.at(i), w.Cur.Version)
 		a.int(groupWindowCurExpire.at(i), expireArg(&w.Cur))
 		prevExp := expireArg(&w.Prev)

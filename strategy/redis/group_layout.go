@@ -1,6 +1,7 @@
 package redis
 
-// The layout of the allowgroup script (clustersync.GroupAllower), in the
+// The layout of the allowgroup script (clustersync.GroupAllower, the
+// store's one Allow script: a single Allow is a group of one), in the
 // records of layout.go; TestGroupLayoutHeader keeps its header
 // allowgroup_layout.lua in step with this file.
 
@@ -32,6 +33,7 @@ const (
 	groupWindowSize        groupWindow = iota // the window size
 	groupWindowPos                            // At − the current window's start
 	groupWindowCurTotal                       // the current total before the group
+	groupWindowCurAll                         // the current total with every entry's cost: written exactly when every entry counts
 	groupWindowCurVersion                     // the current row's version
 	groupWindowCurExpire                      // the current row's expiry
 	groupWindowPrevTotal                      // the previous total

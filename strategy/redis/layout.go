@@ -77,64 +77,6 @@ const (
 	keyWindowWidth
 )
 
-// allowKeys is one limit's KEYS of the allow script.
-type allowKeys int
-
-const (
-	allowKeysCur  allowKeys = iota // the hash of the current window
-	allowKeysPrev                  // the hash of the previous window
-	allowKeysWidth
-)
-
-// allowHead is the head of the allow script's ARGV.
-type allowHead int
-
-const (
-	allowHeadSumField      allowHead = iota // the key's sum field
-	allowHeadRowField                       // the incarnation's row field of the key
-	allowHeadCost                           // the cost
-	allowHeadCountRejected                  // '1' to count a denied cost, else '0'
-	allowHeadWidth
-)
-
-// allowLimit is one limit of the allow script's ARGV.
-type allowLimit int
-
-const (
-	allowLimitLimit       allowLimit = iota // the limit
-	allowLimitSize                          // the window size
-	allowLimitPos                           // At − the current window's start
-	allowLimitCurTotal                      // the current total without the cost
-	allowLimitCurCounted                    // the current total with the cost
-	allowLimitCurVersion                    // the current row's version
-	allowLimitCurExpire                     // the current row's expiry
-	allowLimitPrevTotal                     // the previous total
-	allowLimitPrevVersion                   // the previous row's version
-	allowLimitPrevExpire                    // the previous row's expiry
-	allowLimitPrevRow                       // the previous row as stored
-	allowLimitWidth
-)
-
-// allowReplyHead is the head of the allow script's reply.
-type allowReplyHead int
-
-const (
-	allowReplyHeadAllowed allowReplyHead = iota // '1' or '0'
-	allowReplyHeadWidth
-)
-
-// allowReply is one limit's reply of the allow script: the sums and the
-// incarnation's totals as stored before the writes.
-type allowReply int
-
-const (
-	allowReplyCurSum allowReply = iota
-	allowReplyCurOwn
-	allowReplyPrevSum
-	allowReplyPrevOwn
-	allowReplyWidth
-)
-
 // The buckets script decides a clustersync.BucketStore call (token,
 // leaky and fixed buckets; not the key buckets of keys.go). Its KEYS are
 // the buckets' hashes, one per call, all of one hash tag.
@@ -245,9 +187,6 @@ const (
 // Where field f of item i is, 0-based.
 func (f rowReply) at(i int) int    { return i*int(rowReplyWidth) + int(f) }
 func (f keyWindow) at(i int) int   { return int(keyHeadWidth) + i*int(keyWindowWidth) + int(f) }
-func (f allowKeys) at(i int) int   { return i*int(allowKeysWidth) + int(f) }
-func (f allowLimit) at(i int) int  { return int(allowHeadWidth) + i*int(allowLimitWidth) + int(f) }
-func (f allowReply) at(i int) int  { return int(allowReplyHeadWidth) + i*int(allowReplyWidth) + int(f) }
 func (f bucketsCall) at(i int) int { return int(bucketsHeadWidth) + i*int(bucketsCallWidth) + int(f) }
 func (f leasesOp) at(i int) int    { return int(leasesHeadWidth) + i*int(leasesOpWidth) + int(f) }
 func (f leasesReply) at(i int) int { return i*int(leasesReplyWidth) + int(f) }

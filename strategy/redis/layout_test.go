@@ -27,7 +27,6 @@ var layoutHeaders = []struct {
 }{
 	{"push_layout.lua", []string{"pushHead", "pushGroup", "pushRow", "rowReply"}},
 	{"key_layout.lua", []string{"keyHead", "keyWindow", "rowReply"}},
-	{"allow_layout.lua", []string{"allowKeys", "allowHead", "allowLimit", "allowReplyHead", "allowReply"}},
 	{"buckets_layout.lua", []string{"bucketsHead", "bucketsCall", "bucketsReplyHead", "bucketsReply"}},
 	{"leases_layout.lua", []string{"leasesKeys", "leasesHead", "leasesOp", "leasesReply"}},
 	{"changes_layout.lua", []string{"changesHead", "changesLog", "changesReplyHead", "changesReply"}},

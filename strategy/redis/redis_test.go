@@ -26,12 +26,12 @@ import (
 )
 
 var (
-	_ clustersync.Store         = (*redisstore.Store)(nil)
-	_ clustersync.PushFetcher   = (*redisstore.Store)(nil)
-	_ clustersync.AtomicAllower = (*redisstore.Store)(nil)
-	_ clustersync.BucketStore   = (*redisstore.Store)(nil)
-	_ clustersync.LeaseStore    = (*redisstore.Store)(nil)
-	_ clustersync.ChangeReader  = (*redisstore.Store)(nil)
+	_ clustersync.Store        = (*redisstore.Store)(nil)
+	_ clustersync.PushFetcher  = (*redisstore.Store)(nil)
+	_ clustersync.GroupAllower = (*redisstore.Store)(nil)
+	_ clustersync.BucketStore  = (*redisstore.Store)(nil)
+	_ clustersync.LeaseStore   = (*redisstore.Store)(nil)
+	_ clustersync.ChangeReader = (*redisstore.Store)(nil)
 
 	_ redisstore.Client = (*redis.Client)(nil)
 	_ redisstore.Client = (*redis.ClusterClient)(nil)
@@ -593,16 +593,16 @@ func TestPushFetch(t *testing.T) {
 }
 
 // allowLimit builds a limit of size with own totals at window start cs.
-func allowLimit(ns, key string, size time.Duration, limit int64, cs, ownCur, ownPrev, version int64) clustersync.AllowLimit {
-	return clustersync.AllowLimit{
+func allowLimit(ns, key string, size time.Duration, limit int64, cs, ownCur, ownPrev, version int64) strategytest.OneLimit {
+	return strategytest.OneLimit{
 		Size: size, Limit: limit,
 		Cur:  row(wk(ns, key, size, cs), ownCur, version),
 		Prev: row(wk(ns, key, size, cs-int64(size)), ownPrev, version),
 	}
 }
 
-// wantAllowed is the AtomicAllower contract computed in Go.
-func wantAllowed(req clustersync.AllowRequest, others [][2]int64) bool {
+// wantAllowed is a single Allow's decision (a group of one) computed in Go.
+func wantAllowed(req strategytest.OneAllow, others [][2]int64) bool {
 	for i, l := range req.Limits {
 		rate := ratelimit.SlidingRate(l.Cur.Total+others[i][0], l.Prev.Total+others[i][1], l.Size, req.At-l.Cur.Start)
 		if rate+float64(req.Cost) > float64(l.Limit) {
@@ -642,8 +642,8 @@ func TestAllow(t *testing.T) {
 			s := newStore(t)
 			l := allowLimit("al", "k", time.Second, c.limit, cs, c.ownCur, c.ownPrev, 10)
 			mustPush(t, s, "other", row(l.Cur.WindowKey, c.othersCur, 1), row(l.Prev.WindowKey, c.othersPrev, 1))
-			req := clustersync.AllowRequest{Inc: "me", At: cs + c.at, Cost: c.cost, Limits: []clustersync.AllowLimit{l}, CountRejected: c.countRejected}
-			res, err := s.Allow(ctxT(t), req)
+			req := strategytest.OneAllow{Inc: "me", At: cs + c.at, Cost: c.cost, Limits: []strategytest.OneLimit{l}, CountRejected: c.countRejected}
+			res, err := strategytest.AllowOne(ctxT(t), s, req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -674,8 +674,8 @@ func TestAllowSeveralLimits(t *testing.T) {
 	at := 1_700_000_000*sec + 30*sec + sec/2
 	perSec := allowLimit("ml", "k", time.Second, 10*m, ratelimit.WindowStart(at, time.Second), 0, 0, 10)
 	perMin := allowLimit("ml", "k", time.Minute, 20*m, ratelimit.WindowStart(at, time.Minute), 19*m, 0, 10)
-	req := clustersync.AllowRequest{Inc: "me", At: at, Cost: 2 * m, Limits: []clustersync.AllowLimit{perSec, perMin}}
-	res, err := s.Allow(ctxT(t), req)
+	req := strategytest.OneAllow{Inc: "me", At: at, Cost: 2 * m, Limits: []strategytest.OneLimit{perSec, perMin}}
+	res, err := strategytest.AllowOne(ctxT(t), s, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -690,7 +690,7 @@ func TestAllowSeveralLimits(t *testing.T) {
 	}
 	req.Cost = m
 	req.Limits[0].Cur.Version, req.Limits[1].Cur.Version = 11, 11
-	if res, err = s.Allow(ctxT(t), req); err != nil || !res.Allowed {
+	if res, err = strategytest.AllowOne(ctxT(t), s, req); err != nil || !res.Allowed {
 		t.Fatalf("Allow(1 hit) = %v, %v; want allowed", res.Allowed, err)
 	}
 	if got := window(t, s, perMin.Cur.WindowKey); got != 20*m {
@@ -699,13 +699,13 @@ func TestAllowSeveralLimits(t *testing.T) {
 	// An older version does not overwrite what the newer call wrote.
 	req.Limits[0].Cur.Version, req.Limits[1].Cur.Version = 5, 5
 	req.Limits[1].Cur.Total = 0
-	if _, err = s.Allow(ctxT(t), req); err != nil {
+	if _, err = strategytest.AllowOne(ctxT(t), s, req); err != nil {
 		t.Fatal(err)
 	}
 	if got := window(t, s, perMin.Cur.WindowKey); got != 20*m {
 		t.Errorf("Window(minute) after an older Allow = %d, want %d", got, 20*m)
 	}
-	if res, err := s.Allow(ctxT(t), clustersync.AllowRequest{Inc: "me"}); err != nil || !res.Allowed {
+	if res, err := strategytest.AllowOne(ctxT(t), s, strategytest.OneAllow{Inc: "me"}); err != nil || !res.Allowed {
 		t.Errorf("Allow with no limits = %v, %v; want allowed", res.Allowed, err)
 	}
 }
@@ -718,7 +718,7 @@ func TestAllowMatchesContract(t *testing.T) {
 	sizes := []time.Duration{100 * time.Millisecond, time.Second, 7 * time.Second, time.Minute, time.Hour}
 	for i := range 300 {
 		at := 1_700_000_000_000_000_000 + rng.Int64N(int64(time.Hour))
-		req := clustersync.AllowRequest{Inc: "me", At: at, Cost: rng.Int64N(3_000_000), CountRejected: rng.IntN(2) == 0}
+		req := strategytest.OneAllow{Inc: "me", At: at, Cost: rng.Int64N(3_000_000), CountRejected: rng.IntN(2) == 0}
 		var others [][2]int64
 		key := fmt.Sprint("k", i)
 		for _, size := range sizes[:1+rng.IntN(len(sizes))] {
@@ -733,7 +733,7 @@ func TestAllowMatchesContract(t *testing.T) {
 			req.Limits = append(req.Limits, l)
 			others = append(others, [2]int64{oc, op})
 		}
-		res, err := s.Allow(ctxT(t), req)
+		res, err := strategytest.AllowOne(ctxT(t), s, req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -754,7 +754,7 @@ func TestClosed(t *testing.T) {
 	k := wk("c", "k", time.Second, 0)
 	ctx := ctxT(t)
 	_, werr := s.Window(ctx, k)
-	_, aerr := s.Allow(ctx, clustersync.AllowRequest{Inc: "a", Limits: []clustersync.AllowLimit{allowLimit("c", "k", time.Second, 1, 0, 0, 0, 1)}})
+	_, aerr := strategytest.AllowOne(ctx, s, strategytest.OneAllow{Inc: "a", Limits: []strategytest.OneLimit{allowLimit("c", "k", time.Second, 1, 0, 0, 0, 1)}})
 	for name, err := range map[string]error{
 		"Leases":    s.Leases(ctx, 1, []clustersync.LeaseOp{leaseOp(clustersync.LeaseCount, "c", "k", "", 0, 0)}, make([]clustersync.LeaseReply, 1)),
 		"Push":      s.Push(ctx, "a", []clustersync.Row{row(k, 1, 1)}),
@@ -774,7 +774,7 @@ func TestUnavailable(t *testing.T) {
 	k := wk("u", "k", time.Second, 0)
 	calls := func(s *redisstore.Store, ctx context.Context) map[string]error {
 		_, werr := s.Window(ctx, k)
-		_, aerr := s.Allow(ctx, clustersync.AllowRequest{Inc: "a", Limits: []clustersync.AllowLimit{allowLimit("u", "k", time.Second, 1, 0, 0, 0, 1)}})
+		_, aerr := strategytest.AllowOne(ctx, s, strategytest.OneAllow{Inc: "a", Limits: []strategytest.OneLimit{allowLimit("u", "k", time.Second, 1, 0, 0, 0, 1)}})
 		lops := []clustersync.LeaseOp{leaseOp(clustersync.LeaseCount, "u", "k", "", 0, 0), leaseOp(clustersync.LeaseCount, "u", "k2", "", 0, 0)}
 		return map[string]error{
 			"Leases":    s.Leases(ctx, 1, lops[:1], make([]clustersync.LeaseReply, 1)),
@@ -850,7 +850,7 @@ func TestRestart(t *testing.T) {
 	if got := fetch(t, s, "b", k)[0]; got != 3 {
 		t.Errorf("Fetch after restart = %d, want 3", got)
 	}
-	res, err := s.Allow(ctxT(t), clustersync.AllowRequest{Inc: "b", Cost: 1, Limits: []clustersync.AllowLimit{allowLimit("r", "k", time.Second, 4, 0, 0, 0, 1)}})
+	res, err := strategytest.AllowOne(ctxT(t), s, strategytest.OneAllow{Inc: "b", Cost: 1, Limits: []strategytest.OneLimit{allowLimit("r", "k", time.Second, 4, 0, 0, 0, 1)}})
 	if err != nil || !res.Allowed {
 		t.Errorf("Allow after restart = %v, %v; want allowed", res.Allowed, err)
 	}
@@ -868,7 +868,7 @@ func TestScriptFlush(t *testing.T) {
 		func() error { return s.Fetch(ctxT(t), "b", []clustersync.WindowKey{k}, others) },
 		func() error { return s.PushFetch(ctxT(t), "b", []clustersync.Row{row(k, 1, 1)}, others) },
 		func() error {
-			_, err := s.Allow(ctxT(t), clustersync.AllowRequest{Inc: "c", Limits: []clustersync.AllowLimit{allowLimit("sf", "k", time.Second, 10, 0, 0, 0, 1)}})
+			_, err := strategytest.AllowOne(ctxT(t), s, strategytest.OneAllow{Inc: "c", Limits: []strategytest.OneLimit{allowLimit("sf", "k", time.Second, 10, 0, 0, 0, 1)}})
 			return err
 		},
 		func() error { // one key: one script call
@@ -1148,13 +1148,13 @@ func TestAllowMatchesPushScript(t *testing.T) {
 	at := sec.Start + int64(time.Second)/4
 	other := wk("ah-other", "x", time.Minute, 0)
 	for i, st := range steps {
-		req := clustersync.AllowRequest{Inc: st.inc, At: at, Cost: st.cost, CountRejected: st.countRejected}
+		req := strategytest.OneAllow{Inc: st.inc, At: at, Cost: st.cost, CountRejected: st.countRejected}
 		for j := range st.cur {
 			if st.cur[j].Size != 0 {
-				req.Limits = append(req.Limits, clustersync.AllowLimit{Size: st.cur[j].Size, Limit: st.limit, Cur: st.cur[j], Prev: st.prev[j]})
+				req.Limits = append(req.Limits, strategytest.OneLimit{Size: st.cur[j].Size, Limit: st.limit, Cur: st.cur[j], Prev: st.prev[j]})
 			}
 		}
-		got, err := allow.Allow(ctxT(t), req)
+		got, err := strategytest.AllowOne(ctxT(t), allow, req)
 		if err != nil {
 			t.Fatalf("step %d: Allow: %v", i, err)
 		}

@@ -13,7 +13,6 @@ import (
 var (
 	pushScript    = newScript("push")
 	keyScript     = newScript("key")
-	allowScript   = newScript("allow")
 	bucketsScript = newScript("buckets")
 	leasesScript  = newScript("leases")
 	changesScript = newScript("changes")

@@ -22,7 +22,7 @@ type Client interface {
 }
 
 // Store is a clustersync.Store on Redis: standalone, Sentinel or Cluster.
-// It also implements clustersync.PushFetcher, clustersync.AtomicAllower,
+// It also implements clustersync.PushFetcher, clustersync.GroupAllower,
 // clustersync.BucketStore and clustersync.LeaseStore.
 // It is safe for concurrent use.
 //

@@ -134,8 +134,8 @@ func testChangesLatePush(t *testing.T, e *env) {
 	v.want(t, []clustersync.WindowKey{k, k2}, []int64{3_500_000, 4_000_000})
 }
 
-// testChangesEveryWrite: PushFetch, AtomicAllower.Allow and
-// GroupAllower.AllowGroup record their writes too.
+// testChangesEveryWrite: PushFetch and GroupAllower.AllowGroup (a
+// single Allow and a group) record their writes too.
 func testChangesEveryWrite(t *testing.T, e *env) {
 	a, r := e.inc("a"), e.inc("r")
 	v := e.changeView(t, r)
@@ -148,24 +148,22 @@ func testChangesEveryWrite(t *testing.T, e *env) {
 		}
 		keys, want = append(keys, k), append(want, 2_000_000)
 	}
-	if aa, ok := e.s.(clustersync.AtomicAllower); ok {
+	if ga, ok := e.s.(clustersync.GroupAllower); ok {
+		// A single Allow (a group of one), then a group of two.
 		at := e.minute + int64(10*time.Second)
 		req := e.allowReq(a, time.Minute, 100_000_000, 1_000_000, 0, 0, at)
 		req.Limits[0].Cur.Key, req.Limits[0].Prev.Key = "allow", "allow"
-		res, err := aa.Allow(ctx(t, callTimeout), req)
+		res, err := AllowOne(ctx(t, callTimeout), ga, req)
 		if err != nil || !res.Allowed {
 			t.Fatalf("Allow = %+v, %v; want allowed", res, err)
 		}
 		keys, want = append(keys, req.Limits[0].Cur.WindowKey), append(want, 1_000_000)
-	}
-	if ga, ok := e.s.(clustersync.GroupAllower); ok {
-		at := e.minute + int64(10*time.Second)
 		k := e.key("group")
 		w := e.groupWindow(k, time.Minute, 0, 0, at, 1)
-		req := &clustersync.GroupAllowRequest{Inc: a, At: at, Windows: []clustersync.GroupWindow{w},
+		group := &clustersync.GroupAllowRequest{Inc: a, At: at, Windows: []clustersync.GroupWindow{w},
 			Entries: []clustersync.GroupEntry{{Cost: 1_000_000, Limits: []clustersync.GroupLimit{{Window: 0, Limit: 100_000_000}}},
 				{Cost: 2_000_000, Limits: []clustersync.GroupLimit{{Window: 0, Limit: 100_000_000}}}}}
-		if err := ga.AllowGroup(ctx(t, callTimeout), req, make([]bool, 2), make([][2]int64, 1)); err != nil {
+		if err := ga.AllowGroup(ctx(t, callTimeout), group, make([]bool, 2), make([][2]int64, 1)); err != nil {
 			t.Fatalf("AllowGroup: %v", err)
 		}
 		keys, want = append(keys, w.Cur.WindowKey), append(want, 3_000_000)

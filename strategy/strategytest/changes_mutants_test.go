@@ -41,11 +41,11 @@ func (s *versionChanges) PushFetch(ctx context.Context, inc string, rows []clust
 	return s.Store.PushFetch(ctx, inc, rows, others)
 }
 
-func (s *versionChanges) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	for _, l := range req.Limits {
-		s.note(l.Cur, l.Prev)
+func (s *versionChanges) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
+	for _, w := range req.Windows {
+		s.note(w.Cur, w.Prev)
 	}
-	return s.Store.Allow(ctx, req)
+	return s.Store.AllowGroup(ctx, req, allowed, others)
 }
 
 func (s *versionChanges) Changes(ctx context.Context, inc, ns string, since clustersync.Cursor, limit int, dst []clustersync.Change) ([]clustersync.Change, clustersync.Cursor, bool, error) {

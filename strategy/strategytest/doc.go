@@ -24,7 +24,8 @@
 // unknown windows reading 0; 100 000-row batches; concurrent pushes;
 // cancelled contexts; errors after Close; and the abilities a store
 // declares (Store.Abilities: clustersync.Windower, PushFetcher,
-// GroupAllower, BucketStore, LeaseStore and ChangeReader), each of which
+// GroupAllower (single Allows as groups of one, and groups),
+// BucketStore, LeaseStore and ChangeReader), each of which
 // it must implement; for one it does not declare, that a Syncer over it
 // refuses what needs it cleanly or serves without it (changes.go:
 // every write recorded, pushes that land late with older versions

@@ -23,7 +23,7 @@ import (
 // or state read back that differs. The references are the Go engine:
 // clustersync.ApplyBuckets (node's advance, take and Force) for buckets,
 // clustersync.ApplyLease for leases; for windows the memory store, which
-// keeps rows by Push's rules and decides Allow and AllowGroup as
+// keeps rows by Push's rules and decides AllowGroup as
 // clustersync.DecideGroup does, and ratelimit.SlidingRate, the node's own
 // sliding formula, for every decision.
 //
@@ -53,8 +53,8 @@ import (
 type FuzzKind int
 
 // The kinds: sliding-window Increment (Push, PushFetch, Fetch, Window),
-// sliding-window Allow (Allow and AllowGroup, with pushes of other
-// incarnations), token, leaky and fixed buckets, and leases.
+// sliding-window Allow (AllowGroup, single Allows and groups, with
+// pushes of other incarnations), token, leaky and fixed buckets, and leases.
 const (
 	FuzzIncrement FuzzKind = iota + 1
 	FuzzAllow
@@ -79,7 +79,7 @@ func (k FuzzKind) String() string {
 // Fuzz runs the sequence data decodes to against s and the reference,
 // steps ops past the end of data, failing t at the first difference. s
 // must implement the kind's interfaces (Windower for the window kinds,
-// AtomicAllower and GroupAllower for FuzzAllow, BucketStore, LeaseStore);
+// GroupAllower for FuzzAllow, BucketStore, LeaseStore);
 // Fuzz fails t otherwise. Every run writes under a namespace of its own.
 func Fuzz(t *testing.T, s clustersync.Store, kind FuzzKind, data []byte, steps int) {
 	t.Helper()

@@ -12,8 +12,9 @@ import (
 )
 
 // The window kinds. Three incarnations push rows of two keys in windows
-// of three sizes; FuzzAllow adds Allow and AllowGroup calls, each
-// incarnation sending its exact own totals as a node does. The reference
+// of three sizes; FuzzAllow adds AllowGroup calls, single Allows (groups
+// of one) and groups, each incarnation sending its exact own totals as a
+// node does. The reference
 // is the memory store, sent the same calls, and for every decision the
 // node's own formula (ratelimit.SlidingRate); after every call the sums of the
 // windows it touched are read back from both stores.
@@ -36,7 +37,7 @@ const (
 	wRetry            // the last push again, as sent
 	wStale            // inc, a row of an older version
 	wFetch            // inc, key, size
-	wAllow            // inc, limits, cost (FuzzAllow)
+	wAllow            // inc, limits, cost: a group of one (FuzzAllow)
 	wGroup            // inc, windows, entries (FuzzAllow)
 	wOps
 )
@@ -47,7 +48,6 @@ type windowFuzz struct {
 	*fuzzer
 	s     clustersync.Store
 	w     clustersync.Windower
-	aa    clustersync.AtomicAllower
 	ga    clustersync.GroupAllower
 	allow bool
 	ref   *memory.Store
@@ -58,7 +58,7 @@ type windowFuzz struct {
 	last struct {
 		inc  int
 		rows []clustersync.Row
-		req  *clustersync.AllowRequest
+		req  *OneAllow
 	}
 }
 
@@ -70,9 +70,6 @@ func fuzzWindows(s clustersync.Store, allow bool) func(*fuzzer) func() bool {
 		}
 		x := &windowFuzz{fuzzer: f, s: s, w: w, allow: allow, ref: memory.New()}
 		if allow {
-			if x.aa, ok = s.(clustersync.AtomicAllower); !ok {
-				return nil
-			}
 			if x.ga, ok = s.(clustersync.GroupAllower); !ok {
 				return nil
 			}
@@ -322,14 +319,14 @@ func (x *windowFuzz) cost() int64 {
 func (x *windowFuzz) allowOne() {
 	inc, k := x.src.pick(windowIncs), x.src.pick(len(windowKeys))
 	cost := x.cost()
-	req := &clustersync.AllowRequest{Inc: x.incs[inc], At: x.now, Cost: cost, CountRejected: x.src.chance(64)}
+	req := &OneAllow{Inc: x.incs[inc], At: x.now, Cost: cost, CountRejected: x.src.chance(64)}
 	for i, size := range windowSizes {
 		if i > 0 && !x.src.chance(96) {
 			continue
 		}
 		l := x.limit(x.rate(inc, k, size) + float64(cost))
 		cur, prev := x.windowRows(inc, k, size)
-		req.Limits = append(req.Limits, clustersync.AllowLimit{Size: size, Limit: l, Cur: cur, Prev: prev})
+		req.Limits = append(req.Limits, OneLimit{Size: size, Limit: l, Cur: cur, Prev: prev})
 	}
 	x.last.req, x.last.rows = req, nil
 	if x.decide(req) {
@@ -342,13 +339,14 @@ func (x *windowFuzz) allowOne() {
 	}
 }
 
-// decide sends req to both, compares the decisions, the others' totals
-// and the windows' sums after, and reports whether the cost was counted.
-func (x *windowFuzz) decide(req *clustersync.AllowRequest) bool {
+// decide sends req to both as a group of one, compares the decisions,
+// the others' totals and the windows' sums after, and reports whether the
+// cost was counted.
+func (x *windowFuzz) decide(req *OneAllow) bool {
 	x.log("allow at %d cost %d countRejected %v limits %s", req.At-x.base, req.Cost, req.CountRejected, showLimits(x.base, req.Limits))
-	got, err := x.aa.Allow(x.ctx, *req)
+	got, err := AllowOne(x.ctx, x.ga, *req)
 	x.must("Allow", err)
-	want, err := x.ref.Allow(x.ctx, *req)
+	want, err := AllowOne(x.ctx, x.ref, *req)
 	x.must("reference Allow", err)
 	if got.Allowed != want.Allowed || !slices.Equal(got.Others, want.Others) {
 		x.fail("Allow = %v, others %v; want %v, others %v", got.Allowed, got.Others, want.Allowed, want.Others)
@@ -447,7 +445,7 @@ func showRows(base int64, rows []clustersync.Row) string {
 	return s
 }
 
-func showLimits(base int64, ls []clustersync.AllowLimit) string {
+func showLimits(base int64, ls []OneLimit) string {
 	s := ""
 	for _, l := range ls {
 		s += fmt.Sprintf("[%s limit %d cur %s prev %s]", l.Size, l.Limit,

@@ -224,52 +224,41 @@ func (s *noClose) Close() error { return nil }
 // noPrev decides as if the previous windows were empty.
 type noPrev struct{ *memory.Store }
 
-func (s *noPrev) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	req.Limits = append([]clustersync.AllowLimit(nil), req.Limits...)
-	for i := range req.Limits {
-		req.Limits[i].Prev.Key += "\x00elsewhere"
-		req.Limits[i].Prev.Total = 0
+func (s *noPrev) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
+	r := *req
+	r.Windows = append([]clustersync.GroupWindow(nil), req.Windows...)
+	for i := range r.Windows {
+		r.Windows[i].Prev.Key += "\x00elsewhere"
+		r.Windows[i].Prev.Total = 0
 	}
-	return s.Store.Allow(ctx, req)
+	return s.Store.AllowGroup(ctx, &r, allowed, others)
 }
 
 // alwaysCount counts the cost of rejected calls too.
 type alwaysCount struct{ *memory.Store }
 
-func (s *alwaysCount) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	req.CountRejected = true
-	return s.Store.Allow(ctx, req)
+func (s *alwaysCount) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
+	r := *req
+	r.Entries = append([]clustersync.GroupEntry(nil), req.Entries...)
+	for i := range r.Entries {
+		r.Entries[i].CountRejected = true
+	}
+	return s.Store.AllowGroup(ctx, &r, allowed, others)
 }
 
-// firstLimit checks only the first limit, then writes the others' rows as
-// if admitted.
+// firstLimit checks only each entry's first limit, and writes every
+// window's rows as if the others admitted.
 type firstLimit struct{ *memory.Store }
 
-func (s *firstLimit) Allow(ctx context.Context, req clustersync.AllowRequest) (clustersync.AllowResult, error) {
-	if len(req.Limits) < 2 {
-		return s.Store.Allow(ctx, req)
-	}
-	first := req
-	first.Limits = req.Limits[:1]
-	res, err := s.Store.Allow(ctx, first)
-	if err != nil {
-		return res, err
-	}
-	rows := make([]clustersync.Row, 0, 2*len(req.Limits))
-	for _, l := range req.Limits[1:] {
-		cur := l.Cur
-		if res.Allowed || req.CountRejected {
-			cur.Total += req.Cost
+func (s *firstLimit) AllowGroup(ctx context.Context, req *clustersync.GroupAllowRequest, allowed []bool, others [][2]int64) error {
+	r := *req
+	r.Entries = append([]clustersync.GroupEntry(nil), req.Entries...)
+	for i := range r.Entries {
+		if len(r.Entries[i].Limits) > 1 {
+			r.Entries[i].Limits = r.Entries[i].Limits[:1]
 		}
-		rows = append(rows, l.Prev, cur)
 	}
-	if err := s.Push(ctx, req.Inc, rows); err != nil {
-		return res, err
-	}
-	for range req.Limits[1:] {
-		res.Others = append(res.Others, [2]int64{})
-	}
-	return res, nil
+	return s.Store.AllowGroup(ctx, &r, allowed, others)
 }
 
 // minimal is a store with none of the optional interfaces.

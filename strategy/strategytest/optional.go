@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,9 +44,9 @@ func (e *env) calls(inc string) []call {
 			return pf.PushFetch(c, inc, []clustersync.Row{e.row(k, 2_000_000)}, make([]int64, 1))
 		}})
 	}
-	if aa, ok := e.s.(clustersync.AtomicAllower); ok {
-		cs = append(cs, call{"Allow", func(c context.Context) error {
-			_, err := aa.Allow(c, e.allowReq(inc, time.Minute, 100_000_000, 1_000_000, 0, 0, e.minute+int64(time.Second)))
+	if ga, ok := e.s.(clustersync.GroupAllower); ok {
+		cs = append(cs, call{"AllowGroup", func(c context.Context) error {
+			_, err := AllowOne(c, ga, e.allowReq(inc, time.Minute, 100_000_000, 1_000_000, 0, 0, e.minute+int64(time.Second)))
 			return err
 		}})
 	}
@@ -190,42 +191,40 @@ func testPushFetch(t *testing.T, e *env) {
 
 // allowReq returns a one-limit request of inc at time at with own
 // totals cur and prev, one new version for both rows.
-func (e *env) allowReq(inc string, size time.Duration, limit, cost, cur, prev, at int64) clustersync.AllowRequest {
-	return clustersync.AllowRequest{
+func (e *env) allowReq(inc string, size time.Duration, limit, cost, cur, prev, at int64) OneAllow {
+	return OneAllow{
 		Inc: inc, At: at, Cost: cost,
-		Limits: []clustersync.AllowLimit{e.allowLimit(e.key("allow"), size, limit, cur, prev, at, e.next())},
+		Limits: []OneLimit{e.allowLimit(e.key("allow"), size, limit, cur, prev, at, e.next())},
 	}
 }
 
 // allowLimit returns the limit of window size holding at, for the
 // namespace and key of k, with own totals cur and prev at version v.
-func (e *env) allowLimit(k clustersync.WindowKey, size time.Duration, limit, cur, prev, at, v int64) clustersync.AllowLimit {
+func (e *env) allowLimit(k clustersync.WindowKey, size time.Duration, limit, cur, prev, at, v int64) OneLimit {
 	start := ratelimit.WindowStart(at, size)
 	ck := clustersync.WindowKey{Namespace: k.Namespace, Size: size, Start: start, Key: k.Key}
 	pk := ck
 	pk.Start -= int64(size)
-	return clustersync.AllowLimit{
+	return OneLimit{
 		Size: size, Limit: limit,
 		Cur:  clustersync.Row{WindowKey: ck, Total: cur, Version: v, ExpireAt: e.exp},
 		Prev: clustersync.Row{WindowKey: pk, Total: prev, Version: v, ExpireAt: e.exp},
 	}
 }
 
+// testAtomicAllow: a single Allow, a group of one entry.
 func testAtomicAllow(t *testing.T, e *env) {
-	aa := as[clustersync.AtomicAllower](t, e)
-	allow := func(t *testing.T, req clustersync.AllowRequest) clustersync.AllowResult {
+	ga := as[clustersync.GroupAllower](t, e)
+	allow := func(t *testing.T, req OneAllow) OneResult {
 		t.Helper()
-		res, err := aa.Allow(ctx(t, callTimeout), req)
+		res, err := AllowOne(ctx(t, callTimeout), ga, req)
 		if err != nil {
 			t.Fatalf("Allow: %v", err)
-		}
-		if len(res.Others) != len(req.Limits) {
-			t.Fatalf("Allow: len(Others) = %d, want %d (one per limit)", len(res.Others), len(req.Limits))
 		}
 		return res
 	}
 	const hit = 1_000_000
-	t.Run("exact under concurrency", func(t *testing.T) { testAllowExact(t, e, aa) })
+	t.Run("exact under concurrency", func(t *testing.T) { testAllowExact(t, e, ga) })
 
 	t.Run("count rejected", func(t *testing.T) {
 		a, b := e.inc("a"), e.inc("b")
@@ -236,8 +235,8 @@ func testAtomicAllow(t *testing.T, e *env) {
 			own := int64(0)
 			wantAllowed := []bool{true, true, false, false}
 			for i, want := range wantAllowed {
-				req := clustersync.AllowRequest{Inc: a, At: at, Cost: hit, CountRejected: countRejected,
-					Limits: []clustersync.AllowLimit{e.allowLimit(k, time.Minute, 3*hit, own, 0, at, e.next())}}
+				req := OneAllow{Inc: a, At: at, Cost: hit, CountRejected: countRejected,
+					Limits: []OneLimit{e.allowLimit(k, time.Minute, 3*hit, own, 0, at, e.next())}}
 				res := allow(t, req)
 				if res.Allowed != want {
 					t.Errorf("CountRejected=%v call %d (own %d, others %d, limit 3 hits): Allowed = %v, want %v",
@@ -269,8 +268,8 @@ func testAtomicAllow(t *testing.T, e *env) {
 		e.push(t, b, e.row(base.Prev.WindowKey, 6*hit))
 		own := int64(0)
 		for i, want := range []bool{true, true, false} {
-			req := clustersync.AllowRequest{Inc: a, At: at, Cost: hit,
-				Limits: []clustersync.AllowLimit{e.allowLimit(k, size, 4_500_000, own, 4*hit, at, e.next())}}
+			req := OneAllow{Inc: a, At: at, Cost: hit,
+				Limits: []OneLimit{e.allowLimit(k, size, 4_500_000, own, 4*hit, at, e.next())}}
 			res := allow(t, req)
 			// rate + cost: 3.5, 4.5 (= limit: admitted), 5.5 hits.
 			if res.Allowed != want {
@@ -303,8 +302,8 @@ func testAtomicAllow(t *testing.T, e *env) {
 			at := e.minute + int64(tc.pos)
 			e.push(t, b, e.row(e.allowLimit(k, size, 0, 0, 0, at, 0).Prev.WindowKey, 8*hit))
 			for _, limit := range []int64{tc.reject, tc.admit} {
-				req := clustersync.AllowRequest{Inc: a, At: at, Cost: hit,
-					Limits: []clustersync.AllowLimit{e.allowLimit(k, size, limit, 0, 0, at, e.next())}}
+				req := OneAllow{Inc: a, At: at, Cost: hit,
+					Limits: []OneLimit{e.allowLimit(k, size, limit, 0, 0, at, e.next())}}
 				res := allow(t, req)
 				if want := limit == tc.admit; res.Allowed != want {
 					t.Errorf("pos %v, previous window 8 hits, cost 1 hit, limit %d: Allowed = %v, want %v", tc.pos, limit, res.Allowed, want)
@@ -316,9 +315,9 @@ func testAtomicAllow(t *testing.T, e *env) {
 	t.Run("all limits must admit", func(t *testing.T) {
 		a, b := e.inc("a"), e.inc("b")
 		at := e.minute + int64(30*time.Second+500*time.Millisecond)
-		limits := func(k clustersync.WindowKey, perSecond, perMinute, ownSec, ownMin int64) []clustersync.AllowLimit {
+		limits := func(k clustersync.WindowKey, perSecond, perMinute, ownSec, ownMin int64) []OneLimit {
 			v := e.next()
-			return []clustersync.AllowLimit{
+			return []OneLimit{
 				e.allowLimit(k, time.Second, perSecond, ownSec, 0, at, v),
 				e.allowLimit(k, time.Minute, perMinute, ownMin, 0, at, v),
 			}
@@ -327,7 +326,7 @@ func testAtomicAllow(t *testing.T, e *env) {
 		k := e.key("per-second-binds")
 		own := int64(0)
 		for i, want := range []bool{true, true, false} {
-			res := allow(t, clustersync.AllowRequest{Inc: a, At: at, Cost: hit, Limits: limits(k, 2*hit, 100*hit, own, own)})
+			res := allow(t, OneAllow{Inc: a, At: at, Cost: hit, Limits: limits(k, 2*hit, 100*hit, own, own)})
 			if res.Allowed != want {
 				t.Errorf("call %d (own %d; limits 2/s, 100/min): Allowed = %v, want %v", i, own, res.Allowed, want)
 			}
@@ -345,7 +344,7 @@ func testAtomicAllow(t *testing.T, e *env) {
 		e.push(t, b, e.row(ls[1].Cur.WindowKey, 99*hit))
 		own = 0
 		for i, want := range []bool{true, false} {
-			res := allow(t, clustersync.AllowRequest{Inc: a, At: at, Cost: hit, Limits: limits(k, 10*hit, 100*hit, own, own)})
+			res := allow(t, OneAllow{Inc: a, At: at, Cost: hit, Limits: limits(k, 10*hit, 100*hit, own, own)})
 			if res.Allowed != want {
 				t.Errorf("call %d (own %d, others 99 per minute; limits 10/s, 100/min): Allowed = %v, want %v", i, own, res.Allowed, want)
 			}
@@ -367,18 +366,47 @@ func testAtomicAllow(t *testing.T, e *env) {
 		stale := e.next()
 		l := e.allowLimit(k, time.Minute, 100*hit, 5*hit, 0, at, e.next())
 		e.push(t, a, l.Cur)
-		res := allow(t, clustersync.AllowRequest{Inc: a, At: at, Cost: hit,
-			Limits: []clustersync.AllowLimit{e.allowLimit(k, time.Minute, 100*hit, 0, 0, at, stale)}})
+		res := allow(t, OneAllow{Inc: a, At: at, Cost: hit,
+			Limits: []OneLimit{e.allowLimit(k, time.Minute, 100*hit, 0, 0, at, stale)}})
 		if !res.Allowed {
 			t.Errorf("Allowed = false, want true (own 0 as sent, others 0, limit 100)")
 		}
 		e.wantWindow(t, l.Cur.WindowKey, 5*hit)
 	})
+
+	t.Run("large totals written exactly", func(t *testing.T) {
+		// A single Allow may carry any totals: what it counts is written
+		// exactly, also beyond 2^53 where float64 is not.
+		a := e.inc("a")
+		k := e.key("large")
+		at := e.minute + int64(time.Second)
+		own, prev := int64(1<<60+1), int64(1<<58+3)
+		for i, tc := range []struct {
+			limit         int64
+			countRejected bool
+			want          bool
+		}{
+			{math.MaxInt64, false, true}, // admitted: counted
+			{hit, false, false},          // refused: not counted
+			{hit, true, false},           // refused, CountRejected: counted
+		} {
+			l := e.allowLimit(k, time.Minute, tc.limit, own, prev, at, e.next())
+			res := allow(t, OneAllow{Inc: a, At: at, Cost: hit + 1, CountRejected: tc.countRejected, Limits: []OneLimit{l}})
+			if res.Allowed != tc.want {
+				t.Errorf("call %d (own %d, limit %d): Allowed = %v, want %v", i, own, tc.limit, res.Allowed, tc.want)
+			}
+			if res.Allowed || tc.countRejected {
+				own += hit + 1
+			}
+			e.wantWindow(t, l.Cur.WindowKey, own)
+			e.wantWindow(t, l.Prev.WindowKey, prev)
+		}
+	})
 }
 
 // testAllowExact runs 8 incarnations × 4 goroutines against a limit of
 // 100 hits and checks that exactly 100 are admitted.
-func testAllowExact(t *testing.T, e *env, aa clustersync.AtomicAllower) {
+func testAllowExact(t *testing.T, e *env, ga clustersync.GroupAllower) {
 	const (
 		hit        = 1_000_000
 		limit      = 100 * hit
@@ -408,7 +436,7 @@ func testAllowExact(t *testing.T, e *env, aa clustersync.AtomicAllower) {
 				for range attempts {
 					st.mu.Lock()
 					l := e.allowLimit(k, time.Minute, limit, st.cur, 0, at, e.next())
-					res, err := aa.Allow(c, clustersync.AllowRequest{Inc: st.name, At: at, Cost: hit, Limits: []clustersync.AllowLimit{l}})
+					res, err := AllowOne(c, ga, OneAllow{Inc: st.name, At: at, Cost: hit, Limits: []OneLimit{l}})
 					if err != nil {
 						st.mu.Unlock()
 						t.Errorf("incarnation %d goroutine %d: Allow: %v", i, g, err)

@@ -98,12 +98,12 @@ func testReset(t *testing.T, e *env) {
 	wantRates("one tick after the reset", "k", 0)
 	wantRates("one tick after the reset", "other", 6)
 
-	if aa, ok := e.s.(clustersync.AtomicAllower); ok {
+	if ga, ok := e.s.(clustersync.GroupAllower); ok {
 		// Node 1's own 4 hits of this minute stay in its row; the store
 		// decides with the reset's rows: 0 counted, so 1 hit of 1 fits.
 		at := now.UnixNano()
-		res, err := aa.Allow(ctx(t, callTimeout), clustersync.AllowRequest{Inc: nodes[1].inc, At: at, Cost: hit,
-			Limits: []clustersync.AllowLimit{e.allowLimit(clustersync.WindowKey{Namespace: e.ns, Key: "k"}, time.Minute, hit, 4*hit, 0, at, time.Now().UnixMicro())}})
+		res, err := AllowOne(ctx(t, callTimeout), ga, OneAllow{Inc: nodes[1].inc, At: at, Cost: hit,
+			Limits: []OneLimit{e.allowLimit(clustersync.WindowKey{Namespace: e.ns, Key: "k"}, time.Minute, hit, 4*hit, 0, at, time.Now().UnixMicro())}})
 		if err != nil {
 			t.Fatalf("Allow: %v", err)
 		}

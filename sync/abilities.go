@@ -79,40 +79,33 @@ type abilities struct {
 // declared ability the store does not implement is an error: a store
 // that loses a method must not silently change how exact its answers are.
 func abilitiesOf(store Store) (abilities, error) {
-	a := abilities{declared: store.Abilities()}
+	d := store.Abilities()
 	var missing Abilities
-	take := func(b Abilities, ok bool) {
-		if a.declared.Has(b) && !ok {
-			missing |= b
-		}
+	a := abilities{
+		declared: d,
+		pf:       takeAbility[PushFetcher](store, d, PushFetch, &missing),
+		ga:       takeAbility[GroupAllower](store, d, Decide, &missing),
+		bs:       takeAbility[BucketStore](store, d, Buckets, &missing),
+		ls:       takeAbility[LeaseStore](store, d, Leases, &missing),
+		cr:       takeAbility[ChangeReader](store, d, Changes, &missing),
 	}
-	var ok bool
-	if a.declared.Has(PushFetch) {
-		a.pf, ok = store.(PushFetcher)
-		take(PushFetch, ok)
-	}
-	if a.declared.Has(Decide) {
-		a.ga, ok = store.(GroupAllower)
-		take(Decide, ok)
-	}
-	if a.declared.Has(Buckets) {
-		a.bs, ok = store.(BucketStore)
-		take(Buckets, ok)
-	}
-	if a.declared.Has(Leases) {
-		a.ls, ok = store.(LeaseStore)
-		take(Leases, ok)
-	}
-	if a.declared.Has(Changes) {
-		a.cr, ok = store.(ChangeReader)
-		take(Changes, ok)
-	}
-	if a.declared.Has(Window) {
-		_, ok = store.(Windower)
-		take(Window, ok)
-	}
+	takeAbility[Windower](store, d, Window, &missing)
 	if missing != 0 {
 		return abilities{}, fmt.Errorf("store %T declares %s but does not implement it", store, missing)
 	}
 	return a, nil
+}
+
+// takeAbility returns store as I when declared holds b (the zero I
+// otherwise), adding b to missing when store is no I.
+func takeAbility[I any](store Store, declared, b Abilities, missing *Abilities) I {
+	var i I
+	if !declared.Has(b) {
+		return i
+	}
+	i, ok := store.(I)
+	if !ok {
+		*missing |= b
+	}
+	return i
 }

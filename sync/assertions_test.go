@@ -25,9 +25,9 @@ func storeValue(x ast.Expr) bool {
 	return false
 }
 
-// TestNoStoreAssertionOnCalls: the only type assertions on a store, or to
-// one of a store's interfaces, in the sync package's code are
-// abilitiesOf's, which NewSyncer runs once; no call asks a store's type
+// TestNoStoreAssertionOnCalls: the only type assertion on a store, or to
+// one of a store's interfaces, in the sync package's code is takeAbility's,
+// which NewSyncer runs once per ability (abilitiesOf); no call asks a store's type
 // (a store's abilities are what it declares).
 func TestNoStoreAssertionOnCalls(t *testing.T) {
 	files, err := filepath.Glob("*.go")
@@ -47,7 +47,7 @@ func TestNoStoreAssertionOnCalls(t *testing.T) {
 		checked++
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
-			if !ok || fn.Body == nil || fn.Name.Name == "abilitiesOf" {
+			if !ok || fn.Body == nil || fn.Name.Name == "takeAbility" {
 				continue
 			}
 			ast.Inspect(fn.Body, func(n ast.Node) bool {

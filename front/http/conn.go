@@ -51,6 +51,8 @@ type Listener struct {
 	done   chan struct{} // closed when accepting ends, err set
 	err    error
 
+	date atomic.Pointer[dateLine] // the Date of this second's answers
+
 	closing atomic.Bool
 	mu      sync.Mutex
 	conns   map[net.Conn]struct{}
@@ -270,7 +272,7 @@ func (l *Listener) serveOne(c net.Conn, cs *connState, first bool) (next, handOf
 	var code int
 	if err == nil {
 		code = http.StatusOK
-		cs.out = appendResponseHead(cs.out[:0], code, nil, closing)
+		cs.out = appendResponseHead(cs.out[:0], code, nil, l.dateHeader(), closing)
 		mark := len(cs.out)
 		cs.out = appendAllowResponse(cs.out, resp)
 		cs.out = appendContentLength(cs.out, mark)
@@ -284,6 +286,24 @@ func (l *Listener) serveOne(c net.Conn, cs *connState, first bool) (next, handOf
 		l.allow.Observe(time.Since(t0), statusCode(code))
 	}
 	return werr == nil && !closing, false
+}
+
+// dateLine is a Date header line, formatted once a second.
+type dateLine struct {
+	sec  int64
+	line []byte
+}
+
+// dateHeader is the Date header line of an answer now.
+func (l *Listener) dateHeader() []byte {
+	now := time.Now()
+	if d := l.date.Load(); d != nil && d.sec == now.Unix() {
+		return d.line
+	}
+	d := &dateLine{sec: now.Unix()}
+	d.line = append(now.UTC().AppendFormat([]byte("Date: "), http.TimeFormat), "\r\n"...)
+	l.date.Store(d)
+	return d.line
 }
 
 // setDeadline sets a deadline d from now, none for 0.
@@ -411,7 +431,7 @@ func validHost(b []byte) bool {
 // appendResponseHead appends net/http's status line and header for a
 // reply of header (plus Content-Type JSON for 200), its Content-Length
 // left for appendContentLength to fill.
-func appendResponseHead(b []byte, code int, header http.Header, closing bool) []byte {
+func appendResponseHead(b []byte, code int, header http.Header, date []byte, closing bool) []byte {
 	b = append(b, "HTTP/1.1 "...)
 	b = strconv.AppendInt(b, int64(code), 10)
 	b = append(b, ' ')
@@ -439,9 +459,8 @@ func appendResponseHead(b []byte, code int, header http.Header, closing bool) []
 	if closing {
 		b = append(b, "Connection: close\r\n"...)
 	}
-	b = append(b, "Date: "...)
-	b = time.Now().UTC().AppendFormat(b, http.TimeFormat)
-	return append(b, "\r\nContent-Length: "...)
+	b = append(b, date...)
+	return append(b, "Content-Length: "...)
 }
 
 // appendContentLength moves the body appended after the head (from mark)
@@ -466,7 +485,7 @@ func (l *Listener) appendError(b []byte, ctx context.Context, length int64, err 
 	if w.code == 0 {
 		w.code = http.StatusOK
 	}
-	b = appendResponseHead(b, w.code, w.header, closing)
+	b = appendResponseHead(b, w.code, w.header, l.dateHeader(), closing)
 	mark := len(b)
 	b = append(b, w.body...)
 	return w.code, appendContentLength(b, mark)

@@ -75,6 +75,9 @@ func exchange(t *testing.T, addr string, reqs ...string) []string {
 		resp.Body.Close()
 		var sb strings.Builder
 		fmt.Fprintf(&sb, "%s\n", resp.Status)
+		if d, err := http.ParseTime(resp.Header.Get("Date")); err != nil || time.Since(d) > time.Minute {
+			fmt.Fprintf(&sb, "Date %q\n", resp.Header.Get("Date"))
+		}
 		resp.Header.Del("Date")
 		resp.Header.Write(&sb)
 		sb.Write(body)

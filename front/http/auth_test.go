@@ -31,7 +31,7 @@ func newAuthAPI(t *testing.T, ca *testcerts.CA) *httptest.Server {
 }
 
 // newAuthHandler is the JSON API with newAuthAPI's authorization, on clk.
-func newAuthHandler(t *testing.T, clk node.Clock) *Handler {
+func newAuthHandler(t testing.TB, clk node.Clock) *Handler {
 	t.Helper()
 	a, err := auth.New(auth.Config{
 		Tokens:     []auth.Token{{Name: "t", Secret: testToken, Namespaces: []string{"default"}, Ops: auth.Read | auth.Write}},

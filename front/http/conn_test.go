@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 
 // serveBoth serves h's mux with net/http alone and through h.Listen,
 // returning the two addresses.
-func serveBoth(t *testing.T, h *Handler, m *reqmetrics.Metrics) (plain, fast string) {
+func serveBoth(t testing.TB, h *Handler, m *reqmetrics.Metrics) (plain, fast string) {
 	t.Helper()
 	mux := http.NewServeMux()
 	h.RegisterWithMetrics(mux, m)
@@ -195,4 +196,49 @@ func TestListenerShutdown(t *testing.T) {
 		c.Close()
 		t.Error("the address still accepts connections")
 	}
+}
+
+// FuzzListenerAgreesWithNetHTTP: whatever bytes a client sends, the
+// Listener's answers are net/http's alone, byte for byte but the Date.
+// Each side has its own service on the same fixed clock, so that both
+// see the same counts.
+func FuzzListenerAgreesWithNetHTTP(f *testing.F) {
+	clk := fakeclock.New(time.Unix(1_700_000_000, 0))
+	plain, _ := serveBoth(f, newAuthHandler(f, clk), NewMetrics(nil, nil))
+	_, fast := serveBoth(f, newAuthHandler(f, clk), NewMetrics(nil, nil))
+	bearer := "Authorization: Bearer " + testToken + "\r\n"
+	ok := `{"key": "k", "limits": [{"window_size": "60s", "limit": 2}]}`
+	for _, s := range []string{
+		allowReq(ok, bearer),
+		allowReq(ok, bearer) + allowReq(ok, bearer),
+		allowReq(ok),
+		allowReq(`{"key": "k", "limits": [{"window_size": "60s", "limit": -1}]}`, bearer),
+		allowReq(ok, bearer, "Content-Length: 3\r\n"),
+		allowReq(ok, bearer, "Transfer-Encoding: chunked\r\n"),
+		allowReq(ok, bearer, "X: a\rb\r\n"),
+		strings.Replace(allowReq(ok, bearer), "Host: ADDR", "Host: a b", 1),
+		strings.Replace(allowReq(ok, bearer), "\r\n", "\n", 2),
+	} {
+		f.Add([]byte(strings.ReplaceAll(s, "ADDR", "h")))
+	}
+	mask := regexp.MustCompile(`(?m)^Date: [^\r]*\r$`)
+	// A last request that closes the connection, so that both sides end
+	// as soon as they have answered what came before.
+	sentinel := "GET /readyz HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+	f.Fuzz(func(t *testing.T, in []byte) {
+		send := func(addr string) string {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(time.Second))
+			c.Write(append(in, sentinel...))
+			out, _ := io.ReadAll(c)
+			return mask.ReplaceAllString(string(out), "Date: -\r")
+		}
+		if got, want := send(fast), send(plain); got != want {
+			t.Errorf("%q: through the Listener\n%q\nwant, from net/http alone,\n%q", in, got, want)
+		}
+	})
 }

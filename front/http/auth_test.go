@@ -20,6 +20,19 @@ const testToken = "test-token-0123456789abcdef"
 // read and write in "default".
 func newAuthAPI(t *testing.T, ca *testcerts.CA) *httptest.Server {
 	t.Helper()
+	h := newAuthHandler(t, node.SystemClock{})
+	mux := http.NewServeMux()
+	h.Register(mux)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.TLS = ca.ServerConfig(t, false)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newAuthHandler is the JSON API with newAuthAPI's authorization, on clk.
+func newAuthHandler(t testing.TB, clk node.Clock) *Handler {
+	t.Helper()
 	a, err := auth.New(auth.Config{
 		Tokens:     []auth.Token{{Name: "t", Secret: testToken, Namespaces: []string{"default"}, Ops: auth.Read | auth.Write}},
 		Identities: []auth.Identity{{SubjectCN: "svc-a", Namespaces: []string{"default"}, Ops: auth.Read | auth.Write}},
@@ -27,7 +40,7 @@ func newAuthAPI(t *testing.T, ca *testcerts.CA) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New([]node.Config{node.DefaultConfig()}, node.SystemClock{})
+	n, err := node.New([]node.Config{node.DefaultConfig()}, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,13 +52,7 @@ func newAuthAPI(t *testing.T, ca *testcerts.CA) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	h.Register(mux)
-	srv := httptest.NewUnstartedServer(mux)
-	srv.TLS = ca.ServerConfig(t, false)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	return srv
+	return h
 }
 
 // TestAuthHTTP: the Authorization header and the client certificate

@@ -20,6 +20,10 @@
 // know; NOT_FOUND (unknown namespace) 404; RESOURCE_EXHAUSTED (key cap)
 // 429; FAILED_PRECONDITION 400; UNAVAILABLE (a synchronous namespace's
 // store down) 503. A request body over MaxRequestBytes is refused with 413.
+// The common Allow calls skip the gateway's transcoding (fastallow.go),
+// and on a plain listener served through Listen, net/http's server too
+// (conn.go); the answers are the same.
+//
 // A refusal by a limit is no error: Allow answers 200 with "allowed":
 // false, Acquire 200 with "acquired": false.
 package httpfront

@@ -2,6 +2,7 @@ package httpfront
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"math"
 	"net/http"
@@ -45,14 +46,10 @@ func (h *Handler) serveAllowFast(w http.ResponseWriter, r *http.Request, rc io.R
 
 // decodeAndServe serves the call when data is of the fast path's shape.
 func decodeAndServe(h *Handler, w http.ResponseWriter, r *http.Request, data []byte) bool {
-	var req limiterv1.AllowRequest
-	var lims [maxFastLimits]limiterv1.Limit
-	var durs [maxFastLimits]durationpb.Duration
-	var ptrs [maxFastLimits]*limiterv1.Limit
-	if !decodeAllow(data, &req, lims[:], durs[:], ptrs[:0]) {
+	resp, ok, err := h.callAllow(r.Context(), data)
+	if !ok {
 		return false
 	}
-	resp, err := h.rls.Allow(r.Context(), &req)
 	if err != nil {
 		h.errorHandler(r.Context(), h.gw, h.marshal, w, r, err)
 		return true
@@ -63,6 +60,20 @@ func decodeAndServe(h *Handler, w http.ResponseWriter, r *http.Request, data []b
 	w.Write(out.b)
 	h.bufs.Put(out)
 	return true
+}
+
+// callAllow calls Allow when data is of the fast path's shape (ok), not
+// otherwise.
+func (h *Handler) callAllow(ctx context.Context, data []byte) (resp *limiterv1.AllowResponse, ok bool, err error) {
+	var req limiterv1.AllowRequest
+	var lims [maxFastLimits]limiterv1.Limit
+	var durs [maxFastLimits]durationpb.Duration
+	var ptrs [maxFastLimits]*limiterv1.Limit
+	if !decodeAllow(data, &req, lims[:], durs[:], ptrs[:0]) {
+		return nil, false, nil
+	}
+	resp, err = h.rls.Allow(ctx, &req)
+	return resp, true, err
 }
 
 // decodeAllow fills req from data when data is a JSON object of the

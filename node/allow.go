@@ -233,18 +233,24 @@ func (d *decision) finish(dst []ratelimit.LimitStatus, lims []microLimit, req []
 	if d.counted {
 		counted = d.cost
 	}
+	// Filled in place: appending a literal builds each status twice.
+	n := len(dst)
+	dst = slices.Grow(dst, len(lims))[:n+len(lims)]
 	for i, l := range lims {
 		ws := l.ws
 		rm := ratelimit.SlidingRate(d.cur[i], d.prev[i], time.Duration(l.size), d.t-ws)
 		r := rm / ratelimit.Micro
-		dst = append(dst, ratelimit.LimitStatus{
-			Size:       req[i].Size,
-			Limit:      req[i].Limit,
-			Before:     (rm - float64(counted)) / ratelimit.Micro,
-			Rate:       r,
-			Remaining:  math.Max(0, fromMicro(l.limit)-r),
-			ResetAfter: time.Duration(ws + l.size - d.t),
-		})
+		// limit − r is never −0 or NaN here, so a compare is math.Max(0, ·).
+		rem := fromMicro(l.limit) - r
+		if rem < 0 {
+			rem = 0
+		}
+		st := &dst[n+i]
+		st.Kind = ratelimit.WindowLimit
+		st.Size, st.Limit = req[i].Size, req[i].Limit
+		st.Before = (rm - float64(counted)) / ratelimit.Micro
+		st.Rate, st.Remaining = r, rem
+		st.ResetAfter = time.Duration(ws + l.size - d.t)
 	}
 	out.Limits = dst
 	if d.never >= 0 {

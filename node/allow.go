@@ -35,7 +35,7 @@ func (c *AllowCheck) Limits() []CheckedLimit { return c.limits[:c.n] }
 // for a caller that decides under a KeyLock (KeyLock.Decide).
 func (ns *Namespace) CheckAllow(req ratelimit.AllowRequest) (AllowCheck, error) {
 	var buf [MaxLimits]microLimit
-	lims, cost, kinds, err := ns.checkAllow(&req, &buf)
+	lims, cost, kinds, err := ns.checkAllow(&req, buf[:])
 	if err != nil {
 		return AllowCheck{}, err
 	}
@@ -66,8 +66,8 @@ type microLimit struct {
 
 // checkAllow validates req and returns its limits, held in buf, its cost,
 // and whether some limit is a bucket (whose entry in lims is then unused,
-// with idx -1).
-func (ns *Namespace) checkAllow(req *ratelimit.AllowRequest, buf *[MaxLimits]microLimit) (lims []microLimit, cost int64, kinds bool, err error) {
+// with idx -1). buf holds min(len(req.Limits), MaxLimits) limits at least.
+func (ns *Namespace) checkAllow(req *ratelimit.AllowRequest, buf []microLimit) (lims []microLimit, cost int64, kinds bool, err error) {
 	if err := checkKeyLen(req.Key); err != nil {
 		return nil, 0, false, err
 	}
@@ -82,9 +82,11 @@ func (ns *Namespace) checkAllow(req *ratelimit.AllowRequest, buf *[MaxLimits]mic
 
 // checkAllowRest is checkAllow after the key's length.
 func (ns *Namespace) checkAllowRest(req *ratelimit.AllowRequest, lims []microLimit) (cost int64, kinds bool, err error) {
-	cost, err = ratelimit.ToMicroField("cost", req.Cost)
-	if err != nil {
-		return 0, false, err
+	cost, ok := wholeMicro(req.Cost)
+	if !ok {
+		if cost, err = ratelimit.ToMicroField("cost", req.Cost); err != nil {
+			return 0, false, err
+		}
 	}
 	if cost < 0 {
 		return 0, false, fieldErr("cost", ratelimit.ErrInvalidValue, "must not be negative, got %g", req.Cost)
@@ -115,8 +117,13 @@ func (ns *Namespace) checkAllowRest(req *ratelimit.AllowRequest, lims []microLim
 		if idx < 0 {
 			return 0, false, ns.unknownWindowField(fmt.Sprintf("limits[%d].window_size", i), l.Size)
 		}
-		m, err := ratelimit.ToMicro(l.Limit)
-		if err != nil || m < 0 {
+		m, ok := wholeMicro(l.Limit)
+		if !ok {
+			if m, err = ratelimit.ToMicro(l.Limit); err != nil {
+				m = -1 // refused below
+			}
+		}
+		if m < 0 {
 			return 0, false, fieldErr(fmt.Sprintf("limits[%d].limit", i), ratelimit.ErrInvalidLimit, "must be a finite number between 0 and %g, got %g", float64(ratelimit.MaxValue), l.Limit)
 		}
 		for _, prev := range lims[:i] {
@@ -141,8 +148,16 @@ func (ns *Namespace) checkAllowRest(req *ratelimit.AllowRequest, lims []microLim
 // of them, together with the windows: the cost is admitted in every limit
 // or in none (see allowKinds).
 func (ns *Namespace) AllowAt(t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
-	var buf [MaxLimits]microLimit
-	lims, cost, kinds, err := ns.checkAllow(&req, &buf)
+	// Most requests check a few limits: a buffer for those is cheaper to
+	// clear, on every call, than one for MaxLimits (Go clears a variable
+	// where it is declared).
+	var few [4]microLimit
+	buf := few[:]
+	if len(req.Limits) > len(few) {
+		var all [MaxLimits]microLimit
+		buf = all[:]
+	}
+	lims, cost, kinds, err := ns.checkAllow(&req, buf)
 	if err != nil {
 		return ratelimit.Decision{Limits: dst}, err
 	}
@@ -156,7 +171,6 @@ func (ns *Namespace) AllowAt(t time.Time, req ratelimit.AllowRequest, dst []rate
 	if err != nil {
 		return ratelimit.Decision{Limits: dst}, err
 	}
-	defer e.mu.Unlock()
 	tn := t.UnixNano()
 	var d decision
 	for i, l := range lims {
@@ -170,7 +184,13 @@ func (ns *Namespace) AllowAt(t time.Time, req ratelimit.AllowRequest, dst []rate
 	if d.counted {
 		ns.countAll(e, tn, cost)
 	}
-	return d.finish(dst, lims, req.Limits), nil
+	// Unlocked before the statuses, which read no entry: a shorter hold,
+	// and no deferred call (the decision would be saved across it).
+	e.mu.Unlock()
+	// d.finish built here: a Decision returned by finish would be copied
+	// once more, with wide loads that stall on the narrow stores before.
+	dst, reason := d.statuses(dst, lims, req.Limits)
+	return ratelimit.Decision{Allowed: d.allowed, Limits: dst, RetryAfter: time.Duration(d.retry), Never: reason != "", Reason: reason}, nil
 }
 
 // countAll counts cost at tn in every window size of e, whose lock the
@@ -227,32 +247,43 @@ func decide(d *decision, t, cost int64, lims []microLimit, cur, prev []int64, co
 	}
 }
 
+// finish expresses d in hits, appending each limit's status to dst.
 func (d *decision) finish(dst []ratelimit.LimitStatus, lims []microLimit, req []ratelimit.Limit) ratelimit.Decision {
-	out := ratelimit.Decision{Allowed: d.allowed, RetryAfter: time.Duration(d.retry)}
+	dst, reason := d.statuses(dst, lims, req)
+	return ratelimit.Decision{Allowed: d.allowed, Limits: dst, RetryAfter: time.Duration(d.retry), Never: reason != "", Reason: reason}
+}
+
+// statuses appends each limit's status to dst, and returns the reason
+// the cost can never be admitted, if so.
+func (d *decision) statuses(dst []ratelimit.LimitStatus, lims []microLimit, req []ratelimit.Limit) ([]ratelimit.LimitStatus, string) {
 	var counted int64
 	if d.counted {
 		counted = d.cost
 	}
+	// Filled in place: appending a literal builds each status twice.
+	n := len(dst)
+	dst = slices.Grow(dst, len(lims))[:n+len(lims)]
 	for i, l := range lims {
 		ws := l.ws
 		rm := ratelimit.SlidingRate(d.cur[i], d.prev[i], time.Duration(l.size), d.t-ws)
 		r := rm / ratelimit.Micro
-		dst = append(dst, ratelimit.LimitStatus{
-			Size:       req[i].Size,
-			Limit:      req[i].Limit,
-			Before:     (rm - float64(counted)) / ratelimit.Micro,
-			Rate:       r,
-			Remaining:  math.Max(0, fromMicro(l.limit)-r),
-			ResetAfter: time.Duration(ws + l.size - d.t),
-		})
+		// limit − r is never −0 or NaN here, so a compare is math.Max(0, ·).
+		rem := fromMicro(l.limit) - r
+		if rem < 0 {
+			rem = 0
+		}
+		st := &dst[n+i]
+		st.Kind = ratelimit.WindowLimit
+		st.Size, st.Limit = req[i].Size, req[i].Limit
+		st.Before = (rm - float64(counted)) / ratelimit.Micro
+		st.Rate, st.Remaining = r, rem
+		st.ResetAfter = time.Duration(ws + l.size - d.t)
 	}
-	out.Limits = dst
-	if d.never >= 0 {
-		out.Never = true
-		out.Reason = fmt.Sprintf("cost %g exceeds the limit %g per %s: it can never be admitted",
-			fromMicro(d.cost), req[d.never].Limit, req[d.never].Size)
+	if d.never < 0 {
+		return dst, ""
 	}
-	return out
+	return dst, fmt.Sprintf("cost %g exceeds the limit %g per %s: it can never be admitted",
+		fromMicro(d.cost), req[d.never].Limit, req[d.never].Size)
 }
 
 // admits reports whether cost fits under every limit at t+delta if nothing

@@ -11,6 +11,7 @@ import (
 
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
+	"golang.org/x/time/rate"
 )
 
 // Benchmarks of the counting engine beside two floors doing strictly less
@@ -214,6 +215,35 @@ func BenchmarkAllowAt(b *testing.B) {
 			d, err := ns.AllowAt(benchTime, ratelimit.AllowRequest{Key: keys[i], Cost: 1, Limits: limits}, dst[:0])
 			if err != nil || !d.Allowed {
 				b.Fatalf("AllowAt: allowed=%v err=%v", d.Allowed, err)
+			}
+		})
+	})
+}
+
+// BenchmarkFloorRateMutexMap is the floor of AllowAt: what a Go user
+// would otherwise write, one golang.org/x/time/rate Limiter per key in a
+// map under one sync.Mutex, AllowN(t, 1) at a finite rate that never
+// denies (rate.Inf would take a shortcut), over the same keys.
+func BenchmarkFloorRateMutexMap(b *testing.B) {
+	type state struct {
+		mu gosync.Mutex
+		m  map[string]*rate.Limiter
+	}
+	forEachVariant(b, func(b *testing.B, n int, parallel bool) {
+		keys := benchKeys(n)
+		s := cachedState(b, func() *state {
+			s := &state{m: make(map[string]*rate.Limiter, n)}
+			for _, k := range keys {
+				s.m[k] = rate.NewLimiter(1e9, 1e9)
+			}
+			return s
+		})
+		walk(b, parallel, n, func(i int) {
+			s.mu.Lock()
+			l := s.m[keys[i]]
+			s.mu.Unlock()
+			if !l.AllowN(benchTime, 1) {
+				b.Fatal("AllowN refused")
 			}
 		})
 	})

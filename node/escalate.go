@@ -48,7 +48,7 @@ type Margin struct {
 // existing key.
 func (ns *Namespace) AllowMarginAt(t time.Time, req ratelimit.AllowRequest, m Margin, dst []ratelimit.LimitStatus) (d ratelimit.Decision, near bool, err error) {
 	var buf [MaxLimits]microLimit
-	lims, cost, kinds, err := ns.checkAllow(&req, &buf)
+	lims, cost, kinds, err := ns.checkAllow(&req, buf[:])
 	if err != nil {
 		return ratelimit.Decision{Limits: dst}, false, err
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/limiterd/limiterd/ratelimit"
 )
@@ -24,6 +25,16 @@ func fieldErr(field string, sentinel error, format string, args ...any) error {
 
 // fromMicro converts micro-hits to hits.
 func fromMicro(m int64) float64 { return float64(m) / ratelimit.Micro }
+
+// wholeMicro is ratelimit.ToMicro's common case, inline: v in range and a
+// whole number of micro-hits, which needs no rounding (ok false: call
+// ToMicro). Every Allow converts its cost and each limit, and the call
+// costs more than the conversion.
+func wholeMicro(v float64) (m int64, ok bool) {
+	x := v * ratelimit.Micro
+	m = int64(x)
+	return m, float64(m) == x && math.Abs(v) <= ratelimit.MaxValue
+}
 
 // checkKeyLen is the part of ratelimit.ValidateKey the counting paths run
 // on every call; they check UTF-8 only for keys not yet stored, which

@@ -34,8 +34,8 @@ func TestTestsCatchMutants(t *testing.T) {
 		{
 			Name: "an authenticated connection still held to the deadline",
 			File: "server.go",
-			Old:  "fc.authed.Store(true)",
-			New:  "_ = fc",
+			Old:  "c.fc.authed.Store(true)",
+			New:  "_ = c.fc",
 			Test: "TestAuthDeadline",
 		},
 	})

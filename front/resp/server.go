@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/tidwall/redcon"
 
 	"github.com/limiterd/limiterd/auth"
 	"github.com/limiterd/limiterd/service"
@@ -115,14 +114,13 @@ func (c Config) Validate() error {
 }
 
 // Server serves the Redis protocol over a service.Service. It is safe for
-// concurrent use; each connection is served by its own goroutine
-// (redcon's), one command after the other.
+// concurrent use; each connection is served by its own goroutine, one
+// command after the other.
 type Server struct {
 	svc  *service.Service
 	cfg  Config
 	log  *slog.Logger
 	m    *metrics
-	rs   *redcon.Server
 	cmds map[string]*command
 	byID []*command // cmds by command.id
 
@@ -166,7 +164,6 @@ func New(svc *service.Service, cfg Config, log *slog.Logger, reg prometheus.Regi
 	// The service reports each decision to the front's request metrics.
 	s.svc = svc.Observe(service.FrontRESP, s.m.req)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.rs = redcon.NewServerNetwork("tcp", "", s.handle, s.accept, s.closed)
 	return s, nil
 }
 
@@ -181,7 +178,7 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.ln = fl
 	s.mu.Unlock()
 	defer close(s.served)
-	return s.rs.Serve(fl)
+	return s.serve(fl)
 }
 
 // Shutdown stops accepting connections, lets every connection finish the
@@ -262,8 +259,8 @@ type scratch struct {
 	cost   float64
 }
 
-func (s *Server) accept(c redcon.Conn) bool {
-	fc, _ := c.NetConn().(*frameConn)
+// accept admits fc, returning its session, or refuses it (nil).
+func (s *Server) accept(fc *frameConn) *session {
 	s.mu.Lock()
 	refuse := ""
 	switch {
@@ -272,27 +269,22 @@ func (s *Server) accept(c redcon.Conn) bool {
 	case len(s.conns) >= s.cfg.MaxClients:
 		refuse = "ERR max number of clients reached"
 	}
-	if refuse == "" && fc != nil {
+	if refuse == "" {
 		s.conns[fc] = struct{}{}
 	}
 	s.mu.Unlock()
 	if refuse != "" {
 		s.m.refused.Inc()
-		if fc != nil {
-			fc.Write([]byte("-" + refuse + "\r\n"))
-		}
-		return false
+		fc.Write([]byte("-" + refuse + "\r\n"))
+		return nil
 	}
 	s.m.conns.Inc()
-	c.SetContext(&session{id: s.ids.Add(1)})
-	return true
+	return &session{id: s.ids.Add(1)}
 }
 
-func (s *Server) closed(c redcon.Conn, err error) {
-	if sess, _ := c.Context().(*session); sess != nil {
-		s.flush(sess) // what a dead connection's pipeline ran
-	}
-	fc, _ := c.NetConn().(*frameConn)
+func (s *Server) closed(c *conn, err error) {
+	s.flush(c.sess) // what a dead connection's pipeline ran
+	fc := c.fc
 	s.mu.Lock()
 	if _, ok := s.conns[fc]; ok {
 		delete(s.conns, fc)
@@ -303,14 +295,15 @@ func (s *Server) closed(c redcon.Conn, err error) {
 	}
 	s.mu.Unlock()
 	if err != nil && !errors.Is(err, net.ErrClosed) {
-		s.log.Debug("resp connection closed", "remote", c.RemoteAddr(), "err", err)
+		s.log.Debug("resp connection closed", "remote", fc.RemoteAddr().String(), "err", err)
 	}
 }
 
-// handle runs one command of a pipeline and writes its reply.
-func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
-	sess, _ := c.Context().(*session)
-	if sess == nil || sess.dead {
+// handle runs one command of a pipeline (last: the last one the
+// connection has sent) and queues its reply.
+func (s *Server) handle(c *conn, args [][]byte, last bool) {
+	sess := c.sess
+	if sess.dead {
 		return
 	}
 	sess.w.b = sess.w.b[:0]
@@ -325,46 +318,38 @@ func (s *Server) handle(c redcon.Conn, cmd redcon.Command) {
 	if sess.ctx != nil {
 		ctx = sess.ctx
 	}
-	s.exec(ctx, sess, cmd.Args)
+	s.exec(ctx, sess, args)
 	if sess.ctx != nil && !sess.authed {
 		// The authentication deadline no longer applies.
 		sess.authed = true
-		if fc, ok := c.NetConn().(*frameConn); ok {
-			fc.authed.Store(true)
-		}
+		c.fc.authed.Store(true)
 	}
-	c.WriteRaw(sess.w.b)
+	c.write(sess.w.b)
 	sess.pending += len(sess.w.b)
 	if cap(sess.w.b) > s.cfg.MaxPendingReplies {
 		sess.w.b = nil // a large reply's buffer is not kept
 	}
-	last := len(c.PeekPipeline()) == 0
 	switch {
 	case sess.quit:
 		s.flush(sess)
-		redcon.BaseWriter(c).Flush()
 		sess.dead = true
-		c.Close()
+		c.close()
 	case last:
 		s.flush(sess)
-		sess.pending = 0 // redcon writes the replies now
+		sess.pending = 0 // the loop writes the replies now
 	case sess.pending > s.cfg.MaxPendingReplies:
 		sess.pending = 0
-		if err := redcon.BaseWriter(c).Flush(); err != nil {
+		if err := c.flush(); err != nil {
 			sess.dead = true
-			c.Close()
+			c.close()
 		}
 	}
 }
 
 // tlsPrincipal gives sess the principal of its TLS client certificate,
 // if any.
-func (s *Server) tlsPrincipal(sess *session, c redcon.Conn) {
-	fc, _ := c.NetConn().(*frameConn)
-	if fc == nil {
-		return
-	}
-	tc, ok := fc.Conn.(interface{ ConnectionState() tls.ConnectionState })
+func (s *Server) tlsPrincipal(sess *session, c *conn) {
+	tc, ok := c.fc.Conn.(interface{ ConnectionState() tls.ConnectionState })
 	if !ok {
 		return
 	}
@@ -380,7 +365,7 @@ func (s *Server) tlsPrincipal(sess *session, c redcon.Conn) {
 const drainGrace = 50 * time.Millisecond
 
 // frameListener hands out frameConns, and keeps Serve from returning
-// (redcon then closes every connection at once) until Shutdown lets it.
+// (it then closes every connection at once) until Shutdown lets it.
 type frameListener struct {
 	net.Listener
 	s *Server
@@ -406,8 +391,8 @@ func (l *frameListener) Accept() (net.Conn, error) {
 	return fc, nil
 }
 
-// frameConn is a client's connection as redcon sees it: reads pass the
-// frame guard and the read deadlines, writes the write deadline.
+// frameConn is a client's connection as the parser sees it: reads pass
+// the frame guard and the read deadlines, writes the write deadline.
 type frameConn struct {
 	net.Conn
 	s        *Server

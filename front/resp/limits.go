@@ -15,6 +15,9 @@ import (
 // of range", named by its argument.
 
 func intArg(field string, b []byte) (int64, error) {
+	if v, ok := parseDigits(b); ok {
+		return v, nil // the common case, without strconv's checks
+	}
 	v, err := strconv.ParseInt(string(b), 10, 64)
 	if err != nil {
 		return 0, invalid(field, "value is not an integer or out of range")
@@ -37,6 +40,11 @@ func durationArg(field string, b []byte, unit time.Duration) (time.Duration, err
 	if err != nil {
 		return 0, err
 	}
+	return durationOf(field, v, unit)
+}
+
+// durationOf is durationArg of the whole number v, already read.
+func durationOf(field string, v int64, unit time.Duration) (time.Duration, error) {
 	if v > math.MaxInt64/int64(unit) || v < math.MinInt64/int64(unit) {
 		return 0, invalid(field, "value is not an integer or out of range")
 	}
@@ -149,7 +157,7 @@ func tokenCmd(name string, unit time.Duration, reduce bool) func(*Server, *call)
 				return
 			}
 		}
-		d, err := durationArg("refilltime", a[3], unit)
+		d, err := durationOf("refilltime", refill, unit)
 		if err != nil {
 			writeErr(x.w, err, nil)
 			return

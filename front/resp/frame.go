@@ -1,6 +1,9 @@
 package resp
 
-import "fmt"
+import (
+	"bytes"
+	"fmt"
+)
 
 // frameGuard follows the bytes a client sends, command by command, ahead
 // of redcon's parser, and refuses a command that would exceed the size
@@ -46,26 +49,47 @@ func (g *frameGuard) scan(p []byte) (int, error) {
 				g.state = stArrayHeader
 				g.hdr[0], g.nhdr = '*', 1
 			case '\n':
-				// An empty inline line: redcon skips it.
+				// An empty inline line: the parser skips it.
 			default:
 				g.state = stInline
 			}
 		case stInline:
-			if c == '\n' {
-				g.state = stStart
-				g.done++
+			if c != '\n' {
+				// The line up to its end at once.
+				k := lineRun(p[i:])
+				if left := g.max - g.size; int64(k) > left {
+					return i + int(left), fmt.Errorf("Protocol error: command longer than the limit of %d bytes", g.max)
+				}
+				g.size += int64(k)
+				i += k
+				continue
 			}
+			g.state = stStart
+			g.done++
 		case stArrayHeader, stBulkHeader:
 			if g.nhdr == 0 && g.state == stBulkHeader && c != '$' {
 				return i, fmt.Errorf("Protocol error: expected '$', got %q", c)
 			}
 			if c != '\n' {
-				if g.nhdr == len(g.hdr) {
-					return i, fmt.Errorf("Protocol error: header line too long")
+				// The header up to its end at once, as far as it fits
+				// in hdr and the cap.
+				k := lineRun(p[i:])
+				n := min(k, len(g.hdr)-g.nhdr)
+				if left := g.max - g.size; int64(n) > left {
+					n = int(left)
 				}
-				g.hdr[g.nhdr] = c
-				g.nhdr++
-				break
+				copy(g.hdr[g.nhdr:], p[i:i+n])
+				g.nhdr += n
+				g.size += int64(n)
+				i += n
+				switch {
+				case n == k:
+					continue
+				case g.nhdr == len(g.hdr):
+					return i, fmt.Errorf("Protocol error: header line too long")
+				default:
+					return i, fmt.Errorf("Protocol error: command longer than the limit of %d bytes", g.max)
+				}
 			}
 			n, err := g.header()
 			if err != nil {
@@ -109,6 +133,15 @@ func (g *frameGuard) scan(p []byte) (int, error) {
 		i++
 	}
 	return len(p), nil
+}
+
+// lineRun is how many bytes of p come before its first line feed (all
+// of them when it holds none).
+func lineRun(p []byte) int {
+	if k := bytes.IndexByte(p, '\n'); k >= 0 {
+		return k
+	}
+	return len(p)
 }
 
 // header parses the header line held (its type byte, digits, CR).

@@ -117,25 +117,27 @@ func tokenCmd(name string, unit time.Duration, reduce bool) func(*Server, *call)
 		}
 		var at []byte
 		var ns string
-		err = options(a, 4, []string{"REFILL", "TAKE", "AT", "NS"}, []string{"STRICT"}, func(n string, v []byte) (err error) {
-			switch n {
-			case "STRICT":
-				strict = true
-			case "REFILL":
-				amount, err = intArg("refill", v)
-			case "TAKE":
-				if !reduce {
-					return syntaxErrorf("TAKE is not an option of %s, which takes no tokens", name)
+		if len(a) > 4 {
+			err = options(a, 4, []string{"REFILL", "TAKE", "AT", "NS"}, []string{"STRICT"}, func(n string, v []byte) (err error) {
+				switch n {
+				case "STRICT":
+					strict = true
+				case "REFILL":
+					amount, err = intArg("refill", v)
+				case "TAKE":
+					if !reduce {
+						return syntaxErrorf("TAKE is not an option of %s, which takes no tokens", name)
+					}
+					take, err = intArg("take", v)
+				case "AT":
+					_, err = intArg("at", v)
+					at = v
+				case "NS":
+					ns = string(v)
 				}
-				take, err = intArg("take", v)
-			case "AT":
-				_, err = intArg("at", v)
-				at = v
-			case "NS":
-				ns = string(v)
-			}
-			return err
-		})
+				return err
+			})
+		}
 		if err != nil {
 			fail(x.w, err, nil)
 			return

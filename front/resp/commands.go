@@ -63,7 +63,7 @@ func (s *Server) exec(ctx context.Context, sess *session, args [][]byte) {
 	w := &sess.w
 	w.resp3 = sess.resp3
 	if len(args) == 0 {
-		return // redcon gives no empty command; a fuzzer may
+		return // the parser gives no empty command; a fuzzer may
 	}
 	cmd := s.lookup(args[0])
 	if cmd == nil {

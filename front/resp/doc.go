@@ -1,7 +1,8 @@
 // Package resp is limiterd's Redis protocol front: redis-cli and every
 // Redis client speak to limiterd, as Smyte's rate limiter let them. It is
-// a command table on top of github.com/tidwall/redcon (which parses and
-// pipelines); each command decodes its arguments, makes one call to
+// a command table over a pipelining server of its own (conn.go: the
+// grammar and errors of github.com/tidwall/redcon, which it used before,
+// parsed in place); each command decodes its arguments, makes one call to
 // package service and encodes the answer.
 //
 // Smyte's commands, as smyte/ratelimit defines them (refilltime and AT in
@@ -51,7 +52,7 @@
 // authorizer AUTH is refused.
 //
 // Hostile input costs bounded memory: a frame guard reads ahead of
-// redcon's parser and refuses a command over Config.MaxCommandSize (an
+// the parser and refuses a command over Config.MaxCommandSize (an
 // error reply, then the connection is closed); a command whose bytes stop
 // arriving closes its connection after Config.CommandTimeout; replies
 // are written whenever Config.MaxPendingReplies accumulate, each write

@@ -6,11 +6,11 @@ import (
 )
 
 // frameGuard follows the bytes a client sends, command by command, ahead
-// of redcon's parser, and refuses a command that would exceed the size
-// cap before redcon buffers it: redcon grows its buffer to whatever a
-// command announces, and walks an announced array count element by
-// element, so "*9999999999" alone would cost it unbounded memory or time.
-// It only frames (counts headers and bodies); redcon parses.
+// of the parser (conn.go), and refuses a command that would exceed the
+// size cap before it is buffered: the parser grows its buffer until a
+// command fits, and walks an announced array count element by element,
+// so "*9999999999" alone would cost it unbounded memory or time. It only
+// frames (counts headers and bodies); the parser parses.
 type frameGuard struct {
 	max   int64 // the cap on one command's encoded size
 	state uint8
@@ -166,7 +166,7 @@ func (g *frameGuard) header() (int64, error) {
 	return n, nil
 }
 
-// parseDigits parses a header's count as redcon does (strconv.Atoi: an
+// parseDigits parses a header's count as the parser does (strconv.Atoi: an
 // optional sign, decimal digits), without allocating; a negative count or
 // one of more than 18 digits is refused.
 func parseDigits(b []byte) (int64, bool) {

@@ -1,6 +1,7 @@
 package resp
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -277,11 +278,8 @@ func (c *conn) parseArray(b []byte) (int, error) {
 // it takes (0 when it is not whole yet). An empty line is taken and
 // gives no command.
 func (c *conn) parseInline(b []byte) (int, error) {
-	i := 0
-	for i < len(b) && b[i] != '\n' {
-		i++
-	}
-	if i == len(b) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
 		return 0, nil
 	}
 	line := b[:i]

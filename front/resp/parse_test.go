@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 
 	"github.com/tidwall/redcon"
@@ -25,16 +26,6 @@ func FuzzParse(f *testing.F) {
 		if len(data) > 4096 {
 			return // redcon reads 4096 bytes at once
 		}
-		var want string
-		cmds, err := redcon.NewReader(bytes.NewReader(data)).ReadCommands()
-		switch {
-		case err == nil:
-			for _, c := range cmds {
-				want += fmt.Sprintf("%q\n", c.Args)
-			}
-		case err.Error() != "EOF":
-			want = err.Error()
-		}
 		c := &conn{buf: data, end: len(data)}
 		var got string
 		if err := c.parse(); err != nil {
@@ -50,8 +41,39 @@ func FuzzParse(f *testing.F) {
 				from = to
 			}
 		}
+		if hugeCount(data) {
+			return // redcon would walk it element by element: the frame guard refuses it first
+		}
+		var want string
+		cmds, err := redcon.NewReader(bytes.NewReader(data)).ReadCommands()
+		switch {
+		case err == nil:
+			for _, c := range cmds {
+				want += fmt.Sprintf("%q\n", c.Args)
+			}
+		case err.Error() != "EOF":
+			want = err.Error()
+		}
 		if got != want {
 			t.Fatalf("%q: parsed\n%s\nredcon parses\n%s", data, got, want)
 		}
 	})
+}
+
+// hugeCount reports whether data may hold an array header of more
+// elements than it has bytes.
+func hugeCount(data []byte) bool {
+	for i, c := range data {
+		if c != '*' || (i > 0 && data[i-1] != '\n') {
+			continue
+		}
+		j := i + 1
+		for j < len(data) && data[j] != '\r' && data[j] != '\n' {
+			j++
+		}
+		if n, err := strconv.Atoi(string(data[i+1 : j])); err == nil && n > len(data) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,9 +1,10 @@
 // Package accuracy measures how closely a cluster of limiterd nodes holds
-// a sliding-window limit: an in-process cluster (one node.Namespace,
-// sync.Syncer and service.Service per node, over real stores) under an
-// open-loop Allow load, and an exact oracle every decision is judged
-// against. It serves the tests that measure escalation (sync/escalate.go);
-// nothing in limiterd's serving path imports it.
+// a limit (a sliding window, or a token, leaky or fixed bucket): an
+// in-process cluster (one node.Namespace, sync.Syncer and service.Service
+// per node, over real stores) under an open-loop Allow load, and an exact
+// oracle every decision is judged against. It serves the tests that
+// measure escalation (sync/escalate.go) and the accuracy grid; nothing in
+// limiterd's serving path imports it.
 package accuracy
 
 import (

@@ -44,8 +44,11 @@ import (
 // "window,token,leaky,fixed"), LIMITERD_ACCURACY_GRID_DURATION, the
 // judged time of each run (default two windows, at least 5 s),
 // LIMITERD_ACCURACY_GRID_KEYS (default 10000), LIMITERD_ACCURACY_GRID_TOP,
-// the most called key's load in limits (default 10), and
-// LIMITERD_ACCURACY_OUT, a file for the Markdown table.
+// the most called key's load in limits (default 10),
+// LIMITERD_ACCURACY_GRID_WARMUP, the warm-up in windows (default 1; a
+// key's first call on a node is decided in the node only from the third
+// window on, sync/learn.go), and LIMITERD_ACCURACY_OUT, a file for the
+// Markdown table.
 func TestAccuracyGrid(t *testing.T) {
 	stores := gridList(t, "LIMITERD_ACCURACY_STORES", "redis,postgres", func(s string) (string, error) { return s, nil })
 	windows := gridList(t, "LIMITERD_ACCURACY_GRID_WINDOWS", "1s,10s,60s", time.ParseDuration)
@@ -54,6 +57,7 @@ func TestAccuracyGrid(t *testing.T) {
 	kinds := gridList(t, "LIMITERD_ACCURACY_GRID_KINDS", "window,token,leaky,fixed", accuracy.KindOf)
 	keys := gridList(t, "LIMITERD_ACCURACY_GRID_KEYS", "10000", strconv.Atoi)[0]
 	top := gridList(t, "LIMITERD_ACCURACY_GRID_TOP", "10", parseFloat)[0]
+	warmup := gridList(t, "LIMITERD_ACCURACY_GRID_WARMUP", "1", parseFloat)[0]
 	var duration time.Duration
 	if v := os.Getenv("LIMITERD_ACCURACY_GRID_DURATION"); v != "" {
 		duration = gridList(t, "LIMITERD_ACCURACY_GRID_DURATION", "", time.ParseDuration)[0]
@@ -90,7 +94,7 @@ func TestAccuracyGrid(t *testing.T) {
 				for _, l := range limits {
 					for _, k := range kinds {
 						c := accuracy.Cell{Window: w, Limit: l, Kind: k, Keys: keys, ZipfS: 1.1, TopLoad: top,
-							Warmup: w, Duration: duration}
+							Warmup: time.Duration(warmup * float64(w)), Duration: duration}
 						if c.Duration == 0 {
 							c.Duration = max(2*w, 5*time.Second)
 						}

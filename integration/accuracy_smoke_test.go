@@ -62,7 +62,7 @@ func checkGridCounts(t *testing.T, r accuracy.Run, res accuracy.Result) {
 	judged := res.Sent - res.WarmupCalls
 	// A call due within a millisecond of the judged start may go a little
 	// before it; warm-up calls that queued behind a pause come after it.
-	early := int64(r.Rate*0.002) + 1
+	early := int64(r.Rate*0.005) + 2
 	switch {
 	case res.Errors != 0 || res.Recorded != res.Sent:
 		t.Errorf("%d calls sent, %d answered, %d errors", res.Sent, res.Recorded, res.Errors)

@@ -19,13 +19,18 @@ import (
 
 // Run describes one measured run.
 type Run struct {
-	Nodes    int
-	SyncRate float64 // seconds, > 0
+	Nodes int
+	// SyncRate is the nodes' sync period in seconds; 0 is the synchronous
+	// mode (every call decided by the store).
+	SyncRate float64
 	Escalate bool
 	// Sync tunes every node's Syncer (NoEscalate is set from Escalate).
 	Sync   clustersync.Config
 	Window time.Duration
 	Limit  float64
+	// Kind is the limit's kind; each holds Limit per Window (see
+	// EngineLimit).
+	Kind ratelimit.LimitKind
 	// Rate is the offered Allow calls per second over all keys, sent
 	// round-robin over the nodes.
 	Rate float64
@@ -56,8 +61,10 @@ type Result struct {
 	// node's first on their key since it started: keys no node can know
 	// by itself (they go to the store by default).
 	FirstCalls int64
-	// Errors counts calls that returned an error.
-	Errors int64
+	// Errors counts calls that returned an error; Sent the calls sent,
+	// warm-up included, and Recorded those answered, which the oracle
+	// was fed.
+	Errors, Sent, Recorded int64
 	// Fallbacks counts the calls, warm-up included, decided in their node
 	// after their store call failed or timed out (the nodes' Fallback
 	// metric). Escalations skipped while the store is then presumed down
@@ -78,19 +85,78 @@ func (r Result) Local() float64 {
 	return 1 - float64(r.Escalated)/float64(r.Calls)
 }
 
-// TopShareOffered returns, for a Zipf run, the calls per window offered to
-// the least-called key of the top 1 % of keys, divided by the limit.
-func (r Run) TopShareOffered() float64 {
+// EngineLimit returns the limit of r's kind that holds Limit hits per
+// Window: a sliding window of Window; a token bucket of Limit tokens
+// refilled one at a time, every Window/Limit; a leaky bucket of Limit
+// drops drained in Window (one every Window/Limit); a fixed bucket of
+// Limit per period of Window.
+func (r Run) EngineLimit() ratelimit.Limit {
+	l := ratelimit.Limit{Kind: r.Kind}
+	switch r.Kind {
+	case ratelimit.TokenLimit:
+		l.Token = ratelimit.TokenBucket{Max: r.Limit, RefillTime: time.Duration(float64(r.Window) / r.Limit), RefillAmount: 1}
+	case ratelimit.LeakyLimit:
+		l.Leaky = ratelimit.LeakyBucket{Size: r.Limit, Interval: r.Window}
+	case ratelimit.FixedLimit:
+		l.Fixed = ratelimit.FixedBucket{Period: r.Window, Limit: r.Limit}
+	default:
+		l.Size, l.Limit = r.Window, r.Limit
+	}
+	return l
+}
+
+// serviceLimit is l as the service takes it.
+func serviceLimit(l ratelimit.Limit) service.Limit {
+	return service.Limit{
+		Size: l.Size, Limit: l.Limit, Kind: service.Kind(l.Kind),
+		Token:  service.TokenBucket{Max: l.Token.Max, RefillTime: l.Token.RefillTime, RefillAmount: l.Token.RefillAmount},
+		Leaky:  service.LeakyBucket{Size: l.Leaky.Size, Interval: l.Leaky.Interval},
+		Fixed:  service.FixedBucket{Period: l.Fixed.Period, Limit: l.Fixed.Limit},
+		Strict: l.Strict, WaitTimeout: l.WaitTimeout,
+	}
+}
+
+// zipfShare returns the share of calls a Zipf run sends to the key of
+// the given rank (from 1).
+func (r Run) zipfShare(rank int) float64 {
 	if r.Keys <= 1 {
-		return r.Rate * r.Window.Seconds() / r.Limit
+		return 1
 	}
 	var h float64
 	for i := range r.Keys {
 		h += math.Pow(float64(1+i), -r.ZipfS)
 	}
+	return math.Pow(float64(rank), -r.ZipfS) / h
+}
+
+// RateForTop returns the Rate at which the most called key is offered
+// load times its limit per window.
+func (r Run) RateForTop(load float64) float64 {
+	return load * r.Limit / r.Window.Seconds() / r.zipfShare(1)
+}
+
+// KeysOver returns how many keys are offered at least load times their
+// limit per window.
+func (r Run) KeysOver(load float64) int {
+	if r.Keys <= 1 {
+		if r.Rate*r.Window.Seconds() >= load*r.Limit {
+			return 1
+		}
+		return 0
+	}
+	p1 := r.zipfShare(1)
+	n := 0
+	for rank := 1; rank <= r.Keys && r.Rate*r.Window.Seconds()*p1*math.Pow(float64(rank), -r.ZipfS) >= load*r.Limit; rank++ {
+		n++
+	}
+	return n
+}
+
+// TopShareOffered returns, for a Zipf run, the calls per window offered to
+// the least-called key of the top 1 % of keys, divided by the limit.
+func (r Run) TopShareOffered() float64 {
 	last := max(r.Keys/100, 1) // rank of the top 1 %'s last key, from 1
-	p := math.Pow(float64(last), -r.ZipfS) / h
-	return r.Rate * r.Window.Seconds() * p / r.Limit
+	return r.Rate * r.Window.Seconds() * r.zipfShare(last) / r.Limit
 }
 
 // escalations counts Escalated and Fallback over the nodes, and their
@@ -128,6 +194,10 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 			_ = st.Close()
 		}
 	}()
+	var mode clustersync.Mode = clustersync.Synchronous{}
+	if r.SyncRate > 0 {
+		mode = clustersync.Periodic{Period: time.Duration(r.SyncRate * float64(time.Second))}
+	}
 	for i := range r.Nodes {
 		n, err := node.New([]node.Config{{Name: r.Namespace, WindowSizes: []time.Duration{r.Window}, Shared: true}}, node.SystemClock{})
 		if err != nil {
@@ -139,7 +209,7 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 			return Result{}, err
 		}
 		stores = append(stores, st)
-		sy, err := clustersync.NewSyncer(ns, clustersync.Periodic{Period: time.Duration(r.SyncRate * float64(time.Second))}, st, clustersync.NewIncarnation(fmt.Sprintf("acc-%d", i)), clustersync.NewVersions(time.Now), cfg, nil, esc)
+		sy, err := clustersync.NewSyncer(ns, mode, st, clustersync.NewIncarnation(fmt.Sprintf("acc-%d", i)), clustersync.NewVersions(time.Now), cfg, nil, esc)
 		if err != nil {
 			return Result{}, err
 		}
@@ -173,7 +243,8 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 	var errs atomic.Int64
 	var werr atomic.Value
 	var lw gosync.WaitGroup
-	limits := []service.Limit{{Size: r.Window, Limit: r.Limit}}
+	limit := r.EngineLimit()
+	limits := []service.Limit{serviceLimit(limit)}
 	names := make([]string, max(r.Keys, 1))
 	for i := range names {
 		names[i] = fmt.Sprintf("key-%d", i)
@@ -197,7 +268,7 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 	start := time.Now()
 	warm := int64(r.Rate * r.Warmup.Seconds())
 	total := warm + int64(r.Rate*r.Duration.Seconds())
-	var warmEsc int64
+	var warmEsc, sent int64
 	for i := int64(0); i < total && ctx.Err() == nil; i++ {
 		if i == warm && warm > 0 {
 			warmEsc = esc.n.Load()
@@ -211,6 +282,7 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 			key = int32(zipf.Uint64())
 		}
 		jobs <- job{seq: i, node: int(i % int64(r.Nodes)), key: key}
+		sent++
 	}
 	close(jobs)
 	lw.Wait()
@@ -221,9 +293,16 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 	}
 	from := start.Add(r.Warmup)
 	res := Result{Start: from, Escalated: esc.n.Load() - warmEsc, WarmupCalls: warm, WarmupEscalated: warmEsc,
-		Errors: errs.Load(), Fallbacks: esc.fallbacks.Load(), Elapsed: elapsed, Offered: float64(total) / elapsed.Seconds()}
+		Errors: errs.Load(), Sent: sent, Recorded: int64(len(all)), Fallbacks: esc.fallbacks.Load(), Elapsed: elapsed, Offered: float64(sent) / elapsed.Seconds()}
 	res.FirstCalls = firstCalls(all, r.Nodes, warm, r.Window)
-	res.Verdict = Judge(all, r.Window, r.Limit, from, start.Add(elapsed))
+	var err error
+	if res.Verdict, err = JudgeLimit(all, limit, r.Window, from, start.Add(elapsed)); err != nil {
+		return res, err
+	}
+	if r.SyncRate == 0 {
+		// Every call is the store's (Escalated counts periodic calls).
+		res.Escalated = int64(res.Calls)
+	}
 	if n := esc.ticks.Load(); n > 0 {
 		res.TickMean, res.TickMax = time.Duration(esc.tickSum.Load()/n), time.Duration(esc.tickMax.Load())
 	}

@@ -147,17 +147,12 @@ func (b *bucketTable) keyHash(key string) uint64 { return maphash.String(b.seed,
 
 func (b *bucketTable) shardOf(kh uint64) *bucketShard { return &b.shards[kh%bucketShards] }
 
-// bucketParams is a bucket's identity without its key.
-type bucketParams struct {
-	kind    ratelimit.LimitKind
-	a, b, c int64
-}
-
 // bucketHash is the map key of bucket id, of key hash kh: the parameters
 // are hashed with the seed too, so that no caller can chain many buckets
-// of one key under one hash.
+// of one key under one hash. (An array of words, without padding, hashes
+// in one call.)
 func (b *bucketTable) bucketHash(kh uint64, id *bucketID) uint64 {
-	return kh ^ maphash.Comparable(b.seed, bucketParams{id.Kind, id.A, id.B, id.C})
+	return kh ^ maphash.Comparable(b.seed, [4]int64{int64(id.Kind), id.A, id.B, id.C})
 }
 
 // bucketRef returns the shard of id and its hash there.

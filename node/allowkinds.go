@@ -100,12 +100,17 @@ func (b *bucketTable) lockAll(hs []heldBucket, key string, t int64, create bool)
 			hs[j], hs[j-1] = hs[j-1], hs[j]
 		}
 	}
-	sh := b.shard(key)
+	kh := b.keyHash(key)
+	sh := b.shardOf(kh)
+	var hashes [MaxLimits]uint64
+	for k := range hs {
+		hashes[k] = b.bucketHash(kh, &hs[k].id)
+	}
 	for {
 		sh.mu.RLock()
 		missing := false
 		for k := range hs {
-			hs[k].e = sh.m[hs[k].id]
+			hs[k].e = sh.find(hashes[k], &hs[k].id)
 			missing = missing || hs[k].e == nil
 		}
 		sh.mu.RUnlock()
@@ -131,7 +136,7 @@ func (b *bucketTable) lockAll(hs []heldBucket, key string, t int64, create bool)
 				continue
 			}
 			id := &hs[k].id
-			err := b.insert(sh, id, func(s ratelimit.BucketState, found bool) ratelimit.BucketState {
+			err := b.insert(sh, hashes[k], id, func(s ratelimit.BucketState, found bool) ratelimit.BucketState {
 				if !found {
 					bucketStep(id, &s, false, t, 0, false)
 				}

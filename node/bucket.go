@@ -73,6 +73,11 @@ type bucketID = ratelimit.BucketSpec
 type bucketEntry struct {
 	mu  gosync.Mutex
 	val ratelimit.BucketState
+	// id is the entry's bucket (its Key the table's own copy), set before
+	// the entry is shared and never changed. next is the next entry of
+	// the same hash in its shard, under the shard's lock.
+	id   bucketID
+	next *bucketEntry
 	// gone is set by reclaim when it removes the entry: a caller that
 	// locked it meanwhile looks the bucket up again.
 	gone bool
@@ -92,14 +97,18 @@ type bucketEntry struct {
 // reached the store.
 func (e *bucketEntry) dirty() bool { return e.own != e.acked }
 
-// bucketShard is one part of the table. Its lock guards the map only:
-// calls look an entry up under it and then lock the entry alone, so a
-// slow call (a store's round trip, in a synchronous namespace) never
-// holds up the shard. reclaim removes only entries it can lock, and marks
-// them gone.
+// bucketShard is one part of the table. Its lock guards the map and
+// the entries' chains only: calls look an entry up under it and then lock
+// the entry alone, so a slow call (a store's round trip, in a synchronous
+// namespace) never holds up the shard. reclaim removes only entries it can
+// lock, and marks them gone.
+//
+// The map is keyed by the bucket's hash (bucketRef), so a lookup hashes
+// the key's bytes once, for the shard and the map both, and compares one
+// entry's identity field by field; entries of equal hashes are chained.
 type bucketShard struct {
 	mu gosync.RWMutex
-	m  map[bucketID]*bucketEntry
+	m  map[uint64]*bucketEntry
 	// Pad to a whole 64-byte cache line, so neighbouring shards do not
 	// share one.
 	_ [64 - (unsafe.Sizeof(gosync.RWMutex{})+unsafe.Sizeof(map[int]int(nil)))%64]byte
@@ -115,7 +124,7 @@ func newBuckets(cfg bucketsConfig, clock Clock) *bucketTable {
 	b := &bucketTable{cfg: cfg, clock: clock, seed: maphash.MakeSeed()}
 	b.setCaps(cfg.MaxKeys, cfg.MaxBytes)
 	for i := range b.shards {
-		b.shards[i].m = make(map[bucketID]*bucketEntry)
+		b.shards[i].m = make(map[uint64]*bucketEntry)
 	}
 	return b
 }
@@ -133,8 +142,39 @@ func (b *bucketTable) setCaps(maxKeys int, maxBytes int64) {
 	b.maxBytes.Store(maxBytes)
 }
 
-func (b *bucketTable) shard(key string) *bucketShard {
-	return &b.shards[maphash.String(b.seed, key)%bucketShards]
+// keyHash is the hash of key, whose shard holds all of key's buckets.
+func (b *bucketTable) keyHash(key string) uint64 { return maphash.String(b.seed, key) }
+
+func (b *bucketTable) shardOf(kh uint64) *bucketShard { return &b.shards[kh%bucketShards] }
+
+// bucketHash is the map key of bucket id, of key hash kh: the parameters
+// are hashed with the seed too, so that no caller can chain many buckets
+// of one key under one hash. (An array of words, without padding, hashes
+// in one call.)
+func (b *bucketTable) bucketHash(kh uint64, id *bucketID) uint64 {
+	return kh ^ maphash.Comparable(b.seed, [4]int64{int64(id.Kind), id.A, id.B, id.C})
+}
+
+// bucketRef returns the shard of id and its hash there.
+func (b *bucketTable) bucketRef(id *bucketID) (*bucketShard, uint64) {
+	kh := b.keyHash(id.Key)
+	return b.shardOf(kh), b.bucketHash(kh, id)
+}
+
+// find returns the entry of id, of hash h, or nil. The caller holds the
+// shard's lock.
+func (sh *bucketShard) find(h uint64, id *bucketID) *bucketEntry {
+	for e := sh.m[h]; e != nil; e = e.next {
+		if sameBucket(&e.id, id) {
+			return e
+		}
+	}
+	return nil
+}
+
+// sameBucket reports whether id and o are one bucket (Strict aside).
+func sameBucket(id, o *bucketID) bool {
+	return id.Kind == o.Kind && id.A == o.A && id.B == o.B && id.C == o.C && id.Key == o.Key
 }
 
 // apply runs step on the state of id under its lock; found is false for a
@@ -146,10 +186,10 @@ func (b *bucketTable) apply(id *bucketID, write bool, step func(s ratelimit.Buck
 	if err := checkKeyLen(id.Key); err != nil {
 		return err
 	}
-	sh := b.shard(id.Key)
+	sh, h := b.bucketRef(id)
 	for {
 		sh.mu.RLock()
-		e := sh.m[*id]
+		e := sh.find(h, id)
 		sh.mu.RUnlock()
 		if e == nil {
 			break
@@ -171,15 +211,15 @@ func (b *bucketTable) apply(id *bucketID, write bool, step func(s ratelimit.Buck
 		step(ratelimit.BucketState{}, false)
 		return nil
 	}
-	return b.insert(sh, id, step)
+	return b.insert(sh, h, id, step)
 }
 
-// insert creates id's bucket under the shard's write lock and runs step
-// on it, unless another call created it meanwhile.
-func (b *bucketTable) insert(sh *bucketShard, id *bucketID, step func(s ratelimit.BucketState, found bool) ratelimit.BucketState) error {
+// insert creates id's bucket, of hash h in sh, under the shard's write
+// lock and runs step on it, unless another call created it meanwhile.
+func (b *bucketTable) insert(sh *bucketShard, h uint64, id *bucketID, step func(s ratelimit.BucketState, found bool) ratelimit.BucketState) error {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if e := sh.m[*id]; e != nil {
+	if e := sh.find(h, id); e != nil {
 		e.mu.Lock()
 		e.val = step(e.val, true)
 		e.mu.Unlock()
@@ -202,10 +242,10 @@ func (b *bucketTable) insert(sh *bucketShard, id *bucketID, step func(s ratelimi
 		return fieldErr("key", ErrKeyLimit, "namespace %q holds buckets worth its max_bytes of %d bytes (a bucket of a key of %d bytes costs %d)",
 			b.cfg.Name, max, len(id.Key), cost)
 	}
-	e := &bucketEntry{val: step(ratelimit.BucketState{}, false), life: b.newLife()}
-	nid := *id
-	nid.Key = strings.Clone(id.Key)
-	sh.m[nid] = e
+	e := &bucketEntry{val: step(ratelimit.BucketState{}, false), life: b.newLife(), id: *id, next: sh.m[h]}
+	e.id.Key = strings.Clone(id.Key)
+	e.id.Strict = false
+	sh.m[h] = e
 	return nil
 }
 
@@ -233,19 +273,32 @@ func (b *bucketTable) reclaim(now time.Time) int {
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.Lock()
-		for id, e := range sh.m {
-			if !e.mu.TryLock() {
-				continue // in use: alive
+		for h, head := range sh.m {
+			kept := head
+			for link := &kept; *link != nil; {
+				e := *link
+				if !e.mu.TryLock() {
+					link = &e.next // in use: alive
+					continue
+				}
+				// A bucket whose consumption has not reached the store
+				// stays until it has.
+				if (!e.dirty() || b.unsynced.Load()) && bucketIdle(&e.id, e.val, tn) {
+					e.gone = true
+					*link, e.next = e.next, nil
+					removed++
+					freed += bucketCost(len(e.id.Key))
+				} else {
+					link = &e.next
+				}
+				e.mu.Unlock()
 			}
-			// A bucket whose consumption has not reached the store stays
-			// until it has.
-			if (!e.dirty() || b.unsynced.Load()) && bucketIdle(&id, e.val, tn) {
-				e.gone = true
-				delete(sh.m, id)
-				removed++
-				freed += bucketCost(len(id.Key))
+			switch {
+			case kept == nil:
+				delete(sh.m, h)
+			case kept != head:
+				sh.m[h] = kept
 			}
-			e.mu.Unlock()
 		}
 		sh.mu.Unlock()
 	}

@@ -130,32 +130,38 @@ func BenchmarkTokenTake(b *testing.B) {
 // BenchmarkAllowAtBucket is an Allow of one bucket limit (of each kind)
 // on existing buckets of the hot key set: the path every front's bucket
 // call takes (validation, the bucket's lock, its arithmetic, the answer).
+// token-100k walks 100,000 token buckets in a shuffled order, where the
+// table's lookups miss the CPU's caches.
 func BenchmarkAllowAtBucket(b *testing.B) {
 	for _, k := range []struct {
 		name string
 		l    ratelimit.Limit
+		n    int
 	}{
-		{"token", ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: benchTok}},
-		{"leaky", ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: benchLeaky}},
-		{"fixed", ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: benchFixed}},
+		{"token", ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: benchTok}, 1 << 10},
+		{"leaky", ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: benchLeaky}, 1 << 10},
+		{"fixed", ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: benchFixed}, 1 << 10},
+		{"token-100k", ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: benchTok}, 100_000},
 	} {
 		b.Run(k.name, func(b *testing.B) {
 			ns, err := node.NewNamespace(node.Config{Name: "b", WindowSizes: []time.Duration{time.Minute}}, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
-			keys := make([]string, 1<<10)
+			keys := make([]string, k.n)
 			for i := range keys {
 				keys[i] = fmt.Sprintf("key-%011d", i)
 				if _, err := ns.AllowAt(bucketBenchTime, ratelimit.AllowRequest{Key: keys[i], Cost: 1, Limits: []ratelimit.Limit{k.l}}, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
+			rng := rand.New(rand.NewPCG(7, uint64(k.n)))
+			rng.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
 			var dst [1]ratelimit.LimitStatus
 			req := ratelimit.AllowRequest{Cost: 1, Limits: []ratelimit.Limit{k.l}}
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
-				req.Key = keys[i&(len(keys)-1)]
+				req.Key = keys[i%len(keys)]
 				if _, err := ns.AllowAt(bucketBenchTime.Add(time.Duration(i)), req, dst[:0]); err != nil {
 					b.Fatal(err)
 				}

@@ -174,16 +174,18 @@ func (ns *Namespace) takeBuckets(t *Tick, all bool) {
 	for i := range b.shards {
 		sh := &b.shards[i]
 		sh.mu.RLock()
-		for id, e := range sh.m {
-			e.mu.Lock()
-			b.restartIfForgotten(&id, e, t.now)
-			if all || e.dirty() {
-				t.Buckets = append(t.Buckets, BucketSync{
-					Spec: id,
-					Life: e.life, Own: e.own, LastAt: e.lastAt,
-				})
+		for _, head := range sh.m {
+			for e := head; e != nil; e = e.next {
+				e.mu.Lock()
+				b.restartIfForgotten(&e.id, e, t.now)
+				if all || e.dirty() {
+					t.Buckets = append(t.Buckets, BucketSync{
+						Spec: e.id,
+						Life: e.life, Own: e.own, LastAt: e.lastAt,
+					})
+				}
+				e.mu.Unlock()
 			}
-			e.mu.Unlock()
 		}
 		sh.mu.RUnlock()
 	}
@@ -254,8 +256,8 @@ func appendHeld(hs []heldBucket, req *ratelimit.AllowRequest) []heldBucket {
 
 // lookup returns the entry of id, or nil, unlocked.
 func (b *bucketTable) lookup(id *bucketID) *bucketEntry {
-	sh := b.shard(id.Key)
+	sh, h := b.bucketRef(id)
 	sh.mu.RLock()
 	defer sh.mu.RUnlock()
-	return sh.m[*id]
+	return sh.find(h, id)
 }

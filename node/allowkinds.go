@@ -179,8 +179,16 @@ func bucketLess(id, o *bucketID) bool {
 // windows only. An admitted Allow with no window limit counts in no
 // window.
 func (ns *Namespace) allowKinds(t time.Time, req *ratelimit.AllowRequest, lims []microLimit, cost int64, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
+	d, _, err := ns.allowKindsMargin(t, req, lims, cost, nil, dst)
+	return d, err
+}
+
+// allowKindsMargin is allowKinds, which with a margin m (not nil) counts
+// nothing and reports near when the Allow would be admitted with a
+// bucket inside m (bucketsNear).
+func (ns *Namespace) allowKindsMargin(t time.Time, req *ratelimit.AllowRequest, lims []microLimit, cost int64, m *Margin, dst []ratelimit.LimitStatus) (ratelimit.Decision, bool, error) {
 	if err := ns.checkKinds(req.Limits); err != nil {
-		return ratelimit.Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, false, err
 	}
 	tn := t.UnixNano()
 	var (
@@ -200,12 +208,12 @@ func (ns *Namespace) allowKinds(t time.Time, req *ratelimit.AllowRequest, lims [
 	if len(wins) > 0 {
 		var err error
 		if e, err = ns.acquireLocked(req.Key); err != nil {
-			return ratelimit.Decision{Limits: dst}, err
+			return ratelimit.Decision{Limits: dst}, false, err
 		}
 		defer e.mu.Unlock()
 	}
 	if err := ns.buckets.lockAll(hs, req.Key, tn, cost > 0); err != nil {
-		return ratelimit.Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, false, err
 	}
 	defer unlockAll(hs)
 
@@ -228,11 +236,14 @@ func (ns *Namespace) allowKinds(t time.Time, req *ratelimit.AllowRequest, lims [
 				}
 			}
 		}
-		if d.counted {
-			ns.countAll(e, tn, cost)
-		}
 	}
 	allowed := d.allowed && bucketsOK
+	if m != nil && allowed && bucketsNear(hs, tn, cost, m) {
+		return ratelimit.Decision{Limits: dst}, true, nil
+	}
+	if len(wins) > 0 && d.counted {
+		ns.countAll(e, tn, cost)
+	}
 	if e != nil {
 		e.setOver(!allowed)
 	}
@@ -242,7 +253,7 @@ func (ns *Namespace) allowKinds(t time.Time, req *ratelimit.AllowRequest, lims [
 	var winSt [MaxLimits]ratelimit.LimitStatus
 	out := d.finish(dst, wins, winReq[:len(wins)])
 	copy(winSt[:], out.Limits[len(dst):])
-	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), nil
+	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), false, nil
 }
 
 // stepBuckets computes each bucket's answer to cost as if it were alone,

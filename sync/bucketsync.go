@@ -62,9 +62,20 @@ func (bk bucketSync) allow(ctx context.Context, t time.Time, req ratelimit.Allow
 		return ratelimit.Decision{Limits: dst}, &ratelimit.FieldError{Field: "limits", Err: node.ErrNotLocal,
 			Reason: fmt.Sprintf("namespace %q is synchronous: its store decides buckets and sliding windows apart, so one Allow cannot hold both; send them in two calls", s.name)}
 	}
+	return bk.decide(ctx, bs, t, req, c, dst, false)
+}
+
+// decide has the store decide req, an Allow of buckets alone (checked:
+// c), atomically while its buckets stay locked here, and takes its
+// answer: a synchronous namespace's Allow, and a periodic one's near a
+// capacity (escalate.go). With probed the caller has just had storeUp
+// say yes; otherwise a store presumed down is not asked. When the store
+// is not asked or fails, the node decides from its own state.
+func (bk bucketSync) decide(ctx context.Context, bs BucketStore, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus, probed bool) (ratelimit.Decision, error) {
+	s := bk.s
 	return s.ns.ExchangeBuckets(t, req, c, dst, func(tx *node.BucketTx) error {
 		tx.Decide = true
-		if !s.storeUp() {
+		if !probed && !s.storeUp() {
 			s.fallback(errPresumedDown)
 			return nil
 		}

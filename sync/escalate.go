@@ -112,6 +112,56 @@ func (pd *periodic) allowInStore(ctx context.Context, t time.Time, req ratelimit
 	return s.decideInStore(ctx, k, req, &chk, dst), nil
 }
 
+// allowBucketsNear is allowNear for an Allow with bucket limits
+// (checked: c): a bucket never read from the store is read first, as
+// without escalation; then the node decides while every bucket keeps
+// room for the others' expected consumption (node.Namespace.AllowMarginAt),
+// and otherwise the store decides (bucketsInStore).
+func (pd *periodic) allowBucketsNear(ctx context.Context, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
+	s := pd.s
+	bk := bucketSync{s}
+	bs := s.can.bs
+	if bs == nil {
+		return ratelimit.Decision{Limits: dst}, bk.errNoBuckets(&req)
+	}
+	if !s.ns.BucketsSynced(&req) && s.storeUp() {
+		if err := bk.readBuckets(ctx, bs, t, req, c); err != nil {
+			return ratelimit.Decision{Limits: dst}, err
+		}
+	}
+	if s.presumedDown() {
+		return s.ns.AllowAt(t, req, dst)
+	}
+	m := node.Margin{Blind: pd.blind(), Safety: s.cfg.EscalateSafety}
+	d, near, err := s.ns.AllowMarginAt(t, req, m, dst)
+	if err != nil || !near {
+		return d, err
+	}
+	return pd.bucketsInStore(ctx, bs, t, req, c, dst)
+}
+
+// bucketsInStore is allowBucketsNear's call near a capacity: the store
+// decides the buckets atomically while they stay locked here, as a
+// synchronous namespace's Allow (bucketSync.decide). The store decides
+// buckets and windows apart, so an Allow with window limits too reads
+// its buckets' state from the store instead, one call with them locked,
+// and the node decides on that fresh state.
+func (pd *periodic) bucketsInStore(ctx context.Context, bs BucketStore, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
+	s := pd.s
+	bk := bucketSync{s}
+	if !s.storeUp() {
+		return s.ns.AllowAt(t, req, dst)
+	}
+	s.m.Escalated(s.name)
+	if c.Buckets != len(req.Limits) {
+		if err := bk.readBuckets(ctx, bs, t, req, c); err != nil {
+			return ratelimit.Decision{Limits: dst}, err
+		}
+		return s.ns.AllowAt(t, req, dst)
+	}
+	return bk.decide(ctx, bs, t, req, c, dst, true)
+}
+
 // enqueueFresh queues a key new to the node for its background fetch,
 // dropping it when the queue is full. It is the namespace's OnNewKey
 // hook: it must not block.

@@ -89,11 +89,12 @@ type bucketEntry struct {
 	// the last consumption.
 	life, own, acked, seq, seqAt, lastAt int64
 
-	// The other nodes' recent consumption, which sets how near its
-	// capacity a periodic namespace asks the store (bucketmargin.go):
-	// seen is what the store's answers showed of it since rateAt, rate
-	// its rate as of the last tick, in micro-hits per ns.
-	rateAt     int64
+	// The bucket's recent consumption, which sets how near its capacity
+	// a periodic namespace asks the store (bucketmargin.go): seen is what
+	// the store's answers showed of the other nodes' since the rate was
+	// last learned, ownAt this incarnation's consumption then, and rate
+	// the larger of their rate and this node's, in micro-hits per ns.
+	ownAt      int64
 	seen, rate float32
 }
 

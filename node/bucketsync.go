@@ -147,7 +147,7 @@ func (e *bucketEntry) stored(id *bucketID, after ratelimit.BucketState, applied,
 	e.own = max(e.own, applied)
 	e.acked = applied
 	id.Force(&after, now, e.own-applied)
-	e.noteOthers(id, e.val, after, now)
+	e.learn(id, e.val, after, now)
 	e.seq, e.seqAt, e.synced = seq, now, true
 	e.val = after
 }
@@ -217,7 +217,6 @@ func (ns *Namespace) applyBuckets(t *Tick) {
 		e.mu.Lock()
 		if !e.gone && e.life == b.Life {
 			e.stored(&id, b.After, b.Applied, b.Seq, t.now, now)
-			e.learnRate(&id, now)
 		}
 		e.mu.Unlock()
 	}

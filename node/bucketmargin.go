@@ -2,6 +2,7 @@ package node
 
 import (
 	"math"
+	"time"
 
 	"github.com/limiterd/limiterd/ratelimit"
 )
@@ -119,4 +120,63 @@ func bucketsNear(hs []heldBucket, tn, cost int64, m *Margin) bool {
 		}
 	}
 	return false
+}
+
+// AllowKindsAt decides req at t like AllowAt, an Allow with bucket limits
+// and perhaps window limits too, its buckets decided by a store: the
+// windows from the node's state, the key's entry locked throughout; when
+// they admit, fn is called, as by ExchangeBuckets, with the buckets
+// locked and listed in a BucketTx, and records the store's answers as
+// for a Decide (Before, Verdict, After: the store took the cost from
+// every bucket, or from none, atomically). The Allow is admitted when the
+// windows admit and the store's Verdict does (NoVerdict: the node's own
+// state of the buckets decides, as when the store is away). fn sets no
+// Reset. It returns fn's error.
+//
+// The store decides the buckets alone: a periodic namespace's Allow of
+// windows and buckets near a bucket's capacity (package sync).
+func (ns *Namespace) AllowKindsAt(t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus, fn func(*BucketTx) error) (ratelimit.Decision, error) {
+	var buf [MaxLimits]microLimit
+	lims, cost, kinds, err := ns.checkAllow(&req, buf[:])
+	if err != nil {
+		return ratelimit.Decision{Limits: dst}, err
+	}
+	if !kinds {
+		return ns.AllowAt(t, req, dst)
+	}
+	d, _, err := ns.allowKindsWith(t, &req, lims, cost, nil, fn, dst)
+	return d, err
+}
+
+// bucketTx lists hs, locked, in a BucketTx at tn, as ExchangeBuckets does.
+func (ns *Namespace) bucketTx(hs []heldBucket, tn int64) *BucketTx {
+	tx := &BucketTx{}
+	tx.Buckets = tx.buf[:len(hs)]
+	for i := range hs {
+		h := &hs[i]
+		ns.buckets.restartIfForgotten(&h.id, h.e, tn)
+		spec := h.id
+		spec.Strict = h.strict
+		tx.Buckets[i] = BucketSync{Spec: spec, Life: h.e.life, Own: h.e.own, LastAt: h.e.lastAt}
+	}
+	return tx
+}
+
+// before takes the states the store decided from, where it answered.
+func (tx *BucketTx) before(hs []heldBucket, tn int64) {
+	for i := range hs {
+		if b := &tx.Buckets[i]; b.Got {
+			hs[i].e.noteOthers(&hs[i].id, hs[i].e.val, b.Before, tn)
+			hs[i].e.val = b.Before
+		}
+	}
+}
+
+// after takes the states the store's call left, where it answered.
+func (tx *BucketTx) after(hs []heldBucket, tn int64) {
+	for i := range hs {
+		if b := &tx.Buckets[i]; b.Got {
+			hs[i].e.stored(&hs[i].id, b.After, b.Applied, b.Seq, tn, tn)
+		}
+	}
 }

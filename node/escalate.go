@@ -57,7 +57,7 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req ratelimit.AllowRequest, m Ma
 		return ratelimit.Decision{Limits: dst}, false, err
 	}
 	if kinds {
-		return ns.allowKindsMargin(t, &req, lims, cost, &m, dst)
+		return ns.allowKindsWith(t, &req, lims, cost, &m, nil, dst)
 	}
 	if ns.est != nil {
 		d, err := ns.AllowAt(t, req, dst)

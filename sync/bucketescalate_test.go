@@ -65,7 +65,14 @@ func (s noDecide) Abilities() clustersync.Abilities { return s.Store.Abilities()
 // 100 ms at its own offset (a periodic namespace; sync_rate 0.1 s). It
 // returns the times of the calls admitted, from the start, and counts
 // the escalations of all three in esc.
-func bucketLoad(t *testing.T, l ratelimit.Limit, mode clustersync.Mode, store clustersync.Store, clock *fakeclock.Clock, cfg clustersync.Config, esc *escalations, dur time.Duration) []time.Duration {
+func bucketLoad(t *testing.T, ls []ratelimit.Limit, mode clustersync.Mode, store clustersync.Store, clock *fakeclock.Clock, cfg clustersync.Config, esc *escalations, dur time.Duration) []time.Duration {
+	t.Helper()
+	at, _ := bucketLoadNodes(t, ls, mode, store, clock, cfg, esc, dur)
+	return at
+}
+
+// bucketLoadNodes is bucketLoad, which returns the nodes too.
+func bucketLoadNodes(t *testing.T, ls []ratelimit.Limit, mode clustersync.Mode, store clustersync.Store, clock *fakeclock.Clock, cfg clustersync.Config, esc *escalations, dur time.Duration) ([]time.Duration, []testNode) {
 	t.Helper()
 	var nodes []testNode
 	for i := range 3 {
@@ -76,7 +83,7 @@ func bucketLoad(t *testing.T, l ratelimit.Limit, mode clustersync.Mode, store cl
 	var admitted []time.Duration
 	for i := range int(dur / step) {
 		n := nodes[i%3]
-		if n.take(t, "k", l).Allowed {
+		if n.take(t, "k", ls...).Allowed {
 			admitted = append(admitted, time.Duration(i)*step)
 		}
 		clock.Add(step)
@@ -86,7 +93,7 @@ func bucketLoad(t *testing.T, l ratelimit.Limit, mode clustersync.Mode, store cl
 			}
 		}
 	}
-	return admitted
+	return admitted, nodes
 }
 
 // maxBurst is the most calls admitted in an interval beyond one per
@@ -139,7 +146,7 @@ func TestBucketEscalationAdmitsAsSynchronous(t *testing.T) {
 			run := func(mode clustersync.Mode, cfg clustersync.Config) ([]time.Duration, int64) {
 				clock := fakeclock.New(start)
 				esc := new(escalations)
-				at := bucketLoad(t, l, mode, memory.New(memory.WithClock(clock.Now)), clock, cfg, esc, dur)
+				at := bucketLoad(t, []ratelimit.Limit{l}, mode, memory.New(memory.WithClock(clock.Now)), clock, cfg, esc, dur)
 				return at, esc.n.Load()
 			}
 			exactAt, _ := run(clustersync.Synchronous{}, clustersync.Config{})
@@ -208,7 +215,7 @@ func TestBucketEscalationFarFromCapacity(t *testing.T) {
 	clock = fakeclock.New(start)
 	store = &takeCounter{Store: memory.New(memory.WithClock(clock.Now))}
 	esc = new(escalations)
-	bucketLoad(t, tokenPerSec, periodic, store, clock, clustersync.Config{}, esc, 10*time.Second)
+	bucketLoad(t, []ratelimit.Limit{tokenPerSec}, periodic, store, clock, clustersync.Config{}, esc, 10*time.Second)
 	if got, want := esc.n.Load(), store.takes.Load(); got == 0 || got != want {
 		t.Errorf("%d escalations counted; the store decided %d takes: want as many, not 0", got, want)
 	}
@@ -289,13 +296,52 @@ func TestBucketEscalationWithoutAtomicStore(t *testing.T) {
 	esc := new(escalations)
 	store := noDecide{memory.New(memory.WithClock(clock.Now))}
 	periodic := clustersync.Periodic{Period: 100 * time.Millisecond}
-	got := bucketLoad(t, tokenPerSec, periodic, store, clock, clustersync.Config{}, esc, 10*time.Second)
+	got := bucketLoad(t, []ratelimit.Limit{tokenPerSec}, periodic, store, clock, clustersync.Config{}, esc, 10*time.Second)
 	if n := esc.n.Load(); n != 0 {
 		t.Errorf("%d escalations on a store without Decide, want 0", n)
 	}
 	clock = fakeclock.New(start)
-	never := bucketLoad(t, tokenPerSec, periodic, memory.New(memory.WithClock(clock.Now)), clock, clustersync.Config{NoEscalate: true}, new(escalations), 10*time.Second)
+	never := bucketLoad(t, []ratelimit.Limit{tokenPerSec}, periodic, memory.New(memory.WithClock(clock.Now)), clock, clustersync.Config{NoEscalate: true}, new(escalations), 10*time.Second)
 	if !slices.Equal(got, never) {
 		t.Errorf("admitted %d on a store without Decide, %d with NoEscalate: want the same calls", len(got), len(never))
+	}
+}
+
+// TestBucketEscalationMixed: an Allow of a window and a bucket near the
+// bucket's capacity has the store decide the bucket, the window decided
+// here with the key held meanwhile: three periodic nodes admit what the
+// bucket allows, and count in the window exactly what they admit.
+func TestBucketEscalationMixed(t *testing.T) {
+	window := ratelimit.Limit{Size: time.Minute, Limit: 1e6}
+	for _, cfg := range []clustersync.Config{{}, {NoEscalate: true}} {
+		clock := fakeclock.New(start)
+		esc := new(escalations)
+		store := memory.New(memory.WithClock(clock.Now))
+		periodic := clustersync.Periodic{Period: 100 * time.Millisecond}
+		at, nodes := bucketLoadNodes(t, []ratelimit.Limit{window, tokenPerSec}, periodic, store, clock, cfg, esc, 10*time.Second)
+		burst := maxBurst(at, 100*time.Millisecond) - 11
+		t.Logf("NoEscalate %v: admitted %d, %d past the bucket, %d escalations", cfg.NoEscalate, len(at), burst, esc.n.Load())
+		if cfg.NoEscalate {
+			if burst < 5 {
+				t.Errorf("without escalation %d past the bucket at once: want 5 or more (else this test shows nothing)", burst)
+			}
+			continue
+		}
+		if burst > 0 || esc.n.Load() == 0 {
+			t.Errorf("escalating: %d past the bucket at once, %d escalations; want none past, some escalations", burst, esc.n.Load())
+		}
+		// The window counts what the nodes admitted, no more: once all
+		// have pushed and fetched, each sees it all.
+		syncAll(t, nodes)
+		syncAll(t, nodes)
+		for i, n := range nodes {
+			rs, err := n.ns.RateAt(clock.Now(), "k", time.Minute, 0, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := rs[0].Rate; got != float64(len(at)) {
+				t.Errorf("node %d: the window counts %v, want the %d admitted", i, got, len(at))
+			}
+		}
 	}
 }

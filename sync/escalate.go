@@ -143,9 +143,10 @@ func (pd *periodic) allowBucketsNear(ctx context.Context, t time.Time, req ratel
 // bucketsInStore is allowBucketsNear's call near a capacity: the store
 // decides the buckets atomically while they stay locked here, as a
 // synchronous namespace's Allow (bucketSync.decide). The store decides
-// buckets and windows apart, so an Allow with window limits too reads
-// its buckets' state from the store instead, one call with them locked,
-// and the node decides on that fresh state.
+// buckets and windows apart, so an Allow with window limits too has its
+// windows decided here, the key held from their answer to the store's
+// (node.Namespace.AllowKindsAt), and the store asked only when they
+// admit.
 func (pd *periodic) bucketsInStore(ctx context.Context, bs BucketStore, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	s := pd.s
 	bk := bucketSync{s}
@@ -154,10 +155,7 @@ func (pd *periodic) bucketsInStore(ctx context.Context, bs BucketStore, t time.T
 	}
 	s.m.Escalated(s.name)
 	if c.Buckets != len(req.Limits) {
-		if err := bk.readBuckets(ctx, bs, t, req, c); err != nil {
-			return ratelimit.Decision{Limits: dst}, err
-		}
-		return s.ns.AllowAt(t, req, dst)
+		return s.ns.AllowKindsAt(t, req, dst, bk.decideTx(ctx, bs, t, c.Cost, true))
 	}
 	return bk.decide(ctx, bs, t, req, c, dst, true)
 }

@@ -24,7 +24,10 @@ import (
 //     restarted node starts from the cluster's state, not a full bucket.
 //     Every tick syncs every bucket held: it sends this node's consumption
 //     and takes the store's state, on which the node applies what it took
-//     since.
+//     since. Near a bucket's capacity, when the namespace escalates, the
+//     store decides the take as for a synchronous namespace, the buckets
+//     locked here (escalate.go); the store's answers, ticks' and takes',
+//     teach the node the others' rate of consumption (node/bucketmargin.go).
 
 // maxBucketCalls bounds the store calls one tick has in flight: a call
 // holds the buckets of one key.

@@ -29,6 +29,20 @@ import (
 // often; Config.EscalateNewKeys limits it to the node's first moments,
 // and on a ChangeReader store learning ends it once the node's change
 // reads cover every window that counts (learn.go).
+//
+// Buckets escalate the same way (allowBucketsNear): a periodic node takes
+// from a bucket alone while the state its take leaves keeps room for the
+// others' expected consumption over Blind × EscalateSafety (their rate,
+// learned from the store's answers, or this node's own if higher; at
+// least one more call; see node/bucketmargin.go), and otherwise the
+// store decides the take atomically, as a synchronous namespace's bucket
+// Allow does (bucketSync.decide: the buckets locked here, one call, the
+// node's state taken from the answer). An Allow with windows too has its
+// windows decided here, the key held until the store answers for the
+// buckets (node.Namespace.AllowKindsAt): the store decides the two kinds
+// apart, and the windows keep the node's view, with no margin, as
+// without escalation. A bucket never read is read first, as without
+// escalation, so a restarted node starts from the cluster's state.
 
 // Only a store that decides atomically (Decide) escalates; on one that
 // cannot (Cassandra) a periodic namespace decides in the node, and a
@@ -48,8 +62,8 @@ const freshQueue = 4096
 const freshBatch = 256
 
 // Escalates reports whether the namespace is periodic with escalation on
-// (Config.NoEscalate unset): its Allow calls with only sliding-window
-// limits may escalate.
+// (Config.NoEscalate unset, and a store that decides): its Allow calls may
+// escalate.
 func (s *Syncer) Escalates() bool { return s.escalate }
 
 // blind is how long the other nodes' newest hits may stay unseen here:

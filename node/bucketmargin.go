@@ -20,29 +20,24 @@ import (
 // The rate is learned from the store's answers, with no state beyond
 // three fields of the entry: each answer's state minus the node's view
 // brought to the answer's time is what the others consumed since the
-// previous answer (seen, noteOthers); an answer that comes at least
-// learnSpan of the bucket's time after the one before turns it, and this
-// node's own consumption since, into a rate (learn). The rate is the
-// larger of the others' and this node's own: under balancing that
-// spreads a key's calls, each node takes about as fast as this one, and
-// the node's own is all there is when the nodes start on a bucket
-// together. It decays over the bucket's time (half its Hold: a full
-// refill, a whole drain, a period) rather than dropping at once, so that
-// a fixed bucket's new period, or a token bucket refilling after a pause,
-// still expects the last burst. A rate measured over a short time reads
-// high; that escalates more, never less.
-
-// learnSpan is the part of a bucket's time (half its Hold) an answer must
-// come after the previous one to learn a rate from: answers closer
-// together (escalations) add to seen only.
-const learnSpan = 1024
+// previous answer (seen, noteOthers); each tick turns it, and this
+// node's own consumption since the tick before, into a rate (learnRate).
+// The rate is the larger of the others' and this node's own: under
+// balancing that spreads a key's calls, each node takes about as fast
+// as this one, and the node's own is all there is when the nodes start
+// on a bucket together. It decays over the bucket's time (half its
+// Hold: a full refill, a whole drain, a period) rather than dropping at
+// once, so that a fixed bucket's new period, or a token bucket refilling
+// after a pause, still expects the last burst.
 
 // noteOthers adds to seen what the others consumed between the state the
 // node holds of the bucket (id, entry e, locked), its view old, and the
 // store's state it takes at now, the view new (the store's state with
-// this node's consumption it does not hold applied).
+// this node's consumption it does not hold applied). A first read only
+// starts the count.
 func (e *bucketEntry) noteOthers(id *bucketID, old, view ratelimit.BucketState, now int64) {
 	if !e.synced {
+		e.seen, e.ownAt = 0, e.own
 		return
 	}
 	id.Force(&old, now, 0)
@@ -55,25 +50,17 @@ func (e *bucketEntry) noteOthers(id *bucketID, old, view ratelimit.BucketState, 
 	}
 }
 
-// learn takes note of a store's answer at now (see noteOthers) and, at
-// least learnSpan after the previous answer, learns the rate: the larger
-// of the others' and this node's since the last time, or of the previous
-// rate decayed over the bucket's time. A first read starts the count.
-// The caller holds e.mu and has not recorded the answer yet (seqAt is the
-// previous answer's time).
-func (e *bucketEntry) learn(id *bucketID, old, view ratelimit.BucketState, now int64) {
-	if !e.synced {
-		e.seen, e.ownAt = 0, e.own
-		return
-	}
-	e.noteOthers(id, old, view, now)
-	span := float64(id.Hold() / 2)
-	dt := float64(now - e.seqAt)
-	if dt <= 0 || dt < span/learnSpan {
+// learnRate learns the bucket's rate at a tick at now whose answer it has
+// taken, the tick before at from: the larger of the others' and this
+// node's since, or of the previous rate decayed over the bucket's time.
+// The caller holds e.mu.
+func (e *bucketEntry) learnRate(id *bucketID, from, now int64) {
+	dt := float64(now - from)
+	if !(dt > 0) {
 		return
 	}
 	r := max(float64(e.seen), float64(e.own-e.ownAt)) / dt
-	if span > 0 {
+	if span := float64(id.Hold() / 2); span > 0 {
 		r = max(r, float64(e.rate)*math.Exp(-dt/span))
 	}
 	e.rate, e.seen, e.ownAt = float32(r), 0, e.own
@@ -81,15 +68,16 @@ func (e *bucketEntry) learn(id *bucketID, old, view ratelimit.BucketState, now i
 
 // ahead returns the micro-hits the other nodes are expected to take from
 // the bucket (id, entry e, locked) over m.Blind at tn: the larger of the
-// learned rate and this node's own since it was learned, times Blind and
+// learned rate and this node's own since the store's last answer (which
+// learning takes in), times Blind and
 // Safety, and at least cost when either rate is not 0 (as othersAhead:
 // a bucket nobody took from lately expects nothing). Like othersAhead, a
 // rate is measured over at least min(Blind, the bucket's time / 4), so
-// that the first takes after a learning do not read as a storm.
+// that the first takes after an answer do not read as a storm.
 func (e *bucketEntry) ahead(id *bucketID, tn, cost int64, m *Margin) int64 {
 	span := int64(id.Hold() / 2)
 	grew := max(tn-e.seqAt, min(int64(m.Blind), span/4), 1)
-	rate := max(float64(e.rate), float64(e.own-e.ownAt)/float64(grew))
+	rate := max(float64(e.rate), float64(e.own-e.acked)/float64(grew))
 	if !(rate > 0) {
 		return 0
 	}

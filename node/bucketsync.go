@@ -147,7 +147,7 @@ func (e *bucketEntry) stored(id *bucketID, after ratelimit.BucketState, applied,
 	e.own = max(e.own, applied)
 	e.acked = applied
 	id.Force(&after, now, e.own-applied)
-	e.learn(id, e.val, after, now)
+	e.noteOthers(id, e.val, after, now)
 	e.seq, e.seqAt, e.synced = seq, now, true
 	e.val = after
 }
@@ -166,6 +166,7 @@ func (b *bucketTable) restartIfForgotten(id *bucketID, e *bucketEntry, now int64
 	}
 	e.life = b.newLife()
 	e.own -= e.acked
+	e.ownAt -= e.acked
 	e.acked, e.seq, e.seqAt = 0, 0, now
 }
 
@@ -204,6 +205,7 @@ func (ns *Namespace) applyBuckets(t *Tick) {
 		return
 	}
 	now := ns.clock.Now().UnixNano()
+	learned := false
 	for i := range t.Buckets {
 		b := &t.Buckets[i]
 		if !b.Got {
@@ -216,9 +218,18 @@ func (ns *Namespace) applyBuckets(t *Tick) {
 		}
 		e.mu.Lock()
 		if !e.gone && e.life == b.Life {
+			from := t.learnedAt
+			if from == 0 {
+				from = e.seqAt
+			}
 			e.stored(&id, b.After, b.Applied, b.Seq, t.now, now)
+			e.learnRate(&id, from, t.now)
+			learned = true
 		}
 		e.mu.Unlock()
+	}
+	if learned {
+		t.learnedAt = t.now
 	}
 }
 

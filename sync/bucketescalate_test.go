@@ -345,3 +345,31 @@ func TestBucketEscalationMixed(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPeriodicBucketTake: a periodic node's take from a bucket far
+// from its capacity, decided in the node with escalation on (the margin
+// computed) and off.
+func BenchmarkPeriodicBucketTake(b *testing.B) {
+	for _, cfg := range []struct {
+		name string
+		cfg  clustersync.Config
+	}{{"escalate=auto", clustersync.Config{}}, {"escalate=never", clustersync.Config{NoEscalate: true}}} {
+		b.Run(cfg.name, func(b *testing.B) {
+			clock := fakeclock.New(start)
+			store := memory.New(memory.WithClock(clock.Now))
+			n := bucketNode(b, "a", clustersync.Periodic{Period: 100 * time.Millisecond}, store, clock, cfg.cfg, nil)
+			big := ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 1e9, RefillTime: time.Hour}}
+			req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{big}}
+			calls := n.sy.Calls()
+			ctx := context.Background()
+			at := clock.Now()
+			dst := make([]ratelimit.LimitStatus, 0, 1)
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, err := calls.AllowAt(ctx, at, req, dst[:0]); err != nil || !d.Allowed {
+					b.Fatalf("take: %+v, %v", d, err)
+				}
+			}
+		})
+	}
+}

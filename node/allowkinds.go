@@ -184,8 +184,21 @@ func bucketLess(id, o *bucketID) bool {
 // windows only. An admitted Allow with no window limit counts in no
 // window.
 func (ns *Namespace) allowKinds(t time.Time, req *ratelimit.AllowRequest, lims []microLimit, cost int64, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
+	d, _, err := ns.allowKindsWith(t, req, lims, cost, nil, nil, dst)
+	return d, err
+}
+
+// allowKindsWith is allowKinds, with two options. With a margin m, it
+// counts nothing and reports near when the Allow would be admitted with
+// a bucket inside m (bucketsNear). With ex, the buckets' answer comes
+// from a store: when the windows admit, ex is called with the buckets
+// listed, locked, in a BucketTx, and records the store's answers as
+// for ExchangeBuckets' Decide (Before, Verdict, After); then the Allow
+// is decided and its buckets take the store's state. It returns ex's
+// error.
+func (ns *Namespace) allowKindsWith(t time.Time, req *ratelimit.AllowRequest, lims []microLimit, cost int64, m *Margin, ex func(*BucketTx) error, dst []ratelimit.LimitStatus) (ratelimit.Decision, bool, error) {
 	if err := ns.checkKinds(req.Limits); err != nil {
-		return ratelimit.Decision{Limits: dst}, err
+		return ratelimit.Decision{Limits: dst}, false, err
 	}
 	tn := t.UnixNano()
 	var (
@@ -205,16 +218,15 @@ func (ns *Namespace) allowKinds(t time.Time, req *ratelimit.AllowRequest, lims [
 	if len(wins) > 0 {
 		var err error
 		if e, err = ns.acquireLocked(req.Key); err != nil {
-			return ratelimit.Decision{Limits: dst}, err
+			return ratelimit.Decision{Limits: dst}, false, err
 		}
 		defer e.mu.Unlock()
 	}
-	if err := ns.buckets.lockAll(hs, req.Key, tn, cost > 0); err != nil {
-		return ratelimit.Decision{Limits: dst}, err
+	if err := ns.buckets.lockAll(hs, req.Key, tn, cost > 0 || ex != nil); err != nil {
+		return ratelimit.Decision{Limits: dst}, false, err
 	}
 	defer unlockAll(hs)
 
-	bucketsOK := stepBuckets(hs, tn, cost)
 	// The windows' answer, overruled by the buckets'.
 	d := decision{t: tn, cost: cost, allowed: true, never: -1}
 	if len(wins) > 0 {
@@ -225,29 +237,48 @@ func (ns *Namespace) allowKinds(t time.Time, req *ratelimit.AllowRequest, lims [
 			cur[i], prev[i] = total(c), total(p)
 		}
 		decide(&d, tn, cost, wins, cur[:len(wins)], prev[:len(wins)], req.CountRejected)
-		if d.allowed && !bucketsOK {
-			d.allowed, d.counted = false, req.CountRejected
-			if !d.counted {
-				for i := range wins {
-					d.cur[i] -= cost
-				}
-			}
+	}
+	var tx *BucketTx
+	var exErr error
+	if ex != nil {
+		tx = ns.bucketTx(hs, tn)
+		if d.allowed {
+			exErr = ex(tx)
 		}
-		if d.counted {
-			ns.countAll(e, tn, cost)
+		tx.before(hs, tn)
+	}
+	bucketsOK := stepBuckets(hs, tn, cost)
+	if tx != nil && tx.Verdict != NoVerdict {
+		bucketsOK = tx.Verdict == StoreAllowed
+	}
+	if len(wins) > 0 && d.allowed && !bucketsOK {
+		d.allowed, d.counted = false, req.CountRejected
+		if !d.counted {
+			for i := range wins {
+				d.cur[i] -= cost
+			}
 		}
 	}
 	allowed := d.allowed && bucketsOK
+	if m != nil && allowed && bucketsNear(hs, tn, cost, m) {
+		return ratelimit.Decision{Limits: dst}, true, nil
+	}
+	if len(wins) > 0 && d.counted {
+		ns.countAll(e, tn, cost)
+	}
 	if e != nil {
 		e.setOver(!allowed)
 	}
 	commitBuckets(hs, allowed, tn)
+	if tx != nil {
+		tx.after(hs, tn)
+	}
 	// The windows' statuses, appended to dst and copied out, to be merged
 	// with the buckets' in request order.
 	var winSt [MaxLimits]ratelimit.LimitStatus
 	out := d.finish(dst, wins, winReq[:len(wins)])
 	copy(winSt[:], out.Limits[len(dst):])
-	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), nil
+	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), false, exErr
 }
 
 // stepBuckets computes each bucket's answer to cost as if it were alone,

@@ -81,6 +81,9 @@ type bucketEntry struct {
 	// gone is set by reclaim when it removes the entry: a caller that
 	// locked it meanwhile looks the bucket up again.
 	gone bool
+	// synced: the store's state was read at least once (bucketsync.go).
+	// (Next to gone: the entry fits in 96 bytes.)
+	synced bool
 
 	// The cluster's bookkeeping (periodic and synchronous namespaces;
 	// see bucketsync.go). life tells this entry from an earlier one of
@@ -90,7 +93,14 @@ type bucketEntry struct {
 	// taken from it (at seqAt, on the node's clock), lastAt the time of
 	// the last consumption.
 	life, own, acked, seq, seqAt, lastAt int64
-	synced                               bool // the store's state was read at least once
+
+	// The bucket's recent consumption, which sets how near its capacity
+	// a periodic namespace asks the store (bucketmargin.go): seen is what
+	// the store's answers showed of the other nodes' since the rate was
+	// last learned, ownAt this incarnation's consumption then, and rate
+	// the larger of their rate and this node's, in micro-hits per ns.
+	ownAt      int64
+	seen, rate float32
 }
 
 // dirty reports whether some of this incarnation's consumption has not

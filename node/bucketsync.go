@@ -109,6 +109,9 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c 
 		}
 		for i := range hs {
 			if b := &tx.Buckets[i]; b.Got {
+				// Before holds all of this node's consumption: what else
+				// it holds is the others'.
+				hs[i].e.noteOthers(&hs[i].id, hs[i].e.val, b.Before, tn)
 				hs[i].e.val = b.Before
 			}
 		}
@@ -139,12 +142,13 @@ func (e *bucketEntry) stored(id *bucketID, after ratelimit.BucketState, applied,
 	if seq < e.seq && sent <= e.seqAt {
 		return
 	}
-	e.seq, e.seqAt, e.synced = seq, now, true
 	// The store may hold more than this node counted: a synchronous call
 	// that it applied after the node stopped waiting. It counts once.
 	e.own = max(e.own, applied)
 	e.acked = applied
 	id.Force(&after, now, e.own-applied)
+	e.noteOthers(id, e.val, after, now)
+	e.seq, e.seqAt, e.synced = seq, now, true
 	e.val = after
 }
 
@@ -162,6 +166,7 @@ func (b *bucketTable) restartIfForgotten(id *bucketID, e *bucketEntry, now int64
 	}
 	e.life = b.newLife()
 	e.own -= e.acked
+	e.ownAt -= e.acked
 	e.acked, e.seq, e.seqAt = 0, 0, now
 }
 
@@ -202,6 +207,7 @@ func (ns *Namespace) applyBuckets(t *Tick) {
 		return
 	}
 	now := ns.clock.Now().UnixNano()
+	learned := false
 	for i := range t.Buckets {
 		b := &t.Buckets[i]
 		if !b.Got {
@@ -214,9 +220,18 @@ func (ns *Namespace) applyBuckets(t *Tick) {
 		}
 		e.mu.Lock()
 		if !e.gone && e.life == b.Life {
+			from := t.learnedAt
+			if from == 0 {
+				from = e.seqAt
+			}
 			e.stored(&id, b.After, b.Applied, b.Seq, t.now, now)
+			e.learnRate(&id, from, t.now)
+			learned = true
 		}
 		e.mu.Unlock()
+	}
+	if learned {
+		t.learnedAt = t.now
 	}
 }
 

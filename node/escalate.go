@@ -43,7 +43,11 @@ type Margin struct {
 // The other nodes' recent rate is read from the key's totals, with no
 // state of its own (see othersAhead).
 //
-// Requests with bucket limits, and estimator namespaces, are decided by
+// A request with bucket limits is near when a bucket would be left
+// without room for the others' expected consumption (bucketsNear; m's
+// Unfetched and Known then do not apply: a bucket never read from the
+// store is read before, by the caller); its window limits are decided
+// as AllowAt does, with no margin. Estimator namespaces are decided by
 // AllowAt (near is then false). Like AllowAt it does not allocate for an
 // existing key.
 func (ns *Namespace) AllowMarginAt(t time.Time, req ratelimit.AllowRequest, m Margin, dst []ratelimit.LimitStatus) (d ratelimit.Decision, near bool, err error) {
@@ -52,7 +56,10 @@ func (ns *Namespace) AllowMarginAt(t time.Time, req ratelimit.AllowRequest, m Ma
 	if err != nil {
 		return ratelimit.Decision{Limits: dst}, false, err
 	}
-	if kinds || ns.est != nil {
+	if kinds {
+		return ns.allowKindsWith(t, &req, lims, cost, &m, nil, dst)
+	}
+	if ns.est != nil {
 		d, err := ns.AllowAt(t, req, dst)
 		return d, false, err
 	}

@@ -39,6 +39,10 @@ type Tick struct {
 	// now is when the tick was taken, the time its calls are sent at: an
 	// answer to calls sent before the ones taken last is older.
 	now int64
+	// learnedAt is the time of the last tick whose buckets' answers were
+	// taken: a bucket's rate is learned over the time since
+	// (bucketmargin.go).
+	learnedAt int64
 }
 
 // TickParts selects what TakeTick lists.

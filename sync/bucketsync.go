@@ -24,7 +24,10 @@ import (
 //     restarted node starts from the cluster's state, not a full bucket.
 //     Every tick syncs every bucket held: it sends this node's consumption
 //     and takes the store's state, on which the node applies what it took
-//     since.
+//     since. Near a bucket's capacity, when the namespace escalates, the
+//     store decides the take as for a synchronous namespace, the buckets
+//     locked here (escalate.go); the store's answers, ticks' and takes',
+//     teach the node the others' rate of consumption (node/bucketmargin.go).
 
 // maxBucketCalls bounds the store calls one tick has in flight: a call
 // holds the buckets of one key.
@@ -62,20 +65,37 @@ func (bk bucketSync) allow(ctx context.Context, t time.Time, req ratelimit.Allow
 		return ratelimit.Decision{Limits: dst}, &ratelimit.FieldError{Field: "limits", Err: node.ErrNotLocal,
 			Reason: fmt.Sprintf("namespace %q is synchronous: its store decides buckets and sliding windows apart, so one Allow cannot hold both; send them in two calls", s.name)}
 	}
-	return s.ns.ExchangeBuckets(t, req, c, dst, func(tx *node.BucketTx) error {
+	return bk.decide(ctx, bs, t, req, c, dst, false)
+}
+
+// decide has the store decide req, an Allow of buckets alone (checked:
+// c), atomically while its buckets stay locked here, and takes its
+// answer: a synchronous namespace's Allow, and a periodic one's near a
+// capacity (escalate.go). With probed the caller has just had storeUp
+// say yes; otherwise a store presumed down is not asked. When the store
+// is not asked or fails, the node decides from its own state.
+func (bk bucketSync) decide(ctx context.Context, bs BucketStore, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus, probed bool) (ratelimit.Decision, error) {
+	return bk.s.ns.ExchangeBuckets(t, req, c, dst, bk.decideTx(ctx, bs, t, c.Cost, probed))
+}
+
+// decideTx is decide's exchange: the store decides a take of cost from
+// the buckets of a BucketTx (a Decide).
+func (bk bucketSync) decideTx(ctx context.Context, bs BucketStore, t time.Time, cost int64, probed bool) func(*node.BucketTx) error {
+	s := bk.s
+	return func(tx *node.BucketTx) error {
 		tx.Decide = true
-		if !s.storeUp() {
+		if !probed && !s.storeUp() {
 			s.fallback(errPresumedDown)
 			return nil
 		}
 		// On an error the store may have applied the take; if so, the
 		// next call of this node holds it (BucketReply.Applied) and counts
 		// it once. Meanwhile the node decides.
-		if allowed, err := bk.callLocked(ctx, bs, tx.Buckets, t, c.Cost, false); err == nil {
+		if allowed, err := bk.callLocked(ctx, bs, tx.Buckets, t, cost, false); err == nil {
 			tx.Verdict = verdict(allowed)
 		}
 		return nil
-	})
+	}
 }
 
 // readBuckets reads the store's state of req's buckets into the node (a

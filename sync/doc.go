@@ -32,8 +32,8 @@
 // Periodic namespaces (sync_rate > 0) count in the namespace and tick at
 // sync_rate: push the windows changed since their last successful push,
 // then fetch the others' totals of the keys touched in the current or
-// previous window. Their Allow calls with only sliding-window limits
-// escalate when the namespace escalates (escalate: auto, the
+// previous window. Their Allow calls escalate (buckets too, near their
+// capacity) when the namespace escalates (escalate: auto, the
 // default on a store that decides; Config.NoEscalate is never): decided
 // in the node while clear of every limit by the hits the other nodes may
 // have counted unseen, decided atomically by the store (a GroupAllower)

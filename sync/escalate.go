@@ -29,6 +29,20 @@ import (
 // often; Config.EscalateNewKeys limits it to the node's first moments,
 // and on a ChangeReader store learning ends it once the node's change
 // reads cover every window that counts (learn.go).
+//
+// Buckets escalate the same way (allowBucketsNear): a periodic node takes
+// from a bucket alone while the state its take leaves keeps room for the
+// others' expected consumption over Blind × EscalateSafety (their rate,
+// learned from the store's answers, or this node's own if higher; at
+// least one more call; see node/bucketmargin.go), and otherwise the
+// store decides the take atomically, as a synchronous namespace's bucket
+// Allow does (bucketSync.decide: the buckets locked here, one call, the
+// node's state taken from the answer). An Allow with windows too has its
+// windows decided here, the key held until the store answers for the
+// buckets (node.Namespace.AllowKindsAt): the store decides the two kinds
+// apart, and the windows keep the node's view, with no margin, as
+// without escalation. A bucket never read is read first, as without
+// escalation, so a restarted node starts from the cluster's state.
 
 // Only a store that decides atomically (Decide) escalates; on one that
 // cannot (Cassandra) a periodic namespace decides in the node, and a
@@ -48,8 +62,8 @@ const freshQueue = 4096
 const freshBatch = 256
 
 // Escalates reports whether the namespace is periodic with escalation on
-// (Config.NoEscalate unset): its Allow calls with only sliding-window
-// limits may escalate.
+// (Config.NoEscalate unset, and a store that decides): its Allow calls may
+// escalate.
 func (s *Syncer) Escalates() bool { return s.escalate }
 
 // blind is how long the other nodes' newest hits may stay unseen here:
@@ -110,6 +124,54 @@ func (pd *periodic) allowInStore(ctx context.Context, t time.Time, req ratelimit
 	defer k.Unlock()
 	s.m.Escalated(s.name)
 	return s.decideInStore(ctx, k, req, &chk, dst), nil
+}
+
+// allowBucketsNear is allowNear for an Allow with bucket limits
+// (checked: c): a bucket never read from the store is read first, as
+// without escalation; then the node decides while every bucket keeps
+// room for the others' expected consumption (node.Namespace.AllowMarginAt),
+// and otherwise the store decides (bucketsInStore).
+func (pd *periodic) allowBucketsNear(ctx context.Context, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
+	s := pd.s
+	bk := bucketSync{s}
+	bs := s.can.bs
+	if bs == nil {
+		return ratelimit.Decision{Limits: dst}, bk.errNoBuckets(&req)
+	}
+	if !s.ns.BucketsSynced(&req) && s.storeUp() {
+		if err := bk.readBuckets(ctx, bs, t, req, c); err != nil {
+			return ratelimit.Decision{Limits: dst}, err
+		}
+	}
+	if s.presumedDown() {
+		return s.ns.AllowAt(t, req, dst)
+	}
+	m := node.Margin{Blind: pd.blind(), Safety: s.cfg.EscalateSafety}
+	d, near, err := s.ns.AllowMarginAt(t, req, m, dst)
+	if err != nil || !near {
+		return d, err
+	}
+	return pd.bucketsInStore(ctx, bs, t, req, c, dst)
+}
+
+// bucketsInStore is allowBucketsNear's call near a capacity: the store
+// decides the buckets atomically while they stay locked here, as a
+// synchronous namespace's Allow (bucketSync.decide). The store decides
+// buckets and windows apart, so an Allow with window limits too has its
+// windows decided here, the key held from their answer to the store's
+// (node.Namespace.AllowKindsAt), and the store asked only when they
+// admit.
+func (pd *periodic) bucketsInStore(ctx context.Context, bs BucketStore, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
+	s := pd.s
+	bk := bucketSync{s}
+	if !s.storeUp() {
+		return s.ns.AllowAt(t, req, dst)
+	}
+	s.m.Escalated(s.name)
+	if c.Buckets != len(req.Limits) {
+		return s.ns.AllowKindsAt(t, req, dst, bk.decideTx(ctx, bs, t, c.Cost, true))
+	}
+	return bk.decide(ctx, bs, t, req, c, dst, true)
 }
 
 // enqueueFresh queues a key new to the node for its background fetch,

@@ -9,8 +9,8 @@ import (
 
 // periodic serves a periodic namespace's calls: counted in the node,
 // which the tick (Syncer.SyncOnce) keeps in step with the store every
-// period; an Allow of sliding windows near a limit escalates to the store
-// (escalate.go), one with buckets goes as bucketsync.go says.
+// period; an Allow near a limit escalates to the store (escalate.go), one
+// with buckets otherwise goes as bucketsync.go says.
 type periodic struct {
 	shared
 	// newKeysUntil (Unix ns) ends the time in which keys never fetched
@@ -30,15 +30,18 @@ func (pd *periodic) RateAt(_ context.Context, t time.Time, key string, size time
 	return pd.s.ns.RateAt(t, key, size, curDiff, dst)
 }
 
-// AllowAt decides req at t: with bucket limits as bucketsync.go says;
-// of sliding windows alone in the node, or near a limit in the store
-// when the namespace escalates.
+// AllowAt decides req at t: with bucket limits as bucketsync.go says,
+// of sliding windows alone in the node; either near a limit in the store
+// when the namespace escalates (escalate.go).
 func (pd *periodic) AllowAt(ctx context.Context, t time.Time, req ratelimit.AllowRequest, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	for _, l := range req.Limits {
 		if l.Kind != ratelimit.WindowLimit {
 			chk, err := pd.s.ns.CheckAllow(req)
 			if err != nil {
 				return ratelimit.Decision{Limits: dst}, err
+			}
+			if pd.s.escalate {
+				return pd.allowBucketsNear(ctx, t, req, &chk, dst)
 			}
 			return bucketSync{pd.s}.allow(ctx, t, req, &chk, dst)
 		}

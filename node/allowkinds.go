@@ -200,20 +200,60 @@ func (ns *Namespace) allowKindsWith(t time.Time, req *ratelimit.AllowRequest, li
 	if err := ns.checkKinds(req.Limits); err != nil {
 		return ratelimit.Decision{Limits: dst}, false, err
 	}
-	tn := t.UnixNano()
+	// Most requests hold a few limits: buffers for those are cheaper to
+	// clear, on every call, than ones for MaxLimits (as in AllowAt).
+	if len(req.Limits) > fewLimits {
+		return ns.allowKindsMany(t, req, lims, cost, m, ex, dst)
+	}
+	var (
+		winBuf  [fewLimits]microLimit
+		winReq  [fewLimits]ratelimit.Limit
+		heldBuf [fewLimits]heldBucket
+		winSt   [fewLimits]ratelimit.LimitStatus
+	)
+	return ns.allowKindsIn(kindsBufs{winBuf[:0], winReq[:0], heldBuf[:0], winSt[:]}, t, req, lims, cost, m, ex, dst)
+}
+
+// fewLimits is the size of allowKindsWith's buffers on the stack for the
+// common request.
+const fewLimits = 4
+
+// allowKindsMany is allowKindsWith for a request of more than fewLimits
+// limits, in a function of its own so that its large buffers are cleared
+// only when used.
+//
+//go:noinline
+func (ns *Namespace) allowKindsMany(t time.Time, req *ratelimit.AllowRequest, lims []microLimit, cost int64, m *Margin, ex func(*BucketTx) error, dst []ratelimit.LimitStatus) (ratelimit.Decision, bool, error) {
 	var (
 		winBuf  [MaxLimits]microLimit
 		winReq  [MaxLimits]ratelimit.Limit
 		heldBuf [MaxLimits]heldBucket
+		winSt   [MaxLimits]ratelimit.LimitStatus
 	)
-	wins := winBuf[:0]
+	return ns.allowKindsIn(kindsBufs{winBuf[:0], winReq[:0], heldBuf[:0], winSt[:]}, t, req, lims, cost, m, ex, dst)
+}
+
+// kindsBufs are allowKindsIn's buffers, with room for every limit of the
+// request: its window limits (checked, and as asked), its buckets, and
+// the windows' statuses.
+type kindsBufs struct {
+	wins   []microLimit
+	winReq []ratelimit.Limit
+	held   []heldBucket
+	winSt  []ratelimit.LimitStatus
+}
+
+// allowKindsIn is allowKindsWith in the buffers b.
+func (ns *Namespace) allowKindsIn(b kindsBufs, t time.Time, req *ratelimit.AllowRequest, lims []microLimit, cost int64, m *Margin, ex func(*BucketTx) error, dst []ratelimit.LimitStatus) (ratelimit.Decision, bool, error) {
+	tn := t.UnixNano()
+	wins, winReq := b.wins, b.winReq
 	for i, l := range lims {
 		if l.idx >= 0 {
-			winReq[len(wins)] = req.Limits[i]
+			winReq = append(winReq, req.Limits[i])
 			wins = append(wins, l)
 		}
 	}
-	hs := appendHeld(heldBuf[:0], req)
+	hs := appendHeld(b.held, req)
 	var e *entry
 	if len(wins) > 0 {
 		var err error
@@ -275,10 +315,9 @@ func (ns *Namespace) allowKindsWith(t time.Time, req *ratelimit.AllowRequest, li
 	}
 	// The windows' statuses, appended to dst and copied out, to be merged
 	// with the buckets' in request order.
-	var winSt [MaxLimits]ratelimit.LimitStatus
-	out := d.finish(dst, wins, winReq[:len(wins)])
-	copy(winSt[:], out.Limits[len(dst):])
-	return ns.mergeKinds(out, req, hs, winSt[:len(wins)], dst), false, exErr
+	out := d.finish(dst, wins, winReq)
+	winSt := b.winSt[:copy(b.winSt, out.Limits[len(dst):])]
+	return ns.mergeKinds(out, req, hs, winSt, dst), false, exErr
 }
 
 // stepBuckets computes each bucket's answer to cost as if it were alone,

@@ -252,11 +252,37 @@ func (b *bucketTable) insert(sh *bucketShard, h uint64, id *bucketID, step func(
 		return fieldErr("key", ErrKeyLimit, "namespace %q holds buckets worth its max_bytes of %d bytes (a bucket of a key of %d bytes costs %d)",
 			b.cfg.Name, max, len(id.Key), cost)
 	}
-	e := &bucketEntry{val: step(ratelimit.BucketState{}, false), life: b.newLife(), id: *id, next: sh.m[h]}
-	e.id.Key = strings.Clone(id.Key)
-	e.id.Strict = false
+	e := newBucketEntry(id.Key)
+	key := e.id.Key
+	e.val, e.life, e.id, e.next = step(ratelimit.BucketState{}, false), b.newLife(), *id, sh.m[h]
+	e.id.Key, e.id.Strict = key, false
 	sh.m[h] = e
 	return nil
+}
+
+// newBucketEntry returns an empty entry holding a copy of key: for a key
+// of up to 64 bytes, in the entry's own allocation, just before it, so that
+// a lookup comparing the key reads no other cache line.
+func newBucketEntry(key string) *bucketEntry {
+	switch {
+	case len(key) <= 16:
+		return entryWithKey[[16]byte](key)
+	case len(key) <= 32:
+		return entryWithKey[[32]byte](key)
+	case len(key) <= 64:
+		return entryWithKey[[64]byte](key)
+	}
+	return &bucketEntry{id: bucketID{Key: strings.Clone(key)}}
+}
+
+func entryWithKey[K any](key string) *bucketEntry {
+	p := new(struct {
+		k K
+		e bucketEntry
+	})
+	buf := unsafe.Slice((*byte)(unsafe.Pointer(&p.k)), unsafe.Sizeof(p.k))
+	p.e.id.Key = unsafe.String(&buf[0], copy(buf, key))
+	return &p.e
 }
 
 // newLife returns a life greater than every one given before: the

@@ -34,8 +34,13 @@ func (c *AllowCheck) Limits() []CheckedLimit { return c.limits[:c.n] }
 // CheckAllow validates an Allow request, with the same errors as AllowAt,
 // for a caller that decides under a KeyLock (KeyLock.Decide).
 func (ns *Namespace) CheckAllow(req ratelimit.AllowRequest) (AllowCheck, error) {
-	var buf [MaxLimits]microLimit
-	lims, cost, kinds, err := ns.checkAllow(&req, buf[:])
+	var few [fewLimits]microLimit // as in AllowAt
+	buf := few[:]
+	if len(req.Limits) > len(few) {
+		var all [MaxLimits]microLimit
+		buf = all[:]
+	}
+	lims, cost, kinds, err := ns.checkAllow(&req, buf)
 	if err != nil {
 		return AllowCheck{}, err
 	}
@@ -151,7 +156,7 @@ func (ns *Namespace) AllowAt(t time.Time, req ratelimit.AllowRequest, dst []rate
 	// Most requests check a few limits: a buffer for those is cheaper to
 	// clear, on every call, than one for MaxLimits (Go clears a variable
 	// where it is declared).
-	var few [4]microLimit
+	var few [fewLimits]microLimit
 	buf := few[:]
 	if len(req.Limits) > len(few) {
 		var all [MaxLimits]microLimit

@@ -214,8 +214,8 @@ func (ns *Namespace) allowKindsWith(t time.Time, req *ratelimit.AllowRequest, li
 	return ns.allowKindsIn(kindsBufs{winBuf[:0], winReq[:0], heldBuf[:0], winSt[:]}, t, req, lims, cost, m, ex, dst)
 }
 
-// fewLimits is the size of allowKindsWith's buffers on the stack for the
-// common request.
+// fewLimits is the size of the limit buffers that AllowAt, CheckAllow
+// and allowKindsWith clear on the stack for a common request.
 const fewLimits = 4
 
 // allowKindsMany is allowKindsWith for a request of more than fewLimits

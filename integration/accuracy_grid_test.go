@@ -79,15 +79,7 @@ func TestAccuracyGrid(t *testing.T) {
 		}
 	}()
 	for _, store := range stores {
-		var as *accuracyStore
-		for i := range accuracyStores {
-			if accuracyStores[i].name == store {
-				as = &accuracyStores[i]
-			}
-		}
-		if as == nil {
-			t.Fatalf("LIMITERD_ACCURACY_STORES: unknown store %q", store)
-		}
+		as := accuracyStoreNamed(t, "LIMITERD_ACCURACY_STORES", store)
 		t.Run(store, func(t *testing.T) {
 			open := as.open(t)
 			for _, w := range windows {

@@ -96,15 +96,7 @@ func TestEscalationOracle(t *testing.T) {
 			100*float64(res.Escalated)/float64(res.Calls), 100*float64(res.AtLimit)/float64(res.Calls), local))
 	}
 	for _, store := range stores {
-		var as *accuracyStore
-		for i := range accuracyStores {
-			if accuracyStores[i].name == store {
-				as = &accuracyStores[i]
-			}
-		}
-		if as == nil {
-			t.Fatalf("LIMITERD_ACCURACY_STORES: unknown store %q", store)
-		}
+		as := accuracyStoreNamed(t, "LIMITERD_ACCURACY_STORES", store)
 		t.Run(store, func(t *testing.T) {
 			open := as.open(t)
 			measure := func(r accuracy.Run) accuracy.Result {

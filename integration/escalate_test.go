@@ -41,6 +41,19 @@ var accuracyStores = []accuracyStore{
 	}},
 }
 
+// accuracyStoreNamed returns the accuracyStore called name, failing t
+// (which names the variable env, where the name came from) when none is.
+func accuracyStoreNamed(t *testing.T, env, name string) *accuracyStore {
+	t.Helper()
+	for i := range accuracyStores {
+		if accuracyStores[i].name == name {
+			return &accuracyStores[i]
+		}
+	}
+	t.Fatalf("%s: unknown store %q", env, name)
+	return nil
+}
+
 // TestEscalationSmoke: three in-process nodes at sync_rate 0.1 s under
 // ten times the limit on one key hold, with escalation, every 1 s window
 // within 5 % of the limit and admit almost nothing an exact oracle would

@@ -87,15 +87,7 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c 
 		return ratelimit.Decision{Limits: dst}, err
 	}
 	defer unlockAll(hs)
-	tx := &BucketTx{}
-	tx.Buckets = tx.buf[:len(hs)]
-	for i := range hs {
-		h := &hs[i]
-		ns.buckets.restartIfForgotten(&h.id, h.e, tn)
-		spec := h.id
-		spec.Strict = h.strict
-		tx.Buckets[i] = BucketSync{Spec: spec, Life: h.e.life, Own: h.e.own, LastAt: h.e.lastAt}
-	}
+	tx := ns.bucketTx(hs, tn)
 	err := fn(tx)
 	if tx.Reset {
 		for i := range hs {

@@ -276,6 +276,22 @@ slowest() {
 		}' | sort -rn | awk -v n="$1" 'NR <= n' # reads all: no SIGPIPE under pipefail
 }
 
+# failures: the messages of each failed test (its file:line lines, at most
+# the last 20; go test -v streams them under "=== RUN/NAME" before the
+# "--- FAIL" line), printed last, where a short tail of the run shows them.
+failures() {
+	cat "$work"/*.out 2>/dev/null | awk '
+		/^=== (RUN|NAME|CONT) / { cur = $3; next }
+		/^ *--- FAIL: / {
+			name = $3; print
+			k = split(msgs[name], l, "\n")
+			for (i = (k > 21 ? k - 20 : 1); i < k; i++) print "    " l[i]
+			next
+		}
+		/^ +[A-Za-z0-9_.-]+\.go:[0-9]+: / && cur != "" { sub(/^ +/, ""); msgs[cur] = msgs[cur] $0 "\n" }' |
+		awk 'NR <= 200' # reads all: no SIGPIPE under pipefail
+}
+
 # Explicit time-outs: a hung test fails its pass instead of the whole run.
 run_tests unit -race -count=1 -timeout 15m ./... "$@"
 # The packages with integration tests, one at a time (-p 1): their real
@@ -303,6 +319,8 @@ slowest 10 >&2
 
 status=0
 if [ ${#run_failed[@]} -gt 0 ]; then
+	log "the failed tests, with their messages:"
+	failures >&2
 	log "FAILED: ${run_failed[*]}"
 	status=1
 fi

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,36 +26,11 @@ import (
 	limiterv1 "github.com/limiterd/limiterd/api/proto/limiter/v1"
 )
 
-var build struct {
-	once sync.Once
-	path string
-	err  error
-}
-
 // LimiterdBinary builds cmd/limiterd once per test process and returns its
 // path.
 func LimiterdBinary(tb testing.TB) string {
 	tb.Helper()
-	build.once.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		dir, err := os.MkdirTemp("", "limiterd-bin-")
-		if err != nil {
-			build.err = err
-			return
-		}
-		build.path = filepath.Join(dir, "limiterd")
-		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/limiterd")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			build.err = fmt.Errorf("go build ./cmd/limiterd: %v\n%s", err, out)
-		}
-	})
-	if build.err != nil {
-		tb.Fatal(build.err)
-	}
-	return build.path
+	return BuildLimiterdWith(tb)
 }
 
 var builds struct {
@@ -64,33 +41,56 @@ var builds struct {
 // BuildLimiterdWith builds cmd/limiterd with extra go build flags (-tags
 // faultclock, -overlay FILE) once per set of flags and test process, and
 // returns its path.
+//
+// The binaries live in one directory under the system's temporary
+// directory, a file per set of flags, each replaced by a rename: test
+// processes leave only these behind, and one still running an older
+// binary keeps its file. A build with an overlay is the test's own (its
+// overlay file is) and goes to the test's temporary directory instead.
 func BuildLimiterdWith(tb testing.TB, flags ...string) string {
 	tb.Helper()
 	key := strings.Join(flags, "\x00")
+	overlay := slices.Contains(flags, "-overlay")
 	builds.mu.Lock()
 	defer builds.mu.Unlock()
-	if p, ok := builds.paths[key]; ok {
+	if p, ok := builds.paths[key]; ok && !overlay {
 		return p
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	dir, err := os.MkdirTemp("", "limiterd-bin-")
-	if err != nil {
-		tb.Fatal(err)
+	sum := sha256.Sum256([]byte(key))
+	path := filepath.Join(os.TempDir(), "limiterd-test-bin", fmt.Sprintf("limiterd-%x", sum[:6]))
+	if overlay {
+		path = filepath.Join(tb.TempDir(), "limiterd")
 	}
-	path := filepath.Join(dir, "limiterd")
-	args := append(append([]string{"build", "-o", path}, flags...), "./cmd/limiterd")
-	cmd := exec.Command("go", args...)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	if err := goBuild(path, flags); err != nil {
+		tb.Fatal(err)
 	}
 	if builds.paths == nil {
 		builds.paths = map[string]string{}
 	}
-	builds.paths[key] = path
+	if !overlay {
+		builds.paths[key] = path
+	}
 	return path
+}
+
+// goBuild builds cmd/limiterd into a file beside path and renames it to
+// path.
+func goBuild(path string, flags []string) error {
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	args := append(append([]string{"build", "-o", tmp}, flags...), "./cmd/limiterd")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return os.Rename(tmp, path)
 }
 
 // Options start a limiterd some other way than the plain build.

@@ -146,10 +146,6 @@ type cluster struct {
 // t.Skip when the store is not installed) when one cannot be started.
 func start(t *tb, o options, deployFile string, deployed []byte) *cluster {
 	c := &cluster{store: o.store, deployFile: deployFile}
-	// The harness builds limiterd into a directory of its own that a test
-	// process leaves behind; this command removes it, last.
-	bin := harness.LimiterdBinary(t)
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
 	var set map[string]any
 	switch o.store {
 	case "redis":

@@ -115,7 +115,7 @@ func refLeakyTake(s *refBucket, found bool, size, drip, t, n int64) refStatus {
 		s.v = max(0, s.v-ratelimit.Micro)
 	}
 	if s.v == 0 {
-		s.last = t
+		s.last = t - max(t, 0)%drip // the drip grid: whole drips since the epoch
 	}
 	st := refStatus{limit: size, before: s.v, allowed: s.v+n <= size, never: n > size}
 	if st.allowed {

@@ -227,7 +227,8 @@ func TestLeakyBucketSidekiq(t *testing.T) {
 }
 
 // Drops never go below 0 (Sidekiq's script can), and an emptied bucket's
-// drip clock starts again with its next drop.
+// drip clock starts again with its next drop, on the drip grid (whole
+// drips since the epoch): its first drip comes within a drip.
 func TestLeakyBucketClampsAtZero(t *testing.T) {
 	b := newBuckets(0)
 	p := ratelimit.LeakyBucket{Size: 4, Interval: 4 * time.Second} // a drop a second
@@ -237,7 +238,7 @@ func TestLeakyBucketClampsAtZero(t *testing.T) {
 	st, err = b.LeakyAt(bt(time.Hour), "k", p)
 	checkBucket(t, "read after an hour", st, err, bucketWant{allowed: true, before: 0, remaining: 4, reset: 0, retry: 0})
 	st, err = b.TakeLeakyAt(bt(time.Hour+300*time.Millisecond), "k", p, 4)
-	checkBucket(t, "fill after an hour", st, err, bucketWant{allowed: true, before: 0, remaining: 0, reset: time.Second, retry: 0})
+	checkBucket(t, "fill after an hour", st, err, bucketWant{allowed: true, before: 0, remaining: 0, reset: 700 * time.Millisecond, retry: 0})
 }
 
 // wait_timeout: a refused call whose wait fits waits on the clock, without

@@ -340,7 +340,8 @@ func leakyParamsOf(p LeakyBucket) (leakyParams, error) {
 }
 
 // advance drains s up to t and returns the time used: a t before the drip
-// mark counts as the mark, since time never moves backwards.
+// mark counts as the mark, since time never moves backwards. An empty
+// bucket's mark follows the time down to a whole drip since the epoch.
 func (p leakyParams) advance(s *BucketState, t int64) int64 {
 	if t < s.Mark {
 		t = s.Mark
@@ -355,7 +356,10 @@ func (p leakyParams) advance(s *BucketState, t int64) int64 {
 		}
 	}
 	if s.Level == 0 {
-		s.Mark = t
+		// On the drip grid (whole drips since the epoch), so that a
+		// bucket's drips fall at the same times whoever fills it first:
+		// nodes that learn of each other's drops late agree on them.
+		s.Mark = t - max(t, 0)%p.drip
 	}
 	return t
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/limiterd/limiterd/internal/accuracy"
 	"github.com/limiterd/limiterd/internal/fakeclock"
 	"github.com/limiterd/limiterd/node"
 	"github.com/limiterd/limiterd/ratelimit"
@@ -371,5 +372,46 @@ func BenchmarkPeriodicBucketTake(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestBucketEscalationDripsInTime: three periodic nodes on a bucket
+// called ten and two times its rate refuse no call that one exact bucket,
+// fed with what they admitted, admits. A leaky bucket's drips fall on a
+// grid whoever fills it first: the nodes learn of each other's first
+// drops a tick late, and a store that dripped from the first drop it
+// learnt of would drip later than the bucket, refusing each drip's first
+// calls.
+func TestBucketEscalationDripsInTime(t *testing.T) {
+	for _, l := range []ratelimit.Limit{tokenPerSec, leakyPerSec, fixedPerSec} {
+		for _, step := range []time.Duration{10 * time.Millisecond, 50 * time.Millisecond} {
+			t.Run(fmt.Sprintf("%s/%s", l.Kind, step), func(t *testing.T) {
+				clock := fakeclock.New(start)
+				store := memory.New(memory.WithClock(clock.Now))
+				periodic := clustersync.Periodic{Period: 100 * time.Millisecond}
+				var nodes []testNode
+				for i := range 3 {
+					nodes = append(nodes, bucketNode(t, fmt.Sprintf("n%d", i), periodic, store, clock, clustersync.Config{}, nil))
+				}
+				var calls []accuracy.Call
+				for i := range int(20 * time.Second / step) {
+					d := nodes[i%3].take(t, "k", l)
+					calls = append(calls, accuracy.Call{At: clock.Now().UnixNano(), Seq: int64(i), Allowed: d.Allowed})
+					clock.Add(step)
+					for j, n := range nodes { // each ticks every 100 ms, at its own offset
+						if (clock.Now().Sub(start)+time.Duration(j)*33*time.Millisecond)%(100*time.Millisecond) < step {
+							syncOnce(t, n)
+						}
+					}
+				}
+				v, err := accuracy.JudgeLimit(calls, l, time.Second, start.Add(2*time.Second), clock.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v.WronglyRefused > 0 || v.WronglyAdmitted > 0 {
+					t.Errorf("%d calls, %d admitted: %d wrongly refused, %d wrongly admitted; want none", v.Calls, v.Admitted, v.WronglyRefused, v.WronglyAdmitted)
+				}
+			})
+		}
 	}
 }

@@ -9,14 +9,15 @@ import (
 
 // The bucket objects are named after the windows table T: T_bkt (one row
 // per bucket), T_bkt_inc (one row per bucket and incarnation), the index
-// T_bkt_exp and the function T_bkt_v2. The suffixes are short so that
+// T_bkt_exp and the function T_bkt_v3. The suffixes are short so that
 // every name fits PostgreSQL's 63 bytes for any valid Table.
 //
 // The function's name carries its version: a change to its arguments or
-// behaviour is a new function (T_bkt_v2) created beside the old one, so
+// behaviour is a new function (T_bkt_v3) created beside the old one, so
 // nodes of the previous release keep calling theirs during a rolling
-// upgrade. v2 added the resets (p_reset).
-const bucketFuncVersion = "v2"
+// upgrade. v2 added the resets (p_reset); v3 puts an empty leaky
+// bucket's drip mark on the drip grid.
+const bucketFuncVersion = "v3"
 
 // bucketNames are the quoted, schema-qualified names of the bucket
 // objects, and the function's signature for to_regprocedure.
@@ -106,7 +107,7 @@ const advanceSQL = `
 				END IF;
 			END IF;
 			IF l = 0 THEN
-				m := t;
+				m := t - greatest(t, 0) % c;
 			END IF;
 		ELSE -- fixed: a period, b limit
 			IF t < m THEN
@@ -189,7 +190,7 @@ BEGIN
 			IF k = 1 THEN
 				lv[i] := a; mk[i] := t;
 			ELSIF k = 2 THEN
-				lv[i] := 0; mk[i] := t;
+				lv[i] := 0; mk[i] := t - greatest(t, 0) %% c;
 			ELSE
 				lv[i] := 0; mk[i] := t / a;
 				IF t %% a < 0 THEN

@@ -36,7 +36,7 @@
 // version, deleted with its bucket (ON DELETE CASCADE). A bucket row past
 // expire_at counts as absent (a new bucket; its stale incarnation rows are
 // deleted) and is purged like the windows. Buckets is one call of the
-// PL/pgSQL function T_bkt_v2, in one transaction: it locks the buckets'
+// PL/pgSQL function T_bkt_v3, in one transaction: it locks the buckets'
 // rows in key order (inserting those missing), applies the catch-up and
 // the take with node's integer arithmetic, all buckets or none, and
 // writes back what changed; the row locks serialise calls on a bucket

@@ -165,7 +165,8 @@ local function advance(b, t, ws)
     return t
   elseif b.kind == 'l' then
     -- Whole drips since the mark each drain a drop; an empty bucket's
-    -- mark follows the time.
+    -- mark follows the time, on the drip grid (whole drips since the
+    -- epoch).
     if less(t, b.m) then t = b.m end
     if less(0, b.v) then
       local n, r = divmod(minus(t, b.m), b.C)
@@ -176,7 +177,13 @@ local function advance(b, t, ws)
         b.v = 0
       end
     end
-    if b.v == 0 then b.m = t end
+    if b.v == 0 then
+      b.m = t
+      if less(0, t) then
+        local _, r = divmod(t, b.C)
+        b.m = minus(t, r)
+      end
+    end
     return t
   end
   -- Fixed: a new period starts afresh.

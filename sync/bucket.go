@@ -24,6 +24,13 @@ import (
 //     call or none, and adds what it consumed to Applied;
 //  3. records Version.
 //
+// A call that takes nothing (a tick's read, a catch-up alone) leaves the
+// state as steps 1 and 3 left it, not brought to the call's time: a
+// state is a function of time, and one brought to a reader's time would
+// take the consumption a later call catches up as of then, losing the
+// refills or drips between its own time and the reader's (a leaky
+// bucket emptied by then would drip from the reader's time).
+//
 // Why nothing is lost or counted twice: a total is absolute, so a retried,
 // duplicated or late call applies only what the record does not hold yet,
 // and an older total than the recorded one applies nothing. A call whose
@@ -168,7 +175,7 @@ func ApplyBuckets(inc string, at, take int64, calls []BucketCall, rows []*Bucket
 		used := make([]int64, n)
 		allowed = ratelimit.TakeBuckets(specs, states, used, at, take)
 		for i := range calls {
-			if states[i] != rows[i].State || used[i] != 0 {
+			if take != 0 && (states[i] != rows[i].State || used[i] != 0) {
 				rows[i].State = states[i]
 				rec := rows[i].Incs[inc]
 				rec.Applied += used[i]

@@ -325,8 +325,9 @@ func TestApplyBucketsStoresWhatTheTakeLeft(t *testing.T) {
 		// LastAt, then the take.
 		{"a catch-up of 2 and a take of 1", at + h + 3, 5, 8 * hit, hit, at + h + 1, true, 2 * hit, hit, 9 * hit},
 		// A call that only syncs, a refill later, takes nothing and
-		// leaves the refilled state.
-		{"a sync an hour later", at + 2*h + 3, 6, 9 * hit, 0, at + h + 3, true, hit, 5 * hit, 9 * hit},
+		// leaves the state as it was, not refilled to its time: a later
+		// catch-up applies from its own time.
+		{"a sync an hour later", at + 2*h + 3, 6, 9 * hit, 0, at + h + 3, true, hit, hit, 9 * hit},
 	}
 	for _, s := range steps {
 		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: s.total, LastAt: s.lastAt, Version: s.version, ExpireAt: exp}}

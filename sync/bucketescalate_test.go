@@ -384,7 +384,7 @@ func BenchmarkPeriodicBucketTake(b *testing.B) {
 // calls.
 func TestBucketEscalationDripsInTime(t *testing.T) {
 	for _, l := range []ratelimit.Limit{tokenPerSec, leakyPerSec, fixedPerSec} {
-		for _, step := range []time.Duration{10 * time.Millisecond, 50 * time.Millisecond} {
+		for _, step := range []time.Duration{10 * time.Millisecond, 50 * time.Millisecond, 70 * time.Millisecond, 130 * time.Millisecond} {
 			t.Run(fmt.Sprintf("%s/%s", l.Kind, step), func(t *testing.T) {
 				clock := fakeclock.New(start)
 				store := memory.New(memory.WithClock(clock.Now))

@@ -278,7 +278,9 @@ BEGIN
 			allowed := allowed AND okb[i];
 		END LOOP;
 		FOR i IN 1 .. n LOOP
-			IF (allowed OR NOT okb[i]) AND (nl[i] <> lv[i] OR nm[i] <> mk[i] OR used[i] <> 0) THEN
+			-- A take of nothing leaves the state where it was: a later
+			-- catch-up applies from its own time (sync.ApplyBuckets).
+			IF p_take <> 0 AND (allowed OR NOT okb[i]) AND (nl[i] <> lv[i] OR nm[i] <> mk[i] OR used[i] <> 0) THEN
 				lv[i] := nl[i]; mk[i] := nm[i];
 				ra[i] := ra[i] + used[i];
 				chg[i] := true; wrec[i] := true;

@@ -289,7 +289,11 @@ if replays == 0 then
   end
   for i = 1, #bs do
     local b = bs[i]
-    if allowed or not b.ok then
+    if same(n, 0) then
+      -- A take of nothing leaves the state where it was: a later
+      -- catch-up applies from its own time (sync.ApplyBuckets).
+      b.v, b.m = b.bv, b.bm
+    elseif allowed or not b.ok then
       if b.used ~= 0 or not same(b.v, b.bv) or not same(b.m, b.bm) then
         b.applied, b.changed = plus(b.applied, b.used), true
       end

@@ -49,17 +49,15 @@ func (bk bucketSync) errNoBuckets(req *ratelimit.AllowRequest) error {
 // allowBuckets serves an Allow with bucket limits (checked: c).
 func (bk bucketSync) allow(ctx context.Context, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	s := bk.s
-	bs, ok := s.can.bs, s.can.bs != nil
-	if !ok {
-		return ratelimit.Decision{Limits: dst}, bk.errNoBuckets(&req)
-	}
 	if !s.sync {
-		if !s.ns.BucketsSynced(&req) && s.storeUp() {
-			if err := bk.readBuckets(ctx, bs, t, req, c); err != nil {
-				return ratelimit.Decision{Limits: dst}, err
-			}
+		if bs, err := bk.readFirst(ctx, t, req, c); err != nil || bs == nil {
+			return ratelimit.Decision{Limits: dst}, err
 		}
 		return s.ns.AllowAt(t, req, dst)
+	}
+	bs := s.can.bs
+	if bs == nil {
+		return ratelimit.Decision{Limits: dst}, bk.errNoBuckets(&req)
 	}
 	if c.Buckets != len(req.Limits) {
 		return ratelimit.Decision{Limits: dst}, &ratelimit.FieldError{Field: "limits", Err: node.ErrNotLocal,
@@ -96,6 +94,24 @@ func (bk bucketSync) decideTx(ctx context.Context, bs BucketStore, t time.Time, 
 		}
 		return nil
 	}
+}
+
+// readFirst is a periodic namespace's start of an Allow with bucket
+// limits (checked: c): a store that cannot hold buckets refuses it
+// (errNoBuckets, and a nil store); a bucket never read from the store is
+// read first, while the store is up. It returns the store.
+func (bk bucketSync) readFirst(ctx context.Context, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck) (BucketStore, error) {
+	s := bk.s
+	bs := s.can.bs
+	if bs == nil {
+		return nil, bk.errNoBuckets(&req)
+	}
+	if !s.ns.BucketsSynced(&req) && s.storeUp() {
+		if err := bk.readBuckets(ctx, bs, t, req, c); err != nil {
+			return nil, err
+		}
+	}
+	return bs, nil
 }
 
 // readBuckets reads the store's state of req's buckets into the node (a

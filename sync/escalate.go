@@ -133,15 +133,9 @@ func (pd *periodic) allowInStore(ctx context.Context, t time.Time, req ratelimit
 // and otherwise the store decides (bucketsInStore).
 func (pd *periodic) allowBucketsNear(ctx context.Context, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus) (ratelimit.Decision, error) {
 	s := pd.s
-	bk := bucketSync{s}
-	bs := s.can.bs
-	if bs == nil {
-		return ratelimit.Decision{Limits: dst}, bk.errNoBuckets(&req)
-	}
-	if !s.ns.BucketsSynced(&req) && s.storeUp() {
-		if err := bk.readBuckets(ctx, bs, t, req, c); err != nil {
-			return ratelimit.Decision{Limits: dst}, err
-		}
+	bs, err := bucketSync{s}.readFirst(ctx, t, req, c)
+	if err != nil || bs == nil {
+		return ratelimit.Decision{Limits: dst}, err
 	}
 	if s.presumedDown() {
 		return s.ns.AllowAt(t, req, dst)

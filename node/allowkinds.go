@@ -349,8 +349,8 @@ func commitBuckets(hs []heldBucket, allowed bool, tn int64) {
 			if h.e != nil {
 				h.e.val = h.val
 				if h.st.Used != 0 {
+					h.e.noteConsumed(&h.id, tn)
 					h.e.own += h.st.Used
-					h.e.lastAt = tn
 				}
 			}
 		default:

@@ -90,9 +90,9 @@ type bucketEntry struct {
 	// the same bucket (reclaim, then a new call); own is this
 	// incarnation's consumption in that life, acked the part of it the
 	// store has confirmed, seq the store's write count of the state last
-	// taken from it (at seqAt, on the node's clock), lastAt the time of
-	// the last consumption.
-	life, own, acked, seq, seqAt, lastAt int64
+	// taken from it (at seqAt, on the node's clock), applyAt the time the
+	// store counts the unconfirmed consumption at (noteConsumed).
+	life, own, acked, seq, seqAt, applyAt int64
 
 	// The bucket's recent consumption, which sets how near its capacity
 	// a periodic namespace asks the store (bucketmargin.go): seen is what

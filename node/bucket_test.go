@@ -616,7 +616,7 @@ func TestBucketAllowRecordsOwnConsumption(t *testing.T) {
 		allow(t, ns, at, ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{l}})
 	}
 	bs := bucketTick(ns, at).Buckets
-	if len(bs) != 1 || bs[0].Own != 2*ratelimit.Micro || bs[0].LastAt != at.UnixNano() {
+	if len(bs) != 1 || bs[0].Own != 2*ratelimit.Micro || bs[0].ApplyAt != at.UnixNano() {
 		t.Errorf("buckets to sync: %+v, want one with 2 hits of its own, the last at %d", bs, at.UnixNano())
 	}
 }

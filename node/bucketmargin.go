@@ -145,7 +145,7 @@ func (ns *Namespace) bucketTx(hs []heldBucket, tn int64) *BucketTx {
 		ns.buckets.restartIfForgotten(&h.id, h.e, tn)
 		spec := h.id
 		spec.Strict = h.strict
-		tx.Buckets[i] = BucketSync{Spec: spec, Life: h.e.life, Own: h.e.own, LastAt: h.e.lastAt}
+		tx.Buckets[i] = BucketSync{Spec: spec, Life: h.e.life, Own: h.e.own, ApplyAt: h.e.applyAt}
 	}
 	return tx
 }

@@ -35,9 +35,9 @@ type BucketSync struct {
 	// Spec is the bucket (in a BucketTx, Strict as the Allow asks).
 	Spec ratelimit.BucketSpec
 	// Life is the node's life of the bucket, Own this incarnation's
-	// consumption in that life and LastAt the time of its last part (Unix
-	// ns, 0: none).
-	Life, Own, LastAt int64
+	// consumption in that life and ApplyAt the time the store applies
+	// what it does not hold of it at (Unix ns, 0: none; noteConsumed).
+	Life, Own, ApplyAt int64
 
 	// Got reports that the store answered. Before is the state it decided
 	// the take from (only a BucketTx's Decide uses it), After the state
@@ -123,6 +123,21 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c 
 	return d, err
 }
 
+// noteConsumed notes, before it is counted in own, a consumption of the
+// bucket (id, entry e, locked) at tn: the time the store applies what
+// the store has not confirmed at (BucketSync.ApplyAt). A fixed bucket's
+// is the last consumption's: counted in the newest period, never in an
+// earlier one whose calls were already decided. A token or leaky
+// bucket's is the first's: its refills or drips run from the first take
+// of a full bucket, the first drop into an empty one, and a store that
+// applied the consumption at its end would lose those in between, a
+// debt its decisions would carry on while the bucket stays busy.
+func (e *bucketEntry) noteConsumed(id *bucketID, tn int64) {
+	if id.Kind == ratelimit.FixedLimit || !e.dirty() {
+		e.applyAt = tn
+	}
+}
+
 // stored takes the store's state of the bucket (id, of this entry's life)
 // at write count seq, holding applied of this incarnation's consumption,
 // and applies on top this incarnation's consumption the store does not
@@ -138,6 +153,11 @@ func (e *bucketEntry) stored(id *bucketID, after ratelimit.BucketState, applied,
 	// that it applied after the node stopped waiting. It counts once.
 	e.own = max(e.own, applied)
 	e.acked = applied
+	if e.dirty() && id.Kind != ratelimit.FixedLimit {
+		// What the store does not hold was consumed after the call
+		// was sent.
+		e.applyAt = max(e.applyAt, sent)
+	}
 	id.Force(&after, now, e.own-applied)
 	e.noteOthers(id, e.val, after, now)
 	e.seq, e.seqAt, e.synced = seq, now, true
@@ -178,7 +198,7 @@ func (ns *Namespace) takeBuckets(t *Tick, all bool) {
 				if all || e.dirty() {
 					t.Buckets = append(t.Buckets, BucketSync{
 						Spec: e.id,
-						Life: e.life, Own: e.own, LastAt: e.lastAt,
+						Life: e.life, Own: e.own, ApplyAt: e.applyAt,
 					})
 				}
 				e.mu.Unlock()

@@ -184,3 +184,57 @@ func bucketTick(ns *node.Namespace, at time.Time) *node.Tick {
 	ns.TakeTick(at, tk, node.AllBuckets)
 	return tk
 }
+
+// TestBucketApplyAtByKind: the time a tick asks the store to apply a
+// bucket's unconfirmed consumption at is its first take for a token or
+// leaky bucket (whose refills or drips run from it) and its last for a
+// fixed bucket (counted in the newest period); once the store holds all
+// of it, the next take starts anew, and what a call did not carry (taken
+// after it was sent) counts from the call's time.
+func TestBucketApplyAtByKind(t *testing.T) {
+	for _, tc := range []struct {
+		l     ratelimit.Limit
+		first bool
+	}{
+		{ratelimit.Limit{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 10, RefillTime: time.Minute}}, true},
+		{ratelimit.Limit{Kind: ratelimit.LeakyLimit, Leaky: ratelimit.LeakyBucket{Size: 10, Interval: time.Minute}}, true},
+		{ratelimit.Limit{Kind: ratelimit.FixedLimit, Fixed: ratelimit.FixedBucket{Period: time.Minute, Limit: 10}}, false},
+	} {
+		t.Run(tc.l.Kind.String(), func(t *testing.T) {
+			ns := newNS(t, syncedConfig(time.Second), newFakeClock(epoch))
+			req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: []ratelimit.Limit{tc.l}}
+			t1, t2, t3, t4 := epoch.Add(time.Second), epoch.Add(2*time.Second), epoch.Add(3*time.Second), epoch.Add(4*time.Second)
+			pick := func(first, last time.Time) int64 {
+				if tc.first {
+					return first.UnixNano()
+				}
+				return last.UnixNano()
+			}
+			applyAt := func(when string, at time.Time, want int64) {
+				t.Helper()
+				if bs := bucketTick(ns, at).Buckets; len(bs) != 1 || bs[0].ApplyAt != want {
+					t.Errorf("%s: buckets to sync %+v, want one to apply at %d", when, bs, want)
+				}
+			}
+			allow(t, ns, t1, req)
+			allow(t, ns, t2, req)
+			applyAt("two takes", t2, pick(t1, t2))
+			// A call at t3 finds the store holding the first take only:
+			// the second counts from the call's time.
+			var spec ratelimit.BucketSpec
+			exchange(t, ns, t3, ratelimit.AllowRequest{Key: "k", Limits: req.Limits}, func(tx *node.BucketTx) {
+				spec = tx.Buckets[0].Spec
+				b := &tx.Buckets[0]
+				b.Got, b.After, b.Applied, b.Seq = true, spec.Init(t1.UnixNano()), ratelimit.Micro, 1
+			})
+			applyAt("one take confirmed", t3, pick(t3, t2))
+			// The store holds both: the next take starts anew.
+			exchange(t, ns, t3, ratelimit.AllowRequest{Key: "k", Limits: req.Limits}, func(tx *node.BucketTx) {
+				b := &tx.Buckets[0]
+				b.Got, b.After, b.Applied, b.Seq = true, spec.Init(t1.UnixNano()), 2*ratelimit.Micro, 2
+			})
+			allow(t, ns, t4, req)
+			applyAt("a take after all were confirmed", t4, t4.UnixNano())
+		})
+	}
+}

@@ -17,7 +17,7 @@ import (
 // a Version that grows with every call of the incarnation. The store:
 //
 //  1. catches up: when Total is more than the record's Applied, it applies
-//     the difference to the state (ratelimit.BucketSpec.Force, at LastAt) and
+//     the difference to the state (ratelimit.BucketSpec.Force, at ApplyAt) and
 //     records Total. Consumption the node counted while the store was away
 //     thus arrives once, whenever a call gets through;
 //  2. decides the take (if any) with ratelimit.TakeBuckets, all buckets of the
@@ -61,9 +61,11 @@ type BucketCall struct {
 	// holds the bucket anew.
 	Life int64
 	// Total is the caller's consumption of the bucket in Life before this
-	// call, in micro-hits; LastAt the time of its last part (Unix ns, 0:
-	// none).
-	Total, LastAt int64
+	// call, in micro-hits; ApplyAt the time the part the store does not
+	// hold yet is applied at (Unix ns, 0: none): for a token or leaky
+	// bucket that part's first take, for a fixed bucket its last (see
+	// node's noteConsumed).
+	Total, ApplyAt int64
 	// Version grows with every call of the incarnation.
 	Version int64
 	// ExpireAt is when the row may go: At + the bucket's Hold + 2 ×
@@ -127,8 +129,8 @@ func ApplyBuckets(inc string, at, take int64, calls []BucketCall, rows []*Bucket
 		changed[i] = false
 		if rows[i] == nil {
 			start := at
-			if c.LastAt != 0 && c.Total > 0 {
-				start = min(start, c.LastAt)
+			if c.ApplyAt != 0 && c.Total > 0 {
+				start = min(start, c.ApplyAt)
 			}
 			rows[i] = &BucketRow{State: c.Bucket.Init(start), Incs: map[string]BucketInc{}}
 			changed[i] = true
@@ -148,7 +150,7 @@ func ApplyBuckets(inc string, at, take int64, calls []BucketCall, rows []*Bucket
 				rec = BucketInc{Life: c.Life}
 			}
 			if c.Total > rec.Applied {
-				c.Bucket.Force(&r.State, max(c.LastAt, 0), c.Total-rec.Applied)
+				c.Bucket.Force(&r.State, max(c.ApplyAt, 0), c.Total-rec.Applied)
 				rec.Applied = c.Total
 			}
 			if c.Reset {

@@ -241,7 +241,7 @@ func TestApplyBucketsReplayAndLate(t *testing.T) {
 		{"a replay of it", 5, 4 * hit, hit, true, 5 * hit, 5 * hit, 4},
 	}
 	for _, s := range steps {
-		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: s.total, LastAt: at, Version: s.version, ExpireAt: exp}}
+		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: s.total, ApplyAt: at, Version: s.version, ExpireAt: exp}}
 		replies := make([]clustersync.BucketReply, 1)
 		changed := make([]bool, 1)
 		allowed := clustersync.ApplyBuckets("inc", at, s.take, calls, rows, replies, changed)
@@ -297,7 +297,7 @@ func TestBucketsRowMadeAnew(t *testing.T) {
 // take empties the bucket (Smyte's rule) and the row keeps it, though
 // the take consumed nothing; a call with nothing to catch up on decides
 // from the row's state as stored; a catch-up applies the consumption at
-// its LastAt, refills included.
+// its ApplyAt, refills included.
 func TestApplyBucketsStoresWhatTheTakeLeft(t *testing.T) {
 	const hit = ratelimit.Micro
 	h := time.Hour.Nanoseconds()
@@ -322,7 +322,7 @@ func TestApplyBucketsStoresWhatTheTakeLeft(t *testing.T) {
 		// from the stored state, refilled at the call's time only.
 		{"a take of 1 an hour later", at + h + 2, 4, 5 * hit, hit, at + h, true, 0, 4 * hit, 6 * hit},
 		// 2 taken meanwhile by this incarnation alone: caught up at its
-		// LastAt, then the take.
+		// ApplyAt, then the take.
 		{"a catch-up of 2 and a take of 1", at + h + 3, 5, 8 * hit, hit, at + h + 1, true, 2 * hit, hit, 9 * hit},
 		// A call that only syncs, a refill later, takes nothing and
 		// leaves the state as it was, not refilled to its time: a later
@@ -330,7 +330,7 @@ func TestApplyBucketsStoresWhatTheTakeLeft(t *testing.T) {
 		{"a sync an hour later", at + 2*h + 3, 6, 9 * hit, 0, at + h + 3, true, hit, hit, 9 * hit},
 	}
 	for _, s := range steps {
-		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: s.total, LastAt: s.lastAt, Version: s.version, ExpireAt: exp}}
+		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: s.total, ApplyAt: s.lastAt, Version: s.version, ExpireAt: exp}}
 		replies := make([]clustersync.BucketReply, 1)
 		changed := make([]bool, 1)
 		allowed := clustersync.ApplyBuckets("inc", s.at, s.take, calls, rows, replies, changed)

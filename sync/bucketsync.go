@@ -162,7 +162,7 @@ func answered(buckets []node.BucketSync, replies []BucketReply) {
 
 func (bk bucketSync) bucketCall(b *node.BucketSync, version int64, t time.Time) BucketCall {
 	s := bk.s
-	return BucketCall{Namespace: s.name, Bucket: b.Spec, Life: b.Life, Total: b.Own, LastAt: b.LastAt,
+	return BucketCall{Namespace: s.name, Bucket: b.Spec, Life: b.Life, Total: b.Own, ApplyAt: b.ApplyAt,
 		Version: version, ExpireAt: t.Add(b.Spec.Hold() + s.ttlPad)}
 }
 

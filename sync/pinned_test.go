@@ -72,7 +72,7 @@ func TestApplyBucketsNewRowStartsAtLastTake(t *testing.T) {
 	spec := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 10 * hit, B: int64(time.Minute), C: 10 * hit, Key: "t"}
 	exp := start.Add(time.Hour)
 	apply := func(rows []*clustersync.BucketRow, at, version, total, lastAt, take int64) (bool, clustersync.BucketReply) {
-		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: total, LastAt: lastAt, Version: version, ExpireAt: exp}}
+		calls := []clustersync.BucketCall{{Namespace: "api", Bucket: spec, Life: 1, Total: total, ApplyAt: lastAt, Version: version, ExpireAt: exp}}
 		replies := make([]clustersync.BucketReply, 1)
 		allowed := clustersync.ApplyBuckets("inc", at, take, calls, rows, replies, make([]bool, 1))
 		return allowed, replies[0]

@@ -332,7 +332,7 @@ func BenchmarkBuckets(b *testing.B) {
 				k := i % keys
 				spec.Key = benchKey(k)
 				calls[0] = clustersync.BucketCall{Namespace: "api", Bucket: spec, Life: 1, Total: applied[k],
-					LastAt: benchStart.UnixNano(), Version: versions.Next(), ExpireAt: benchStart.Add(3 * time.Minute)}
+					ApplyAt: benchStart.UnixNano(), Version: versions.Next(), ExpireAt: benchStart.Add(3 * time.Minute)}
 				cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
 				defer cancel()
 				ok, err := s.Buckets(cctx, "bench/0", benchStart.UnixNano(), hit, calls, replies)

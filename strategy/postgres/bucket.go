@@ -55,7 +55,7 @@ func (s *Store) Buckets(ctx context.Context, inc string, at, take int64, calls [
 		keys[i] = []byte(key)
 		kinds[i] = int32(cl.Bucket.Kind) // 1 token, 2 leaky, 3 fixed, as the function reads them
 		a[i], b[i], c[i], strict[i] = cl.Bucket.A, cl.Bucket.B, cl.Bucket.C, cl.Bucket.Strict
-		life[i], total[i], lastAt[i], version[i] = cl.Life, cl.Total, cl.LastAt, cl.Version
+		life[i], total[i], lastAt[i], version[i] = cl.Life, cl.Total, cl.ApplyAt, cl.Version
 		expire[i] = expireAt(cl.ExpireAt)
 		if cl.Reset {
 			st := cl.Bucket.Init(at)

@@ -220,7 +220,7 @@ BEGIN
 				rl[i] := p_life[i]; ra[i] := 0;
 			END IF;
 			IF p_total[i] > ra[i] THEN
-				-- Catch up (ratelimit.BucketSpec.Force at LastAt).
+				-- Catch up (ratelimit.BucketSpec.Force at ApplyAt).
 				l := lv[i]; m := mk[i]; t := greatest(p_last_at[i], 0);
 				%[4]s
 				IF k = 1 THEN

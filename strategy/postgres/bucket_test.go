@@ -49,7 +49,7 @@ func (c *bucketCheck) call(t *testing.T, inc string, life int64, at, take int64,
 	calls := make([]clustersync.BucketCall, len(specs))
 	for i, b := range specs {
 		c.v++
-		calls[i] = clustersync.BucketCall{Namespace: c.ns, Bucket: b, Life: life, Total: totals[i], LastAt: lastAt,
+		calls[i] = clustersync.BucketCall{Namespace: c.ns, Bucket: b, Life: life, Total: totals[i], ApplyAt: lastAt,
 			Version: c.v, ExpireAt: time.Now().Add(time.Hour)}
 	}
 	got := make([]clustersync.BucketReply, len(calls))

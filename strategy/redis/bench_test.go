@@ -327,7 +327,7 @@ func BenchmarkSyncCall(b *testing.B) {
 					at := time.Now()
 					version++
 					bcalls[0] = clustersync.BucketCall{Namespace: "sync", Bucket: buckets[op], Life: life, Total: totals[j],
-						LastAt: at.UnixNano(), Version: version, ExpireAt: at.Add(time.Minute)}
+						ApplyAt: at.UnixNano(), Version: version, ExpireAt: at.Add(time.Minute)}
 					bcalls[0].Bucket.Key = key
 					cctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
 					var ok bool

@@ -132,13 +132,13 @@ func encodeBuckets(prefix, rp string, at, take int64, calls []clustersync.Bucket
 		// A new row starts at the call's time, or at its consumption's
 		// when that is earlier (as ApplyBuckets does).
 		start := at
-		if c.LastAt != 0 && c.Total > 0 {
-			start = min(start, c.LastAt)
+		if c.ApplyAt != 0 && c.Total > 0 {
+			start = min(start, c.ApplyAt)
 		}
 		init := b.Init(start)
 		a.int(bucketsCallInitLevel.at(i), init.Level)
 		a.int(bucketsCallInitMark.at(i), init.Mark)
-		forceAt := max(c.LastAt, 0)
+		forceAt := max(c.ApplyAt, 0)
 		a.int(bucketsCallForceAt.at(i), forceAt)
 		var forceStart, atStart int64
 		if b.Kind == ratelimit.FixedLimit {

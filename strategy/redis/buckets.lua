@@ -253,7 +253,7 @@ for i = 1, #KEYS do
   else
     if less(b.life, life) then b.life, b.applied = life, 0 end
     if less(b.applied, total) then
-      -- Catch up: BucketSpec.Force at max(LastAt, 0).
+      -- Catch up: BucketSpec.Force at max(ApplyAt, 0).
       local d = minus(total, b.applied)
       advance(b, arg(BUCKETS_CALL_FORCE_AT), arg(BUCKETS_CALL_FORCE_START))
       if b.kind == 't' then b.v = minus(b.v, d) else b.v = plus(b.v, d) end

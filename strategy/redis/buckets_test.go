@@ -149,7 +149,7 @@ func testBucketsMatchReference(t *testing.T, s *redisstore.Store, base int64, r 
 				}
 				lastAt := []int64{0, at, at - r.Int64N(int64(30*day)), at + r.Int64N(int64(time.Second))}[r.IntN(4)]
 				calls = append(calls, clustersync.BucketCall{Namespace: ns, Bucket: b, Life: c.life, Total: c.total[k],
-					LastAt: lastAt, Version: c.version, ExpireAt: exp})
+					ApplyAt: lastAt, Version: c.version, ExpireAt: exp})
 			}
 			c.last, c.lastAt, c.lastN = calls, at, take
 		}

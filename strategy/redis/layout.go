@@ -104,7 +104,7 @@ const (
 	bucketsCallStrict                        // '1' for a strict token take, else '0'
 	bucketsCallInitLevel                     // a new row's state: BucketSpec.Init's level
 	bucketsCallInitMark                      // and mark
-	bucketsCallForceAt                       // when a catch-up applies: max(LastAt, 0)
+	bucketsCallForceAt                       // when a catch-up applies: max(ApplyAt, 0)
 	bucketsCallForceStart                    // a fixed bucket's period start at ForceAt
 	bucketsCallAtStart                       // a fixed bucket's period start at the take's time
 	bucketsCallLife                          // the caller's life of the bucket

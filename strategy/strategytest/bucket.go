@@ -38,7 +38,7 @@ func (e *env) caller(name string) *bucketCaller {
 // call builds c's call for b, its total as c counted it.
 func (e *env) bcall(c *bucketCaller, b ratelimit.BucketSpec, at int64) clustersync.BucketCall {
 	return clustersync.BucketCall{Namespace: e.ns, Bucket: b, Life: c.life, Total: c.total[b.StoreKey()],
-		LastAt: at, Version: e.next(), ExpireAt: e.exp}
+		ApplyAt: at, Version: e.next(), ExpireAt: e.exp}
 }
 
 // buckets sends calls to the store and to the reference, compares their

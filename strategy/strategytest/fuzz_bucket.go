@@ -250,7 +250,7 @@ func (x *bucketFuzz) take() {
 			c.life[key] = x.version()
 		}
 		bc.calls = append(bc.calls, clustersync.BucketCall{Namespace: x.ns, Bucket: b, Life: c.life[key],
-			Total: c.total[key], LastAt: c.last[key], Version: x.version(), ExpireAt: x.expire})
+			Total: c.total[key], ApplyAt: c.last[key], Version: x.version(), ExpireAt: x.expire})
 	}
 	// A sync (take 0) from the last slot first is a reset of its
 	// buckets: inputs of before the resets keep their meaning but for
@@ -308,7 +308,7 @@ func (x *bucketFuzz) send(c *fuzzCaller, bc *bucketCall) {
 func showCalls(base int64, calls []clustersync.BucketCall) string {
 	s := ""
 	for _, c := range calls {
-		last := c.LastAt
+		last := c.ApplyAt
 		if last != 0 {
 			last -= base
 		}

@@ -314,14 +314,17 @@ func TestAuthorizationRESP(t *testing.T) {
 		return float64(10 - left)
 	}
 	// taken is what a bucket command's refused take left taken: its
-	// limit less what remains, read by the writer with TAKE 0.
+	// limit less what remains, read by the writer with TAKE 0. The
+	// buckets span an hour: a fixed window's end or a leaky bucket's
+	// drip between the take and its read-back would hide the take.
+	const hourMs = 3600000
 	taken := func(cmd string) func(t *testing.T, key, _ string) float64 {
 		return func(t *testing.T, key, _ string) float64 {
 			conn := conn(t)
 			if err := conn.Do(ctx, "AUTH", writerToken).Err(); err != nil {
 				t.Fatal(err)
 			}
-			v, err := conn.Do(ctx, cmd, key, 10, 1000, "TAKE", 0, "NS", "api").Result()
+			v, err := conn.Do(ctx, cmd, key, 10, hourMs, "TAKE", 0, "NS", "api").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -339,8 +342,8 @@ func TestAuthorizationRESP(t *testing.T) {
 		{args: func(k, _ string) []any { return []any{"RL.ALLOW", k, 60000, 100, "NS", "api"} }, counted: window},
 		{args: func(k, _ string) []any { return []any{"RL.GET", k, 10, 1, "NS", "api"} }}, // makes the bucket: a write
 		{args: func(k, _ string) []any { return []any{"RL.REDUCE", k, 10, 1, "NS", "api"} }, counted: tokens},
-		{args: func(k, _ string) []any { return []any{"RL.LEAKY", k, 10, 1000, "NS", "api"} }, counted: taken("RL.LEAKY")},
-		{args: func(k, _ string) []any { return []any{"RL.FIXED", k, 10, 1000, "NS", "api"} }, counted: taken("RL.FIXED")},
+		{args: func(k, _ string) []any { return []any{"RL.LEAKY", k, 10, hourMs, "NS", "api"} }, counted: taken("RL.LEAKY")},
+		{args: func(k, _ string) []any { return []any{"RL.FIXED", k, 10, hourMs, "NS", "api"} }, counted: taken("RL.FIXED")},
 		{args: func(k, _ string) []any { return []any{"RL.ACQUIRE", k, 5, 60000, "NS", "api"} },
 			counted: func(t *testing.T, k, l string) float64 { return leasesHeld(t, c, k, l) }},
 		{args: func(_, l string) []any { return []any{"RL.RELEASE", l} },

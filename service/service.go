@@ -300,10 +300,13 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	}
 	// The cost and the limits: node's rules, checked here so that they
 	// come after the namespace, time and key in every mode; then whether
-	// the mode serves the limits' kinds.
+	// the mode serves the limits' kinds. A local namespace's AllowAt is
+	// the node's, which checks them first with the same errors.
 	ar := ratelimit.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: limits, CountRejected: req.CountRejected}
-	if _, err := r.ns.CheckAllow(ar); err != nil {
-		return Decision{Limits: dst}, err
+	if r.synced {
+		if _, err := r.ns.CheckAllow(ar); err != nil {
+			return Decision{Limits: dst}, err
+		}
 	}
 	d, err := r.calls.AllowAt(ctx, t, ar, engineStatuses(dst))
 	// A dry run answers at once: it does not wait for a leaky bucket to

@@ -13,8 +13,8 @@ import (
 )
 
 // withoutAbility is what Run checks of a store that does not declare an
-// ability: a Syncer over it refuses what needs the ability, cleanly, or
-// serves without it.
+// ability (any of needs): a Syncer over it refuses what needs the
+// ability, cleanly, or serves without it.
 var withoutAbility = []struct {
 	name  string
 	needs clustersync.Abilities
@@ -23,8 +23,10 @@ var withoutAbility = []struct {
 	{"without atomic decision: synchronous refused, no escalation", clustersync.Decide, testWithoutDecide},
 	{"without buckets: bucket limits refused", clustersync.Buckets, testWithoutBuckets},
 	{"without leases: concurrency limits refused", clustersync.Leases, testWithoutLeases},
-	{"without push-fetch: a tick pushes, then fetches", clustersync.PushFetch, testTicksConverge},
-	{"without change reads: a tick fetches", clustersync.Changes, testTicksConverge},
+	// A tick without push-fetch pushes, then fetches; without change
+	// reads it fetches every key: one check covers a store lacking
+	// either or both.
+	{"without push-fetch or change reads: ticks converge", clustersync.PushFetch | clustersync.Changes, testTicksConverge},
 }
 
 // syncerOn returns a Syncer in mode over e's store, on a namespace of

@@ -74,10 +74,16 @@ func refTokenTake(s *refBucket, found bool, max, refill, amount, t, n int64, str
 	}
 	if t < s.last {
 		t = s.last
-	}
-	for s.last+refill <= t {
-		s.last += refill
-		s.v = min(max, s.v+amount)
+	} else {
+		for s.last+refill <= t {
+			s.last += refill
+			s.v = min(max, s.v+amount)
+		}
+		if s.v >= max && t > 0 {
+			s.last = t - t%refill // the refill grid: whole refill times since the epoch
+		} else if s.v >= max {
+			s.last = t
+		}
 	}
 	st := refStatus{limit: max, before: s.v, allowed: s.v >= n, never: n > max}
 	if n > 0 {

@@ -251,24 +251,31 @@ func tokenParamsOf(p TokenBucket) (tokenParams, error) {
 }
 
 // advance brings s up to t: whole refills since the last mark, capped at
-// max, the mark moved by as many refill times. A t before the mark counts
-// as the mark: time never moves backwards. It returns the time used.
+// max, the mark moved by as many refill times; a full bucket's mark
+// follows the time down to a whole refill time since the epoch. A t
+// before the mark counts as the mark: time never moves backwards. It
+// returns the time used.
 func (p tokenParams) advance(s *BucketState, t int64) int64 {
 	if t < s.Mark {
 		return s.Mark
 	}
-	n := (t - s.Mark) / p.refill
-	if n == 0 {
-		return t
-	}
-	if s.Level < p.max {
-		if n >= bucketCeilDiv(p.max-s.Level, p.amount) {
-			s.Level = p.max
-		} else {
-			s.Level += n * p.amount
+	if n := (t - s.Mark) / p.refill; n > 0 {
+		if s.Level < p.max {
+			if n >= bucketCeilDiv(p.max-s.Level, p.amount) {
+				s.Level = p.max
+			} else {
+				s.Level += n * p.amount
+			}
 		}
+		s.Mark += n * p.refill
 	}
-	s.Mark += n * p.refill
+	if s.Level >= p.max {
+		// On the refill grid (whole refill times since the epoch), so
+		// that a bucket's refills fall at the same times whoever takes
+		// from it first: nodes whose calls reach the store out of order,
+		// or after it expired, agree on them.
+		s.Mark = t - max(t, 0)%p.refill
+	}
 	return t
 }
 

@@ -9,15 +9,16 @@ import (
 
 // The bucket objects are named after the windows table T: T_bkt (one row
 // per bucket), T_bkt_inc (one row per bucket and incarnation), the index
-// T_bkt_exp and the function T_bkt_v3. The suffixes are short so that
+// T_bkt_exp and the function T_bkt_v4. The suffixes are short so that
 // every name fits PostgreSQL's 63 bytes for any valid Table.
 //
 // The function's name carries its version: a change to its arguments or
-// behaviour is a new function (T_bkt_v3) created beside the old one, so
+// behaviour is a new function (T_bkt_v4) created beside the old one, so
 // nodes of the previous release keep calling theirs during a rolling
 // upgrade. v2 added the resets (p_reset); v3 puts an empty leaky
-// bucket's drip mark on the drip grid.
-const bucketFuncVersion = "v3"
+// bucket's drip mark on the drip grid; v4 a full token bucket's refill
+// mark on the refill grid.
+const bucketFuncVersion = "v4"
 
 // bucketNames are the quoted, schema-qualified names of the bucket
 // objects, and the function's signature for to_regprocedure.
@@ -91,6 +92,9 @@ const advanceSQL = `
 						END IF;
 					END IF;
 					m := m + q * b;
+				END IF;
+				IF l >= a THEN
+					m := t - greatest(t, 0) % b;
 				END IF;
 			END IF;
 		ELSIF k = 2 THEN -- leaky: a size, c drip interval
@@ -188,7 +192,7 @@ BEGIN
 				t := least(t, p_last_at[i]);
 			END IF;
 			IF k = 1 THEN
-				lv[i] := a; mk[i] := t;
+				lv[i] := a; mk[i] := t - greatest(t, 0) %% b;
 			ELSIF k = 2 THEN
 				lv[i] := 0; mk[i] := t - greatest(t, 0) %% c;
 			ELSE

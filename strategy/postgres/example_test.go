@@ -65,5 +65,5 @@ func ExampleSchemaSQL() {
 	//     PRIMARY KEY (namespace, bkey, incarnation),
 	//     FOREIGN KEY (namespace, bkey) REFERENCES "ratelimit"."limiterd_windows_bkt" ON DELETE CASCADE
 	// ) WITH (fillfactor = 80);
-	// CREATE OR REPLACE FUNCTION "ratelimit"."limiterd_windows_bkt_v3"(
+	// CREATE OR REPLACE FUNCTION "ratelimit"."limiterd_windows_bkt_v4"(
 }

@@ -150,18 +150,28 @@ end
 local function advance(b, t, ws)
   if b.kind == 't' then
     -- Whole refills since the mark, capped at max; the mark moves by
-    -- as many refill times, keeping the progress towards the next.
+    -- as many refill times, keeping the progress towards the next. A
+    -- full bucket's mark follows the time, on the refill grid (whole
+    -- refill times since the epoch).
     if less(t, b.m) then return b.m end
     local n, r = divmod(minus(t, b.m), b.B)
-    if n == 0 then return t end
-    if less(b.v, b.A) then
-      if less(n, ceildiv(minus(b.A, b.v), b.C)) then
-        b.v = plus(b.v, times(n, b.C))
-      else
-        b.v = b.A
+    if n ~= 0 then
+      if less(b.v, b.A) then
+        if less(n, ceildiv(minus(b.A, b.v), b.C)) then
+          b.v = plus(b.v, times(n, b.C))
+        else
+          b.v = b.A
+        end
+      end
+      b.m = minus(t, r) -- mark + n·refill
+    end
+    if not less(b.v, b.A) then
+      b.m = t
+      if less(0, t) then
+        local _, g = divmod(t, b.B)
+        b.m = minus(t, g)
       end
     end
-    b.m = minus(t, r) -- mark + n·refill
     return t
   elseif b.kind == 'l' then
     -- Whole drips since the mark each drain a drop; an empty bucket's

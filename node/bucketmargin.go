@@ -138,7 +138,7 @@ func (ns *Namespace) AllowKindsAt(t time.Time, req ratelimit.AllowRequest, dst [
 
 // bucketTx lists hs, locked, in a BucketTx at tn, as ExchangeBuckets does.
 func (ns *Namespace) bucketTx(hs []heldBucket, tn int64) *BucketTx {
-	tx := &BucketTx{}
+	tx := &BucketTx{At: time.Unix(0, tn)}
 	tx.Buckets = tx.buf[:len(hs)]
 	for i := range hs {
 		h := &hs[i]

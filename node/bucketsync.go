@@ -67,13 +67,17 @@ type BucketTx struct {
 	// the node decides, as when the store is away).
 	Decide  bool
 	Verdict Verdict
+	// At is the exchange's time: the one given, or for a live call
+	// (AllowRequest.Live) the clock once the buckets are locked.
+	At time.Time
 
 	buf [MaxLimits]BucketSync
 }
 
 // ExchangeBuckets locks, creating them, the bucket limits of req, an
 // Allow checked by CheckAllow (c; its window limits are left alone),
-// lists them at t in a BucketTx and calls fn with it. Then, whatever fn
+// lists them at t (later for a live call that waited: BucketTx.At) in a
+// BucketTx and calls fn with it. Then, whatever fn
 // returns, it applies what fn recorded, in this order: the Reset; the
 // Before states and the decision (Decide); the After states, on which
 // it applies this incarnation's consumption the store does not hold yet.
@@ -87,6 +91,14 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c 
 		return ratelimit.Decision{Limits: dst}, err
 	}
 	defer unlockAll(hs)
+	if req.Live {
+		// A call that waited for another's exchange in flight is decided
+		// as of when its wait ended: a store then sees this node's calls
+		// at the times it makes them, never one older than the mark the
+		// call before moved a bucket to, which would count as made at
+		// that mark and lose the refills or drips in between.
+		tn = max(tn, ns.Now().UnixNano())
+	}
 	tx := ns.bucketTx(hs, tn)
 	err := fn(tx)
 	if tx.Reset {
@@ -114,6 +126,9 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c 
 		commitBuckets(hs, ok, tn)
 		dd := decision{t: tn, cost: c.Cost, allowed: true, never: -1}
 		d = ns.mergeKinds(dd.finish(dst, nil, nil), &req, hs, nil, dst)
+		if tn != t.UnixNano() {
+			d.At = tx.At
+		}
 	}
 	for i := range hs {
 		if b := &tx.Buckets[i]; b.Got {

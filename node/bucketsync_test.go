@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -236,5 +237,33 @@ func TestBucketApplyAtByKind(t *testing.T) {
 			allow(t, ns, t4, req)
 			applyAt("a take after all were confirmed", t4, t4.UnixNano())
 		})
+	}
+}
+
+// TestBucketLiveCallDecidedAfterItsWait: a live call's exchange runs at
+// the clock once its buckets are locked (here 300 ms after the time the
+// call came in with, as after a wait behind another call's store
+// exchange), and its decision says so; a call whose client gave the
+// time runs at that time.
+func TestBucketLiveCallDecidedAfterItsWait(t *testing.T) {
+	clock := newFakeClock(epoch)
+	ns := newNS(t, syncedConfig(time.Second), clock)
+	limits := []ratelimit.Limit{{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 10, RefillTime: time.Second}}}
+	came := epoch
+	clock.Advance(300 * time.Millisecond)
+	for _, live := range []bool{true, false} {
+		req := ratelimit.AllowRequest{Key: fmt.Sprint("k-", live), Cost: 1, Limits: limits, Live: live}
+		var at time.Time
+		d := exchange(t, ns, came, req, func(tx *node.BucketTx) {
+			tx.Decide = true
+			at = tx.At
+		})
+		want, wantD := came, time.Time{}
+		if live {
+			want, wantD = clock.Now(), clock.Now()
+		}
+		if !at.Equal(want) || !d.At.Equal(wantD) || !d.Allowed {
+			t.Errorf("live %v: exchange at %v, decision at %v (allowed %v); want %v, %v, allowed", live, at, d.At, d.Allowed, want, wantD)
+		}
 	}
 }

@@ -68,6 +68,9 @@ type Decision struct {
 	// cost after a wait within its WaitTimeout, is the longest of those
 	// waits: a caller may wait that long and try once more. 0 otherwise.
 	Wait time.Duration
+	// At, when set, is the time the call was decided at, later than the
+	// one it was given: a live call that waited (AllowRequest.Live).
+	At time.Time
 }
 
 // AllowRequest is the input of Allow.
@@ -77,6 +80,11 @@ type AllowRequest struct {
 	Limits []Limit
 	// CountRejected counts Cost even when denied (penalty mode).
 	CountRejected bool
+	// Live says the call's time is its node's clock as the call came in,
+	// not a time the client gave: a call that waits for its buckets
+	// (another call's store exchange in flight) is decided as of when
+	// the wait ends, and Decision.At says so.
+	Live bool
 }
 
 // LimitKind is the kind of a Limit: a sliding window or a bucket.

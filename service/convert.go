@@ -32,7 +32,7 @@ func engineStatuses(ss []LimitStatus) []ratelimit.LimitStatus {
 // of its own after the engine's (a dry run's).
 func serviceDecision(d ratelimit.Decision) Decision {
 	return Decision{Allowed: d.Allowed, Limits: serviceStatuses(d.Limits), RetryAfter: d.RetryAfter,
-		Never: d.Never, Reason: d.Reason, Wait: d.Wait, WouldAllow: d.Allowed}
+		Never: d.Never, Reason: d.Reason, Wait: d.Wait, WouldAllow: d.Allowed, At: d.At}
 }
 
 func serviceStatuses(ss []ratelimit.LimitStatus) []LimitStatus {

@@ -47,3 +47,24 @@ func TestLeaseTTLUpToMax(t *testing.T) {
 		t.Errorf("Renew with the max TTL + 1ns: %v; want an error on ttl", err)
 	}
 }
+
+// TestDecisionAt: an Allow's answer says when it was decided: the
+// request's at, or without one the namespace's clock, in every mode.
+func TestDecisionAt(t *testing.T) {
+	for _, m := range modes {
+		s, _ := newService(t, m.syncRate)
+		at := now.Add(-time.Second)
+		for _, l := range []service.Limit{{Size: sec, Limit: 10}, token(10, sec)} {
+			for _, given := range []time.Time{at, {}} {
+				d, err := s.Allow(context.Background(), service.AllowRequest{Key: "k" + l.Kind.String(), At: given, Limits: []service.Limit{l}}, nil)
+				want := given
+				if given.IsZero() {
+					want = now
+				}
+				if err != nil || !d.At.Equal(want) {
+					t.Errorf("%s: a %s Allow with at %v: decided at %v, %v; want %v", m.name, l.Kind, given, d.At, err, want)
+				}
+			}
+		}
+	}
+}

@@ -302,7 +302,7 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 	// come after the namespace, time and key in every mode; then whether
 	// the mode serves the limits' kinds. A local namespace's AllowAt is
 	// the node's, which checks them first with the same errors.
-	ar := ratelimit.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: limits, CountRejected: req.CountRejected}
+	ar := ratelimit.AllowRequest{Key: req.Key, Cost: valueOr(req.Cost, 1), Limits: limits, CountRejected: req.CountRejected, Live: req.At.IsZero()}
 	if r.synced {
 		if _, err := r.ns.CheckAllow(ar); err != nil {
 			return Decision{Limits: dst}, err
@@ -326,6 +326,9 @@ func (s *Service) allow(ctx context.Context, req AllowRequest, last *route, dst 
 		s.obs.Decided(Observed{Front: s.front, Namespace: r.ns.Name(), Kind: ks.one(), Allowed: d.Allowed, Never: d.Never, Cost: ar.Cost, DryRun: shadow})
 	}
 	sd := serviceDecision(d)
+	if sd.At.IsZero() {
+		sd.At = t
+	}
 	if shadow && err == nil {
 		sd.DryRun, sd.Allowed, sd.Wait = true, true, 0
 	}

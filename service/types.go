@@ -109,6 +109,10 @@ type Decision struct {
 	DryRun bool
 	// WouldAllow is what the limits decided: Allowed, but in a dry run.
 	WouldAllow bool
+	// At is the time the call was decided at: the request's at, else the
+	// node's clock as the call came in, or once it had waited for its
+	// buckets (another call's store exchange in flight).
+	At time.Time
 }
 
 // FieldError names the request field that was wrong and wraps one of the

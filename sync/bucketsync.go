@@ -73,12 +73,12 @@ func (bk bucketSync) allow(ctx context.Context, t time.Time, req ratelimit.Allow
 // say yes; otherwise a store presumed down is not asked. When the store
 // is not asked or fails, the node decides from its own state.
 func (bk bucketSync) decide(ctx context.Context, bs BucketStore, t time.Time, req ratelimit.AllowRequest, c *node.AllowCheck, dst []ratelimit.LimitStatus, probed bool) (ratelimit.Decision, error) {
-	return bk.s.ns.ExchangeBuckets(t, req, c, dst, bk.decideTx(ctx, bs, t, c.Cost, probed))
+	return bk.s.ns.ExchangeBuckets(t, req, c, dst, bk.decideTx(ctx, bs, c.Cost, probed))
 }
 
 // decideTx is decide's exchange: the store decides a take of cost from
-// the buckets of a BucketTx (a Decide).
-func (bk bucketSync) decideTx(ctx context.Context, bs BucketStore, t time.Time, cost int64, probed bool) func(*node.BucketTx) error {
+// the buckets of a BucketTx (a Decide), at the exchange's time.
+func (bk bucketSync) decideTx(ctx context.Context, bs BucketStore, cost int64, probed bool) func(*node.BucketTx) error {
 	s := bk.s
 	return func(tx *node.BucketTx) error {
 		tx.Decide = true
@@ -89,7 +89,7 @@ func (bk bucketSync) decideTx(ctx context.Context, bs BucketStore, t time.Time, 
 		// On an error the store may have applied the take; if so, the
 		// next call of this node holds it (BucketReply.Applied) and counts
 		// it once. Meanwhile the node decides.
-		if allowed, err := bk.callLocked(ctx, bs, tx.Buckets, t, cost, false); err == nil {
+		if allowed, err := bk.callLocked(ctx, bs, tx.Buckets, tx.At, cost, false); err == nil {
 			tx.Verdict = verdict(allowed)
 		}
 		return nil

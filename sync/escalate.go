@@ -163,7 +163,7 @@ func (pd *periodic) bucketsInStore(ctx context.Context, bs BucketStore, t time.T
 	}
 	s.m.Escalated(s.name)
 	if c.Buckets != len(req.Limits) {
-		return s.ns.AllowKindsAt(t, req, dst, bk.decideTx(ctx, bs, t, c.Cost, true))
+		return s.ns.AllowKindsAt(t, req, dst, bk.decideTx(ctx, bs, c.Cost, true))
 	}
 	return bk.decide(ctx, bs, t, req, c, dst, true)
 }

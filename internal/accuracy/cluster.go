@@ -253,15 +253,16 @@ func Measure(ctx context.Context, r Run) (Result, error) {
 		lw.Go(func() {
 			var dst []service.LimitStatus
 			for j := range jobs {
-				at := time.Now()
-				d, err := svcs[j.node].Allow(ctx, service.AllowRequest{Namespace: r.Namespace, At: at, Key: names[j.key], Limits: limits}, dst[:0])
+				// A live call, as a client without a clock of its own
+				// sends it; the answer says when it was decided.
+				d, err := svcs[j.node].Allow(ctx, service.AllowRequest{Namespace: r.Namespace, Key: names[j.key], Limits: limits}, dst[:0])
 				if err != nil {
 					errs.Add(1)
 					werr.Store(err)
 					continue
 				}
 				dst = d.Limits
-				calls[w] = append(calls[w], Call{At: at.UnixNano(), Seq: j.seq, Key: j.key, Allowed: d.Allowed})
+				calls[w] = append(calls[w], Call{At: d.At.UnixNano(), Seq: j.seq, Key: j.key, Allowed: d.Allowed})
 			}
 		})
 	}

@@ -17,7 +17,7 @@ import (
 
 // Call is one Allow decision as the cluster took it.
 type Call struct {
-	At      int64 // decision time, Unix ns (the request's at)
+	At      int64 // decision time, Unix ns (service.Decision.At)
 	Seq     int64 // send order, to order equal times
 	Key     int32
 	Allowed bool

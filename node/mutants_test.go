@@ -34,8 +34,8 @@ func TestTestsCatchMutants(t *testing.T) {
 		{
 			Name: "a refill that reaches Max exactly passes it",
 			File: "../ratelimit/bucketmath.go",
-			Old:  "if n >= bucketCeilDiv(p.max-s.Level, p.amount) {",
-			New:  "if n > bucketCeilDiv(p.max-s.Level, p.amount) {",
+			Old:  "} else if n == k {",
+			New:  "} else if n == k+1 {",
 			Test: "TestTokenBucketRefillStopsAtMax",
 		},
 		{

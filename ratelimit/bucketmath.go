@@ -76,8 +76,13 @@ type BucketSpec struct {
 // start). A level may pass the bucket's capacity, below 0 tokens or above
 // the size or limit, when the cluster's nodes admitted more between two
 // syncs than it held (see Force).
+//
+// Waste is a token bucket's part of the refill at Mark that its capacity
+// cut off (0 for the other kinds): consumption made before that refill
+// but reaching the bucket after it gets that part back (Force), as it
+// would have, applied in time.
 type BucketState struct {
-	Level, Mark int64
+	Level, Mark, Waste int64
 }
 
 // StoreKey returns the bucket's name in a store: kind and parameters,
@@ -139,11 +144,22 @@ func (b *BucketSpec) Init(t int64) BucketState {
 // Force brings s to t and applies n micro-hits of consumption decided
 // elsewhere (another node's admitted takes, or this node's while the
 // store was away): n tokens taken, n drops added, n counted, even past
-// the capacity. A t before the state's mark counts as the mark.
+// the capacity. A t before the state's mark counts as the mark; but
+// tokens taken before a token bucket's last refill get back what the
+// capacity cut off of it (Waste), since with them gone that part would
+// have fitted. (Takes older still may have lost more to earlier refills;
+// only the last one's is known, so they may get back less than the
+// exact bucket would give them, never more.)
 func (b *BucketSpec) Force(s *BucketState, t, n int64) {
 	switch b.Kind {
 	case TokenLimit:
+		late := t < s.Mark
 		tokenParams{max: b.A, refill: b.B, amount: b.C}.advance(s, t)
+		if late && n > 0 {
+			back := min(n, s.Waste)
+			s.Waste -= back
+			n -= back
+		}
 		s.Level -= n
 	case LeakyLimit:
 		leakyParams{size: b.A, interval: b.B, drip: b.C}.advance(s, t)
@@ -252,19 +268,27 @@ func tokenParamsOf(p TokenBucket) (tokenParams, error) {
 
 // advance brings s up to t: whole refills since the last mark, capped at
 // max, the mark moved by as many refill times; a full bucket's mark
-// follows the time down to a whole refill time since the epoch. A t
-// before the mark counts as the mark: time never moves backwards. It
-// returns the time used.
+// follows the time down to a whole refill time since the epoch. Waste
+// becomes what the cap cut off of the refill at the new mark. A t before
+// the mark counts as the mark: time never moves backwards. It returns
+// the time used.
 func (p tokenParams) advance(s *BucketState, t int64) int64 {
 	if t < s.Mark {
 		return s.Mark
 	}
+	full := s.Level >= p.max
 	if n := (t - s.Mark) / p.refill; n > 0 {
-		if s.Level < p.max {
-			if n >= bucketCeilDiv(p.max-s.Level, p.amount) {
+		s.Waste = p.amount
+		if !full {
+			if k := bucketCeilDiv(p.max-s.Level, p.amount); n > k {
+				s.Level = p.max
+			} else if n == k {
+				// Full with the last refill: the cap cut off its excess.
+				s.Waste = k*p.amount - (p.max - s.Level)
 				s.Level = p.max
 			} else {
 				s.Level += n * p.amount
+				s.Waste = 0
 			}
 		}
 		s.Mark += n * p.refill
@@ -274,7 +298,15 @@ func (p tokenParams) advance(s *BucketState, t int64) int64 {
 		// that a bucket's refills fall at the same times whoever takes
 		// from it first: nodes whose calls reach the store out of order,
 		// or after it expired, agree on them.
-		s.Mark = t - max(t, 0)%p.refill
+		if g := t - max(t, 0)%p.refill; g != s.Mark {
+			// A grid point after a mark the bucket was full at had all of
+			// its refill cut off; of any other, nothing is known.
+			s.Waste = 0
+			if full && g > s.Mark {
+				s.Waste = p.amount
+			}
+			s.Mark = g
+		}
 	}
 	return t
 }
@@ -290,7 +322,9 @@ func (p tokenParams) idle(s BucketState, t int64) bool {
 // take leaves the bucket empty.
 func (p tokenParams) take(s *BucketState, found bool, t, n int64, strict bool) BucketStatus {
 	if !found {
-		s.Level, s.Mark = p.max, t
+		// A new bucket has been full for ever: the cap cut off all of
+		// its last refill.
+		s.Level, s.Mark, s.Waste = p.max, t-max(t, 0)%p.refill, p.amount
 	}
 	t = p.advance(s, t)
 	before := s.Level
@@ -300,7 +334,7 @@ func (p tokenParams) take(s *BucketState, found bool, t, n int64, strict bool) B
 		// consumption beyond its tokens, see Force) stays in debt.
 		s.Level = max(before-n, min(before, 0))
 		if strict && s.Level <= 0 {
-			s.Mark = t
+			s.Mark, s.Waste = t, 0
 		}
 	}
 	st.Used = before - s.Level

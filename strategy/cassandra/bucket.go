@@ -23,7 +23,7 @@ func bucketTable(cfg Config) string { return cfg.Table + bucketTableSuffix }
 
 // Bucket statements, built once by newBucketCQL.
 type bucketCQL struct {
-	read   string // bucket IN ?: bucket, level, mark, seq, expire_ns, incs
+	read   string // bucket IN ?: bucket, level, mark, waste, seq, expire_ns, incs
 	insert string // a new row: IF NOT EXISTS, TTL bound
 	update string // an existing row: IF seq = ?, TTL bound
 }
@@ -31,11 +31,11 @@ type bucketCQL struct {
 func newBucketCQL(cfg Config) bucketCQL {
 	table := cfg.Keyspace + "." + bucketTable(cfg)
 	return bucketCQL{
-		read: "SELECT bucket, level, mark, seq, expire_ns, incs FROM " + table +
+		read: "SELECT bucket, level, mark, waste, seq, expire_ns, incs FROM " + table +
 			" WHERE namespace = ? AND key = ? AND bucket IN ?",
-		insert: "INSERT INTO " + table + " (namespace, key, bucket, level, mark, seq, expire_ns, incs)" +
-			" VALUES (?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
-		update: "UPDATE " + table + " USING TTL ? SET level = ?, mark = ?, seq = ?, expire_ns = ?, incs = ?" +
+		insert: "INSERT INTO " + table + " (namespace, key, bucket, level, mark, waste, seq, expire_ns, incs)" +
+			" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
+		update: "UPDATE " + table + " USING TTL ? SET level = ?, mark = ?, waste = ?, seq = ?, expire_ns = ?, incs = ?" +
 			" WHERE namespace = ? AND key = ? AND bucket = ? IF seq = ?",
 	}
 }
@@ -56,11 +56,19 @@ func createBucketTableCQL(cfg Config) string {
   bucket    blob,
   level     bigint,
   mark      bigint,
+  waste     bigint,
   seq       bigint,
   expire_ns bigint,
   incs      frozen<map<text, frozen<tuple<bigint, bigint, bigint>>>>,
   PRIMARY KEY ((namespace, key), bucket)
 ) WITH %s`, cfg.Keyspace, bucketTable(cfg), bucketTableOptions)
+}
+
+// addBucketWasteCQL gives a table of buckets made by an earlier release
+// the waste column (ratelimit.BucketState.Waste; null reads as 0, none
+// known).
+func addBucketWasteCQL(cfg Config) string {
+	return fmt.Sprintf("ALTER TABLE %s.%s ADD IF NOT EXISTS waste bigint", cfg.Keyspace, bucketTable(cfg))
 }
 
 const bucketTableOptions = `compaction = {'class': 'LeveledCompactionStrategy'}
@@ -179,7 +187,7 @@ func (s *Store) readBuckets(ctx context.Context, sess *gocql.Session, cons gocql
 		expireNS int64
 		incs     incRecords
 	)
-	for iter.Scan(&name, &r.State.Level, &r.State.Mark, &r.Seq, &expireNS, &incs) {
+	for iter.Scan(&name, &r.State.Level, &r.State.Mark, &r.State.Waste, &r.Seq, &expireNS, &incs) {
 		i := slices.IndexFunc(names, func(b []byte) bool { return string(b) == string(name) })
 		if i < 0 {
 			continue
@@ -216,10 +224,10 @@ func (s *Store) writeBuckets(ctx context.Context, sess *gocql.Session, ns string
 		incs := incRecords{m: r.Incs}
 		if seqs[i] < 0 {
 			b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.bucketCQL.insert, Idempotent: true,
-				Args: []any{ns, key, names[i], r.State.Level, r.State.Mark, r.Seq, expireNS, incs, ttl}})
+				Args: []any{ns, key, names[i], r.State.Level, r.State.Mark, r.State.Waste, r.Seq, expireNS, incs, ttl}})
 		} else {
 			b.Entries = append(b.Entries, gocql.BatchEntry{Stmt: s.bucketCQL.update, Idempotent: true,
-				Args: []any{ttl, r.State.Level, r.State.Mark, r.Seq, expireNS, incs, ns, key, names[i], seqs[i]}})
+				Args: []any{ttl, r.State.Level, r.State.Mark, r.State.Waste, r.Seq, expireNS, incs, ns, key, names[i], seqs[i]}})
 		}
 	}
 	clear(cas)

@@ -429,7 +429,7 @@ type Duration = confval.Duration
 // fields take their defaults.
 func SchemaCQL(cfg Config) string {
 	cfg = cfg.withDefaults()
-	return createKeyspaceCQL(cfg) + ";\n\n" + createTableCQL(cfg) + ";\n\n" + createBucketTableCQL(cfg) + ";\n\n" + createLeaseTableCQL(cfg) + ";\n"
+	return createKeyspaceCQL(cfg) + ";\n\n" + createTableCQL(cfg) + ";\n\n" + createBucketTableCQL(cfg) + ";\n\n" + addBucketWasteCQL(cfg) + ";\n\n" + createLeaseTableCQL(cfg) + ";\n"
 }
 
 func createKeyspaceCQL(cfg Config) string {

@@ -35,6 +35,7 @@ func ExampleSchemaCQL() {
 	//   bucket    blob,
 	//   level     bigint,
 	//   mark      bigint,
+	//   waste     bigint,
 	//   seq       bigint,
 	//   expire_ns bigint,
 	//   incs      frozen<map<text, frozen<tuple<bigint, bigint, bigint>>>>,
@@ -43,6 +44,8 @@ func ExampleSchemaCQL() {
 	//   AND compression = {'class': 'LZ4Compressor', 'chunk_length_in_kb': '4'}
 	//   AND gc_grace_seconds = 10800
 	//   AND comment = 'limiterd token, leaky and fixed buckets, decided under lightweight transactions; rows expire by TTL';
+	//
+	// ALTER TABLE limiterd.windows_buckets ADD IF NOT EXISTS waste bigint;
 	//
 	// CREATE TABLE IF NOT EXISTS limiterd.windows_leases (
 	//   namespace text,

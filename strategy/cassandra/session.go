@@ -155,7 +155,7 @@ func (s *Store) newSession() (*gocql.Session, error) {
 		case <-ctx.Done():
 		}
 	}()
-	for _, stmt := range []string{createKeyspaceCQL(s.cfg), createTableCQL(s.cfg), createBucketTableCQL(s.cfg), createLeaseTableCQL(s.cfg)} {
+	for _, stmt := range []string{createKeyspaceCQL(s.cfg), createTableCQL(s.cfg), createBucketTableCQL(s.cfg), addBucketWasteCQL(s.cfg), createLeaseTableCQL(s.cfg)} {
 		// DDL is idempotent (IF NOT EXISTS) and waits for schema agreement.
 		if err := sess.Query(stmt).Consistency(gocql.One).ExecContext(ctx); err != nil {
 			sess.Close()

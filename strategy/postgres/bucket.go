@@ -89,7 +89,7 @@ func (s *Store) buckets(ctx context.Context, inc, ns string, at, take int64, arr
 	for rows.Next() {
 		var r clustersync.BucketReply
 		if err := rows.Scan(&allowed, &ord, &r.Before.Level, &r.Before.Mark,
-			&r.After.Level, &r.After.Mark, &r.Applied, &r.Seq); err != nil {
+			&r.After.Level, &r.After.Mark, &r.Applied, &r.Seq, &r.Before.Waste, &r.After.Waste); err != nil {
 			return false, err
 		}
 		if ord < 1 || int(ord) > len(replies) {

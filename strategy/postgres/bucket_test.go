@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/limiterd/limiterd/integration/harness"
 	"github.com/limiterd/limiterd/ratelimit"
 	pgstore "github.com/limiterd/limiterd/strategy/postgres"
@@ -259,6 +261,36 @@ func TestBucketSchemaUpgrade(t *testing.T) {
 				t.Fatalf("table %s: take %d of a fixed bucket of 2: %v, %v; want %v, nil", table, i+1, ok, err, want)
 			}
 		}
+	}
+}
+
+// A bucket table of the release before the waste (no waste column, the
+// v4 function) gains the column on first use; its rows read as knowing
+// no waste.
+func TestBucketWasteUpgrade(t *testing.T) {
+	d := pgdb{dsn: harness.SharedPostgres(t).DSN()}
+	cfg := testConfig(d.dsn, harness.UniqueName("w"))
+	c := connect(t, d.dsn)
+	if _, err := c.Exec(ctxT(t), pgstore.SchemaSQL(cfg)); err != nil {
+		t.Fatalf("the DDL: %v", err)
+	}
+	bkt := pgx.Identifier{"public", cfg.Table + "_bkt"}.Sanitize()
+	b := ratelimit.BucketSpec{Kind: ratelimit.TokenLimit, A: 10 * hit, B: int64(time.Hour), C: hit, Key: "k"}
+	if _, err := c.Exec(ctxT(t), "ALTER TABLE "+bkt+" DROP COLUMN waste"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctxT(t), "INSERT INTO "+bkt+" (namespace, bkey, level, mark, seq, expire_at) VALUES ('ns', $1, $2, $3, 1, now() + interval '1 hour')",
+		[]byte(b.StoreKey()), 10*hit, unixNow); err != nil {
+		t.Fatal(err)
+	}
+	s := openStore(t, cfg)
+	calls := []clustersync.BucketCall{{Namespace: "ns", Bucket: b, Life: 1, Version: 1, ExpireAt: time.Now().Add(time.Hour)}}
+	replies := make([]clustersync.BucketReply, 1)
+	if ok, err := s.Buckets(ctxT(t), "a", unixNow, hit, calls, replies); err != nil || !ok {
+		t.Fatalf("take 1 of a full bucket of the earlier release: %v, %v; want true, nil", ok, err)
+	}
+	if got := replies[0].Before; got.Level != 10*hit || got.Waste != 0 {
+		t.Errorf("the earlier release's row: %+v, want level %d and no waste", got, 10*hit)
 	}
 }
 

@@ -36,12 +36,12 @@
 // version, deleted with its bucket (ON DELETE CASCADE). A bucket row past
 // expire_at counts as absent (a new bucket; its stale incarnation rows are
 // deleted) and is purged like the windows. Buckets is one call of the
-// PL/pgSQL function T_bkt_v4, in one transaction: it locks the buckets'
+// PL/pgSQL function T_bkt_v5, in one transaction: it locks the buckets'
 // rows in key order (inserting those missing), applies the catch-up and
 // the take with node's integer arithmetic, all buckets or none, and
 // writes back what changed; the row locks serialise calls on a bucket
 // across nodes. The function's version is in its name, so a later
-// release adds T_bkt_v5 beside it.
+// release adds T_bkt_v6 beside it.
 //
 // Concurrency leases live in two more tables: T_lease holds one row per
 // live lease (namespace, key as bytea, lease id as bytea) with its expiry,

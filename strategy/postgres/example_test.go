@@ -50,11 +50,19 @@ func ExampleSchemaSQL() {
 	//     bkey        bytea NOT NULL,           -- ratelimit.BucketSpec.StoreKey()
 	//     level       bigint NOT NULL,          -- micro-hits: tokens, drops or count
 	//     mark        bigint NOT NULL,          -- Unix ns: refill mark, drip mark or period start
+	//     waste       bigint NOT NULL DEFAULT 0, -- micro-hits: the cap's cut of a token bucket's last refill
 	//     seq         bigint NOT NULL,          -- write count
 	//     expire_at   timestamptz NOT NULL,     -- the row counts as absent from then
 	//     PRIMARY KEY (namespace, bkey)
 	// ) WITH (fillfactor = 80);
 	// CREATE INDEX IF NOT EXISTS "limiterd_windows_bkt_exp" ON "ratelimit"."limiterd_windows_bkt" (expire_at);
+	// -- A table of an earlier release gains the waste (0: none known); the
+	// -- ALTER runs only then, as it locks out every other statement on it.
+	// DO $$ BEGIN
+	//     IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = '"ratelimit"."limiterd_windows_bkt"'::regclass AND attname = 'waste' AND NOT attisdropped) THEN
+	//         ALTER TABLE "ratelimit"."limiterd_windows_bkt" ADD COLUMN waste bigint NOT NULL DEFAULT 0;
+	//     END IF;
+	// END $$;
 	// CREATE TABLE IF NOT EXISTS "ratelimit"."limiterd_windows_bkt_inc" (
 	//     namespace   text COLLATE "C" NOT NULL,
 	//     bkey        bytea NOT NULL,
@@ -65,5 +73,5 @@ func ExampleSchemaSQL() {
 	//     PRIMARY KEY (namespace, bkey, incarnation),
 	//     FOREIGN KEY (namespace, bkey) REFERENCES "ratelimit"."limiterd_windows_bkt" ON DELETE CASCADE
 	// ) WITH (fillfactor = 80);
-	// CREATE OR REPLACE FUNCTION "ratelimit"."limiterd_windows_bkt_v4"(
+	// CREATE OR REPLACE FUNCTION "ratelimit"."limiterd_windows_bkt_v5"(
 }

@@ -30,6 +30,15 @@ func TestFuzzCatchesMutants(t *testing.T) {
 		Test:   "FuzzAllow",
 		Caught: "last ops",
 	}, {
+		// Tokens taken before a refill the cap cut off, caught up after
+		// a later take, get none of it back.
+		Name:   "bucket_sql.go late take: no waste back",
+		File:   "bucket_sql.go",
+		Old:    "IF late THEN",
+		New:    "IF late AND false THEN",
+		Test:   "TestConformance/bucket_late_take",
+		Caught: "caught up after a's take",
+	}, {
 		// A reset call leaves the bucket as the catch-up left it.
 		Name:   "bucket_sql.go reset: never",
 		File:   "bucket_sql.go",

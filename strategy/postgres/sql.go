@@ -81,7 +81,8 @@ func buildQueries(table string, bn bucketNames, ln leaseNames) queries {
 		exists: `SELECT to_regnamespace($1) IS NOT NULL, to_regclass($2) IS NOT NULL
 	AND to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL AND to_regprocedure($5) IS NOT NULL
 	AND to_regclass($6) IS NOT NULL AND to_regclass($7) IS NOT NULL AND to_regprocedure($8) IS NOT NULL
-	AND EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'changed' AND NOT attisdropped)`,
+	AND EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($2) AND attname = 'changed' AND NOT attisdropped)
+	AND EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($3) AND attname = 'waste' AND NOT attisdropped)`,
 		push: fmt.Sprintf(upsert, pushRows),
 		fetch: fmt.Sprintf(others, `unnest($2::text[], $3::int8[], $4::int8[], $5::bytea[])
 		WITH ORDINALITY AS r(namespace, size_ns, start_ns, key, ord)`),

@@ -185,8 +185,10 @@ func decodeBuckets(reply []int64, replies []clustersync.BucketReply) (bool, erro
 	}
 	for i := range replies {
 		replies[i] = clustersync.BucketReply{
-			Before:  ratelimit.BucketState{Level: reply[bucketsReplyBeforeLevel.at(i)], Mark: reply[bucketsReplyBeforeMark.at(i)]},
-			After:   ratelimit.BucketState{Level: reply[bucketsReplyAfterLevel.at(i)], Mark: reply[bucketsReplyAfterMark.at(i)]},
+			Before: ratelimit.BucketState{Level: reply[bucketsReplyBeforeLevel.at(i)], Mark: reply[bucketsReplyBeforeMark.at(i)],
+				Waste: reply[bucketsReplyBeforeWaste.at(i)]},
+			After: ratelimit.BucketState{Level: reply[bucketsReplyAfterLevel.at(i)], Mark: reply[bucketsReplyAfterMark.at(i)],
+				Waste: reply[bucketsReplyAfterWaste.at(i)]},
 			Applied: reply[bucketsReplyApplied.at(i)],
 			Seq:     reply[bucketsReplySeq.at(i)],
 		}

@@ -2,8 +2,9 @@
 -- sync.ApplyBuckets and of node's advance and take of each kind
 -- (node/token.go, leaky.go, fixed.go), so that the answers agree with the
 -- reference to the micro-hit and the nanosecond. KEYS[i] is the hash of
--- bucket i (see buckets.go): 'l' its level, 'm' its mark, 's' its write
--- count, and per incarnation (field: its row prefix)
+-- bucket i (see buckets.go): 'l' its level, 'm' its mark, 'w' (token
+-- buckets) its waste, 's' its write count, and per incarnation (field:
+-- its row prefix)
 -- '<life>:<applied>:<version>'.
 --
 -- Exactness. Lua numbers are doubles, exact only below 2^53, but marks
@@ -152,24 +153,40 @@ local function advance(b, t, ws)
     -- Whole refills since the mark, capped at max; the mark moves by
     -- as many refill times, keeping the progress towards the next. A
     -- full bucket's mark follows the time, on the refill grid (whole
-    -- refill times since the epoch).
+    -- refill times since the epoch). w becomes what the cap cut off of
+    -- the refill at the new mark.
     if less(t, b.m) then return b.m end
+    local full = not less(b.v, b.A)
     local n, r = divmod(minus(t, b.m), b.B)
     if n ~= 0 then
-      if less(b.v, b.A) then
-        if less(n, ceildiv(minus(b.A, b.v), b.C)) then
-          b.v = plus(b.v, times(n, b.C))
-        else
+      b.w = b.C
+      if not full then
+        local k = ceildiv(minus(b.A, b.v), b.C)
+        if less(k, n) then
           b.v = b.A
+        elseif same(n, k) then
+          -- Full with the last refill: the cap cut off its excess.
+          b.w = minus(times(k, b.C), minus(b.A, b.v))
+          b.v = b.A
+        else
+          b.v = plus(b.v, times(n, b.C))
+          b.w = 0
         end
       end
       b.m = minus(t, r) -- mark + n·refill
     end
     if not less(b.v, b.A) then
-      b.m = t
+      local g = t
       if less(0, t) then
-        local _, g = divmod(t, b.B)
-        b.m = minus(t, g)
+        local _, x = divmod(t, b.B)
+        g = minus(t, x)
+      end
+      if not same(g, b.m) then
+        -- A grid point after a mark the bucket was full at had all of
+        -- its refill cut off; of any other, nothing is known.
+        b.w = 0
+        if full and less(b.m, g) then b.w = b.C end
+        b.m = g
       end
     end
     return t
@@ -215,7 +232,7 @@ local function take(b, t, ws, n)
       if less(0, floor) then floor = 0 end
       if less(v, floor) then v = floor end
       b.v = v
-      if b.strict and not less(0, v) then b.m = t end
+      if b.strict and not less(0, v) then b.m, b.w = t, 0 end
     end
     return ok, minus(before, b.v)
   end
@@ -238,11 +255,16 @@ for i = 1, #KEYS do
   local arg = function(f) return num(ARGV[a + f]) end
   local b = {kind = ARGV[a + BUCKETS_CALL_KIND], A = arg(BUCKETS_CALL_A), B = arg(BUCKETS_CALL_B),
     C = arg(BUCKETS_CALL_C), strict = ARGV[a + BUCKETS_CALL_STRICT] == '1', a = a}
-  local r = call('HMGET', KEYS[i], 'l', 'm', 's', inc)
+  local r = call('HMGET', KEYS[i], 'l', 'm', 's', inc, 'w')
+  -- A new token bucket has been full for ever: the cap cut off all of
+  -- its last refill (a row written without 'w' knows of no waste).
+  local w0 = 0
+  if b.kind == 't' then w0 = b.C end
   if r[2] then
-    b.v, b.m, b.seq = num(r[1]), num(r[2]), tonumber(r[3])
+    b.v, b.m, b.seq, b.w = num(r[1]), num(r[2]), tonumber(r[3]), 0
+    if r[5] then b.w = num(r[5]) end
   else
-    b.v, b.m, b.seq = arg(BUCKETS_CALL_INIT_LEVEL), arg(BUCKETS_CALL_INIT_MARK), 0
+    b.v, b.m, b.seq, b.w = arg(BUCKETS_CALL_INIT_LEVEL), arg(BUCKETS_CALL_INIT_MARK), 0, w0
     b.changed = true
   end
   -- The incarnation's record: life, applied, version.
@@ -263,15 +285,27 @@ for i = 1, #KEYS do
   else
     if less(b.life, life) then b.life, b.applied = life, 0 end
     if less(b.applied, total) then
-      -- Catch up: BucketSpec.Force at max(ApplyAt, 0).
+      -- Catch up: BucketSpec.Force at max(ApplyAt, 0). Tokens taken
+      -- before the last refill get back what the cap cut off of it.
       local d = minus(total, b.applied)
-      advance(b, arg(BUCKETS_CALL_FORCE_AT), arg(BUCKETS_CALL_FORCE_START))
-      if b.kind == 't' then b.v = minus(b.v, d) else b.v = plus(b.v, d) end
+      local ft = arg(BUCKETS_CALL_FORCE_AT)
+      local late = less(ft, b.m)
+      advance(b, ft, arg(BUCKETS_CALL_FORCE_START))
+      if b.kind == 't' then
+        if late then
+          local back = d
+          if less(b.w, back) then back = b.w end
+          b.w, d = minus(b.w, back), minus(d, back)
+        end
+        b.v = minus(b.v, d)
+      else
+        b.v = plus(b.v, d)
+      end
       b.applied = total
     end
     if ARGV[a + BUCKETS_CALL_RESET] == '1' then
       -- A reset: a new bucket's state at the call's time.
-      b.v, b.m = arg(BUCKETS_CALL_RESET_LEVEL), arg(BUCKETS_CALL_RESET_MARK)
+      b.v, b.m, b.w = arg(BUCKETS_CALL_RESET_LEVEL), arg(BUCKETS_CALL_RESET_MARK), w0
     end
     b.version = version
     b.record, b.changed = true, true
@@ -281,7 +315,7 @@ for i = 1, #KEYS do
     local cur = call('PEXPIRETIME', KEYS[i]) -- -2: none yet, -1: no expiry
     if cur < 0 or cur < tonumber(exp) then b.expire, b.changed = exp, true end
   end
-  b.bv, b.bm = b.v, b.m -- Before
+  b.bv, b.bm, b.bw = b.v, b.m, b.w -- Before
   bs[i] = b
 end
 
@@ -302,13 +336,13 @@ if replays == 0 then
     if same(n, 0) then
       -- A take of nothing leaves the state where it was: a later
       -- catch-up applies from its own time (sync.ApplyBuckets).
-      b.v, b.m = b.bv, b.bm
+      b.v, b.m, b.w = b.bv, b.bm, b.bw
     elseif allowed or not b.ok then
-      if b.used ~= 0 or not same(b.v, b.bv) or not same(b.m, b.bm) then
+      if b.used ~= 0 or not same(b.v, b.bv) or not same(b.m, b.bm) or not same(b.w, b.bw) then
         b.applied, b.changed = plus(b.applied, b.used), true
       end
     else
-      b.v, b.m = b.bv, b.bm
+      b.v, b.m, b.w = b.bv, b.bm, b.bw
     end
   end
 elseif replays < #bs then
@@ -323,17 +357,22 @@ for i = 1, #bs do
   if b.changed then
     b.seq = b.seq + 1
     local seq = format('%d', b.seq) -- canonical decimal, like the fields str writes
-    if b.record then
-      call('HSET', h, 'l', str(b.v), 'm', str(b.m), 's', seq,
-        inc, str(b.life) .. ':' .. str(b.applied) .. ':' .. str(b.version))
-    else
-      call('HSET', h, 'l', str(b.v), 'm', str(b.m), 's', seq)
+    local fields = {'l', str(b.v), 'm', str(b.m), 's', seq}
+    if b.kind == 't' then
+      fields[#fields + 1] = 'w'
+      fields[#fields + 1] = str(b.w)
     end
+    if b.record then
+      fields[#fields + 1] = inc
+      fields[#fields + 1] = str(b.life) .. ':' .. str(b.applied) .. ':' .. str(b.version)
+    end
+    call('HSET', h, unpack(fields))
   end
   if b.expire then call('PEXPIREAT', h, b.expire) end
   local o = BUCKETS_REPLY_HEAD_WIDTH + (i - 1) * BUCKETS_REPLY_WIDTH
   out[o + BUCKETS_REPLY_BEFORE_LEVEL], out[o + BUCKETS_REPLY_BEFORE_MARK] = str(b.bv), str(b.bm)
   out[o + BUCKETS_REPLY_AFTER_LEVEL], out[o + BUCKETS_REPLY_AFTER_MARK] = str(b.v), str(b.m)
+  out[o + BUCKETS_REPLY_BEFORE_WASTE], out[o + BUCKETS_REPLY_AFTER_WASTE] = str(b.bw), str(b.w)
   out[o + BUCKETS_REPLY_APPLIED] = '0'
   if same(b.life, b.callLife) then out[o + BUCKETS_REPLY_APPLIED] = str(b.applied) end
   out[o + BUCKETS_REPLY_SEQ] = format('%d', b.seq)

@@ -47,6 +47,15 @@ func TestFuzzCatchesMutants(t *testing.T) {
 		Test:   "FuzzLeases",
 		Caught: "last ops",
 	}, {
+		// Tokens taken before a refill the cap cut off, caught up after
+		// a later take, get none of it back.
+		Name:   "buckets.lua late take: no waste back",
+		File:   "buckets.lua",
+		Old:    "        if late then",
+		New:    "        if false then",
+		Test:   "TestConformance/bucket_late_take",
+		Caught: "caught up after a's take",
+	}, {
 		// A reset call leaves the bucket as the catch-up left it.
 		Name:   "buckets.lua reset: never",
 		File:   "buckets.lua",

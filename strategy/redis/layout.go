@@ -134,6 +134,8 @@ const (
 	bucketsReplyBeforeMark
 	bucketsReplyAfterLevel
 	bucketsReplyAfterMark
+	bucketsReplyBeforeWaste
+	bucketsReplyAfterWaste
 	bucketsReplyApplied
 	bucketsReplySeq
 	bucketsReplyWidth

@@ -187,6 +187,30 @@ func testBucketCatchUp(t *testing.T, e *env) {
 	}
 }
 
+// testBucketLate: tokens taken before a refill the cap cut off, reaching
+// the store after a later take, get that refill back
+// (ratelimit.BucketState.Waste), so the bucket ends where the takes
+// applied in time order leave it.
+func testBucketLate(t *testing.T, e *env) {
+	ref := &bucketRef{rows: map[string]*clustersync.BucketRow{}}
+	a, b := e.caller("a"), e.caller("b")
+	ms := int64(time.Millisecond)
+	spec := tokenSpec(e.ns+"late", 10*hit, 100*time.Millisecond, hit)
+	at := e.minute + 700*ms
+	e.buckets(t, ref, a, at, 0, e.bcall(a, spec, at)) // full
+	// a takes 1 at +164 ms, after the refill at +100 ms, which the cap
+	// cut off.
+	if ok, r := e.buckets(t, ref, a, at+164*ms, hit, e.bcall(a, spec, at+164*ms)); !ok || r[0].After.Level != 9*hit {
+		t.Fatalf("a takes 1 of 10: allowed %v, level %d; want true, %d", ok, r[0].After.Level, 9*hit)
+	}
+	// b took 2 at +90 ms, before that refill: with them gone, it would
+	// have fitted. In time order: 10 − 2, then + 1 at +100 ms, − 1.
+	b.total[spec.StoreKey()] = 2 * hit
+	if _, r := e.buckets(t, ref, b, at+170*ms, 0, e.bcall(b, spec, at+90*ms)); r[0].After.Level != 8*hit {
+		t.Errorf("b's 2 taken before the refill, caught up after a's take: level %d, want %d", r[0].After.Level, 8*hit)
+	}
+}
+
 func testBucketAllOrNone(t *testing.T, e *env) {
 	ref := &bucketRef{rows: map[string]*clustersync.BucketRow{}}
 	a := e.caller("a")

@@ -55,6 +55,7 @@ var subtests = []subtest{
 	{"bucket arithmetic", testBucketArithmetic, clustersync.Buckets},
 	{"bucket retry takes once", testBucketRetry, clustersync.Buckets},
 	{"bucket catch up", testBucketCatchUp, clustersync.Buckets},
+	{"bucket late take", testBucketLate, clustersync.Buckets},
 	{"bucket all or none", testBucketAllOrNone, clustersync.Buckets},
 	{"bucket keys", testBucketKeys, clustersync.Buckets},
 	{"bucket exact under concurrency", testBucketExact, clustersync.Buckets},

@@ -1,0 +1,89 @@
+package ratelimit
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// tokens10 is a token bucket of 10 tokens refilled one every 100 ms.
+var tokens10 = BucketSpec{Kind: TokenLimit, A: 10 * Micro, B: int64(100 * time.Millisecond), C: Micro}
+
+func at(ms int64) int64 { return ms * int64(time.Millisecond) }
+
+// A take made before a refill the cap cut off, reaching the bucket after
+// a later take, gets that refill back: the bucket ends as the takes
+// applied in time order leave it.
+func TestForceLateTakeGetsWasteBack(t *testing.T) {
+	s := tokens10.Init(at(15_700))
+	tokens10.Force(&s, at(15_864), Micro) // after the refill at 15.8 s, which the cap cut off
+	if want := (BucketState{Level: 9 * Micro, Mark: at(15_800), Waste: Micro}); s != want {
+		t.Fatalf("after the take at 15.864 s: %+v, want %+v", s, want)
+	}
+	tokens10.Force(&s, at(15_790), Micro) // made before it: the refill would have fitted
+	tokens10.Force(&s, at(15_790), Micro) // the second one would not have
+	// In time order: 10 − 2 at 15.79 s, + 1 at 15.8 s, − 1 at 15.864 s.
+	if s.Level != 8*Micro {
+		t.Fatalf("level %d, want %d, as the takes applied in time order", s.Level, 8*Micro)
+	}
+}
+
+// What the cap cut off of the last refill: all of it for a bucket full
+// before it, the excess for one it filled, nothing for one it did not.
+func TestAdvanceWaste(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		from BucketState
+		to   int64
+		want BucketState
+	}{
+		{"full before", BucketState{Level: 10 * Micro, Mark: at(1_000)}, at(1_250), BucketState{Level: 10 * Micro, Mark: at(1_200), Waste: Micro}},
+		{"filled before the last", BucketState{Level: 9 * Micro, Mark: at(1_000)}, at(1_250), BucketState{Level: 10 * Micro, Mark: at(1_200), Waste: Micro}},
+		{"filled by the last, exactly", BucketState{Level: 8 * Micro, Mark: at(1_000)}, at(1_250), BucketState{Level: 10 * Micro, Mark: at(1_200), Waste: 0}},
+		{"filled by the last, in part", BucketState{Level: 8*Micro + 1, Mark: at(1_000)}, at(1_250), BucketState{Level: 10 * Micro, Mark: at(1_200), Waste: 1}},
+		{"not filled", BucketState{Level: 5 * Micro, Mark: at(1_000)}, at(1_250), BucketState{Level: 7 * Micro, Mark: at(1_200), Waste: 0}},
+		{"no refill: unchanged", BucketState{Level: 5 * Micro, Mark: at(1_000), Waste: 7}, at(1_050), BucketState{Level: 5 * Micro, Mark: at(1_000), Waste: 7}},
+	} {
+		s := c.from
+		tokens10.Force(&s, c.to, 0)
+		if s != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, s, c.want)
+		}
+	}
+}
+
+// Takes reaching a token bucket out of order, each at most lag after it
+// was made, leave it never above the bucket they leave in time order,
+// and, when no take is as late as a refill time, exactly at it.
+func TestForceOutOfOrderNeverAboveInOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	type take struct{ made, arrives, n int64 }
+	for round := range 2000 {
+		lag := at(1 + r.Int64N(300))
+		var takes []take
+		now := at(10_000)
+		for range 1 + r.IntN(40) {
+			now += at(r.Int64N(120))
+			takes = append(takes, take{made: now, arrives: now + r.Int64N(lag), n: Micro * (1 + r.Int64N(3))})
+		}
+		inOrder := tokens10.Init(at(9_000))
+		for _, k := range takes {
+			tokens10.Force(&inOrder, k.made, k.n)
+		}
+		slices.SortStableFunc(takes, func(a, b take) int { return int(a.arrives - b.arrives) })
+		arrived := tokens10.Init(at(9_000))
+		for _, k := range takes {
+			tokens10.Force(&arrived, k.made, k.n)
+		}
+		end := now + at(1_000)
+		tokens10.Force(&inOrder, end, 0)
+		tokens10.Force(&arrived, end, 0)
+		if arrived.Level > inOrder.Level {
+			t.Fatalf("round %d (lag %v): out of order %d, above in order %d", round, time.Duration(lag), arrived.Level, inOrder.Level)
+		}
+		if lag < tokens10.B && arrived.Level != inOrder.Level {
+			t.Fatalf("round %d (lag %v, under a refill time): out of order %d, in order %d", round, time.Duration(lag), arrived.Level, inOrder.Level)
+		}
+	}
+}

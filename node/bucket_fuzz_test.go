@@ -28,7 +28,9 @@ type refBucketID struct {
 	a, b, c int64 // token: max, refill, amount; leaky: size, drip, interval; fixed: period, limit
 }
 
-type refBucket struct{ v, last int64 }
+// refBucket is a bucket's state in the model: level, mark and, for a
+// token bucket, what the cap cut off of the refill at the mark.
+type refBucket struct{ v, last, w int64 }
 
 type refBuckets map[refBucketID]*refBucket
 
@@ -69,20 +71,40 @@ type refStatus struct {
 }
 
 func refTokenTake(s *refBucket, found bool, max, refill, amount, t, n int64, strict bool) refStatus {
-	if !found {
-		s.v, s.last = max, t
+	// grid is the refill grid: whole refill times since the epoch.
+	grid := func(t int64) int64 {
+		if t > 0 {
+			return t - t%refill
+		}
+		return t
 	}
-	if t < s.last {
+	if !found {
+		// Full for ever: the cap cut off all of its last refill.
+		s.v, s.last, s.w = max, grid(t), amount
+	}
+	late := t < s.last
+	if late {
 		t = s.last
 	} else {
+		full := s.v >= max
 		for s.last+refill <= t {
 			s.last += refill
-			s.v = min(max, s.v+amount)
+			v := min(max, s.v+amount)
+			s.v, s.w = v, amount-(v-s.v)
 		}
-		if s.v >= max && t > 0 {
-			s.last = t - t%refill // the refill grid: whole refill times since the epoch
-		} else if s.v >= max {
-			s.last = t
+		if g := grid(t); s.v >= max && g != s.last {
+			s.w = 0
+			if full && g > s.last {
+				s.w = amount
+			}
+			s.last = g
+		}
+	}
+	if late && n > 0 {
+		// Made before the last refill: taken first, it would have left
+		// room for what the cap cut off of it.
+		if back := min(n, s.w); s.v+back >= n {
+			s.v, s.w = s.v+back, s.w-back
 		}
 	}
 	st := refStatus{limit: max, before: s.v, allowed: s.v >= n, never: n > max}
@@ -92,7 +114,7 @@ func refTokenTake(s *refBucket, found bool, max, refill, amount, t, n int64, str
 			s.v = 0
 		}
 		if strict && s.v == 0 {
-			s.last = t
+			s.last, s.w = t, 0
 		}
 	}
 	st.remaining = s.v

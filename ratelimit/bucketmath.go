@@ -326,7 +326,16 @@ func (p tokenParams) take(s *BucketState, found bool, t, n int64, strict bool) B
 		// its last refill.
 		s.Level, s.Mark, s.Waste = p.max, t-max(t, 0)%p.refill, p.amount
 	}
+	late := t < s.Mark
 	t = p.advance(s, t)
+	if late && n > 0 {
+		// Made before the last refill and admitted: taken first, it
+		// leaves room for what the cap cut off of that refill (as Force).
+		if back := min(n, s.Waste); s.Level+back >= n {
+			s.Level += back
+			s.Waste -= back
+		}
+	}
 	before := s.Level
 	st := BucketStatus{Allowed: before >= n, Never: n > p.max, Limit: fromMicro(p.max), Before: fromMicro(max(before, 0))}
 	if n > 0 {

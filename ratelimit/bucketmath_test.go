@@ -29,6 +29,26 @@ func TestForceLateTakeGetsWasteBack(t *testing.T) {
 	}
 }
 
+// A take made before a refill the cap cut off, decided after later takes
+// drained the bucket, is admitted as it would have been in time order,
+// and leaves the bucket where they leave it.
+func TestTakeLateGetsWasteBack(t *testing.T) {
+	s := tokens10.Init(at(15_700))
+	for range 10 {
+		if !tokens10.Take(&s, true, at(15_864), Micro, false).Allowed {
+			t.Fatal("a take of 1 of 10 refused")
+		}
+	}
+	st := tokens10.Take(&s, true, at(15_790), Micro, false)
+	// In time order: 10 − 1 at 15.79 s, + 1 at 15.8 s, − 10.
+	if !st.Allowed || s.Level != 0 || st.Used != Micro {
+		t.Fatalf("the take made at 15.79 s: allowed %v, used %d, level %d; want true, %d, 0", st.Allowed, st.Used, s.Level, Micro)
+	}
+	if tokens10.Take(&s, true, at(15_790), Micro, false).Allowed {
+		t.Fatal("a second take made at 15.79 s admitted: the refill had room for one")
+	}
+}
+
 // What the cap cut off of the last refill: all of it for a bucket full
 // before it, the excess for one it filled, nothing for one it did not.
 func TestAdvanceWaste(t *testing.T) {

@@ -291,7 +291,16 @@ BEGIN
 		FOR i IN 1 .. n LOOP
 			k := p_kind[i]; a := p_a[i]; b := p_b[i]; c := p_c[i];
 			l := lv[i]; m := mk[i]; w := wv[i]; t := p_at;
+			late := t < m;
 			%[4]s
+			IF k = 1 AND late AND p_take > 0 THEN
+				-- Made before the last refill and admitted: taken first,
+				-- it leaves room for what the cap cut off of that refill.
+				q := least(p_take, w);
+				IF l + q >= p_take THEN
+					l := l + q; w := w - q;
+				END IF;
+			END IF;
 			bef := l;
 			IF k = 1 THEN
 				okb[i] := bef >= p_take;

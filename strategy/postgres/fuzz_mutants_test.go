@@ -39,6 +39,15 @@ func TestFuzzCatchesMutants(t *testing.T) {
 		Test:   "TestConformance/bucket_late_take",
 		Caught: "caught up after a's take",
 	}, {
+		// A take made before a refill the cap cut off, decided after the
+		// bucket was drained, is refused.
+		Name:   "bucket_sql.go late decided take: no waste back",
+		File:   "bucket_sql.go",
+		Old:    "IF k = 1 AND late AND p_take > 0 THEN",
+		New:    "IF false THEN",
+		Test:   "TestConformance/bucket_late_take",
+		Caught: "decided after a drained the bucket",
+	}, {
 		// A reset call leaves the bucket as the catch-up left it.
 		Name:   "bucket_sql.go reset: never",
 		File:   "bucket_sql.go",

@@ -222,7 +222,15 @@ end
 -- take applies a take of n at t (ws: t's period start) to b and returns
 -- whether b admits it and what it consumed.
 local function take(b, t, ws, n)
+  local late = b.kind == 't' and less(t, b.m)
   t = advance(b, t, ws)
+  if late and less(0, n) then
+    -- Made before the last refill and admitted: taken first, it leaves
+    -- room for what the cap cut off of that refill.
+    local back = n
+    if less(b.w, back) then back = b.w end
+    if not less(plus(b.v, back), n) then b.v, b.w = plus(b.v, back), minus(b.w, back) end
+  end
   local before = b.v
   if b.kind == 't' then
     local ok = not less(before, n)

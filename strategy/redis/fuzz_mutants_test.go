@@ -56,6 +56,15 @@ func TestFuzzCatchesMutants(t *testing.T) {
 		Test:   "TestConformance/bucket_late_take",
 		Caught: "caught up after a's take",
 	}, {
+		// A take made before a refill the cap cut off, decided after the
+		// bucket was drained, is refused.
+		Name:   "buckets.lua late decided take: no waste back",
+		File:   "buckets.lua",
+		Old:    "  if late and less(0, n) then",
+		New:    "  if false then",
+		Test:   "TestConformance/bucket_late_take",
+		Caught: "decided after a drained the bucket",
+	}, {
 		// A reset call leaves the bucket as the catch-up left it.
 		Name:   "buckets.lua reset: never",
 		File:   "buckets.lua",

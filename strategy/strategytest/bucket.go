@@ -209,6 +209,17 @@ func testBucketLate(t *testing.T, e *env) {
 	if _, r := e.buckets(t, ref, b, at+170*ms, 0, e.bcall(b, spec, at+90*ms)); r[0].After.Level != 8*hit {
 		t.Errorf("b's 2 taken before the refill, caught up after a's take: level %d, want %d", r[0].After.Level, 8*hit)
 	}
+	// The same, decided: a drains a full bucket after the refill at
+	// +100 ms; b's take made at +95 ms, decided after, is admitted (in
+	// time order: 10 − 1, + 1, − 10).
+	spec = tokenSpec(e.ns+"late-decided", 10*hit, 100*time.Millisecond, hit)
+	e.buckets(t, ref, a, at, 0, e.bcall(a, spec, at))
+	if ok, r := e.buckets(t, ref, a, at+164*ms, 10*hit, e.bcall(a, spec, at+164*ms)); !ok || r[0].After.Level != 0 {
+		t.Fatalf("a takes 10 of 10: allowed %v, level %d; want true, 0", ok, r[0].After.Level)
+	}
+	if ok, r := e.buckets(t, ref, b, at+95*ms, hit, e.bcall(b, spec, at+95*ms)); !ok || r[0].After.Level != 0 {
+		t.Errorf("b's take made before the refill, decided after a drained the bucket: allowed %v, level %d; want true, 0", ok, r[0].After.Level)
+	}
 }
 
 func testBucketAllOrNone(t *testing.T, e *env) {

@@ -126,6 +126,10 @@ func (ns *Namespace) ExchangeBuckets(t time.Time, req ratelimit.AllowRequest, c 
 		commitBuckets(hs, ok, tn)
 		dd := decision{t: tn, cost: c.Cost, allowed: true, never: -1}
 		d = ns.mergeKinds(dd.finish(dst, nil, nil), &req, hs, nil, dst)
+		// The store's refusal stands even where this node's view had
+		// room (a call the store took for a replay decides nothing):
+		// nothing was counted for it here.
+		d.Allowed = d.Allowed && ok
 		if tn != t.UnixNano() {
 			d.At = tx.At
 		}

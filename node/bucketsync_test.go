@@ -267,3 +267,25 @@ func TestBucketLiveCallDecidedAfterItsWait(t *testing.T) {
 		}
 	}
 }
+
+// A store's refusal stands though this node's view of the bucket has room
+// (a call the store took for a replay of an older one decides nothing),
+// and nothing is counted for it: were it admitted, it would be admitted
+// uncounted.
+func TestBucketStoreRefusalStands(t *testing.T) {
+	clock := newFakeClock(epoch)
+	ns := newNS(t, syncedConfig(time.Second), clock)
+	limits := []ratelimit.Limit{{Kind: ratelimit.TokenLimit, Token: ratelimit.TokenBucket{Max: 10, RefillTime: time.Second}}}
+	req := ratelimit.AllowRequest{Key: "k", Cost: 1, Limits: limits}
+	d := exchange(t, ns, clock.Now(), req, func(tx *node.BucketTx) {
+		tx.Decide = true
+		tx.Verdict = node.StoreDenied
+	})
+	if d.Allowed {
+		t.Fatal("the store refused, the node admitted")
+	}
+	tk := bucketTick(ns, clock.Now())
+	if len(tk.Buckets) != 1 || tk.Buckets[0].Own != 0 {
+		t.Fatalf("after a refused take, the tick carries %+v; want the bucket with nothing consumed", tk.Buckets)
+	}
+}

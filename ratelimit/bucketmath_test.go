@@ -96,7 +96,7 @@ func TestForceOutOfOrderNeverAboveInOrder(t *testing.T) {
 		for _, k := range takes {
 			tokens10.Force(&arrived, k.made, k.n)
 		}
-		end := now + at(1_000)
+		end := max(takes[len(takes)-1].arrives, now)
 		tokens10.Force(&inOrder, end, 0)
 		tokens10.Force(&arrived, end, 0)
 		if arrived.Level > inOrder.Level {
@@ -104,6 +104,69 @@ func TestForceOutOfOrderNeverAboveInOrder(t *testing.T) {
 		}
 		if lag < tokens10.B && arrived.Level != inOrder.Level {
 			t.Fatalf("round %d (lag %v, under a refill time): out of order %d, in order %d", round, time.Duration(lag), arrived.Level, inOrder.Level)
+		}
+	}
+}
+
+// A cluster's calls, as a store sees them: takes decided in the store
+// when they reach it (each made up to lag before), and lumps of takes
+// admitted elsewhere, each applied as of its first take. Whatever the
+// order they reach the bucket in, it never holds more tokens than the
+// bucket they leave applied in time order.
+func TestStoreNeverAboveInOrder(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	type take struct{ at, n int64 }
+	type arrival struct {
+		at      int64 // when it reaches the store
+		decided bool
+		takes   []take // one for a decided take; a lump's, oldest first
+	}
+	for round := range 20000 {
+		lag := at(1 + r.Int64N(400))
+		var arrivals []arrival
+		now := at(10_000)
+		for range 1 + r.IntN(30) {
+			now += at(r.Int64N(80))
+			a := arrival{at: now + r.Int64N(lag), decided: r.IntN(2) == 0}
+			a.takes = append(a.takes, take{now, Micro * (1 + r.Int64N(2))})
+			if !a.decided {
+				for k := now; r.IntN(2) == 0; {
+					k += at(1 + r.Int64N(60))
+					if k > a.at {
+						break
+					}
+					a.takes = append(a.takes, take{k, Micro})
+				}
+			}
+			arrivals = append(arrivals, a)
+		}
+		slices.SortStableFunc(arrivals, func(a, b arrival) int { return int(a.at - b.at) })
+		store := tokens10.Init(at(9_000))
+		var admitted []take
+		for _, a := range arrivals {
+			if a.decided {
+				if tokens10.Take(&store, true, a.takes[0].at, a.takes[0].n, false).Allowed {
+					admitted = append(admitted, a.takes[0])
+				}
+				continue
+			}
+			var sum int64
+			for _, k := range a.takes {
+				sum += k.n
+				admitted = append(admitted, k)
+			}
+			tokens10.Force(&store, a.takes[0].at, sum)
+		}
+		slices.SortStableFunc(admitted, func(a, b take) int { return int(a.at - b.at) })
+		exact := tokens10.Init(at(9_000))
+		for _, k := range admitted {
+			tokens10.Force(&exact, k.at, k.n)
+		}
+		end := max(arrivals[len(arrivals)-1].at, now)
+		tokens10.Force(&store, end, 0)
+		tokens10.Force(&exact, end, 0)
+		if store.Level > exact.Level {
+			t.Fatalf("round %d (lag %v): the store %d, above the takes in time order %d", round, time.Duration(lag), store.Level, exact.Level)
 		}
 	}
 }

@@ -181,12 +181,16 @@ func (bk bucketSync) sync(ctx context.Context, now time.Time, all bool) error {
 	if all {
 		parts = node.AllBuckets
 	}
+	// The version is taken before the totals: a call of this node that
+	// takes its totals after them (an escalated take) then has a newer
+	// version, so the store never takes it for older than this tick's
+	// and refuses it as a replay while it carries more.
+	version := s.versions.Next()
 	s.ns.TakeTick(now, tick, parts)
 	defer clear(tick.Buckets)
 	if len(tick.Buckets) == 0 {
 		return nil
 	}
-	version := s.versions.Next()
 	var (
 		wg    gosync.WaitGroup
 		sem   = make(chan struct{}, maxBucketCalls)

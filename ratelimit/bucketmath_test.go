@@ -74,99 +74,78 @@ func TestAdvanceWaste(t *testing.T) {
 }
 
 // Takes reaching a token bucket out of order, each at most lag after it
-// was made, leave it never above the bucket they leave in time order,
-// and, when no take is as late as a refill time, exactly at it.
-func TestForceOutOfOrderNeverAboveInOrder(t *testing.T) {
+// was made, leave it never above the bucket they leave in time order;
+// when no take is as late as a refill time and none is decided in the
+// store, exactly at it. Mixed: takes decided in the store too, and lumps
+// of takes admitted elsewhere, each applied as of its first take.
+func TestOutOfOrderNeverAboveInOrder(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	type take struct{ made, arrives, n int64 }
-	for round := range 2000 {
-		lag := at(1 + r.Int64N(300))
-		var takes []take
-		now := at(10_000)
-		for range 1 + r.IntN(40) {
-			now += at(r.Int64N(120))
-			takes = append(takes, take{made: now, arrives: now + r.Int64N(lag), n: Micro * (1 + r.Int64N(3))})
-		}
-		inOrder := tokens10.Init(at(9_000))
-		for _, k := range takes {
-			tokens10.Force(&inOrder, k.made, k.n)
-		}
-		slices.SortStableFunc(takes, func(a, b take) int { return int(a.arrives - b.arrives) })
-		arrived := tokens10.Init(at(9_000))
-		for _, k := range takes {
-			tokens10.Force(&arrived, k.made, k.n)
-		}
-		end := max(takes[len(takes)-1].arrives, now)
-		tokens10.Force(&inOrder, end, 0)
-		tokens10.Force(&arrived, end, 0)
-		if arrived.Level > inOrder.Level {
-			t.Fatalf("round %d (lag %v): out of order %d, above in order %d", round, time.Duration(lag), arrived.Level, inOrder.Level)
-		}
-		if lag < tokens10.B && arrived.Level != inOrder.Level {
-			t.Fatalf("round %d (lag %v, under a refill time): out of order %d, in order %d", round, time.Duration(lag), arrived.Level, inOrder.Level)
+	for _, mixed := range []bool{false, true} {
+		for round := range 10000 {
+			lag := at(1 + r.Int64N(400))
+			store, exact := outOfOrder(r, lag, mixed)
+			if store.Level > exact.Level {
+				t.Fatalf("mixed %v, round %d (lag %v): out of order %d, above in order %d", mixed, round, time.Duration(lag), store.Level, exact.Level)
+			}
+			if !mixed && lag < tokens10.B && store.Level != exact.Level {
+				t.Fatalf("round %d (lag %v, under a refill time): out of order %d, in order %d", round, time.Duration(lag), store.Level, exact.Level)
+			}
 		}
 	}
 }
 
-// A cluster's calls, as a store sees them: takes decided in the store
-// when they reach it (each made up to lag before), and lumps of takes
-// admitted elsewhere, each applied as of its first take. Whatever the
-// order they reach the bucket in, it never holds more tokens than the
-// bucket they leave applied in time order.
-func TestStoreNeverAboveInOrder(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
+// outOfOrder makes takes of tokens10, each reaching the store up to lag
+// after it was made: with mixed, half are decided in the store when they
+// reach it (admitted or not), the others lumps of takes admitted
+// elsewhere, applied as of their first take; without, single takes
+// admitted elsewhere. It returns the store's bucket and the one the
+// admitted takes leave in time order, both at the time the last arrived.
+func outOfOrder(r *rand.Rand, lag int64, mixed bool) (store, exact BucketState) {
 	type take struct{ at, n int64 }
 	type arrival struct {
 		at      int64 // when it reaches the store
 		decided bool
 		takes   []take // one for a decided take; a lump's, oldest first
 	}
-	for round := range 20000 {
-		lag := at(1 + r.Int64N(400))
-		var arrivals []arrival
-		now := at(10_000)
-		for range 1 + r.IntN(30) {
-			now += at(r.Int64N(80))
-			a := arrival{at: now + r.Int64N(lag), decided: r.IntN(2) == 0}
-			a.takes = append(a.takes, take{now, Micro * (1 + r.Int64N(2))})
-			if !a.decided {
-				for k := now; r.IntN(2) == 0; {
-					k += at(1 + r.Int64N(60))
-					if k > a.at {
-						break
-					}
-					a.takes = append(a.takes, take{k, Micro})
-				}
+	var arrivals []arrival
+	now := at(10_000)
+	for range 1 + r.IntN(30) {
+		now += at(r.Int64N(80))
+		a := arrival{at: now + r.Int64N(lag), decided: mixed && r.IntN(2) == 0}
+		a.takes = append(a.takes, take{now, Micro * (1 + r.Int64N(2))})
+		for k := now; mixed && !a.decided && r.IntN(2) == 0; {
+			k += at(1 + r.Int64N(60))
+			if k > a.at {
+				break
 			}
-			arrivals = append(arrivals, a)
+			a.takes = append(a.takes, take{k, Micro})
 		}
-		slices.SortStableFunc(arrivals, func(a, b arrival) int { return int(a.at - b.at) })
-		store := tokens10.Init(at(9_000))
-		var admitted []take
-		for _, a := range arrivals {
-			if a.decided {
-				if tokens10.Take(&store, true, a.takes[0].at, a.takes[0].n, false).Allowed {
-					admitted = append(admitted, a.takes[0])
-				}
-				continue
-			}
-			var sum int64
-			for _, k := range a.takes {
-				sum += k.n
-				admitted = append(admitted, k)
-			}
-			tokens10.Force(&store, a.takes[0].at, sum)
-		}
-		slices.SortStableFunc(admitted, func(a, b take) int { return int(a.at - b.at) })
-		exact := tokens10.Init(at(9_000))
-		for _, k := range admitted {
-			tokens10.Force(&exact, k.at, k.n)
-		}
-		end := max(arrivals[len(arrivals)-1].at, now)
-		tokens10.Force(&store, end, 0)
-		tokens10.Force(&exact, end, 0)
-		if store.Level > exact.Level {
-			t.Fatalf("round %d (lag %v): the store %d, above the takes in time order %d", round, time.Duration(lag), store.Level, exact.Level)
-		}
+		arrivals = append(arrivals, a)
 	}
+	slices.SortStableFunc(arrivals, func(a, b arrival) int { return int(a.at - b.at) })
+	store = tokens10.Init(at(9_000))
+	var admitted []take
+	for _, a := range arrivals {
+		if a.decided {
+			if tokens10.Take(&store, true, a.takes[0].at, a.takes[0].n, false).Allowed {
+				admitted = append(admitted, a.takes[0])
+			}
+			continue
+		}
+		var sum int64
+		for _, k := range a.takes {
+			sum += k.n
+			admitted = append(admitted, k)
+		}
+		tokens10.Force(&store, a.takes[0].at, sum)
+	}
+	slices.SortStableFunc(admitted, func(a, b take) int { return int(a.at - b.at) })
+	exact = tokens10.Init(at(9_000))
+	for _, k := range admitted {
+		tokens10.Force(&exact, k.at, k.n)
+	}
+	end := max(arrivals[len(arrivals)-1].at, now)
+	tokens10.Force(&store, end, 0)
+	tokens10.Force(&exact, end, 0)
+	return store, exact
 }
